@@ -1,0 +1,160 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"unsafe"
+)
+
+// MaxDims bounds the rank of an array on the wire. numpy's own limit is 64;
+// nothing in PlugRL goes past 5, and a bound keeps decoding allocation-free.
+const MaxDims = 32
+
+// Array is a C-contiguous n-dimensional array: element bytes in row-major
+// order, Data exactly prod(Shape) * DType.ItemSize() long. When it comes from
+// a decoder it is a view into that decoder's input, valid as long as the
+// input is.
+type Array struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// Elements returns prod(Shape), or an error if a dimension is negative or the
+// product overflows.
+func Elements(shape []int) (int, error) {
+	n := 1
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v: dimension %d is negative", shape, i)
+		}
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > math.MaxInt32*uint64(1<<31) {
+			return 0, fmt.Errorf("shape %v: element count overflows", shape)
+		}
+		n = int(lo)
+	}
+	return n, nil
+}
+
+// ByteLen returns the byte length the shape and dtype require.
+func ByteLen(d DType, shape []int) (int, error) {
+	n, err := Elements(shape)
+	if err != nil {
+		return 0, err
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(d.ItemSize()))
+	if hi != 0 || lo > math.MaxInt32*uint64(1<<31) {
+		return 0, fmt.Errorf("shape %v of %s: byte length overflows", shape, d)
+	}
+	return int(lo), nil
+}
+
+// Check validates that Data holds exactly the bytes Shape and DType require.
+func (a *Array) Check() error {
+	if len(a.Shape) > MaxDims {
+		return fmt.Errorf("array has %d dimensions, more than %d", len(a.Shape), MaxDims)
+	}
+	want, err := ByteLen(a.DType, a.Shape)
+	if err != nil {
+		return err
+	}
+	if want != len(a.Data) {
+		return fmt.Errorf("shape %v of %s needs %d bytes, data has %d", a.Shape, a.DType, want, len(a.Data))
+	}
+	return nil
+}
+
+// RowBytes is the byte size of one slice along the leading axis.
+func (a *Array) RowBytes() int {
+	if len(a.Shape) == 0 {
+		return a.DType.ItemSize()
+	}
+	n := a.DType.ItemSize()
+	for _, d := range a.Shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+// Row returns the bytes of row i along the leading axis.
+func (a *Array) Row(i int) []byte {
+	rb := a.RowBytes()
+	return a.Data[i*rb : (i+1)*rb]
+}
+
+// Len is the leading dimension, or 0 for a scalar.
+func (a *Array) Len() int {
+	if len(a.Shape) == 0 {
+		return 0
+	}
+	return a.Shape[0]
+}
+
+// ToHost rewrites a decoded array in place so that its data is aligned for
+// its item size and in host byte order. It may move Data up to 7 bytes
+// towards lower addresses, over the "data" key and bin header that precede
+// it in the message; callers must have finished reading those bytes, which
+// every decoder here has once the array is returned.
+func (a *Array) toHost(window int) {
+	size := a.DType.ItemSize()
+	if a.DType.Kind == 'U' {
+		size = 4
+	}
+	if len(a.Data) > 0 && size > 1 {
+		align := size
+		if align > 8 {
+			align = 8
+		}
+		if off := int(uintptr(unsafe.Pointer(&a.Data[0])) % uintptr(align)); off != 0 && off <= window {
+			n := len(a.Data)
+			whole := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&a.Data[0]), -off)), n+off)
+			copy(whole, whole[off:])
+			a.Data = whole[:n:n]
+		}
+	}
+	if a.DType.Swapped() {
+		swapInPlace(a.Data, size)
+		a.DType.Order = NativeOrder
+	}
+}
+
+// Aligned reports whether Data's address is a multiple of its item size (up to 8).
+func (a *Array) Aligned() bool {
+	size := a.DType.ItemSize()
+	if a.DType.Kind == 'U' {
+		size = 4
+	}
+	if size > 8 {
+		size = 8
+	}
+	return len(a.Data) == 0 || uintptr(unsafe.Pointer(&a.Data[0]))%uintptr(size) == 0
+}
+
+func swapInPlace(b []byte, size int) {
+	switch size {
+	case 2:
+		for i := 0; i+1 < len(b); i += 2 {
+			b[i], b[i+1] = b[i+1], b[i]
+		}
+	case 4:
+		for i := 0; i+3 < len(b); i += 4 {
+			b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
+		}
+	case 8:
+		for i := 0; i+7 < len(b); i += 8 {
+			b[i], b[i+1], b[i+2], b[i+3], b[i+4], b[i+5], b[i+6], b[i+7] =
+				b[i+7], b[i+6], b[i+5], b[i+4], b[i+3], b[i+2], b[i+1], b[i]
+		}
+	}
+}
+
+// BytesOf views a slice of fixed-size numbers as its bytes in host order,
+// without copying. It is how []int64, []float32 and friends are encoded.
+func BytesOf[T int64 | float32 | float64 | uint8 | bool](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}

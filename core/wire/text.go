@@ -1,0 +1,121 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// TextWidth is the <U width numpy would choose for strs: the longest string
+// in code points, and at least 1 (numpy's width for an array of "").
+func TextWidth(strs []string) int {
+	w := 1
+	for _, s := range strs {
+		if n := utf8.RuneCountInString(s); n > w {
+			w = n
+		}
+	}
+	return w
+}
+
+// AppendUTF32 appends s as width code points of UTF-32 in host byte order,
+// NUL-padded (SPEC 3.4). Invalid UTF-8 becomes U+FFFD, as in Python's
+// "replace" error handler; s must not be longer than width code points.
+func AppendUTF32(dst []byte, s string, width int) []byte {
+	var word [4]byte
+	n := 0
+	for _, r := range s {
+		if n == width {
+			break
+		}
+		if NativeOrder == '<' {
+			binary.LittleEndian.PutUint32(word[:], uint32(r))
+		} else {
+			binary.BigEndian.PutUint32(word[:], uint32(r))
+		}
+		dst = append(dst, word[:]...)
+		n++
+	}
+	for ; n < width; n++ {
+		dst = append(dst, 0, 0, 0, 0)
+	}
+	return dst
+}
+
+// DecodeUTF32 splits a <U or >U array's data into strings, stripping the NUL
+// padding. Code points that are not valid Unicode become U+FFFD.
+func DecodeUTF32(data []byte, d DType) []string {
+	width := d.ItemSize()
+	if width == 0 {
+		return nil
+	}
+	order := d.byteOrder()
+	out := make([]string, 0, len(data)/width)
+	var sb strings.Builder
+	for i := 0; i+width <= len(data); i += width {
+		sb.Reset()
+		item := data[i : i+width]
+		end := len(item)
+		for end >= 4 && order.Uint32(item[end-4:end]) == 0 {
+			end -= 4
+		}
+		for j := 0; j+4 <= end; j += 4 {
+			r := rune(order.Uint32(item[j:]))
+			if !utf8.ValidRune(r) {
+				r = utf8.RuneError
+			}
+			sb.WriteRune(r)
+		}
+		out = append(out, sb.String())
+	}
+	return out
+}
+
+// DecodeText reads an observation's text value, either form of SPEC 3.4: a
+// <U ndarray, or a msgpack array of strings.
+func DecodeText(b []byte) ([]string, []byte, error) {
+	switch msgp.NextType(b) {
+	case msgp.ArrayType:
+		n, rest, err := arrayLen(b)
+		if err != nil {
+			return nil, b, err
+		}
+		out := make([]string, 0, n)
+		for i := 0; i < n; i++ {
+			var s string
+			if msgp.NextType(rest) == msgp.BinType {
+				var v []byte
+				v, rest, err = msgp.ReadBytesZC(rest)
+				s = string(v)
+			} else {
+				s, rest, err = msgp.ReadStringBytes(rest)
+			}
+			if err != nil {
+				return nil, b, fmt.Errorf("text[%d]: %v", i, err)
+			}
+			out = append(out, s)
+		}
+		return out, rest, nil
+	case msgp.MapType:
+		var shape [MaxDims]int
+		var a Array
+		rest, err := DecodeArray(b, shape[:], &a)
+		if err != nil {
+			return nil, b, err
+		}
+		if a.DType.Kind != 'U' {
+			return nil, b, fmt.Errorf("text array has dtype %s, want <U", a.DType)
+		}
+		if len(a.Shape) != 1 {
+			return nil, b, fmt.Errorf("text array has shape %v, want [n]", a.Shape)
+		}
+		return DecodeUTF32(a.Data, a.DType), rest, nil
+	case msgp.NilType:
+		rest, err := msgp.ReadNilBytes(b)
+		return nil, rest, err
+	}
+	return nil, b, fmt.Errorf("text is a %s, want a <U array or an array of strings", msgp.NextType(b))
+}
