@@ -4,4 +4,8 @@ go 1.26.8
 
 require github.com/tinylib/msgp v1.6.5
 
-require github.com/philhofer/fwd v1.2.0 // indirect
+require (
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/ws v1.5.0 // indirect
+	github.com/philhofer/fwd v1.2.0 // indirect
+)

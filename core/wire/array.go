@@ -158,3 +158,22 @@ func BytesOf[T int64 | float32 | float64 | uint8 | bool](s []T) []byte {
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }
+
+// Float32s views aligned host-order bytes as []float32, without copying.
+func float32s(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func float64s(b []byte) []float64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+func aligned(b []byte, size int) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
+}

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies what went wrong, so a caller can decide what to do next.
+// The C API maps each kind to a status code.
+type Kind int
+
+// The kinds, in the order of the C API's statuses.
+const (
+	KindInternal    Kind = iota + 1
+	KindStopped          // the server ended the run (plugrl-server-stop): exit, do not reconnect
+	KindReconnected      // the connection was replaced; held feedback was dropped; start again with Infer
+	KindTimeout          // a deadline passed
+	KindServer           // the server failed: close 1011, or a text frame (SPEC 7.4)
+	KindProtocol         // the server sent something malformed
+	KindInvalid          // the caller passed something wrong; nothing was sent
+	KindOutOfOrder       // a call in the wrong order (SPEC 4.2); nothing was sent
+	KindConnect          // could not connect (after every allowed attempt)
+	KindClosed           // the client was closed
+	KindBusy             // another goroutine is inside a call on this client
+)
+
+var kindNames = map[Kind]string{
+	KindInternal:    "internal error",
+	KindStopped:     "stopped by server",
+	KindReconnected: "reconnected",
+	KindTimeout:     "timeout",
+	KindServer:      "server error",
+	KindProtocol:    "protocol error",
+	KindInvalid:     "invalid argument",
+	KindOutOfOrder:  "call out of order",
+	KindConnect:     "connection failed",
+	KindClosed:      "closed",
+	KindBusy:        "busy",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind %d", int(k))
+}
+
+// Error is every error this package returns.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // the underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Kind.String() + ": " + e.Msg + ": " + e.Err.Error()
+	}
+	return e.Kind.String() + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches an *Error of the same Kind, so errors.Is(err, client.ErrStopped)
+// works for any message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Msg == "" && t.Err == nil && t.Kind == e.Kind
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrStopped     = &Error{Kind: KindStopped}
+	ErrReconnected = &Error{Kind: KindReconnected}
+	ErrTimeout     = &Error{Kind: KindTimeout}
+	ErrServer      = &Error{Kind: KindServer}
+	ErrProtocol    = &Error{Kind: KindProtocol}
+	ErrInvalid     = &Error{Kind: KindInvalid}
+	ErrOutOfOrder  = &Error{Kind: KindOutOfOrder}
+	ErrConnect     = &Error{Kind: KindConnect}
+	ErrClosed      = &Error{Kind: KindClosed}
+	ErrBusy        = &Error{Kind: KindBusy}
+)
+
+func newErr(k Kind, err error, format string, args ...any) *Error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// KindOf returns the Kind of err, or KindInternal for a foreign error.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}

@@ -1,0 +1,338 @@
+// Package runner steps N local environments in lockstep against a PlugRL
+// server, and owns the parts of the protocol a caller should not have to
+// think about (SPEC 4.3, 5.3, 5.4, 7, 10.1):
+//
+//   - it asks for an action chunk only for envs whose chunk ran out;
+//   - it sums rewards over each chunk and flushes a chunk early at a done,
+//     sending that step's (terminal) observation;
+//   - it fills step_ids and info.episode (return, length, success);
+//   - it reuses fed-back observations when the server offers the feature;
+//   - it survives resyncs and reconnects by starting every env's next chunk
+//     fresh, and reports the server's stop.
+//
+// The caller's loop is
+//
+//	for {
+//	    r.Act(obs, actions)                  // this step's action per env
+//	    step every env with its action
+//	    r.Report(nextObs, rewards, terminated, truncated, success)
+//	    obs = nextObs, with done envs reset
+//	}
+//
+// The observation passed to Act for an env that did not finish its episode
+// must be the one passed to the previous Report: that is what lockstep means,
+// and what lets the runner reuse it.
+package runner
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Episode is a finished episode's statistics.
+type Episode struct {
+	Env     int
+	Return  float64
+	Length  int64
+	Success bool
+}
+
+// Config configures a Runner.
+type Config struct {
+	Envs int // N, the number of local envs; indices 0..N-1 are their env_indices
+	// OnEpisode, if set, is called for each episode as it finishes.
+	OnEpisode func(Episode)
+	// MaxRestarts bounds how many reconnects one Act may ride through
+	// before it returns the error; 0 means 3.
+	MaxRestarts int
+}
+
+type envState struct {
+	step      int     // steps of the current chunk already taken
+	remaining int     // steps left in the chunk; 0: needs a chunk
+	chunkSum  float64 // reward summed over the chunk so far
+	epReturn  float64
+	epLen     int64
+	chunks    int64 // chunks completed in this episode: the step_id
+}
+
+// Runner is a lockstep N-env chunk runner. Not safe for concurrent use.
+type Runner struct {
+	c    *client.Client
+	cfg  Config
+	envs []envState
+
+	// The current chunks, copied out of the receive buffer: env i's chunk
+	// is chunks[i*chunkStride:], H steps of stepBytes each.
+	chunks      []byte
+	chunkType   wire.DType
+	stepShape   []int
+	stepBytes   int
+	horizon     int
+	chunkStride int
+
+	acted bool // Act was called and Report is owed
+
+	// Scratch reused across calls so the loop allocates nothing.
+	idx      []int64
+	rows     []int
+	stepIDs  []int64
+	reuse    []bool
+	rewards  []float32
+	term     []bool
+	trunc    []bool
+	epRet    []float64
+	epLen    []int64
+	epSucc   []bool
+	epMask   []bool
+	req      wire.Infer
+	fb       wire.Feedback
+	episode  wire.Episode
+	restarts int
+}
+
+// New creates a runner over a connected client.
+func New(c *client.Client, cfg Config) (*Runner, error) {
+	if cfg.Envs <= 0 {
+		return nil, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("runner needs at least one env, got %d", cfg.Envs)}
+	}
+	if cfg.MaxRestarts <= 0 {
+		cfg.MaxRestarts = 3
+	}
+	return &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs)}, nil
+}
+
+// Client returns the runner's client.
+func (r *Runner) Client() *client.Client { return r.c }
+
+// ActionType is the dtype of the server's actions, known after the first Act.
+func (r *Runner) ActionType() wire.DType { return r.chunkType }
+
+// StepShape is one env's per-step action shape (da), known after the first Act.
+func (r *Runner) StepShape() []int { return r.stepShape }
+
+// Restarts counts reconnects the runner rode through.
+func (r *Runner) Restarts() int { return r.restarts }
+
+// Act returns this step's action for every env, written into out as
+// [N, *da] of out.DType (converted from the server's dtype). out.Shape may
+// be nil, in which case only its size is checked. It infers for the envs
+// whose chunk ran out, sending their rows of obs.
+func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
+	if r.acted {
+		return &client.Error{Kind: client.KindOutOfOrder, Msg: "Act called twice without Report in between"}
+	}
+	if obs == nil || out == nil {
+		return &client.Error{Kind: client.KindInvalid, Msg: "Act needs an observation and an output array"}
+	}
+	if rows := obs.Rows(); rows >= 0 && rows != len(r.envs) {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("observation has %d rows, the runner has %d envs", rows, len(r.envs))}
+	}
+	for attempt := 0; ; attempt++ {
+		err := r.inferNeeded(obs)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrReconnected) || attempt >= r.cfg.MaxRestarts {
+			return err
+		}
+		r.restart()
+	}
+	if err := r.writeActions(out); err != nil {
+		return err
+	}
+	r.acted = true
+	return nil
+}
+
+// restart forgets every chunk after a reconnect: the server kept nothing.
+func (r *Runner) restart() {
+	r.restarts++
+	for i := range r.envs {
+		e := &r.envs[i]
+		e.step, e.remaining, e.chunkSum = 0, 0, 0
+	}
+}
+
+func (r *Runner) inferNeeded(obs *wire.Observation) error {
+	r.idx, r.rows, r.stepIDs, r.reuse = r.idx[:0], r.rows[:0], r.stepIDs[:0], r.reuse[:0]
+	reuseOffered := r.c.ReuseOffered()
+	anyReuse := false
+	for i := range r.envs {
+		if r.envs[i].remaining > 0 {
+			continue
+		}
+		r.idx = append(r.idx, int64(i))
+		r.rows = append(r.rows, i)
+		r.stepIDs = append(r.stepIDs, r.envs[i].chunks)
+		can := reuseOffered && r.c.CanReuse(int64(i))
+		anyReuse = anyReuse || can
+		r.reuse = append(r.reuse, can)
+	}
+	if len(r.idx) == 0 {
+		return nil
+	}
+	r.req = wire.Infer{EnvIndices: r.idx, StepIDs: r.stepIDs, Obs: obs, ObsRows: r.rows}
+	if reuseOffered {
+		r.req.Reuse = r.reuse
+	}
+	a, err := r.c.Infer(&r.req)
+	if err != nil {
+		return err
+	}
+	r.storeChunks(a)
+	return nil
+}
+
+// storeChunks copies each env's chunk out of the receive buffer, so that
+// envs inferred at different times can be stepped together.
+func (r *Runner) storeChunks(a *wire.Action) {
+	h := a.Horizon()
+	stepBytes := a.Chunk.RowBytes() / a.Envs() // bytes of one env's one step
+	if a.Envs() == 0 {
+		stepBytes = 0
+	}
+	if h != r.horizon || stepBytes != r.stepBytes || a.Chunk.DType != r.chunkType {
+		r.horizon, r.stepBytes, r.chunkType = h, stepBytes, a.Chunk.DType
+		r.chunkStride = h * stepBytes
+		r.stepShape = append(r.stepShape[:0], a.ActionShape()...)
+		r.chunks = make([]byte, len(r.envs)*r.chunkStride)
+		for i := range r.envs { // chunks of the old shape are unusable
+			if r.envs[i].remaining > 0 && !r.inRequest(i) {
+				r.envs[i].remaining = 0
+			}
+		}
+	}
+	n := a.Envs()
+	for j, env := range r.req.EnvIndices {
+		dst := r.chunks[int(env)*r.chunkStride:]
+		for k := 0; k < h; k++ {
+			src := a.Chunk.Data[(k*n+j)*stepBytes:]
+			copy(dst[k*stepBytes:(k+1)*stepBytes], src[:stepBytes])
+		}
+		e := &r.envs[env]
+		e.step, e.remaining, e.chunkSum = 0, h, 0
+	}
+}
+
+func (r *Runner) inRequest(i int) bool {
+	for _, e := range r.req.EnvIndices {
+		if int(e) == i {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) writeActions(out *wire.Array) error {
+	per := 1
+	for _, d := range r.stepShape {
+		per *= d
+	}
+	want := len(r.envs) * per * out.DType.Size
+	if !out.DType.Numeric() {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("action output dtype %s is not numeric", out.DType)}
+	}
+	if len(out.Data) != want {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("action output has %d bytes; %d envs x %d values of %s need %d", len(out.Data), len(r.envs), per, out.DType, want)}
+	}
+	if out.Shape != nil {
+		if err := out.Check(); err != nil || len(out.Shape) < 1 || out.Shape[0] != len(r.envs) {
+			return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("action output shape %v, want [%d, %v...]", out.Shape, len(r.envs), r.stepShape)}
+		}
+	}
+	outStep := per * out.DType.Size
+	for i := range r.envs {
+		e := &r.envs[i]
+		src := r.chunks[i*r.chunkStride+e.step*r.stepBytes:]
+		if err := wire.Convert(out.Data[i*outStep:(i+1)*outStep], out.DType, src[:r.stepBytes], r.chunkType, per); err != nil {
+			return &client.Error{Kind: client.KindInvalid, Msg: "converting the action", Err: err}
+		}
+	}
+	return nil
+}
+
+// Report records one step of every env: the observation it returned (the
+// terminal one for an env that ended), its reward and done flags, and
+// optionally whether a finished episode succeeded (success may be nil). It
+// sends the feedback for every env whose chunk ended.
+func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, truncated, success []bool) error {
+	if !r.acted {
+		return &client.Error{Kind: client.KindOutOfOrder, Msg: "Report called without Act before it"}
+	}
+	n := len(r.envs)
+	if next == nil || len(rewards) != n || len(terminated) != n || len(truncated) != n || (success != nil && len(success) != n) {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("Report needs an observation and %d rewards, terminated and truncated flags (and success, if given); got %d, %d, %d, %d", n, len(rewards), len(terminated), len(truncated), len(success))}
+	}
+	if rows := next.Rows(); rows >= 0 && rows != n {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("observation has %d rows, the runner has %d envs", rows, n)}
+	}
+	if err := next.Validate(); err != nil {
+		return &client.Error{Kind: client.KindInvalid, Msg: "Report", Err: err}
+	}
+	r.acted = false
+	r.idx, r.rows, r.stepIDs, r.rewards = r.idx[:0], r.rows[:0], r.stepIDs[:0], r.rewards[:0]
+	r.term, r.trunc = r.term[:0], r.trunc[:0]
+	r.epRet, r.epLen, r.epSucc, r.epMask = r.epRet[:0], r.epLen[:0], r.epSucc[:0], r.epMask[:0]
+	anyDone := false
+	for i := range r.envs {
+		e := &r.envs[i]
+		e.step++
+		e.remaining--
+		e.chunkSum += rewards[i]
+		e.epReturn += rewards[i]
+		e.epLen++
+		done := terminated[i] || truncated[i]
+		if !done && e.remaining > 0 {
+			continue
+		}
+		succ := success != nil && success[i]
+		r.idx = append(r.idx, int64(i))
+		r.rows = append(r.rows, i)
+		r.stepIDs = append(r.stepIDs, e.chunks)
+		r.rewards = append(r.rewards, float32(e.chunkSum))
+		r.term = append(r.term, terminated[i])
+		r.trunc = append(r.trunc, truncated[i])
+		r.epRet = append(r.epRet, 0)
+		r.epLen = append(r.epLen, 0)
+		r.epSucc = append(r.epSucc, false)
+		r.epMask = append(r.epMask, done)
+		if done {
+			anyDone = true
+			k := len(r.epRet) - 1
+			r.epRet[k], r.epLen[k], r.epSucc[k] = e.epReturn, e.epLen, succ
+			if r.cfg.OnEpisode != nil {
+				r.cfg.OnEpisode(Episode{Env: i, Return: e.epReturn, Length: e.epLen, Success: succ})
+			}
+			e.epReturn, e.epLen, e.chunks = 0, 0, 0
+		} else {
+			e.chunks++
+		}
+		e.step, e.remaining, e.chunkSum = 0, 0, 0
+	}
+	if len(r.idx) == 0 {
+		return nil
+	}
+	r.fb = wire.Feedback{
+		EnvIndices: r.idx, StepIDs: r.stepIDs, Obs: next, ObsRows: r.rows,
+		Rewards: r.rewards, Terminated: r.term, Truncated: r.trunc,
+	}
+	if anyDone {
+		r.episode = wire.Episode{Return: r.epRet, Length: r.epLen, Mask: r.epMask}
+		if success != nil {
+			r.episode.Success = r.epSucc
+		}
+		r.fb.Episode = &r.episode
+	}
+	err := r.c.Feedback(&r.fb)
+	if errors.Is(err, client.ErrReconnected) {
+		// The feedback was dropped (SPEC 7.6); every env starts a fresh
+		// chunk at the next Act.
+		r.restart()
+		return nil
+	}
+	return err
+}
