@@ -37,7 +37,9 @@ import (
 // Allocator supplies the memory that messages are received into.
 type Allocator interface {
 	// Grow returns a buffer of at least size bytes whose first keep bytes
-	// are those of buf (nil at first). buf must not be used afterwards.
+	// are those of buf (nil at first); buf must not be used afterwards.
+	// It returns nil when memory is exhausted, and buf stays valid. It runs
+	// on the connection's reader goroutine and must not panic.
 	Grow(buf []byte, keep, size int) []byte
 	// Free releases a buffer returned by Grow.
 	Free(buf []byte)
@@ -344,8 +346,11 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 			if int64(size-n) > length {
 				size = n + int(length)
 			}
-			c.rbuf = c.alloc.Grow(c.rbuf, n, size)
-			c.rbuf = c.rbuf[:cap(c.rbuf)]
+			nb := c.alloc.Grow(c.rbuf, n, size)
+			if len(nb) < size {
+				return n, fmt.Errorf("%w: no memory for a %d-byte receive buffer", ErrTooBig, size)
+			}
+			c.rbuf = nb[:cap(nb)]
 		}
 		want := len(c.rbuf) - n
 		if int64(want) > length {

@@ -114,6 +114,23 @@ func (r *Runner) ActionType() wire.DType { return r.chunkType }
 // StepShape is one env's per-step action shape (da), known after the first Act.
 func (r *Runner) StepShape() []int { return r.stepShape }
 
+// StepSize is the number of action values per env per step, prod(da): from
+// the last action, or else from metadata action_dim; ok is false when
+// neither is known yet.
+func (r *Runner) StepSize() (int, bool) {
+	if r.horizon > 0 {
+		n := 1
+		for _, d := range r.stepShape {
+			n *= d
+		}
+		return n, true
+	}
+	if m := r.c.Metadata(); m != nil && m.ActionDim.Set {
+		return int(m.ActionDim.Value), true
+	}
+	return 0, false
+}
+
 // Restarts counts reconnects the runner rode through.
 func (r *Runner) Restarts() int { return r.restarts }
 
@@ -130,6 +147,13 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	}
 	if rows := obs.Rows(); rows >= 0 && rows != len(r.envs) {
 		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("observation has %d rows, the runner has %d envs", rows, len(r.envs))}
+	}
+	if err := obs.Validate(); err != nil {
+		return &client.Error{Kind: client.KindInvalid, Msg: "Act", Err: err}
+	}
+	// Check the output buffer before anything is sent, when its size is known.
+	if per, ok := r.StepSize(); ok && out.DType.Numeric() && len(out.Data) != len(r.envs)*per*out.DType.Size {
+		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("action output has %d bytes; %d envs x %d values of %s need %d", len(out.Data), len(r.envs), per, out.DType, len(r.envs)*per*out.DType.Size)}
 	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)

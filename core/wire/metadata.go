@@ -197,10 +197,12 @@ const maxJSONDepth = 64
 // as strings). bin becomes a string when it is UTF-8 and base64 otherwise;
 // non-finite floats become null, as JSON has no spelling for them.
 func AppendJSON(dst, b []byte) (out, rest []byte, err error) {
-	return appendJSON(dst, b, 0)
+	return appendJSON(dst, b, 0, false)
 }
 
-func appendJSON(dst, b []byte, depth int) ([]byte, []byte, error) {
+// appendJSON converts the value at b; inKey is set while spelling a map key
+// that is not a string, whose JSON text is then quoted as a string.
+func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 	if depth > maxJSONDepth {
 		return dst, b, errors.New("value nested deeper than 64 levels")
 	}
@@ -235,7 +237,7 @@ func appendJSON(dst, b []byte, depth int) ([]byte, []byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if dst, rest, err = appendJSON(dst, rest, depth+1); err != nil {
+			if dst, rest, err = appendJSON(dst, rest, depth+1, inKey); err != nil {
 				return dst, b, err
 			}
 		}
@@ -265,14 +267,20 @@ func appendJSON(dst, b []byte, depth int) ([]byte, []byte, error) {
 				}
 				dst = appendJSONString(dst, k)
 			default: // JSON keys are strings: spell the key as its JSON text
+				// Quoting escapes the key's JSON once more for every level
+				// of keys within keys, doubling its size each time: allow
+				// one level, so output stays linear in the input.
+				if inKey {
+					return dst, b, errors.New("a map key that is not a string holds another such key")
+				}
 				var key []byte
-				if key, rest, err = appendJSON(nil, rest, depth+1); err != nil {
+				if key, rest, err = appendJSON(nil, rest, depth+1, true); err != nil {
 					return dst, b, err
 				}
 				dst = appendJSONString(dst, key)
 			}
 			dst = append(dst, ':')
-			if dst, rest, err = appendJSON(dst, rest, depth+1); err != nil {
+			if dst, rest, err = appendJSON(dst, rest, depth+1, inKey); err != nil {
 				return dst, b, err
 			}
 		}
@@ -356,4 +364,17 @@ func appendJSONString(dst, s []byte) []byte {
 		i += size
 	}
 	return append(dst, '"')
+}
+
+// StringValue returns the bytes of a msgpack str (or bin) value.
+func StringValue(b []byte) ([]byte, bool) {
+	switch msgp.NextType(b) {
+	case msgp.StrType:
+		v, _, err := msgp.ReadStringZC(b)
+		return v, err == nil
+	case msgp.BinType:
+		v, _, err := msgp.ReadBytesZC(b)
+		return v, err == nil
+	}
+	return nil, false
 }

@@ -1,0 +1,28 @@
+/* Private to capi: declarations shared by every cgo preamble. Definitions
+** live in helpers.c, because a preamble of a file with //export may only
+** declare (cgo copies it into _cgo_export.c as well). */
+#ifndef PLUGRL_CAPI_H
+#define PLUGRL_CAPI_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include "plugrl.h"
+
+/* const-qualified aliases: cgo writes exported prototypes from Go types,
+** and these make them read "const T *" so they match plugrl.h exactly. */
+typedef const char plugrl_cchar;
+typedef const int64_t plugrl_cint64;
+typedef const uint8_t plugrl_cuint8;
+typedef const float plugrl_cfloat;
+typedef const double plugrl_cdouble;
+typedef const plugrl_options plugrl_coptions;
+typedef const plugrl_observation plugrl_cobservation;
+typedef const plugrl_episode plugrl_cepisode;
+
+const char *plugrl__status_name(int status);
+plugrl_client *plugrl__client_token(uintptr_t id);
+plugrl_runner *plugrl__runner_token(uintptr_t id);
+void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message);
+void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success);
+
+#endif

@@ -1,0 +1,525 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}
+#include "capi.h"
+*/
+import "C"
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// clientHandle is what a plugrl_client token stands for.
+type clientHandle struct {
+	handleBase
+	c       *client.Client // nil when open failed
+	openErr error
+
+	obs    obsScratch
+	req    wire.Infer
+	fb     wire.Feedback
+	ep     wire.Episode
+	reuse  []bool
+	term   []bool
+	trunc  []bool
+	succ   []bool
+	mask   []bool
+	action *wire.Action // the last action, valid until the next call
+
+	shape  *C.int64_t // PLUGRL_MAX_DIMS entries
+	envIDs cBuffer
+	copy   cBuffer // an aligned copy of an action the decoder could not align
+}
+
+func lookupClient(p *C.plugrl_client) *clientHandle {
+	registry.RLock()
+	defer registry.RUnlock()
+	return registry.clients[uintptr(unsafe.Pointer(p))]
+}
+
+//export plugrl_options_init
+func plugrl_options_init(o *C.plugrl_options) (st C.plugrl_status) {
+	defer recoverPlain(&st)
+	if o == nil {
+		return C.PLUGRL_INVALID_ARGUMENT
+	}
+	*o = C.plugrl_options{}
+	o.size = C.size_t(unsafe.Sizeof(*o))
+	o.connect_timeout_ms = 10000
+	o.metadata_timeout_ms = 30000
+	o.receive_timeout_ms = 300000
+	o.max_reconnects = 5
+	o.reconnect_backoff_ms = 100
+	o.max_backoff_ms = 5000
+	return C.PLUGRL_OK
+}
+
+// goOptions reads a plugrl_options of any size up to ours: fields past the
+// caller's size keep their defaults.
+func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Options, error) {
+	var opts client.Options
+	if o == nil {
+		return opts, errors.New("options is NULL; fill a plugrl_options with plugrl_options_init")
+	}
+	min := unsafe.Offsetof(o.max_backoff_ms) + unsafe.Sizeof(o.max_backoff_ms)
+	if uintptr(o.size) < min {
+		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's is %d)", o.size, unsafe.Sizeof(*o))
+	}
+	var full C.plugrl_options
+	n := uintptr(o.size)
+	if n > unsafe.Sizeof(full) {
+		n = unsafe.Sizeof(full) // a newer caller: read what we know
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&full)), n), unsafe.Slice((*byte)(unsafe.Pointer(o)), n))
+	if full.url == nil {
+		return opts, errors.New("options.url is NULL; want ws://host:port or wss://host:port")
+	}
+	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
+	opts = client.Options{
+		URL:              C.GoString(full.url),
+		ConnectTimeout:   ms(full.connect_timeout_ms),
+		MetadataTimeout:  ms(full.metadata_timeout_ms),
+		ReceiveTimeout:   ms(full.receive_timeout_ms),
+		MaxReconnects:    int(full.max_reconnects),
+		ReconnectBackoff: ms(full.reconnect_backoff_ms),
+		MaxBackoff:       ms(full.max_backoff_ms),
+		MaxMessageSize:   int64(full.max_message_size),
+		DisableReuse:     full.disable_reuse != 0,
+		Alloc:            cAllocator{},
+		Logf:             logf,
+	}
+	if full.api_key != nil {
+		opts.APIKey = C.GoString(full.api_key)
+	}
+	if full.tls_ca_file != nil || full.tls_insecure != 0 {
+		cfg := &tls.Config{InsecureSkipVerify: full.tls_insecure != 0}
+		if full.tls_ca_file != nil {
+			path := C.GoString(full.tls_ca_file)
+			pem, err := os.ReadFile(path)
+			if err != nil {
+				return opts, fmt.Errorf("options.tls_ca_file: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return opts, fmt.Errorf("options.tls_ca_file %s holds no PEM certificate", path)
+			}
+			cfg.RootCAs = pool
+		}
+		opts.TLS = cfg
+	}
+	if full.ledger_path != nil && logf != nil {
+		logf(client.LevelWarn, "options.ledger_path is set, but the exchange ledger is not implemented yet: nothing is recorded")
+	}
+	return opts, nil
+}
+
+//export plugrl_open
+func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_status) {
+	defer recoverPlain(&st)
+	if out == nil {
+		return C.PLUGRL_INVALID_ARGUMENT
+	}
+	*out = nil
+	h := &clientHandle{shape: (*C.int64_t)(C.calloc(C.PLUGRL_MAX_DIMS, 8))}
+	registry.Lock()
+	id, ok := newToken()
+	if ok {
+		registry.clients[id] = h
+	}
+	registry.Unlock()
+	if !ok || h.shape == nil {
+		C.free(unsafe.Pointer(h.shape))
+		return C.PLUGRL_NO_MEMORY
+	}
+	*out = C.plugrl__client_token(C.uintptr_t(id))
+	defer h.recoverTo(&st)
+
+	var logf func(client.Level, string)
+	if o != nil && uintptr(o.size) >= unsafe.Offsetof(o.log_user)+unsafe.Sizeof(o.log_user) && o.log != nil {
+		fn, user := o.log, o.log_user
+		logf = func(l client.Level, msg string) {
+			cs := C.CString(msg)
+			C.plugrl__call_log(fn, user, C.int(l), cs)
+			C.free(unsafe.Pointer(cs))
+		}
+	}
+	opts, err := goOptions(o, logf)
+	if err != nil {
+		h.openErr = err
+		h.setMsg("invalid argument: " + err.Error())
+		return C.PLUGRL_INVALID_ARGUMENT
+	}
+	c, err := client.Dial(context.Background(), opts)
+	if err != nil {
+		h.openErr = err
+		return h.fail(err)
+	}
+	h.c = c
+	return C.PLUGRL_OK
+}
+
+//export plugrl_close
+func plugrl_close(p *C.plugrl_client) (st C.plugrl_status) {
+	defer recoverPlain(&st)
+	h := lookupClient(p)
+	if h == nil {
+		return C.PLUGRL_CLOSED
+	}
+	if !h.busy.CompareAndSwap(false, true) {
+		return C.PLUGRL_BUSY
+	}
+	registry.Lock()
+	delete(registry.clients, uintptr(unsafe.Pointer(p)))
+	registry.Unlock()
+	h.closed.Store(true) // runners borrowing this client see it
+	if h.c != nil {
+		h.c.Close()
+	}
+	h.freeMsg()
+	h.envIDs.free()
+	h.copy.free()
+	C.free(unsafe.Pointer(h.shape))
+	h.shape = nil
+	return C.PLUGRL_OK
+}
+
+//export plugrl_errmsg
+func plugrl_errmsg(p *C.plugrl_client) *C.plugrl_cchar {
+	h := lookupClient(p)
+	if h == nil {
+		return deadHandleMsg
+	}
+	return h.errmsg()
+}
+
+// use enters a client handle for a call. On a non-OK status the call
+// returns it at once (and must not call leave).
+func use(p *C.plugrl_client) (*clientHandle, C.plugrl_status) {
+	h := lookupClient(p)
+	if h == nil {
+		return nil, C.PLUGRL_CLOSED
+	}
+	if st := h.enter(); st != C.PLUGRL_OK {
+		return nil, st
+	}
+	if h.c == nil {
+		h.setMsg(fmt.Sprintf("connection failed: this handle's plugrl_open failed (%v); close it", h.openErr))
+		h.leave()
+		return nil, C.PLUGRL_CONNECT_FAILED
+	}
+	return h, C.PLUGRL_OK
+}
+
+//export plugrl_metadata_int
+func plugrl_metadata_int(p *C.plugrl_client, key *C.plugrl_cchar, value *C.int64_t, present *C.int) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if key == nil || value == nil || present == nil {
+		return h.invalid("plugrl_metadata_int needs key, value and present (none may be NULL)")
+	}
+	*present, *value = 0, 0
+	raw, ok := h.c.Metadata().Lookup(goString(key))
+	if !ok {
+		return C.PLUGRL_OK
+	}
+	s, _, err := wire.DecodeScalar(raw)
+	if err != nil {
+		return C.PLUGRL_OK
+	}
+	if v, ok := s.AsInt(); ok && s.Kind != 'b' {
+		*value, *present = C.int64_t(v), 1
+	}
+	return C.PLUGRL_OK
+}
+
+// copyOut copies s and a NUL into (buf, size), with *length = len(s).
+func (h *clientHandle) copyOut(s []byte, buf *C.char, size C.size_t, length *C.size_t) C.plugrl_status {
+	if length != nil {
+		*length = C.size_t(len(s))
+	}
+	if buf == nil && size == 0 {
+		return C.PLUGRL_OK
+	}
+	if buf == nil {
+		return h.invalid("buf is NULL but size is %d", size)
+	}
+	if int(size) <= len(s) {
+		if size > 0 {
+			*buf = 0
+		}
+		h.setMsg(fmt.Sprintf("buffer too small: the value needs %d bytes with its NUL, the buffer has %d", len(s)+1, size))
+		return C.PLUGRL_BUFFER_TOO_SMALL
+	}
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(size))
+	n := copy(dst, s)
+	dst[n] = 0
+	return C.PLUGRL_OK
+}
+
+//export plugrl_metadata_string
+func plugrl_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if key == nil || present == nil {
+		return h.invalid("plugrl_metadata_string needs key and present (neither may be NULL)")
+	}
+	*present = 0
+	if length != nil {
+		*length = 0
+	}
+	raw, ok := h.c.Metadata().Lookup(goString(key))
+	if !ok {
+		return C.PLUGRL_OK
+	}
+	s, ok := wire.StringValue(raw)
+	if !ok {
+		return C.PLUGRL_OK
+	}
+	*present = 1
+	return h.copyOut(s, buf, size, length)
+}
+
+//export plugrl_metadata_has_feature
+func plugrl_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar, present *C.int) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if feature == nil || present == nil {
+		return h.invalid("plugrl_metadata_has_feature needs feature and present (neither may be NULL)")
+	}
+	*present = 0
+	if h.c.Metadata().Has(goString(feature)) {
+		*present = 1
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl_metadata_json
+func plugrl_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if present == nil {
+		return h.invalid("plugrl_metadata_json needs present (not NULL)")
+	}
+	*present = 0
+	if length != nil {
+		*length = 0
+	}
+	raw := h.c.Metadata().Raw
+	if key != nil {
+		var ok bool
+		if raw, ok = h.c.Metadata().Lookup(goString(key)); !ok {
+			return C.PLUGRL_OK
+		}
+	}
+	js, _, err := wire.AppendJSON(nil, raw)
+	if err != nil {
+		h.setMsg("protocol error: metadata value cannot be shown as JSON: " + err.Error())
+		return C.PLUGRL_PROTOCOL_ERROR
+	}
+	*present = 1
+	return h.copyOut(js, buf, size, length)
+}
+
+//export plugrl_infer
+func plugrl_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, n C.size_t,
+	obs *C.plugrl_cobservation, reuse *C.plugrl_cuint8, action *C.plugrl_action) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	h.action = nil
+	if action == nil {
+		return h.invalid("plugrl_infer: action is NULL; pass a plugrl_action to receive the chunk")
+	}
+	*action = C.plugrl_action{}
+	if n == 0 || n > 1<<20 {
+		return h.invalid("plugrl_infer: n is %d; want 1..%d envs", n, 1<<20)
+	}
+	if envIndices == nil || stepIDs == nil {
+		return h.invalid("plugrl_infer: env_indices and step_ids must point to n = %d values each", n)
+	}
+	o, err := h.obs.convert(obs, "obs")
+	if err != nil {
+		return h.invalid("plugrl_infer: %v", err)
+	}
+	h.req = wire.Infer{EnvIndices: int64s(envIndices, int(n)), StepIDs: int64s(stepIDs, int(n)), Obs: o}
+	if reuse != nil {
+		h.reuse = flags(h.reuse, reuse, int(n))
+		h.req.Reuse = h.reuse
+	}
+	a, err := h.c.Infer(&h.req)
+	if err != nil {
+		return h.fail(err)
+	}
+	return h.exportAction(a, action)
+}
+
+// exportAction fills the caller's plugrl_action with views of C memory.
+func (h *clientHandle) exportAction(a *wire.Action, out *C.plugrl_action) C.plugrl_status {
+	dt, ok := cDTypeOf(a.Chunk.DType)
+	if !ok {
+		h.setMsg(fmt.Sprintf("protocol error: action dtype %s has no plugrl_dtype", a.Chunk.DType))
+		return C.PLUGRL_PROTOCOL_ERROR
+	}
+	data := unsafe.Pointer(h.shape) // any valid pointer for an empty chunk
+	if len(a.Chunk.Data) > 0 {
+		data = unsafe.Pointer(&a.Chunk.Data[0])
+		if !a.Chunk.Aligned() { // cannot happen for numpy's encoding; kept correct anyway
+			data = h.copy.reserve(len(a.Chunk.Data))
+			copy(unsafe.Slice((*byte)(data), len(a.Chunk.Data)), a.Chunk.Data)
+		}
+	}
+	shape := unsafe.Slice((*int64)(unsafe.Pointer(h.shape)), C.PLUGRL_MAX_DIMS)
+	step := int64(1)
+	for i, d := range a.Chunk.Shape {
+		shape[i] = int64(d)
+		if i >= 2 {
+			step *= int64(d)
+		}
+	}
+	ids := h.envIDs.reserve(8 * (len(a.EnvIDs) + 1))
+	copy(unsafe.Slice((*int64)(ids), len(a.EnvIDs)), a.EnvIDs)
+	*out = C.plugrl_action{
+		data:      data,
+		dtype:     dt,
+		ndim:      C.int32_t(len(a.Chunk.Shape)),
+		shape:     h.shape,
+		env_ids:   (*C.int64_t)(ids),
+		horizon:   C.int64_t(a.Horizon()),
+		num_envs:  C.int64_t(a.Envs()),
+		step_size: C.int64_t(step),
+	}
+	h.action = a
+	return C.PLUGRL_OK
+}
+
+//export plugrl_action_copy
+func plugrl_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if h.action == nil {
+		h.setMsg("call out of order: plugrl_action_copy needs an action: call it right after a successful plugrl_infer")
+		return C.PLUGRL_OUT_OF_ORDER
+	}
+	d, ok := dtypeOf(dtype)
+	if !ok {
+		return h.invalid(unknownDTypeMsg, int(dtype))
+	}
+	a := &h.action.Chunk
+	count := len(a.Data) / a.DType.Size
+	if int(dstSize) != count*d.Size {
+		return h.invalid("plugrl_action_copy: dst has %d bytes; the action's %d elements of %s need %d", dstSize, count, d, count*d.Size)
+	}
+	if dst == nil && count > 0 {
+		return h.invalid("plugrl_action_copy: dst is NULL")
+	}
+	if count == 0 {
+		return C.PLUGRL_OK
+	}
+	if err := wire.Convert(unsafe.Slice((*byte)(dst), int(dstSize)), d, a.Data, a.DType, count); err != nil {
+		return h.invalid("plugrl_action_copy: %v", err)
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl_feedback
+func plugrl_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, m C.size_t,
+	next *C.plugrl_cobservation, rewards *C.plugrl_cfloat, terminated *C.plugrl_cuint8, truncated *C.plugrl_cuint8,
+	episode *C.plugrl_cepisode) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	h.action = nil
+	if m == 0 || m > 1<<20 {
+		return h.invalid("plugrl_feedback: m is %d; want 1..%d envs", m, 1<<20)
+	}
+	if envIndices == nil || stepIDs == nil || rewards == nil || terminated == nil || truncated == nil {
+		return h.invalid("plugrl_feedback: env_indices, step_ids, rewards, terminated and truncated must each point to m = %d values", m)
+	}
+	o, err := h.obs.convert(next, "next_obs")
+	if err != nil {
+		return h.invalid("plugrl_feedback: %v", err)
+	}
+	n := int(m)
+	h.term = flags(h.term, terminated, n)
+	h.trunc = flags(h.trunc, truncated, n)
+	h.fb = wire.Feedback{
+		EnvIndices: int64s(envIndices, n), StepIDs: int64s(stepIDs, n), Obs: o,
+		Rewards:    unsafe.Slice((*float32)(unsafe.Pointer(rewards)), n),
+		Terminated: h.term, Truncated: h.trunc,
+	}
+	if episode != nil {
+		if episode.returns == nil || episode.lengths == nil || episode.mask == nil {
+			return h.invalid("plugrl_feedback: episode needs returns, lengths and mask (success may be NULL)")
+		}
+		h.mask = flags(h.mask, (*C.plugrl_cuint8)(episode.mask), n)
+		h.ep = wire.Episode{
+			Return: unsafe.Slice((*float64)(unsafe.Pointer(episode.returns)), n),
+			Length: unsafe.Slice((*int64)(unsafe.Pointer(episode.lengths)), n),
+			Mask:   h.mask,
+		}
+		if episode.success != nil {
+			h.succ = flags(h.succ, (*C.plugrl_cuint8)(episode.success), n)
+			h.ep.Success = h.succ
+		}
+		h.fb.Episode = &h.ep
+	}
+	if err := h.c.Feedback(&h.fb); err != nil {
+		return h.fail(err)
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl_can_reuse
+func plugrl_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.plugrl_status) {
+	h, st := use(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if yes == nil {
+		return h.invalid("plugrl_can_reuse: yes is NULL")
+	}
+	*yes = 0
+	if h.c.CanReuse(int64(env)) {
+		*yes = 1
+	}
+	return C.PLUGRL_OK
+}

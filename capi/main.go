@@ -1,0 +1,40 @@
+// Command capi is libplugrl.so: the C ABI of include/plugrl.h over the Go
+// core. Build it with go build -buildmode=c-shared (see build.sh). Every
+// exported function recovers panics, validates every pointer and shape it
+// is given before using it, and returns a plugrl_status.
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}
+#include "capi.h"
+*/
+import "C"
+
+// version must match PLUGRL_VERSION_STRING in plugrl.h; versionNumber its
+// PLUGRL_VERSION_NUMBER. A test checks both against the header.
+const (
+	version       = "0.1.0"
+	versionNumber = 1000
+)
+
+func main() {}
+
+//export plugrl_version
+func plugrl_version() *C.plugrl_cchar { return versionCString }
+
+//export plugrl_version_number
+func plugrl_version_number() C.int { return versionNumber }
+
+//export plugrl_status_str
+func plugrl_status_str(status C.plugrl_status) *C.plugrl_cchar {
+	return (*C.plugrl_cchar)(C.plugrl__status_name(C.int(status)))
+}
+
+//export plugrl_dtype_size
+func plugrl_dtype_size(dtype C.plugrl_dtype) C.size_t {
+	d, ok := dtypeOf(dtype)
+	if !ok {
+		return 0
+	}
+	return C.size_t(d.Size)
+}

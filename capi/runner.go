@@ -1,0 +1,235 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}
+#include "capi.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/plugrl/libplugrl/core/runner"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// runnerHandle is what a plugrl_runner token stands for. It borrows its
+// client's handle: calls check that the client is still open.
+type runnerHandle struct {
+	handleBase
+	client *clientHandle
+	r      *runner.Runner
+	n      int
+
+	obs     obsScratch
+	out     wire.Array
+	rewards []float64
+	term    []bool
+	trunc   []bool
+	succ    []bool
+
+	onEpisode C.plugrl_episode_fn
+	user      unsafe.Pointer
+}
+
+func lookupRunner(p *C.plugrl_runner) *runnerHandle {
+	registry.RLock()
+	defer registry.RUnlock()
+	return registry.runners[uintptr(unsafe.Pointer(p))]
+}
+
+// useRunner enters a runner handle and its client for a call.
+func useRunner(p *C.plugrl_runner) (*runnerHandle, C.plugrl_status) {
+	h := lookupRunner(p)
+	if h == nil {
+		return nil, C.PLUGRL_CLOSED
+	}
+	if st := h.enter(); st != C.PLUGRL_OK {
+		return nil, st
+	}
+	if h.client.closed.Load() {
+		h.setMsg("closed: this runner's client was closed; free the runner")
+		h.leave()
+		return nil, C.PLUGRL_CLOSED
+	}
+	return h, C.PLUGRL_OK
+}
+
+//export plugrl_runner_new
+func plugrl_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_runner) (st C.plugrl_status) {
+	c, st := use(cp)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer c.leave()
+	defer c.recoverTo(&st)
+	if out == nil {
+		return c.invalid("plugrl_runner_new: runner is NULL")
+	}
+	*out = nil
+	if numEnvs == 0 || numEnvs > 1<<20 {
+		return c.invalid("plugrl_runner_new: num_envs is %d; want 1..%d", numEnvs, 1<<20)
+	}
+	h := &runnerHandle{client: c, n: int(numEnvs)}
+	r, err := runner.New(c.c, runner.Config{Envs: h.n, OnEpisode: h.episode})
+	if err != nil {
+		return c.fail(err)
+	}
+	h.r = r
+	registry.Lock()
+	id, ok := newToken()
+	if ok {
+		registry.runners[id] = h
+	}
+	registry.Unlock()
+	if !ok {
+		c.setMsg("out of memory: no more handles")
+		return C.PLUGRL_NO_MEMORY
+	}
+	*out = C.plugrl__runner_token(C.uintptr_t(id))
+	return C.PLUGRL_OK
+}
+
+func (h *runnerHandle) episode(e runner.Episode) {
+	if h.onEpisode != nil {
+		succ := 0
+		if e.Success {
+			succ = 1
+		}
+		C.plugrl__call_episode(h.onEpisode, h.user, C.int64_t(e.Env), C.double(e.Return), C.int64_t(e.Length), C.int(succ))
+	}
+}
+
+//export plugrl_runner_free
+func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
+	defer recoverPlain(&st)
+	h := lookupRunner(p)
+	if h == nil {
+		return C.PLUGRL_CLOSED
+	}
+	if !h.busy.CompareAndSwap(false, true) {
+		return C.PLUGRL_BUSY
+	}
+	registry.Lock()
+	delete(registry.runners, uintptr(unsafe.Pointer(p)))
+	registry.Unlock()
+	h.closed.Store(true)
+	h.freeMsg()
+	return C.PLUGRL_OK
+}
+
+//export plugrl_runner_errmsg
+func plugrl_runner_errmsg(p *C.plugrl_runner) *C.plugrl_cchar {
+	h := lookupRunner(p)
+	if h == nil {
+		return deadHandleMsg
+	}
+	return h.errmsg()
+}
+
+//export plugrl_runner_on_episode
+func plugrl_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, user unsafe.Pointer) (st C.plugrl_status) {
+	h, st := useRunner(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	h.onEpisode, h.user = fn, user
+	return C.PLUGRL_OK
+}
+
+//export plugrl_runner_step_size
+func plugrl_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known *C.int) (st C.plugrl_status) {
+	h, st := useRunner(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if stepSize == nil || known == nil {
+		return h.invalid("plugrl_runner_step_size: step_size and known must not be NULL")
+	}
+	*stepSize, *known = 0, 0
+	if v, ok := h.r.StepSize(); ok {
+		*stepSize, *known = C.int64_t(v), 1
+	}
+	return C.PLUGRL_OK
+}
+
+// borrow marks the runner's client busy for the call, so the client is not
+// used directly at the same time.
+func (h *runnerHandle) borrow() C.plugrl_status {
+	if st := h.client.enter(); st != C.PLUGRL_OK {
+		if st == C.PLUGRL_BUSY {
+			h.setMsg("busy: the runner's client is in use by another call")
+		}
+		return st
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl_runner_act
+func plugrl_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actions unsafe.Pointer, size C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
+	h, st := useRunner(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	d, ok := dtypeOf(dtype)
+	if !ok {
+		return h.invalid(unknownDTypeMsg, int(dtype))
+	}
+	if actions == nil || size == 0 {
+		return h.invalid("plugrl_runner_act: actions is NULL or actions_size is 0")
+	}
+	o, err := h.obs.convert(obs, "obs")
+	if err != nil {
+		return h.invalid("plugrl_runner_act: %v", err)
+	}
+	if st := h.borrow(); st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.client.leave()
+	h.out = wire.Array{DType: d, Data: unsafe.Slice((*byte)(actions), int(size))}
+	if err := h.r.Act(o, &h.out); err != nil {
+		return h.fail(err)
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl_runner_report
+func plugrl_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, rewards *C.plugrl_cdouble,
+	terminated *C.plugrl_cuint8, truncated *C.plugrl_cuint8, success *C.plugrl_cuint8) (st C.plugrl_status) {
+	h, st := useRunner(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.leave()
+	defer h.recoverTo(&st)
+	if rewards == nil || terminated == nil || truncated == nil {
+		return h.invalid("plugrl_runner_report: rewards, terminated and truncated must each point to num_envs = %d values", h.n)
+	}
+	o, err := h.obs.convert(next, "next_obs")
+	if err != nil {
+		return h.invalid("plugrl_runner_report: %v", err)
+	}
+	h.rewards = unsafe.Slice((*float64)(unsafe.Pointer(rewards)), h.n)
+	h.term = flags(h.term, terminated, h.n)
+	h.trunc = flags(h.trunc, truncated, h.n)
+	var succ []bool
+	if success != nil {
+		h.succ = flags(h.succ, success, h.n)
+		succ = h.succ
+	}
+	if st := h.borrow(); st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.client.leave()
+	if err := h.r.Report(o, h.rewards, h.term, h.trunc, succ); err != nil {
+		return h.fail(err)
+	}
+	return C.PLUGRL_OK
+}
+
+

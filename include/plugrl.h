@@ -1,0 +1,440 @@
+/*
+** plugrl.h - the C interface of libplugrl, a PlugRL env client.
+**
+** libplugrl lets a native program (a robot controller, a ROS 2 node, a Rust
+** program) be an env client of a PlugRL training server: it speaks the wire
+** protocol of SPEC.md version 1 (WebSocket + msgpack + numpy arrays) so the
+** program does not need a msgpack or WebSocket library of its own.
+**
+** Two levels:
+**
+**   - The RUNNER (plugrl_runner_*) steps N local envs in lockstep: give it
+**     every env's observation, get every env's action for this step, report
+**     rewards and done flags. Chunking, reward sums, terminal observations,
+**     episode statistics, observation reuse and reconnects are its job.
+**     Most programs should use it.
+**   - The LOW LEVEL (plugrl_infer / plugrl_feedback) sends the protocol's
+**     messages directly, for programs that do their own chunk bookkeeping.
+**
+** CONVENTIONS, which hold for every function below unless it says otherwise:
+**
+**   Status.   Every function returns a plugrl_status; PLUGRL_OK is 0. On
+**             any other status, plugrl_errmsg() (or plugrl_runner_errmsg())
+**             says in words what was wrong and what was expected. A caller
+**             error (PLUGRL_INVALID_ARGUMENT, PLUGRL_OUT_OF_ORDER) is found
+**             before anything is sent: the connection is unchanged.
+**   Handles.  plugrl_client and plugrl_runner are opaque. A handle is a
+**             token the library looks up, never an address it reads: a
+**             NULL, closed or made-up handle gets PLUGRL_CLOSED, never a
+**             crash, and a closed handle's value is never reused.
+**   Memory.   Every pointer the library returns points to memory the
+**             library owns (C memory, never Go memory) and stays valid
+**             until the next call on the same handle, unless stated
+**             otherwise. Pointers the caller passes in are read during the
+**             call only and never kept.
+**   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
+**             byte order.
+**   Blocking. Calls that talk to the server block the calling thread up to
+**             the deadlines in plugrl_options; none blocks forever.
+**   Threads.  One handle serves one thread at a time. A second thread that
+**             calls into a handle while a call on it is running gets
+**             PLUGRL_BUSY (nothing happens). Different handles may be used
+**             from different threads at the same time.
+**
+** PROCESS FACTS (the library contains the Go runtime):
+**
+**   - One Go runtime per process: link libplugrl once; do not load two
+**     copies of it under different names.
+**   - Never dlclose() libplugrl: the Go runtime cannot be unloaded.
+**   - Do not fork() without exec() after the library is loaded and has
+**     started its threads; the child would have a broken Go runtime.
+**   - Signal handlers installed after the library is loaded must use
+**     SA_ONSTACK, or a signal landing on a Go thread crashes the process.
+*/
+#ifndef PLUGRL_H
+#define PLUGRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+** Version of this header. plugrl_version_number() returns the library's;
+** a program can compare the two to detect a header/library mismatch.
+** PLUGRL_VERSION_NUMBER is MAJOR*1000000 + MINOR*1000 + PATCH.
+*/
+#define PLUGRL_VERSION_MAJOR 0
+#define PLUGRL_VERSION_MINOR 1
+#define PLUGRL_VERSION_PATCH 0
+#define PLUGRL_VERSION_STRING "0.1.0"
+#define PLUGRL_VERSION_NUMBER 1000
+
+/* The library's version string, e.g. "0.1.0". Static; never NULL. */
+const char *plugrl_version(void);
+
+/* The library's PLUGRL_VERSION_NUMBER. */
+int plugrl_version_number(void);
+
+/*
+** Status codes. Every function returns one.
+*/
+typedef enum plugrl_status {
+  PLUGRL_OK = 0,
+  /* The server ended the run (close reason plugrl-server-stop). Exit; do
+  ** not reconnect. Every later call on the handle returns this again. */
+  PLUGRL_STOPPED = 1,
+  /* The connection was lost or resynced and the library reconnected. Any
+  ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
+  ** infer (the runner does this by itself and never returns this). */
+  PLUGRL_RECONNECTED = 2,
+  /* A deadline from plugrl_options passed. After a timeout waiting for an
+  ** action the connection is closed; the next infer reconnects. */
+  PLUGRL_TIMEOUT = 3,
+  /* The server failed: close code 1011, or a text frame (SPEC 7.4). */
+  PLUGRL_SERVER_ERROR = 4,
+  /* The server sent a malformed or inconsistent message. */
+  PLUGRL_PROTOCOL_ERROR = 5,
+  /* An argument was NULL, of the wrong shape or dtype, or inconsistent. */
+  PLUGRL_INVALID_ARGUMENT = 6,
+  /* A call in the wrong order, e.g. infer while a feedback is owed. */
+  PLUGRL_OUT_OF_ORDER = 7,
+  /* Could not connect, after every allowed attempt. */
+  PLUGRL_CONNECT_FAILED = 8,
+  /* The handle is NULL, closed, or not a handle. */
+  PLUGRL_CLOSED = 9,
+  /* Another thread is inside a call on this handle. */
+  PLUGRL_BUSY = 10,
+  /* A caller buffer is too small; the needed size was reported. */
+  PLUGRL_BUFFER_TOO_SMALL = 11,
+  /* Out of memory. */
+  PLUGRL_NO_MEMORY = 12,
+  /* A bug in the library; the message says where. Please report it. */
+  PLUGRL_INTERNAL = 13
+} plugrl_status;
+
+/* A static English name for a status, e.g. "stopped by server". Never NULL;
+** an unknown value gives "unknown status". Thread-safe. */
+const char *plugrl_status_str(plugrl_status status);
+
+/*
+** Element types, with their numpy typestr (SPEC 3.3) in host byte order.
+*/
+typedef enum plugrl_dtype {
+  PLUGRL_DTYPE_BOOL = 1, /* |b1, one byte holding 0 or 1 */
+  PLUGRL_DTYPE_U8 = 2,   /* |u1 */
+  PLUGRL_DTYPE_U16 = 3,  /* <u2 */
+  PLUGRL_DTYPE_U32 = 4,  /* <u4 */
+  PLUGRL_DTYPE_U64 = 5,  /* <u8 */
+  PLUGRL_DTYPE_I8 = 6,   /* |i1 */
+  PLUGRL_DTYPE_I16 = 7,  /* <i2 */
+  PLUGRL_DTYPE_I32 = 8,  /* <i4 */
+  PLUGRL_DTYPE_I64 = 9,  /* <i8 */
+  PLUGRL_DTYPE_F16 = 10, /* <f2, IEEE half precision as uint16_t bits */
+  PLUGRL_DTYPE_F32 = 11, /* <f4 */
+  PLUGRL_DTYPE_F64 = 12  /* <f8 */
+} plugrl_dtype;
+
+/* Bytes per element of dtype, or 0 for an unknown value. */
+size_t plugrl_dtype_size(plugrl_dtype dtype);
+
+/* The largest ndim an array may have. */
+#define PLUGRL_MAX_DIMS 32
+
+/*
+** A named array of an observation: `name` (UTF-8, NUL-terminated), `ndim`
+** dimensions in `shape`, and prod(shape) elements of `dtype` at `data`.
+** The leading dimension is the number of envs in the batch. Images must be
+** PLUGRL_DTYPE_U8 with shape [n, height, width, channels]; states may be
+** any numeric dtype with shape [n, ...] (float64 is the convention).
+** The library reads the memory during the call only.
+*/
+typedef struct plugrl_array {
+  const char *name;
+  const void *data;
+  plugrl_dtype dtype;
+  int32_t ndim;
+  const int64_t *shape;
+} plugrl_array;
+
+/*
+** One batch of observations (SPEC 5.2): images and states, each an array of
+** named arrays (either may be empty: count 0, pointer may be NULL), and
+** text: `text` is NULL (empty strings are sent) or holds one NUL-terminated
+** UTF-8 string per env. Text is sent in numpy's <U form, as the Python env
+** client does, unless text_as_strings is nonzero (a msgpack string array).
+*/
+typedef struct plugrl_observation {
+  const plugrl_array *images;
+  size_t num_images;
+  const plugrl_array *states;
+  size_t num_states;
+  const char *const *text;
+  int32_t text_as_strings;
+} plugrl_observation;
+
+/* Log levels passed to a plugrl_log_fn. */
+#define PLUGRL_LOG_DEBUG 0
+#define PLUGRL_LOG_INFO 1
+#define PLUGRL_LOG_WARN 2
+#define PLUGRL_LOG_ERROR 3
+
+/*
+** A log callback: the library says what it did on its own (reconnects,
+** dropped feedback). It is called on the thread of the library call that
+** caused it, during that call; `message` is valid only during the callback.
+** It must not call into the library.
+*/
+typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
+
+/*
+** Options for plugrl_open. Always fill it with plugrl_options_init first,
+** then set what you need: `size` lets newer libraries accept older
+** callers' structs. Strings are copied during plugrl_open. A zero in any
+** numeric field means its default.
+*/
+typedef struct plugrl_options {
+  size_t size;                 /* sizeof(plugrl_options); set by _init */
+  const char *url;             /* "ws://host:port" or "wss://host:port"; required */
+  const char *api_key;         /* sent as "Authorization: Api-Key <key>"; NULL: none */
+  int32_t connect_timeout_ms;  /* TCP + TLS + handshake; default 10000 */
+  int32_t metadata_timeout_ms; /* for the server's metadata; default 30000 */
+  int32_t receive_timeout_ms;  /* for an action after an infer; default 300000 */
+  int32_t max_reconnects;      /* attempts after a lost connection; default 5; -1: never */
+  int32_t reconnect_backoff_ms;/* first wait between attempts, doubling; default 100 */
+  int32_t max_backoff_ms;      /* cap on that wait; default 5000 */
+  const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots */
+  int32_t tls_insecure;        /* nonzero: do not verify the server's certificate (tests only) */
+  int32_t disable_reuse;       /* nonzero: never use reuse-feedback-obs */
+  int64_t max_message_size;    /* cap on one received message in bytes; 0: none (SPEC 1.1) */
+  const char *ledger_path;     /* reserved for the exchange ledger; not implemented yet:
+                                  a non-NULL value is accepted, logged as ignored */
+  plugrl_log_fn log;           /* NULL: no logging */
+  void *log_user;              /* passed to log */
+} plugrl_options;
+
+/* Fills *options with defaults and sets options->size. Returns
+** PLUGRL_INVALID_ARGUMENT if options is NULL. */
+plugrl_status plugrl_options_init(plugrl_options *options);
+
+/*
+** A client: one session with a server (low level).
+*/
+typedef struct plugrl_client plugrl_client;
+
+/*
+** Connects to options->url, waits for the server's metadata, and sets
+** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms.
+**
+** Like sqlite3_open, *client is set even when the connection fails (unless
+** client is NULL or memory ran out): plugrl_errmsg(*client) says why, and
+** the caller must still plugrl_close it. Every other call on a handle whose
+** open failed returns PLUGRL_CONNECT_FAILED.
+*/
+plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client);
+
+/*
+** Sends a close frame with status 1000 (SPEC 7.5), waits briefly for the
+** server's answer, and frees everything the handle owns. Afterwards the
+** handle is dead: calls on it return PLUGRL_CLOSED. Closing NULL or a dead
+** handle returns PLUGRL_CLOSED and does nothing else.
+*/
+plugrl_status plugrl_close(plugrl_client *client);
+
+/*
+** The message of the last call on client that did not return PLUGRL_OK, in
+** English, NUL-terminated; "" if there was none. Valid until the next call
+** on client. For a NULL or dead handle, a static message saying so.
+*/
+const char *plugrl_errmsg(plugrl_client *client);
+
+/*
+** METADATA (SPEC 5.1). A server may leave out any key, and absent never
+** means zero: each getter sets *present to 1 and the value when the key is
+** there with a value of the right type, and *present to 0 otherwise, and
+** returns PLUGRL_OK either way. Metadata is re-read on every reconnect.
+*/
+
+/* An integer key: "protocol_version", "action_horizon", "action_dim", or
+** any other key whose value is an integer (numpy scalars included). */
+plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_t *value, int *present);
+
+/*
+** A string key: "server", "server_version", "algorithm", "policy", or any
+** other. Copies the UTF-8 value and a NUL into buf (size bytes) and sets
+** *length to the value's length without the NUL. If size is not enough,
+** returns PLUGRL_BUFFER_TOO_SMALL with *length set; buf may be NULL when
+** size is 0, to ask for the length.
+*/
+plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present);
+
+/* Whether metadata "features" lists feature (e.g. "reuse-feedback-obs"):
+** *present is 1 if it does, 0 if not or if features is absent. */
+plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *feature, int *present);
+
+/*
+** Any key as JSON, or the whole metadata map when key is NULL. Copies like
+** plugrl_metadata_string. numpy scalars become numbers; an ndarray becomes
+** {"dtype": ..., "shape": [...], "data": [...]}; non-finite floats null.
+*/
+plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present);
+
+/*
+** LOW LEVEL: infer / feedback (SPEC 4). On one connection the calls must
+** alternate: infer, feedback, infer, feedback... Anything else returns
+** PLUGRL_OUT_OF_ORDER and sends nothing.
+*/
+
+/*
+** An action chunk received from the server: `data` holds
+** shape[0] * ... * shape[ndim-1] elements of `dtype`, with shape
+** [H, n, *da]: time-major, so step k of the j-th env of the request is at
+** element (k * n + j) * step_size. `env_ids` lists the n envs in the
+** request's order. All pointers are library memory, aligned for the dtype
+** and in host byte order, valid until the next call on the client.
+*/
+typedef struct plugrl_action {
+  const void *data;
+  plugrl_dtype dtype;
+  int32_t ndim;
+  const int64_t *shape;
+  const int64_t *env_ids;
+  int64_t horizon;   /* H = shape[0] */
+  int64_t num_envs;  /* n = shape[1] */
+  int64_t step_size; /* elements in one env's one step: prod(shape[2:]) */
+} plugrl_action;
+
+/*
+** Sends an infer for the n envs env_indices[0..n-1] (distinct, >= 0) with
+** step_ids[0..n-1] (the chunks each env completed in its episode; zeros are
+** accepted), and waits for the action. obs holds one row per env, in
+** env_indices order.
+**
+** reuse may be NULL. Otherwise reuse[i] nonzero says env i's observation is
+** the one its last feedback on this connection sent, so it is not sent
+** again (SPEC 10.1). That is allowed only if the server lists
+** reuse-feedback-obs, and that feedback was on this connection and did not
+** end the episode (else PLUGRL_INVALID_ARGUMENT, nothing sent). With reuse,
+** obs may hold all n rows (reused rows are skipped) or only the rows of the
+** envs not reused.
+**
+** On PLUGRL_OK, *action views the chunk until the next call on client.
+** Blocks up to receive_timeout_ms. Returns PLUGRL_RECONNECTED when the
+** connection was replaced (infer again), PLUGRL_STOPPED at the end of the
+** run.
+*/
+plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t n,
+                           const plugrl_observation *obs, const uint8_t *reuse, plugrl_action *action);
+
+/*
+** Copies the last action's data into dst, converting every element to
+** dtype (float to integer truncates toward zero and saturates). dst_size is
+** dst's size in bytes; the action needs H * n * step_size elements.
+*/
+plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype);
+
+/*
+** Finished episodes' statistics for feedback's info.episode (SPEC 5.4), one
+** entry per feedback env: the return, the length in env steps, whether it
+** succeeded (success may be NULL), and mask[i] nonzero where env i's
+** episode ended at this step (other entries are ignored by servers).
+*/
+typedef struct plugrl_episode {
+  const double *returns;
+  const int64_t *lengths;
+  const uint8_t *success;
+  const uint8_t *mask;
+} plugrl_episode;
+
+/*
+** Sends the feedback owed for the last action (SPEC 5.4) for m envs, each
+** of which must hold an action chunk on this connection (from this infer or
+** an earlier one): next_obs is the observation after their chunk's last
+** step (the terminal one for an env that ended), rewards the chunk's summed
+** reward, terminated/truncated the last step's flags (0 or 1), episode
+** NULL or the stats of episodes ending here. Returns PLUGRL_RECONNECTED if
+** the connection ended before the feedback could be sent: it was dropped,
+** as SPEC 7.6 requires; infer again.
+*/
+plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
+                              const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,
+                              const uint8_t *truncated, const plugrl_episode *episode);
+
+/* Whether env's observation may be reused in the next infer (SPEC 10.1):
+** *yes is 1 when the server offers the feature and env's last feedback on
+** this connection did not end its episode. */
+plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes);
+
+/*
+** RUNNER: N envs in lockstep. Each step:
+**
+**   plugrl_runner_act(r, &obs, actions, sizeof actions, PLUGRL_DTYPE_F64);
+**   ...step every env i with its action...
+**   plugrl_runner_report(r, &next_obs, rewards, terminated, truncated, NULL);
+**   ...reset the envs that ended, so that obs is next_obs with those rows reset...
+**
+** Env i of the runner is env index i on the wire. The runner infers only
+** for envs whose chunk ran out, sums rewards over each chunk, ends a chunk
+** early at a done and sends that step's terminal observation, fills
+** step_ids and info.episode, reuses observations when the server offers
+** it, and rides through resyncs and reconnects (dropping what it must)
+** without returning PLUGRL_RECONNECTED.
+*/
+typedef struct plugrl_runner plugrl_runner;
+
+/*
+** Creates a runner of num_envs envs over client, which it borrows: free
+** the runner before closing the client. Calls on a runner whose client was
+** closed return PLUGRL_CLOSED. The client must not be used directly while
+** the runner is in use.
+*/
+plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner);
+
+/* Frees the runner (not its client). Further calls on it return PLUGRL_CLOSED. */
+plugrl_status plugrl_runner_free(plugrl_runner *runner);
+
+/* Like plugrl_errmsg, for a runner. */
+const char *plugrl_runner_errmsg(plugrl_runner *runner);
+
+/*
+** Gives this step's action for every env: obs has num_envs rows (the
+** current observation of every env), and actions receives num_envs *
+** step_size elements of dtype (converted from the server's dtype), env i's
+** at element i * step_size. actions_size is its size in bytes; a wrong size
+** returns PLUGRL_INVALID_ARGUMENT with the needed size in the message.
+** step_size is known from metadata action_dim, or after the first act from
+** plugrl_runner_step_size. Blocks when an infer is needed.
+*/
+plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions,
+                                size_t actions_size, plugrl_dtype dtype);
+
+/*
+** Reports the step just taken by every env: next_obs (num_envs rows; the
+** terminal observation for an env that ended), rewards, terminated and
+** truncated (num_envs each), and success (NULL, or num_envs flags read for
+** envs that ended). Sends the feedback for every env whose chunk ended.
+*/
+plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards,
+                                   const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);
+
+/* Elements per env per step of the server's actions (prod(da)); *known is
+** 0 before it is known (no metadata action_dim and no action yet). */
+plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known);
+
+/*
+** An episode callback: called during plugrl_runner_report, on its thread,
+** for each episode that ended at this step, with its env, return, length in
+** steps and success flag. It must not call into the library.
+*/
+typedef void (*plugrl_episode_fn)(void *user, int64_t env, double episode_return, int64_t length, int success);
+
+/* Sets (or, with fn NULL, clears) the runner's episode callback. */
+plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLUGRL_H */
