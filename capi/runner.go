@@ -231,5 +231,3 @@ func plugrl_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, rewar
 	}
 	return C.PLUGRL_OK
 }
-
-

@@ -53,8 +53,9 @@ func ParseDType(s []byte) (DType, error) {
 	if d.Order == '=' {
 		d.Order = NativeOrder
 	}
+	// strconv.Atoi alone would also take a sign, as in "<f+4".
 	size, err := strconv.Atoi(string(s[2:]))
-	if err != nil || size <= 0 {
+	if err != nil || size <= 0 || s[2] < '0' || s[2] > '9' {
 		return DType{}, fmt.Errorf("dtype %q: size %q is not a positive decimal", s, s[2:])
 	}
 	d.Size = size

@@ -95,10 +95,19 @@ func (m *Message) Finish() { m.seal() }
 func (m *Message) Raw(b []byte) { m.head = append(m.head, b...) }
 
 // Map, Str, Key and friends append msgpack values to the structure.
-func (m *Message) Map(n int)       { m.head = msgp.AppendMapHeader(m.head, uint32(n)) }
-func (m *Message) List(n int)      { m.head = msgp.AppendArrayHeader(m.head, uint32(n)) }
-func (m *Message) Str(s string)    { m.head = msgp.AppendString(m.head, s) }
-func (m *Message) Int(v int64)     { m.head = msgp.AppendInt64(m.head, v) }
+func (m *Message) Map(n int)    { m.head = msgp.AppendMapHeader(m.head, uint32(n)) }
+func (m *Message) List(n int)   { m.head = msgp.AppendArrayHeader(m.head, uint32(n)) }
+func (m *Message) Str(s string) { m.head = msgp.AppendString(m.head, s) }
+func (m *Message) Int(v int64) {
+	// msgpack-python packs a non-negative int as fixint or uint8/16/32/64;
+	// msgp.AppendInt64 would use int16 for 128..255 and so on. Python's
+	// choice is the one that makes shapes like [n, 224, 224, 3] byte-equal.
+	if v >= 0 {
+		m.head = msgp.AppendUint64(m.head, uint64(v))
+		return
+	}
+	m.head = msgp.AppendInt64(m.head, v)
+}
 func (m *Message) Bool(v bool)     { m.head = msgp.AppendBool(m.head, v) }
 func (m *Message) Float(v float64) { m.head = msgp.AppendFloat64(m.head, v) }
 func (m *Message) Nil()            { m.head = msgp.AppendNil(m.head) }
