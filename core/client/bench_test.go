@@ -1,0 +1,98 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// workload is one exchange's arrays, filled once, as a real env would hand
+// them over: the numbers measure the library, not an environment.
+type workload struct {
+	obs   wire.Observation
+	infer wire.Infer
+	fb    wire.Feedback
+}
+
+func newWorkload(envs, cams, img, state int, text bool) *workload {
+	w := &workload{}
+	for c := 0; c < cams; c++ {
+		pix := make([]byte, envs*img*img*3)
+		for i := range pix {
+			pix[i] = byte(i * 7)
+		}
+		w.obs.Images = append(w.obs.Images, wire.NamedArray{Name: "cam" + string(rune('0'+c)), Array: wire.Array{DType: wire.Uint8, Shape: []int{envs, img, img, 3}, Data: pix}})
+	}
+	st := make([]float64, envs*state)
+	w.obs.States = []wire.NamedArray{{Name: "state", Array: wire.Array{DType: wire.Float64, Shape: []int{envs, state}, Data: wire.BytesOf(st)}}}
+	if text {
+		for i := 0; i < envs; i++ {
+			w.obs.Text = append(w.obs.Text, "pick up the red block")
+		}
+	}
+	idx := make([]int64, envs)
+	for i := range idx {
+		idx[i] = int64(i)
+	}
+	zeros := make([]int64, envs)
+	flags := make([]bool, envs)
+	w.infer = wire.Infer{EnvIndices: idx, StepIDs: zeros, Obs: &w.obs}
+	w.fb = wire.Feedback{EnvIndices: idx, StepIDs: zeros, Obs: &w.obs, Rewards: make([]float32, envs), Terminated: flags, Truncated: flags}
+	return w
+}
+
+var workloads = []struct {
+	name                    string
+	envs, cams, img, states int
+	text                    bool
+}{
+	{"SMALL", 1, 0, 0, 8, false},
+	{"LARGE", 16, 2, 224, 32, true},
+}
+
+func exchange(tb testing.TB, c *client.Client, w *workload) {
+	if _, err := c.Infer(&w.infer); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.Feedback(&w.fb); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkExchange is one infer/action/feedback cycle against the
+// reference server on loopback (H=8, D=7).
+func BenchmarkExchange(b *testing.B) {
+	for _, wl := range workloads {
+		b.Run(wl.name, func(b *testing.B) {
+			c := dial(b, childServer(b), nil)
+			w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
+			exchange(b, c, w) // warm the buffers
+			b.SetBytes(int64(2 * (wl.envs*wl.cams*wl.img*wl.img*3 + wl.envs*wl.states*8)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				exchange(b, c, w)
+			}
+		})
+	}
+}
+
+// TestExchangeAllocs proves that a steady-state exchange allocates nothing
+// on the Go heap on the client side.
+func TestExchangeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, wl := range workloads {
+		t.Run(wl.name, func(t *testing.T) {
+			c := dial(t, childServer(t), nil)
+			w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
+			exchange(t, c, w)
+			allocs := testing.AllocsPerRun(50, func() { exchange(t, c, w) })
+			if allocs != 0 {
+				t.Fatalf("%s exchange allocates %v times", wl.name, allocs)
+			}
+		})
+	}
+}
