@@ -1,0 +1,102 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/refserver"
+	"github.com/plugrl/libplugrl/core/runner"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// TestRunnerRidesThroughResyncAndStops runs 3 envs whose episodes end at
+// different steps against a server that resyncs mid-run while the runner
+// holds a chunk, then stops. The runner must reconnect by itself, never
+// resend held feedback, sum rewards per chunk, and report the stop.
+func TestRunnerRidesThroughResyncAndStops(t *testing.T) {
+	s := refserver.New(refserver.Config{
+		Horizon: 4, ActionDim: 2, StopAfter: 40, Features: []string{client.FeatureReuse},
+		Faults: refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 10, When: refserver.AfterAction, Code: 1001, Reason: client.ReasonResync}}},
+	})
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 3
+	var episodes []runner.Episode
+	r, err := runner.New(c, runner.Config{Envs: n, OnEpisode: func(e runner.Episode) { episodes = append(episodes, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := make([]float64, n)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "t", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: wire.BytesOf(t0)}}}}
+	actions := make([]float32, n*2)
+	out := &wire.Array{DType: wire.Float32, Shape: []int{n, 2}, Data: wire.BytesOf(actions)}
+	rewards := []float64{1, 1, 1}
+	term := make([]bool, n)
+	none := make([]bool, n)
+	if err := r.Report(obs, rewards, term, none, nil); !errors.Is(err, client.ErrOutOfOrder) {
+		t.Fatalf("Report before Act: %v", err)
+	}
+	for step := 0; ; step++ {
+		err := r.Act(obs, out)
+		if errors.Is(err, client.ErrStopped) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("step %d: Act: %v", step, err)
+		}
+		for i := range t0 {
+			t0[i]++
+			term[i] = int(t0[i]) == 3+3*i
+		}
+		err = r.Report(obs, rewards, term, none, nil)
+		if errors.Is(err, client.ErrStopped) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("step %d: Report: %v", step, err)
+		}
+		for i := range t0 {
+			if term[i] {
+				t0[i] = 0
+			}
+		}
+		if step > 1000 {
+			t.Fatal("the server never stopped the run")
+		}
+	}
+	if r.Restarts() != 1 {
+		t.Errorf("runner restarted %d times, want 1 (one resync)", r.Restarts())
+	}
+	for _, e := range episodes {
+		if e.Length != int64(3+3*e.Env) || e.Return != float64(e.Length) {
+			t.Fatalf("episode %+v: env %d's episodes last %d steps and pay 1 per step", e, e.Env, 3+3*e.Env)
+		}
+	}
+	st := s.Stats()
+	if st.Orphans != 0 {
+		t.Errorf("server saw %d feedback rows for envs with no action on their connection", st.Orphans)
+	}
+	if st.ReusedRows == 0 {
+		t.Errorf("reuse-feedback-obs was offered and never used")
+	}
+	for _, m := range st.Received {
+		if m.Type == wire.TypeFeedback {
+			for i, rw := range m.Rewards {
+				if rw < 1 || rw > 4 {
+					t.Fatalf("feedback reward %v for env %d: chunk sums of 1..H steps", rw, m.EnvIndices[i])
+				}
+			}
+		}
+	}
+}
