@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 	"unsafe"
@@ -84,6 +85,9 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&full)), n), unsafe.Slice((*byte)(unsafe.Pointer(o)), n))
 	if full.url == nil {
 		return opts, errors.New("options.url is NULL; want ws://host:port or wss://host:port")
+	}
+	if u, err := url.Parse(C.GoString(full.url)); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", C.GoString(full.url))
 	}
 	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
 	opts = client.Options{
@@ -440,8 +444,11 @@ func plugrl_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t
 	}
 	a := &h.action.Chunk
 	count := len(a.Data) / a.DType.Size
-	if int(dstSize) != count*d.Size {
-		return h.invalid("plugrl_action_copy: dst has %d bytes; the action's %d elements of %s need %d", dstSize, count, d, count*d.Size)
+	if int(dstSize) < count*d.Size {
+		if length := count * d.Size; length > 0 {
+			h.setMsg(fmt.Sprintf("buffer too small: plugrl_action_copy's dst has %d bytes; the action's %d elements of %s need %d", dstSize, count, d, length))
+		}
+		return C.PLUGRL_BUFFER_TOO_SMALL
 	}
 	if dst == nil && count > 0 {
 		return h.invalid("plugrl_action_copy: dst is NULL")
@@ -449,7 +456,7 @@ func plugrl_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t
 	if count == 0 {
 		return C.PLUGRL_OK
 	}
-	if err := wire.Convert(unsafe.Slice((*byte)(dst), int(dstSize)), d, a.Data, a.DType, count); err != nil {
+	if err := wire.Convert(unsafe.Slice((*byte)(dst), count*d.Size), d, a.Data, a.DType, count); err != nil {
 		return h.invalid("plugrl_action_copy: %v", err)
 	}
 	return C.PLUGRL_OK

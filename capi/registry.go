@@ -73,8 +73,14 @@ func (h *handleBase) freeMsg() {
 	h.msg, h.msgCap = nil, 0
 }
 
-// errmsg returns the message for C; "" before any error.
+// errmsg returns the message for C; "" before any error. While another
+// thread is inside a call, the only thread asking is one that was just
+// refused with PLUGRL_BUSY, so it gets that message (and the buffer, which
+// the running call may be writing, is not read).
 func (h *handleBase) errmsg() *C.plugrl_cchar {
+	if h.busy.Load() {
+		return busyMsg
+	}
 	if h.msg == nil {
 		return emptyString
 	}
@@ -152,6 +158,7 @@ func statusOf(err error) C.plugrl_status {
 var (
 	emptyString     = (*C.plugrl_cchar)(C.CString(""))
 	deadHandleMsg   = (*C.plugrl_cchar)(C.CString("not an open handle: NULL, already closed or freed, or never returned by libplugrl"))
+	busyMsg         = (*C.plugrl_cchar)(C.CString("busy: another thread is inside a call on this handle; a handle serves one thread at a time"))
 	versionCString  = (*C.plugrl_cchar)(C.CString(version))
 	unknownDTypeMsg = "dtype %d is not a plugrl_dtype value (1..12)"
 )

@@ -264,9 +264,10 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
 /*
 ** A string key: "server", "server_version", "algorithm", "policy", or any
 ** other. Copies the UTF-8 value and a NUL into buf (size bytes) and sets
-** *length to the value's length without the NUL. If size is not enough,
-** returns PLUGRL_BUFFER_TOO_SMALL with *length set; buf may be NULL when
-** size is 0, to ask for the length.
+** *length (if length is not NULL) to the value's length without the NUL.
+** If size is not enough, returns PLUGRL_BUFFER_TOO_SMALL with *length set.
+** buf NULL with size 0 returns PLUGRL_OK and only sets *length: the way to
+** ask for the length first.
 */
 plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present);
 
@@ -331,7 +332,9 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
 /*
 ** Copies the last action's data into dst, converting every element to
 ** dtype (float to integer truncates toward zero and saturates). dst_size is
-** dst's size in bytes; the action needs H * n * step_size elements.
+** dst's size in bytes; the action needs H * n * step_size elements, and a
+** smaller dst gets PLUGRL_BUFFER_TOO_SMALL. Only between a successful
+** plugrl_infer and the next call on client: otherwise PLUGRL_OUT_OF_ORDER.
 */
 plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype);
 
@@ -353,7 +356,8 @@ typedef struct plugrl_episode {
 ** of which must hold an action chunk on this connection (from this infer or
 ** an earlier one): next_obs is the observation after their chunk's last
 ** step (the terminal one for an env that ended), rewards the chunk's summed
-** reward, terminated/truncated the last step's flags (0 or 1), episode
+** reward, terminated/truncated the last step's flags (any nonzero byte
+** counts as 1; the wire gets 0 or 1), episode
 ** NULL or the stats of episodes ending here. Returns PLUGRL_RECONNECTED if
 ** the connection ended before the feedback could be sent: it was dropped,
 ** as SPEC 7.6 requires; infer again.

@@ -210,7 +210,9 @@ func (c *Client) lost(err error, during string) error {
 	// A resync, a feedback timeout, another close or a lost connection:
 	// reconnect (SPEC 7.2, 7.3, 7.6).
 	if held {
-		c.logf(LevelWarn, "%v; dropping the feedback this client owed (SPEC 7.6)", e)
+		c.logf(LevelWarn, "%s: %v; reconnecting and dropping the feedback this client owed (SPEC 7.6)", during, err)
+	} else {
+		c.logf(LevelInfo, "%s: %v; reconnecting", during, err)
 	}
 	if rerr := c.reconnect(); rerr != nil {
 		return rerr
@@ -325,7 +327,7 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 		}
 	}
 	if err := wire.EncodeInfer(&c.msg, req); err != nil {
-		return nil, newErr(KindInvalid, err, "infer")
+		return nil, invalidErr(err)
 	}
 	if err := c.conn.WriteMessage(&c.msg); err != nil {
 		return nil, c.lost(err, "sending infer")
@@ -411,7 +413,7 @@ func (c *Client) Feedback(f *Feedback) error {
 		}
 	}
 	if err := wire.EncodeFeedback(&c.msg, f); err != nil {
-		return newErr(KindInvalid, err, "feedback")
+		return invalidErr(err)
 	}
 	// The connection may have closed while the caller stepped its envs:
 	// then the feedback must not be sent anywhere (SPEC 7.6).

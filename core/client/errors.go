@@ -3,6 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/plugrl/libplugrl/core/wire"
 )
 
 // Kind classifies what went wrong, so a caller can decide what to do next.
@@ -52,11 +55,25 @@ type Error struct {
 	Err  error // the underlying cause, if any
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return e.Kind.String() + ": " + e.detail() }
+
+// detail is the message without the kind: a nested *Error contributes its
+// words, not its kind again.
+func (e *Error) detail() string {
+	msg := e.Msg
 	if e.Err != nil {
-		return e.Kind.String() + ": " + e.Msg + ": " + e.Err.Error()
+		var inner string
+		if ie, ok := e.Err.(*Error); ok {
+			inner = ie.detail()
+		} else {
+			inner = e.Err.Error()
+		}
+		if msg == "" {
+			return inner
+		}
+		msg += ": " + inner
 	}
-	return e.Kind.String() + ": " + e.Msg
+	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -84,6 +101,12 @@ var (
 
 func newErr(k Kind, err error, format string, args ...any) *Error {
 	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// invalidErr wraps a wire encoder's complaint about the caller's input,
+// without repeating its "invalid argument" prefix.
+func invalidErr(err error) *Error {
+	return &Error{Kind: KindInvalid, Msg: strings.TrimPrefix(err.Error(), wire.ErrInvalid.Error()+": "), Err: nil}
 }
 
 // KindOf returns the Kind of err, or KindInternal for a foreign error.

@@ -41,6 +41,10 @@ const maxTextWidth = 1 << 28
 // ParseDType parses a typestr such as "<f4", "|u1" or "<U21". Kinds V, O and
 // c are refused by name, as are sizes a kind cannot have.
 func ParseDType(s []byte) (DType, error) {
+	if len(s) >= 2 && (s[1] == 'V' || s[1] == 'O' || s[1] == 'c') {
+		// Named even without a size: numpy spells an object array "|O".
+		return DType{}, rejectedKind(s)
+	}
 	if len(s) < 3 {
 		return DType{}, fmt.Errorf("dtype %q: want a byte order, a kind and a size, like \"<f4\"", s)
 	}
@@ -76,9 +80,6 @@ func ParseDType(s []byte) (DType, error) {
 		if size > maxTextWidth {
 			return DType{}, fmt.Errorf("dtype %q: text width %d is larger than %d", s, size, maxTextWidth)
 		}
-	case 'V', 'O', 'c':
-		names := map[byte]string{'V': "structured (V)", 'O': "object (O)", 'c': "complex (c)"}
-		return DType{}, fmt.Errorf("dtype %q: kind %s has no wire form in PlugRL (SPEC 3.3)", s, names[d.Kind])
 	default:
 		return DType{}, fmt.Errorf("dtype %q: unknown kind %q; want one of b, u, i, f, U", s, s[1])
 	}
@@ -89,6 +90,11 @@ func ParseDType(s []byte) (DType, error) {
 		d.Order = '|'
 	}
 	return d, nil
+}
+
+func rejectedKind(s []byte) error {
+	names := map[byte]string{'V': "structured (V)", 'O': "object (O)", 'c': "complex (c)"}
+	return fmt.Errorf("dtype %q: kind %s has no wire form in PlugRL (SPEC 3.3)", s, names[s[1]])
 }
 
 // MustParseDType is ParseDType for constants known to be valid.

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# libplugrl's build, test and install.
+#
+#   ./build.sh                  build everything into build/
+#   ./build.sh run              build, start the reference server, run the
+#                               C++ probe client against it
+#   ./build.sh test             build, then run every test
+#   ./build.sh install PREFIX   build, then install the library, headers,
+#                               CMake package and pkg-config file to PREFIX
+#                               (PLUGRL_NO_BUILD=1: install what is built)
+#
+# build/ then holds:
+#   lib/libplugrl.so.X.Y.Z      SONAME libplugrl.so.X, and the symlinks
+#   lib/libplugrl.so.X, lib/libplugrl.so
+#   include/plugrl.h, include/plugrl.hpp
+#   lib/cmake/plugrl/           plugrlConfig.cmake, plugrlConfigVersion.cmake
+#   lib/pkgconfig/plugrl.pc
+#   bin/plugrl                  `plugrl serve`: the reference server
+#   bin/plugrl_probe_client_c, bin/plugrl_probe_client, ...  the examples and tests,
+#                               built by CMake in build/cmake against the
+#                               tree above through find_package(plugrl)
+#
+# Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make, and
+# python3 with websockets, msgpack and numpy for the protocol checker) are
+# Debian packages: run as root, this script installs the missing ones;
+# otherwise it prints the apt-get line to run.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$root"
+build=$root/build
+jobs=2 # the CI machine has 2 cores
+
+say() { printf '==> %s\n' "$*"; }
+die() {
+  printf 'build.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+# ---------------------------------------------------------------- deps
+
+debian_packages=(cmake make g++ pkg-config binutils python3 python3-websockets python3-msgpack python3-numpy)
+
+ensure_deps() {
+  command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
+  if ! command -v dpkg >/dev/null; then
+    local cmd
+    for cmd in cmake make c++ pkg-config nm; do
+      command -v "$cmd" >/dev/null || die "$cmd is not on PATH"
+    done
+    return
+  fi
+  local missing=() p
+  for p in "${debian_packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  if [[ $(id -u) -eq 0 ]]; then
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+  else
+    die "missing Debian packages; run:
+    sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+  fi
+}
+
+# ---------------------------------------------------------------- version
+
+version=$(sed -n 's/^#define PLUGRL_VERSION_STRING "\(.*\)"$/\1/p' include/plugrl.h)
+[[ $version =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] || die "no PLUGRL_VERSION_STRING in include/plugrl.h"
+major=${BASH_REMATCH[1]}
+minor=${BASH_REMATCH[2]}
+soname=libplugrl.so.$major
+libfile=libplugrl.so.$version
+libdir_name=lib
+
+# configure IN OUT PREFIX: the @VAR@ substitutions of cmake/*.in.
+configure() {
+  sed -e "s|@PLUGRL_VERSION@|$version|g" \
+    -e "s|@PLUGRL_VERSION_MAJOR@|$major|g" \
+    -e "s|@PLUGRL_VERSION_MINOR@|$minor|g" \
+    -e "s|@PLUGRL_SOVERSION@|$major|g" \
+    -e "s|@PLUGRL_LIBDIR@|$libdir_name|g" \
+    -e "s|@PREFIX@|$3|g" \
+    "$1" >"$2.tmp"
+  mv "$2.tmp" "$2"
+}
+
+# ---------------------------------------------------------------- build
+
+build_lib() {
+  say "libplugrl $version (go build -buildmode=c-shared ./capi)"
+  mkdir -p "$build/lib" "$build/include" "$build/tmp" "$build/lib/cmake/plugrl" "$build/lib/pkgconfig"
+  # Go's build cache keys on the flags, not on the version script's
+  # contents: name the script by its hash so that editing it relinks.
+  local hash map
+  hash=$(sha256sum capi/exports.map | cut -c1-16)
+  map=$build/tmp/exports-$hash.map
+  rm -f "$build"/tmp/exports-*.map
+  cp capi/exports.map "$map"
+  go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
+    -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map'" ./capi
+  # go build also writes cgo's generated header beside the library; the
+  # contract is include/plugrl.h, so only the library is kept.
+  rm -f "$build/tmp/libplugrl".*.h
+  chmod 0755 "$build/tmp/$libfile"
+  mv -f "$build/tmp/$libfile" "$build/lib/$libfile"
+  ln -sfn "$libfile" "$build/lib/$soname"
+  ln -sfn "$soname" "$build/lib/libplugrl.so"
+
+  cp include/plugrl.h include/plugrl.hpp "$build/include/"
+  configure cmake/plugrlConfig.cmake.in "$build/lib/cmake/plugrl/plugrlConfig.cmake" "$build"
+  configure cmake/plugrlConfigVersion.cmake.in "$build/lib/cmake/plugrl/plugrlConfigVersion.cmake" "$build"
+  configure cmake/plugrl.pc.in "$build/lib/pkgconfig/plugrl.pc" "$build"
+}
+
+build_cmds() {
+  say "build/bin/plugrl, build/bin/plugrl-probe"
+  mkdir -p "$build/bin"
+  go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
+  go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
+}
+
+build_examples() {
+  say "examples and tests (cmake, find_package(plugrl) from build/lib/cmake/plugrl)"
+  cmake -S "$root" -B "$build/cmake" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -Dplugrl_DIR="$build/lib/cmake/plugrl" \
+    -DPLUGRL_BIN_DIR="$build/bin" \
+    -DPLUGRL_SERVER_BIN="$build/bin/plugrl" >/dev/null
+  cmake --build "$build/cmake" -j "$jobs"
+}
+
+build_all() {
+  ensure_deps
+  build_lib
+  build_cmds
+  build_examples
+  say "built into $build"
+}
+
+# ---------------------------------------------------------------- test
+
+# Only the functions of plugrl.h may be exported, and all of them must be.
+check_exports() {
+  say "exported symbols of build/lib/libplugrl.so"
+  local exported declared
+  exported=$(nm -D --defined-only "$build/lib/libplugrl.so" | awk '{print $NF}' | sed 's/@.*//' | sort -u)
+  declared=$(grep -o '\bplugrl_[a-z_0-9]*[[:space:]]*(' include/plugrl.h | sed 's/[[:space:]]*($//' |
+    grep -v '_fn$' | sort -u)
+  local bad
+  bad=$(grep -v '^plugrl_[a-z]' <<<"$exported" || true)
+  [[ -z $bad ]] || die "libplugrl.so exports symbols that are not plugrl_*:
+$bad"
+  if [[ $exported != "$declared" ]]; then
+    die "libplugrl.so's exports differ from plugrl.h's functions:
+$(diff <(echo "$declared") <(echo "$exported") || true)"
+  fi
+  echo "    $(wc -l <<<"$exported") symbols, exactly the functions of include/plugrl.h"
+}
+
+run_tests() {
+  build_all
+  check_exports
+  say "go test -race -p 1 ./..."
+  go test -race -p 1 ./...
+  say "ctest"
+  (cd "$build/cmake" && ctest --output-on-failure -j 1)
+}
+
+# ---------------------------------------------------------------- run
+
+# The main job, for now: the bundled reference server and the C++ probe
+# client (SPEC 8.1, on the runner) against it, until the server stops the run.
+run_demo() {
+  build_all
+  local log=$build/tmp/serve.log url pid
+  say "starting build/bin/plugrl serve (probe policy, H=4, 7-dim actions, reuse-feedback-obs, stop after 200 exchanges)"
+  "$build/bin/plugrl" serve --addr 127.0.0.1:0 --policy probe --horizon 4 --action-dim 7 \
+    --features reuse-feedback-obs --stop-after 200 >"$log" 2>&1 &
+  pid=$!
+  trap 'kill $pid 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    url=$(head -n 1 "$log" 2>/dev/null | grep -o 'ws://[^ ]*' || true)
+    [[ -n $url ]] && break
+    sleep 0.1
+  done
+  [[ -n $url ]] || die "the server did not start: $(cat "$log")"
+  say "build/bin/plugrl_probe_client --url $url --envs 4"
+  "$build/bin/plugrl_probe_client" --url "$url" --envs 4
+  wait "$pid" || true
+  trap - EXIT
+  say "what the server saw:"
+  tail -n +2 "$log"
+}
+
+# ---------------------------------------------------------------- install
+
+install_to() {
+  local prefix=$1
+  if [[ ${PLUGRL_NO_BUILD:-0} != 1 ]]; then
+    build_all
+  fi
+  [[ -f $build/lib/$libfile ]] || die "nothing built: run ./build.sh first"
+  mkdir -p "$prefix"
+  prefix=$(cd "$prefix" && pwd)
+  say "installing into $prefix"
+  install -d "$prefix/$libdir_name" "$prefix/include" "$prefix/$libdir_name/cmake/plugrl" \
+    "$prefix/$libdir_name/pkgconfig"
+  install -m 0755 "$build/lib/$libfile" "$prefix/$libdir_name/$libfile"
+  ln -sfn "$libfile" "$prefix/$libdir_name/$soname"
+  ln -sfn "$soname" "$prefix/$libdir_name/libplugrl.so"
+  install -m 0644 include/plugrl.h include/plugrl.hpp "$prefix/include/"
+  install -m 0644 "$build/lib/cmake/plugrl/plugrlConfig.cmake" "$build/lib/cmake/plugrl/plugrlConfigVersion.cmake" \
+    "$prefix/$libdir_name/cmake/plugrl/"
+  configure cmake/plugrl.pc.in "$prefix/$libdir_name/pkgconfig/plugrl.pc" "$prefix"
+  chmod 0644 "$prefix/$libdir_name/pkgconfig/plugrl.pc"
+  echo "    $prefix/$libdir_name/$libfile (+ $soname, libplugrl.so)"
+  echo "    $prefix/include/plugrl.h, plugrl.hpp"
+  echo "    $prefix/$libdir_name/cmake/plugrl/, $prefix/$libdir_name/pkgconfig/plugrl.pc"
+}
+
+# ---------------------------------------------------------------- main
+
+cmd=${1:-build}
+case $cmd in
+  build) build_all ;;
+  run) run_demo ;;
+  test) run_tests ;;
+  install)
+    [[ $# -eq 2 ]] || die "usage: ./build.sh install PREFIX"
+    install_to "$2"
+    ;;
+  -h | --help | help) usage ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,182 @@
+// Command plugrl is libplugrl's command line.
+//
+//	plugrl serve [--addr 127.0.0.1:8000] [--horizon 8] [--action-dim 7]
+//	             [--action-dtype float32|float64] [--stop-after N]
+//	             [--features reuse-feedback-obs] [--policy zero|probe]
+//
+// serve runs the reference server (core/refserver) until SIGINT, SIGTERM or
+// the end of the run (--stop-after exchanges), printing its ws:// URL as the
+// first line of stdout and a summary at the end.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/refserver"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// commands maps a subcommand to its entry point, which gets the remaining
+// arguments and returns the exit status.
+var commands = map[string]struct {
+	run     func(args []string, stdout, stderr io.Writer) int
+	summary string
+}{
+	"serve": {serve, "run the reference PlugRL training server"},
+}
+
+// policies maps --policy names to constructors; a learner (e.g. cem) is
+// added here.
+var policies = map[string]struct {
+	make    func() refserver.Policy
+	summary string
+}{
+	"zero":  {func() refserver.Policy { return refserver.ZeroPolicy{} }, "all-zero actions"},
+	"probe": {func() refserver.Policy { return refserver.ProbePolicy{} }, "SPEC 8.1 position-encoding actions: 10000 k + 10 env + d"},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "plugrl: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: plugrl <command> [flags]")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+}
+
+func policyNames() string {
+	names := make([]string, 0, len(policies))
+	for n := range policies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "|")
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plugrl serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8000", "listen address; port 0 picks a free one")
+	horizon := fs.Int("horizon", 8, "action horizon H")
+	actionDim := fs.Int("action-dim", 7, "action width da")
+	dtype := fs.String("action-dtype", "float32", "action dtype: float32, float64, or a numpy typestr such as >f8")
+	stopAfter := fs.Int("stop-after", 0, "end the run with plugrl-server-stop after this many exchanges (0: never)")
+	features := fs.String("features", "", "comma-separated features to offer, e.g. reuse-feedback-obs")
+	policy := fs.String("policy", "zero", "policy: "+policyNames())
+	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
+	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "plugrl serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var dt wire.DType
+	switch *dtype {
+	case "float32", "f4":
+		dt = wire.Float32
+	case "float64", "f8":
+		dt = wire.Float64
+	default:
+		var err error
+		if dt, err = wire.ParseDType([]byte(*dtype)); err != nil || !dt.Numeric() {
+			fmt.Fprintf(stderr, "plugrl serve: --action-dtype %q: want float32, float64 or a numeric typestr\n", *dtype)
+			return 2
+		}
+	}
+	p, ok := policies[*policy]
+	if !ok {
+		fmt.Fprintf(stderr, "plugrl serve: unknown --policy %q; known: %s\n", *policy, policyNames())
+		return 2
+	}
+	var feats []string
+	for _, f := range strings.Split(*features, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			feats = append(feats, f)
+		}
+	}
+	if *horizon < 1 || *actionDim < 1 {
+		fmt.Fprintln(stderr, "plugrl serve: --horizon and --action-dim must be positive")
+		return 2
+	}
+	cfg := refserver.Config{
+		Horizon:         *horizon,
+		ActionDim:       *actionDim,
+		ActionDType:     dt,
+		StopAfter:       *stopAfter,
+		Features:        feats,
+		Policy:          p.make(),
+		FeedbackTimeout: *feedbackTimeout,
+		MaxLog:          -1, // a long run would otherwise keep every message
+	}
+	if !*quiet {
+		logger := log.New(stderr, "plugrl serve: ", log.LstdFlags|log.Lmicroseconds)
+		cfg.Logf = logger.Printf
+	}
+	srv := refserver.New(cfg)
+	url, err := srv.Listen(*addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, url)
+	if f, ok := stdout.(*os.File); ok {
+		_ = f.Sync()
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	start := time.Now()
+	why := "run stopped"
+	select {
+	case s := <-sig:
+		why = "signal " + s.String()
+		// End the run properly: clients see plugrl-server-stop and exit.
+		srv.Stop()
+	case <-srv.Done():
+	}
+	_ = srv.Close()
+	st := srv.Stats()
+	fmt.Fprintf(stdout, "%s after %s: %d connections, %d exchanges, %d feedback rows, %d reused rows, %d resyncs, %d orphan feedback rows\n",
+		why, time.Since(start).Round(time.Millisecond), st.Connections, st.Exchanges, st.FeedbackRows, st.ReusedRows, st.Resyncs, st.Orphans)
+	return 0
+}

@@ -1,0 +1,774 @@
+package refserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// conn is one client connection. Its handler goroutine is the only reader;
+// writes are serialised by wmu, since Stop and Close write close frames from
+// other goroutines.
+type conn struct {
+	s  *Server
+	id int
+	nc net.Conn
+	br *bufio.Reader
+
+	wmu       sync.Mutex
+	bw        *bufio.Writer
+	metaSent  bool
+	closeSent bool      // no data may be written after a close frame
+	pending   *closeReq // a close requested before metadata was sent
+	wake      chan struct{}
+	ended     atomic.Bool // Stats.Closes has this connection's entry
+
+	outstanding map[int64]bool // envs given an action and not yet fed back
+	cache       obsCache
+	msg         wire.Message
+	buf         []byte
+}
+
+type closeReq struct {
+	code           int
+	reason, detail string
+}
+
+// peerClosed is returned by readMessage when the client sent a close frame.
+type peerClosed struct {
+	code   ws.StatusCode
+	reason string
+}
+
+func (e *peerClosed) Error() string {
+	return fmt.Sprintf("client closed with %d %q", e.code, e.reason)
+}
+
+// protocolError is a WebSocket-level violation by the client (RFC 6455),
+// closed with 1002.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return e.msg }
+
+var errCloseSent = errors.New("the connection is closing")
+
+func (s *Server) serve(nc net.Conn) {
+	defer s.wg.Done()
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := (ws.Upgrader{}).Upgrade(nc); err != nil {
+		s.logf("handshake from %s: %v", nc.RemoteAddr(), err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := &conn{
+		s:           s,
+		nc:          nc,
+		br:          bufio.NewReaderSize(nc, 64<<10),
+		bw:          bufio.NewWriterSize(nc, 64<<10),
+		wake:        make(chan struct{}, 1),
+		outstanding: make(map[int64]bool),
+	}
+	s.mu.Lock()
+	s.nextID++
+	c.id = s.nextID
+	s.conns[c.id] = c
+	s.stats.Connections++
+	closed := s.closed
+	s.mu.Unlock()
+	s.logf("conn %d: connected from %s", c.id, nc.RemoteAddr())
+	if closed {
+		c.requestClose(1001, "", "server closed")
+	}
+	c.run()
+	s.mu.Lock()
+	delete(s.conns, c.id)
+	s.mu.Unlock()
+	if cc, ok := s.policy.(ConnCloser); ok {
+		cc.ConnClosed(c.id)
+	}
+}
+
+func (c *conn) logf(format string, args ...any) {
+	c.s.logf("conn %d: %s", c.id, fmt.Sprintf(format, args...))
+}
+
+// end records how the connection ended, once.
+func (c *conn) end(by string, code int, reason, detail string) {
+	if c.ended.Swap(true) {
+		return
+	}
+	c.s.count(func(st *Stats) {
+		st.Closes = append(st.Closes, Closed{Conn: c.id, By: by, Code: code, Reason: reason, Detail: detail})
+		if by == "server" && reason == ResyncReason {
+			st.Resyncs++
+		}
+	})
+	if code != 0 {
+		c.logf("closed by %s with %d %q: %s", by, code, reason, detail)
+	} else {
+		c.logf("ended by %s with no close frame: %s", by, detail)
+	}
+}
+
+func (c *conn) run() {
+	if d := c.s.cfg.Faults.MetadataDelay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.wake:
+			t.Stop()
+		}
+	}
+	// A client that spoke before the metadata has broken SPEC 4.1; only
+	// detectable when there was a delay to speak in.
+	var early []byte
+	var earlyType string
+	if c.s.cfg.Faults.MetadataDelay > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		_, err := c.br.Peek(1)
+		_ = c.nc.SetReadDeadline(time.Time{})
+		if err == nil {
+			op, msg, err := c.readMessage()
+			if err != nil {
+				c.readFailed(err, false)
+				return
+			}
+			early = msg
+			earlyType = typeOf(msg)
+			if op == ws.OpText {
+				earlyType = "text-frame"
+			}
+		}
+	}
+	c.wmu.Lock()
+	err := c.writeLocked(ws.OpBinary, c.s.metadata)
+	c.metaSent = true
+	pending := c.pending
+	c.wmu.Unlock()
+	if err != nil {
+		c.end("server", 0, "", "writing metadata: "+err.Error())
+		return
+	}
+	switch {
+	case pending != nil:
+		c.sendClose(pending.code, pending.reason, pending.detail)
+		c.drain()
+	case early != nil:
+		c.s.record(Received{Conn: c.id, Type: earlyType, Refused: "sent before the server's metadata (SPEC 4.1)"})
+		c.resync("the client sent a message before the server's metadata (SPEC 4.1)")
+	case c.s.stopped():
+		c.sendClose(1001, StopReason, "the run has stopped")
+		c.drain()
+	default:
+		c.loop()
+	}
+}
+
+// loop serves exchanges until the connection ends.
+func (c *conn) loop() {
+	cfg := &c.s.cfg
+	faults := &cfg.Faults
+	for {
+		op, msg, err := c.readMessage()
+		if err != nil {
+			c.readFailed(err, false)
+			return
+		}
+		if op == ws.OpText {
+			c.refuseText()
+			return
+		}
+		in, err := wire.DecodeInfer(msg)
+		if err != nil {
+			c.refuse(msg, err)
+			return
+		}
+		k := int(c.s.infers.Add(1))
+		rec := Received{Conn: c.id, Type: wire.TypeInfer, Exchange: k, EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Reuse: in.Reuse}
+		obs, reused := &in.Obs, 0
+		if in.Reuse != nil {
+			if !c.s.features[FeatureReuseFeedbackObs] {
+				err = errors.New("the infer carries reuse, and this server's metadata does not list reuse-feedback-obs (SPEC 10)")
+			} else {
+				obs, reused, err = c.cache.complete(in)
+			}
+			if err != nil {
+				rec.Refused = err.Error()
+				c.s.record(rec)
+				c.resync(err.Error())
+				return
+			}
+		}
+		c.s.record(rec)
+		if reused > 0 {
+			c.s.count(func(st *Stats) { st.ReusedRows += reused })
+		}
+
+		if f := faults.closeAt(k, AtInfer); f != nil {
+			c.closeFault(f)
+			return
+		}
+		if kind := faults.replyAt(k); kind != 0 {
+			c.replyFault(k, kind, in, obs)
+			return
+		}
+		n := len(in.EnvIndices)
+		chunk, err := c.act(in.EnvIndices, obs, cfg.Horizon, n)
+		if err != nil {
+			c.internalError(err)
+			return
+		}
+		ids := in.EnvIndices
+		if cfg.OmitEnvIDs {
+			ids = nil
+		}
+		if err = wire.EncodeAction(&c.msg, ids, chunk); err != nil {
+			c.internalError(err)
+			return
+		}
+		if err = c.sendAction(&c.msg); err != nil {
+			c.writeFailed(err)
+			return
+		}
+		for _, e := range in.EnvIndices {
+			c.outstanding[e] = true
+		}
+		c.s.count(func(st *Stats) { st.Actions++ })
+		if f := faults.closeAt(k, AfterAction); f != nil {
+			c.closeFault(f)
+			return
+		}
+
+		c.setReadDeadline(time.Now().Add(cfg.FeedbackTimeout))
+		op, msg, err = c.readMessage()
+		c.setReadDeadline(time.Time{})
+		if err != nil {
+			c.readFailed(err, true)
+			return
+		}
+		if op == ws.OpText {
+			c.refuseText()
+			return
+		}
+		fb, err := wire.DecodeFeedback(msg)
+		if err != nil {
+			c.refuse(msg, err)
+			return
+		}
+		rec = Received{
+			Conn: c.id, Type: wire.TypeFeedback, Exchange: k,
+			EnvIndices: fb.EnvIndices, StepIDs: fb.StepIDs,
+			Rewards: fb.Rewards, Terminated: fb.Terminated, Truncated: fb.Truncated,
+		}
+		for _, e := range fb.EnvIndices {
+			if !c.outstanding[e] {
+				rec.Orphans = append(rec.Orphans, e)
+			}
+			delete(c.outstanding, e)
+		}
+		if len(rec.Orphans) > 0 {
+			c.logf("feedback for env(s) %v, which have no action outstanding on this connection: a transition built from nothing (SPEC 7.6)", rec.Orphans)
+		}
+		if c.s.features[FeatureReuseFeedbackObs] {
+			c.cache.remember(fb)
+		}
+		c.s.record(rec)
+		c.s.count(func(st *Stats) {
+			st.FeedbackRows += len(fb.EnvIndices)
+			st.Orphans += len(rec.Orphans)
+		})
+		if err = c.s.policy.Feedback(c.id, fb); err != nil {
+			c.internalError(err)
+			return
+		}
+		ex := c.s.exchanges.Add(1)
+		if f := faults.closeAt(k, AfterFeedback); f != nil {
+			c.closeFault(f)
+			return
+		}
+		if cfg.StopAfter > 0 && ex >= int64(cfg.StopAfter) {
+			c.s.Stop()
+			c.drain()
+			return
+		}
+	}
+}
+
+// act runs the policy on a zeroed [h, n, da] chunk.
+func (c *conn) act(envIDs []int64, obs *wire.Observation, h, n int) (*wire.Array, error) {
+	cfg := &c.s.cfg
+	shape := []int{h, n, cfg.ActionDim}
+	size, err := wire.ByteLen(cfg.ActionDType, shape)
+	if err != nil {
+		return nil, err
+	}
+	chunk := &wire.Array{DType: cfg.ActionDType, Shape: shape, Data: make([]byte, size)}
+	if err := c.s.policy.Act(c.id, envIDs, obs, chunk); err != nil {
+		return nil, fmt.Errorf("policy: %v", err)
+	}
+	return chunk, nil
+}
+
+// typeOf names a message for the log.
+func typeOf(msg []byte) string {
+	kind, _, err := wire.Envelope(msg)
+	if err != nil {
+		return "undecodable"
+	}
+	return string(kind)
+}
+
+// refuse logs a message that failed validation and closes for a resync.
+func (c *conn) refuse(msg []byte, err error) {
+	rec := Received{Conn: c.id, Type: typeOf(msg), Refused: err.Error()}
+	// Say what it was, as far as it decodes: e.g. the second of two infers.
+	switch rec.Type {
+	case wire.TypeInfer:
+		if in, err := wire.DecodeInfer(msg); err == nil {
+			rec.EnvIndices, rec.StepIDs, rec.Reuse = in.EnvIndices, in.StepIDs, in.Reuse
+		}
+	case wire.TypeFeedback:
+		if fb, err := wire.DecodeFeedback(msg); err == nil {
+			rec.EnvIndices, rec.StepIDs = fb.EnvIndices, fb.StepIDs
+			rec.Rewards, rec.Terminated, rec.Truncated = fb.Rewards, fb.Terminated, fb.Truncated
+		}
+	}
+	c.s.record(rec)
+	c.resync(err.Error())
+}
+
+func (c *conn) refuseText() {
+	const why = "the client sent a text frame (SPEC 1: binary frames only)"
+	c.s.record(Received{Conn: c.id, Type: "text-frame", Refused: why})
+	c.resync(why)
+}
+
+// resync closes with 1001 plugrl-server-resync (SPEC 7.2).
+func (c *conn) resync(detail string) {
+	c.sendClose(1001, ResyncReason, detail)
+	c.drain()
+}
+
+func (c *conn) internalError(err error) {
+	c.sendClose(1011, InternalErrorReason, err.Error())
+	c.drain()
+}
+
+// readFailed ends the connection after a failed read.
+func (c *conn) readFailed(err error, awaitingFeedback bool) {
+	var pc *peerClosed
+	var pe *protocolError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pc): // recorded by readMessage
+	case c.isCloseSent(): // the closing handshake ended, or timed out
+	case errors.As(err, &pe):
+		c.sendClose(1002, "protocol error", pe.msg)
+		c.drain()
+	case awaitingFeedback && errors.As(err, &ne) && ne.Timeout():
+		c.sendClose(1001, FeedbackTimeoutReason, fmt.Sprintf("no feedback %v after the action (SPEC 7.3)", c.s.cfg.FeedbackTimeout))
+		c.drain()
+	default:
+		what := "waiting for an infer"
+		if awaitingFeedback {
+			what = "waiting for a feedback"
+		}
+		c.end("client", 0, "", fmt.Sprintf("connection ended %s: %v", what, err))
+	}
+}
+
+func (c *conn) writeFailed(err error) {
+	if errors.Is(err, errCloseSent) {
+		c.drain()
+		return
+	}
+	c.end("server", 0, "", "write failed: "+err.Error())
+}
+
+func (c *conn) isCloseSent() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.closeSent
+}
+
+// setReadDeadline sets a read deadline unless the connection is closing,
+// whose handshake has its own.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.closeSent {
+		_ = c.nc.SetReadDeadline(t)
+	}
+}
+
+// requestClose closes from another goroutine (Stop, Close). Before the
+// metadata is sent it only leaves the request for the handler, so metadata
+// is still the first message on every connection.
+func (c *conn) requestClose(code int, reason, detail string) {
+	c.wmu.Lock()
+	if !c.metaSent {
+		if c.pending == nil {
+			c.pending = &closeReq{code, reason, detail}
+		}
+		c.wmu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	c.wmu.Unlock()
+	c.sendClose(code, reason, detail)
+}
+
+// sendClose sends a close frame, once, and bounds the closing handshake.
+func (c *conn) sendClose(code int, reason, detail string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return
+	}
+	c.closeSent = true
+	c.end("server", code, reason, detail)
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	now := time.Now()
+	_ = c.nc.SetWriteDeadline(now.Add(closeGrace))
+	_ = ws.WriteFrame(c.bw, ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusCode(code), reason)))
+	_ = c.bw.Flush()
+	_ = c.nc.SetReadDeadline(now.Add(closeGrace))
+}
+
+// drop ends the TCP connection with no close frame.
+func (c *conn) drop(detail string) {
+	c.wmu.Lock()
+	c.closeSent = true
+	c.wmu.Unlock()
+	c.end("server", 0, "", detail)
+	_ = c.nc.Close()
+}
+
+// drain reads until the client's close frame, the end of the stream or the
+// closing handshake's deadline, logging any message that still arrives.
+func (c *conn) drain() {
+	for {
+		op, msg, err := c.readMessage()
+		if err != nil {
+			return
+		}
+		typ := "text-frame"
+		if op == ws.OpBinary {
+			typ = typeOf(msg)
+		}
+		c.s.record(Received{Conn: c.id, Type: typ, Refused: "arrived after the server's close frame"})
+	}
+}
+
+// writeLocked writes one unfragmented data frame; c.wmu must be held.
+func (c *conn) writeLocked(op ws.OpCode, payload []byte) error {
+	if c.closeSent {
+		return errCloseSent
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: op, Length: int64(len(payload))}); err != nil {
+		return err
+	}
+	if _, err := c.bw.Write(payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+func (c *conn) send(op ws.OpCode, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(op, payload)
+}
+
+// pingLocked writes one ping; c.wmu must be held.
+func (c *conn) pingLocked(payload string) error {
+	return ws.WriteFrame(c.bw, ws.NewPingFrame([]byte(payload)))
+}
+
+// sendAction writes an action message, with the PingStorm and Fragments
+// faults applied.
+func (c *conn) sendAction(m *wire.Message) error {
+	faults := &c.s.cfg.Faults
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return errCloseSent
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	for i := 0; i < faults.PingStorm; i++ {
+		if err := c.pingLocked(fmt.Sprintf("storm %d", i)); err != nil {
+			return err
+		}
+	}
+	if faults.Fragments <= 1 {
+		if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(m.Len())}); err != nil {
+			return err
+		}
+		for i := 0; i < m.Segments(); i++ {
+			if _, err := c.bw.Write(m.Segment(i)); err != nil {
+				return err
+			}
+		}
+		return c.bw.Flush()
+	}
+	c.buf = m.AppendTo(c.buf[:0])
+	b := c.buf
+	parts := min(faults.Fragments, max(len(b), 1))
+	for i := 0; i < parts; i++ {
+		op := ws.OpContinuation
+		if i == 0 {
+			op = ws.OpBinary
+		}
+		p := b[len(b)*i/parts : len(b)*(i+1)/parts]
+		if err := ws.WriteHeader(c.bw, ws.Header{Fin: i == parts-1, OpCode: op, Length: int64(len(p))}); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(p); err != nil {
+			return err
+		}
+		if i < parts-1 {
+			if err := c.pingLocked(fmt.Sprintf("between fragments %d and %d", i+1, i+2)); err != nil {
+				return err
+			}
+		}
+	}
+	return c.bw.Flush()
+}
+
+// closeFault applies a CloseFault.
+func (c *conn) closeFault(f *CloseFault) {
+	detail := fmt.Sprintf("fault at exchange %d, %s", f.Exchange, f.When)
+	if f.Drop {
+		c.drop(detail + ": dropped the TCP connection")
+		return
+	}
+	code := f.Code
+	if code == 0 {
+		code = 1001
+	}
+	c.sendClose(code, f.Reason, detail)
+	c.drain()
+}
+
+// replyFault answers an infer with a fault.
+func (c *conn) replyFault(k int, kind ReplyKind, in *wire.InferMsg, obs *wire.Observation) {
+	cfg := &c.s.cfg
+	c.logf("fault: answering the infer of exchange %d with: %s", k, kind)
+	n := len(in.EnvIndices)
+	var err error
+	switch kind {
+	case ReplyText:
+		err = c.send(ws.OpText, []byte("Traceback (most recent call last): refserver fault: a text frame in place of an action"))
+	case ReplyGarbage:
+		err = c.send(ws.OpBinary, []byte("\xc1\xc1\xc1\xc1 refserver fault: not msgpack"))
+	case ReplyWrongEnvIDs:
+		ids := make([]int64, n)
+		for i, e := range in.EnvIndices {
+			ids[i] = e + 1
+		}
+		err = c.sendBadAction(wire.TypeAction, ids, obs, in.EnvIndices, cfg.Horizon, n)
+	case ReplyWrongShape:
+		err = c.sendBadAction(wire.TypeAction, in.EnvIndices, obs, append(slices.Clone(in.EnvIndices), -1), cfg.Horizon, n+1)
+	case ReplyWrongHorizon:
+		err = c.sendBadAction(wire.TypeAction, in.EnvIndices, obs, in.EnvIndices, cfg.Horizon+1, n)
+	case ReplyWrongType:
+		err = c.sendBadAction(wire.TypeFeedback, in.EnvIndices, obs, in.EnvIndices, cfg.Horizon, n)
+	case ReplyLyingLength:
+		c.lyingFrame(in, obs)
+		return
+	case ReplyInternalError:
+		c.sendClose(1011, InternalErrorReason, "fault: answered the infer with 1011")
+		c.drain()
+		return
+	default:
+		err = fmt.Errorf("unknown reply fault %d", kind)
+	}
+	if err != nil {
+		c.writeFailed(err)
+		return
+	}
+	c.poisoned()
+}
+
+// sendBadAction sends an action message built by hand: kind as its
+// message_type, envIDs as env_ids, and a chunk of [h, rows, da] filled by
+// the policy for policyIDs (rows of them).
+func (c *conn) sendBadAction(kind string, envIDs []int64, obs *wire.Observation, policyIDs []int64, h, rows int) error {
+	chunk, err := c.act(policyIDs[:rows:rows], obs, h, rows)
+	if err != nil {
+		// A policy may refuse a chunk it cannot fill; zeros do as well.
+		size, _ := wire.ByteLen(c.s.cfg.ActionDType, []int{h, rows, c.s.cfg.ActionDim})
+		chunk = &wire.Array{DType: c.s.cfg.ActionDType, Shape: []int{h, rows, c.s.cfg.ActionDim}, Data: make([]byte, size)}
+	}
+	m := &c.msg
+	m.Reset()
+	m.Map(2)
+	m.Str("message_type")
+	m.Str(kind)
+	m.Str("data")
+	m.Map(2)
+	m.Str("env_ids")
+	ids := wire.Array{DType: wire.Int64, Shape: []int{len(envIDs)}, Data: wire.BytesOf(envIDs)}
+	if err := m.Array(&ids); err != nil {
+		return err
+	}
+	m.Str("action")
+	if err := m.Array(chunk); err != nil {
+		return err
+	}
+	m.Finish()
+	return c.sendAction(m)
+}
+
+// lyingFrame sends the action under a header claiming 1 MiB more than it
+// holds, then drops the connection.
+func (c *conn) lyingFrame(in *wire.InferMsg, obs *wire.Observation) {
+	chunk, err := c.act(in.EnvIndices, obs, c.s.cfg.Horizon, len(in.EnvIndices))
+	if err == nil {
+		err = wire.EncodeAction(&c.msg, in.EnvIndices, chunk)
+	}
+	if err != nil {
+		c.internalError(err)
+		return
+	}
+	b := c.msg.AppendTo(nil)
+	c.wmu.Lock()
+	if !c.closeSent {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+		_ = ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(len(b)) + 1<<20})
+		_, _ = c.bw.Write(b)
+		_ = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	c.drop("fault: a frame header claiming 1 MiB more than was sent, then dropped the TCP connection")
+}
+
+// poisoned follows a reply fault: the server sends nothing more, logs what
+// the client sends, and ends at the client's close or the feedback timeout.
+func (c *conn) poisoned() {
+	c.setReadDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	for {
+		op, msg, err := c.readMessage()
+		if err != nil {
+			c.readFailed(err, true)
+			return
+		}
+		typ := "text-frame"
+		if op == ws.OpBinary {
+			typ = typeOf(msg)
+		}
+		c.s.record(Received{Conn: c.id, Type: typ, Refused: "arrived after a reply fault; the client should have closed"})
+	}
+}
+
+// readMessage reads one data message, answering pings and the client's close
+// frame on the way. Fragments are joined; the payload is freshly allocated.
+func (c *conn) readMessage() (ws.OpCode, []byte, error) {
+	var op ws.OpCode
+	var buf []byte
+	started := false
+	for {
+		h, err := ws.ReadHeader(c.br)
+		if err != nil {
+			return 0, nil, err
+		}
+		switch {
+		case h.OpCode.IsReserved():
+			return 0, nil, &protocolError{fmt.Sprintf("reserved opcode %d", h.OpCode)}
+		case h.Rsv != 0:
+			return 0, nil, &protocolError{"reserved bits set, and no extension was negotiated"}
+		case !h.Masked:
+			return 0, nil, &protocolError{"client frame not masked (RFC 6455 5.1)"}
+		}
+		if h.OpCode.IsControl() {
+			if h.Length > 125 || !h.Fin {
+				return 0, nil, &protocolError{"control frame fragmented or longer than 125 bytes"}
+			}
+			p := make([]byte, h.Length)
+			if _, err := io.ReadFull(c.br, p); err != nil {
+				return 0, nil, err
+			}
+			ws.Cipher(p, h.Mask, 0)
+			switch h.OpCode {
+			case ws.OpPing:
+				c.wmu.Lock()
+				if !c.closeSent {
+					_ = ws.WriteFrame(c.bw, ws.NewPongFrame(p))
+					_ = c.bw.Flush()
+				}
+				c.wmu.Unlock()
+			case ws.OpClose:
+				code, reason := ws.ParseCloseFrameData(p)
+				c.wmu.Lock()
+				if !c.closeSent {
+					c.closeSent = true
+					var body []byte
+					if code != 0 {
+						body = ws.NewCloseFrameBody(code, "")
+					}
+					_ = c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
+					_ = ws.WriteFrame(c.bw, ws.NewCloseFrame(body))
+					_ = c.bw.Flush()
+					c.wmu.Unlock()
+					c.end("client", int(code), reason, "the client closed")
+				} else {
+					c.wmu.Unlock()
+				}
+				return 0, nil, &peerClosed{code, reason}
+			}
+			continue
+		}
+		switch {
+		case h.OpCode == ws.OpContinuation && !started:
+			return 0, nil, &protocolError{"continuation frame with no message to continue"}
+		case h.OpCode != ws.OpContinuation && started:
+			return 0, nil, &protocolError{"new data frame inside a fragmented message"}
+		}
+		if !started {
+			op, started = h.OpCode, true
+		}
+		n := len(buf)
+		if buf, err = readPayload(c.br, buf, h.Length); err != nil {
+			return 0, nil, err
+		}
+		ws.Cipher(buf[n:], h.Mask, 0)
+		if h.Fin {
+			return op, buf, nil
+		}
+	}
+}
+
+// readPayload appends n bytes from r to buf, growing buf as bytes arrive
+// rather than trusting the declared length.
+func readPayload(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	for n > 0 {
+		chunk := min(n, 1<<20)
+		l := len(buf)
+		buf = slices.Grow(buf, int(chunk))[:l+int(chunk)]
+		if _, err := io.ReadFull(r, buf[l:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf[:l], err
+		}
+		n -= chunk
+	}
+	return buf, nil
+}

@@ -1,0 +1,414 @@
+// Package refserver is a PlugRL training server written against SPEC 8.2,
+// for tests and demos. It trains nothing: a Policy fills each action chunk
+// (ZeroPolicy, or ProbePolicy's position-encoding values of SPEC 8.1). It
+// serves many clients at once, one goroutine per connection, keeps env
+// indices connection-scoped, closes a connection with 1001
+// "plugrl-server-resync" on any protocol error while serving the others,
+// implements reuse-feedback-obs when configured, ends the run with 1001
+// "plugrl-server-stop", and can inject the faults of Faults.
+package refserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// The close reasons and other constants of SPEC 7 and 10.1.
+const (
+	StopReason              = "plugrl-server-stop"
+	ResyncReason            = "plugrl-server-resync"
+	FeedbackTimeoutReason   = "Feedback timeout"
+	InternalErrorReason     = "Internal server error."
+	FeatureReuseFeedbackObs = "reuse-feedback-obs"
+
+	// ServerName and Version are metadata's server and server_version.
+	ServerName = "plugrl-refserver"
+	Version    = "0.1.0"
+
+	// DefaultFeedbackTimeout is SPEC 7.3's FEEDBACK_WAIT_TIMEOUT.
+	DefaultFeedbackTimeout = 60 * time.Second
+	// DefaultMaxLog is how many received messages Stats keeps by default.
+	DefaultMaxLog = 100000
+)
+
+// closeGrace bounds the closing handshake: how long a connection waits for
+// the peer's close frame after sending its own.
+const closeGrace = 2 * time.Second
+
+// Config configures a Server. The zero value is a server with H = 8, da = 7,
+// <f4 actions, ZeroPolicy, no features and no faults, that never stops.
+type Config struct {
+	// Horizon (H) and ActionDim (da): each action is [H, n, da]. Zero means 8
+	// and 7.
+	Horizon, ActionDim int
+	// ActionDType is the action's dtype, any numeric one in either byte
+	// order (a big-endian one tests a client's byte swapping). The zero
+	// value means <f4.
+	ActionDType wire.DType
+	// StopAfter, when positive, ends the run once this many exchanges have
+	// completed across all connections: every connection is closed with
+	// 1001 "plugrl-server-stop", and a client connecting afterwards gets
+	// metadata and the same close.
+	StopAfter int
+	// Features are listed in metadata's features. "reuse-feedback-obs" is
+	// implemented; any other name is listed but means nothing here (a client
+	// must ignore features it does not know).
+	Features []string
+	// Policy fills the action chunks; nil means ZeroPolicy.
+	Policy Policy
+	// Faults injects failures, for tests.
+	Faults Faults
+	// OmitEnvIDs sends actions without env_ids, as the Ray dialect of SPEC
+	// 5.3 does.
+	OmitEnvIDs bool
+	// ExtraMetadata is merged over the top of the metadata (SPEC 5.1): any
+	// value msgp.AppendIntf encodes (strings, ints, []string, maps,
+	// msgp.Raw, ...). Keys are written in sorted order.
+	ExtraMetadata map[string]any
+	// FeedbackTimeout is how long the server waits for a feedback after an
+	// action before closing with 1001 "Feedback timeout" (SPEC 7.3). Zero
+	// means 60 s. It also bounds each write.
+	FeedbackTimeout time.Duration
+	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
+	// keeps nothing. Counts are kept regardless.
+	MaxLog int
+	// Logf, when set, receives one line per notable event: connections,
+	// closes and why, feedback for envs with no outstanding action.
+	Logf func(format string, args ...any)
+}
+
+// Stats is a snapshot of what the server has seen. Slices are copies.
+type Stats struct {
+	Connections  int  // WebSocket handshakes completed
+	Open         int  // connections open now
+	Infers       int  // infers accepted: the latest exchange number
+	Actions      int  // actions sent
+	Exchanges    int  // exchanges completed (a feedback received after an action)
+	FeedbackRows int  // env rows in accepted feedback messages
+	ReusedRows   int  // infer rows taken from the reuse cache (SPEC 10.1)
+	Orphans      int  // feedback rows naming an env with no outstanding action on their connection (SPEC 7.6)
+	Resyncs      int  // connections closed with plugrl-server-resync
+	Stopped      bool // the run has ended (StopAfter reached, or Stop called)
+	// Received lists every message received, in order of arrival (up to
+	// Config.MaxLog of them; LogDropped counts the rest).
+	Received   []Received
+	LogDropped int
+	// Closes lists how each connection ended, in order.
+	Closes []Closed
+}
+
+// Received is one message a client sent.
+type Received struct {
+	Conn int // connection number, from 1, in handshake order
+	// Type is the message_type, or "text-frame" for a text frame, or
+	// "undecodable" when no message_type could be read.
+	Type string
+	// Exchange is the exchange number of an accepted infer, and of the
+	// accepted feedback that completes it; 0 otherwise.
+	Exchange   int
+	EnvIndices []int64 // as sent, when they could be decoded
+	StepIDs    []int64
+	Reuse      []bool    // an infer's reuse flags, if any
+	Rewards    []float64 // a feedback's
+	Terminated []bool
+	Truncated  []bool
+	// Orphans are a feedback's env indices that had no action outstanding
+	// on this connection (SPEC 7.6: its action came from an earlier
+	// connection, or never).
+	Orphans []int64
+	// Refused says why the server refused the message; empty if accepted.
+	Refused string
+}
+
+// Closed is how one connection ended.
+type Closed struct {
+	Conn int
+	// By is "server" or "client": who ended the connection first.
+	By string
+	// Code and Reason are the close frame's; Code is 0 when the connection
+	// ended with no close frame (a drop, a fault, a client that vanished).
+	Code   int
+	Reason string
+	Detail string // why, in words
+}
+
+// Server is a reference PlugRL training server.
+type Server struct {
+	cfg      Config
+	policy   Policy
+	metadata []byte
+	features map[string]bool
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[int]*conn
+	nextID int
+	stats  Stats
+	closed bool
+	done   chan struct{} // closed when the run stops
+	quit   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	infers    atomic.Int64
+	exchanges atomic.Int64
+	stopOnce  sync.Once
+}
+
+// New returns a server for cfg. Nothing is served until Listen.
+func New(cfg Config) *Server {
+	if cfg.Horizon == 0 {
+		cfg.Horizon = 8
+	}
+	if cfg.ActionDim == 0 {
+		cfg.ActionDim = 7
+	}
+	if cfg.ActionDType == (wire.DType{}) {
+		cfg.ActionDType = wire.Float32
+	}
+	if cfg.FeedbackTimeout <= 0 {
+		cfg.FeedbackTimeout = DefaultFeedbackTimeout
+	}
+	if cfg.MaxLog == 0 {
+		cfg.MaxLog = DefaultMaxLog
+	}
+	s := &Server{
+		cfg:      cfg,
+		policy:   cfg.Policy,
+		features: make(map[string]bool),
+		conns:    make(map[int]*conn),
+		done:     make(chan struct{}),
+		quit:     make(chan struct{}),
+	}
+	if s.policy == nil {
+		s.policy = ZeroPolicy{}
+	}
+	for _, f := range cfg.Features {
+		s.features[f] = true
+	}
+	return s
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
+func (s *Server) check() error {
+	c := &s.cfg
+	if c.Horizon < 1 || c.ActionDim < 1 {
+		return fmt.Errorf("refserver: horizon %d and action dim %d must be positive", c.Horizon, c.ActionDim)
+	}
+	if !c.ActionDType.Numeric() {
+		return fmt.Errorf("refserver: action dtype %s is not numeric", c.ActionDType)
+	}
+	if _, err := wire.ByteLen(c.ActionDType, []int{c.Horizon + 1, 1, c.ActionDim}); err != nil {
+		return fmt.Errorf("refserver: %v", err)
+	}
+	return nil
+}
+
+// encodeMetadata builds the metadata message: every key of SPEC 5.1, then
+// ExtraMetadata over the top.
+func (s *Server) encodeMetadata() error {
+	algorithm, policy := describe(s.policy)
+	features := append([]string{}, s.cfg.Features...)
+	md := &wire.Metadata{
+		ProtocolVersion: wire.Opt[int64]{Value: 1, Set: true},
+		Server:          wire.Opt[string]{Value: ServerName, Set: true},
+		ServerVersion:   wire.Opt[string]{Value: Version, Set: true},
+		Algorithm:       wire.Opt[string]{Value: algorithm, Set: true},
+		Policy:          wire.Opt[string]{Value: policy, Set: true},
+		ActionHorizon:   wire.Opt[int64]{Value: int64(s.cfg.Horizon), Set: true},
+		ActionDim:       wire.Opt[int64]{Value: int64(s.cfg.ActionDim), Set: true},
+		Features:        wire.Opt[[]string]{Value: features, Set: true},
+	}
+	keys := make([]string, 0, len(s.cfg.ExtraMetadata))
+	for k := range s.cfg.ExtraMetadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	extra := make([]wire.MetaKey, 0, len(keys))
+	for _, k := range keys {
+		v, err := msgp.AppendIntf(nil, s.cfg.ExtraMetadata[k])
+		if err != nil {
+			return fmt.Errorf("refserver: metadata key %q: %v", k, err)
+		}
+		extra = append(extra, wire.MetaKey{Key: k, Value: v})
+	}
+	var m wire.Message
+	if err := wire.EncodeMetadata(&m, md, extra...); err != nil {
+		return fmt.Errorf("refserver: %v", err)
+	}
+	s.metadata = m.AppendTo(nil)
+	return nil
+}
+
+// Listen starts serving on addr ("127.0.0.1:0" picks a free port) in the
+// background, and returns the URL clients connect to, ws://host:port. An
+// unspecified host (0.0.0.0, ::) is reported as 127.0.0.1.
+func (s *Server) Listen(addr string) (string, error) {
+	if err := s.check(); err != nil {
+		return "", err
+	}
+	if err := s.encodeMetadata(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if s.ln != nil || s.closed {
+		s.mu.Unlock()
+		return "", errors.New("refserver: Listen called twice, or after Close")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		s.mu.Unlock()
+		return "", err
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.accept(ln)
+	ta := ln.Addr().(*net.TCPAddr)
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	url := "ws://" + net.JoinHostPort(host, strconv.Itoa(ta.Port))
+	s.logf("listening on %s", url)
+	return url, nil
+}
+
+func (s *Server) accept(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.logf("accept: %v", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(nc)
+	}
+}
+
+// Close stops accepting, closes every open connection with 1001 and no
+// reason (going away: a client should reconnect, as to a restarted server),
+// and waits for the connections' goroutines to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.quit)
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	conns := s.openConns()
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.sendClose(1001, "", "server closed")
+	}
+	s.wg.Wait()
+	return err
+}
+
+// Stop ends the run: every open connection is closed with 1001
+// "plugrl-server-stop" (SPEC 7.1), and a client that connects afterwards
+// gets metadata and the same close. The listener stays open until Close.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stats.Stopped = true
+		close(s.done)
+		conns := s.openConns()
+		s.mu.Unlock()
+		s.logf("run stopped after %d exchanges", s.exchanges.Load())
+		for _, c := range conns {
+			c.sendClose(1001, StopReason, "run stopped")
+		}
+	})
+}
+
+// Done is closed when the run stops.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+func (s *Server) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// openConns lists the open connections; s.mu must be held.
+func (s *Server) openConns() []*conn {
+	out := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// Stats returns a snapshot of the server's counters and logs.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Open = len(s.conns)
+	st.Infers = int(s.infers.Load())
+	st.Exchanges = int(s.exchanges.Load())
+	st.Received = append([]Received(nil), s.stats.Received...)
+	st.Closes = append([]Closed(nil), s.stats.Closes...)
+	return st
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// record appends a received message to the log.
+func (s *Server) record(r Received) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.MaxLog < 0 || len(s.stats.Received) >= s.cfg.MaxLog {
+		s.stats.LogDropped++
+		return
+	}
+	s.stats.Received = append(s.stats.Received, r)
+}
+
+func (s *Server) count(f func(st *Stats)) {
+	s.mu.Lock()
+	f(&s.stats)
+	s.mu.Unlock()
+}

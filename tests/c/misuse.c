@@ -1,0 +1,950 @@
+/*
+** misuse.c - libplugrl under misuse, through the real library.
+**
+**   misuse [ws://HOST:PORT]
+**
+** Every check calls a function of plugrl.h the wrong way and asserts the
+** exact status it returns and, for every status but PLUGRL_OK, that the
+** handle's message (plugrl_errmsg / plugrl_runner_errmsg) is non-empty. A
+** crash is a failure too, of course.
+**
+** With a URL (a `plugrl serve` started by tests/run_with_server.sh, offering
+** reuse-feedback-obs), the connected cases run against it: wrong shapes,
+** calls out of order, feedback for an env without a chunk, reuse that is not
+** allowed, a runner used wrongly. PLUGRL_BUSY needs a server that never
+** answers an infer; this file has one: a raw TCP listener that completes the
+** WebSocket handshake, sends a metadata message and then reads forever.
+**
+** Exit status 0 when every check passed, 1 otherwise.
+*/
+#define _POSIX_C_SOURCE 200809L
+#include <plugrl.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Checks                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int checks, failures;
+
+static void failf(int line, const char *fmt, ...) {
+  va_list ap;
+  failures++;
+  fprintf(stderr, "misuse.c:%d: FAIL: ", line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+/* msg is the handle's errmsg after the call (NULL if there is no handle). */
+static void expect_status(int line, const char *what, plugrl_status got, plugrl_status want, int has_msg,
+                          const char *msg) {
+  checks++;
+  if (got != want) {
+    failf(line, "%s\n    returned %s (%d), want %s (%d)\n    errmsg: %s", what, plugrl_status_str(got), (int)got,
+          plugrl_status_str(want), (int)want, has_msg ? (msg ? msg : "(NULL)") : "(no handle)");
+    return;
+  }
+  if (want != PLUGRL_OK && has_msg && (msg == NULL || msg[0] == '\0')) {
+    failf(line, "%s\n    returned %s as it should, but errmsg is %s", what, plugrl_status_str(got),
+          msg ? "empty" : "NULL");
+    return;
+  }
+  if (want == PLUGRL_OK)
+    printf("ok   %s\n", what);
+  else
+    printf("ok   %s\n       -> [%s] %s\n", what, plugrl_status_str(got), has_msg && msg ? msg : "(no handle)");
+}
+
+/* A call on a client handle c: the message is plugrl_errmsg(c). */
+#define EXPECT_C(c, call, want)                                                                     \
+  do {                                                                                              \
+    plugrl_status s_ = (call);                                                                      \
+    expect_status(__LINE__, #call, s_, (want), s_ != PLUGRL_OK, s_ != PLUGRL_OK ? plugrl_errmsg(c) : NULL); \
+  } while (0)
+
+/* A call on a runner handle r: the message is plugrl_runner_errmsg(r). */
+#define EXPECT_R(r, call, want)                                                                            \
+  do {                                                                                                     \
+    plugrl_status s_ = (call);                                                                             \
+    expect_status(__LINE__, #call, s_, (want), s_ != PLUGRL_OK, s_ != PLUGRL_OK ? plugrl_runner_errmsg(r) : NULL); \
+  } while (0)
+
+/* A call with no handle to ask. */
+#define EXPECT_N(call, want)                                    \
+  do {                                                          \
+    plugrl_status s_ = (call);                                  \
+    expect_status(__LINE__, #call, s_, (want), 0, NULL);        \
+  } while (0)
+
+#define CHECK(cond)                                  \
+  do {                                               \
+    checks++;                                        \
+    if (!(cond)) failf(__LINE__, "CHECK(%s)", #cond); \
+  } while (0)
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A silent WebSocket server: handshake, metadata, then nothing.            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  uint32_t h[5];
+  uint64_t len;
+  unsigned char buf[64];
+  size_t used;
+} sha1_ctx;
+
+static uint32_t rol(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
+
+static void sha1_block(sha1_ctx *c, const unsigned char *p) {
+  uint32_t w[80], a, b, cc, d, e, f, k, t;
+  int i;
+  for (i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+  for (i = 16; i < 80; i++) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+  a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3], e = c->h[4];
+  for (i = 0; i < 80; i++) {
+    if (i < 20)
+      f = (b & cc) | (~b & d), k = 0x5A827999;
+    else if (i < 40)
+      f = b ^ cc ^ d, k = 0x6ED9EBA1;
+    else if (i < 60)
+      f = (b & cc) | (b & d) | (cc & d), k = 0x8F1BBCDC;
+    else
+      f = b ^ cc ^ d, k = 0xCA62C1D6;
+    t = rol(a, 5) + f + e + k + w[i];
+    e = d, d = cc, cc = rol(b, 30), b = a, a = t;
+  }
+  c->h[0] += a, c->h[1] += b, c->h[2] += cc, c->h[3] += d, c->h[4] += e;
+}
+
+static void sha1(const void *data, size_t n, unsigned char out[20]) {
+  sha1_ctx c = {{0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0}, 0, {0}, 0};
+  const unsigned char *p = data;
+  size_t i;
+  uint64_t bits = (uint64_t)n * 8;
+  for (i = 0; i < n; i++) {
+    c.buf[c.used++] = p[i];
+    if (c.used == 64) sha1_block(&c, c.buf), c.used = 0;
+  }
+  c.buf[c.used++] = 0x80;
+  if (c.used > 56) {
+    while (c.used < 64) c.buf[c.used++] = 0;
+    sha1_block(&c, c.buf), c.used = 0;
+  }
+  while (c.used < 56) c.buf[c.used++] = 0;
+  for (i = 0; i < 8; i++) c.buf[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha1_block(&c, c.buf);
+  for (i = 0; i < 5; i++) {
+    out[4 * i] = (unsigned char)(c.h[i] >> 24);
+    out[4 * i + 1] = (unsigned char)(c.h[i] >> 16);
+    out[4 * i + 2] = (unsigned char)(c.h[i] >> 8);
+    out[4 * i + 3] = (unsigned char)c.h[i];
+  }
+}
+
+static void base64(const unsigned char *in, size_t n, char *out) {
+  static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t i, o = 0;
+  for (i = 0; i + 2 < n; i += 3) {
+    out[o++] = tab[in[i] >> 2];
+    out[o++] = tab[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+    out[o++] = tab[((in[i + 1] & 15) << 2) | (in[i + 2] >> 6)];
+    out[o++] = tab[in[i + 2] & 63];
+  }
+  if (i + 1 == n) {
+    out[o++] = tab[in[i] >> 2];
+    out[o++] = tab[(in[i] & 3) << 4];
+    out[o++] = '=';
+    out[o++] = '=';
+  } else if (i + 2 == n) {
+    out[o++] = tab[in[i] >> 2];
+    out[o++] = tab[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+    out[o++] = tab[(in[i + 1] & 15) << 2];
+    out[o++] = '=';
+  }
+  out[o] = '\0';
+}
+
+typedef struct silent_server {
+  int listen_fd;
+  int port;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  int messages; /* bytes-bearing reads after a handshake: infers seen */
+  int connections;
+  int stop;
+} silent_server;
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *b = p;
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void serve_one(silent_server *s, int fd) {
+  char req[8192], accept_key[64], line[256];
+  unsigned char digest[20], buf[4096];
+  size_t used = 0;
+  const char *key = NULL, *end;
+  /* {"message_type": "metadata", "data": {"action_horizon": 2, "action_dim": 1}} */
+  static const unsigned char metadata[] = {
+      0x82, 0xac, 'm', 'e', 's', 's', 'a', 'g', 'e', '_', 't', 'y', 'p', 'e', 0xa8, 'm', 'e', 't', 'a', 'd',
+      'a',  't',  'a', 0xa4, 'd', 'a', 't', 'a', 0x82, 0xae, 'a', 'c', 't', 'i', 'o', 'n', '_', 'h', 'o', 'r',
+      'i',  'z',  'o', 'n', 0x02, 0xaa, 'a', 'c', 't', 'i', 'o', 'n', '_', 'd', 'i', 'm', 0x01};
+  unsigned char frame[2 + sizeof metadata];
+
+  for (;;) { /* read the HTTP upgrade request */
+    ssize_t r = read(fd, req + used, sizeof req - 1 - used);
+    if (r <= 0) return;
+    used += (size_t)r;
+    req[used] = '\0';
+    if (strstr(req, "\r\n\r\n")) break;
+    if (used == sizeof req - 1) return;
+  }
+  for (end = req; (end = strstr(end, "\r\n")) != NULL; end += 2) {
+    if (strncasecmp(end + 2, "Sec-WebSocket-Key:", 18) == 0) {
+      key = end + 2 + 18;
+      while (*key == ' ') key++;
+      break;
+    }
+  }
+  if (!key) return;
+  {
+    size_t klen = strcspn(key, "\r\n");
+    char cat[128];
+    if (klen > 60) return;
+    memcpy(cat, key, klen);
+    memcpy(cat + klen, "258EAFA5-E914-47DA-95CA-C5AB0DC85B11", 36);
+    sha1(cat, klen + 36, digest);
+    base64(digest, 20, accept_key);
+  }
+  snprintf(line, sizeof line,
+           "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Accept: %s\r\n\r\n",
+           accept_key);
+  if (write_all(fd, line, strlen(line))) return;
+  frame[0] = 0x82; /* FIN, binary */
+  frame[1] = (unsigned char)sizeof metadata;
+  memcpy(frame + 2, metadata, sizeof metadata);
+  if (write_all(fd, frame, sizeof frame)) return;
+
+  /* Never answer: count what arrives until the client goes away. */
+  for (;;) {
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r <= 0) return;
+    pthread_mutex_lock(&s->mu);
+    s->messages++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+static void *silent_main(void *arg) {
+  silent_server *s = arg;
+  for (;;) {
+    int fd = accept(s->listen_fd, NULL, NULL);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->connections++;
+    pthread_mutex_unlock(&s->mu);
+    serve_one(s, fd);
+    close(fd);
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+      pthread_mutex_unlock(&s->mu);
+      return NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+static int silent_start(silent_server *s) {
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  int one = 1;
+  memset(s, 0, sizeof *s);
+  s->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (s->listen_fd < 0) return -1;
+  setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(s->listen_fd, (struct sockaddr *)&addr, sizeof addr) || listen(s->listen_fd, 8) ||
+      getsockname(s->listen_fd, (struct sockaddr *)&addr, &len))
+    return -1;
+  s->port = ntohs(addr.sin_port);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  return pthread_create(&s->thread, NULL, silent_main, s);
+}
+
+/* Waits until more than `seen` messages arrived; 0 on timeout. */
+static int silent_wait(silent_server *s, int seen, long timeout_ms) {
+  struct timespec deadline;
+  int ok;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += timeout_ms / 1000;
+  deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec++, deadline.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&s->mu);
+  while (s->messages <= seen)
+    if (pthread_cond_timedwait(&s->cond, &s->mu, &deadline) != 0) break;
+  ok = s->messages > seen;
+  pthread_mutex_unlock(&s->mu);
+  return ok;
+}
+
+static int silent_messages(silent_server *s) {
+  int n;
+  pthread_mutex_lock(&s->mu);
+  n = s->messages;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observations                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* A states-only observation of n rows: "x" f64 [n, 2]. */
+typedef struct {
+  double x[64];
+  int64_t shape[2];
+  plugrl_array states[1];
+  plugrl_observation obs;
+} obs_x;
+
+static const plugrl_observation *make_obs(obs_x *o, int64_t n) {
+  int i;
+  memset(o, 0, sizeof *o);
+  for (i = 0; i < 64; i++) o->x[i] = i;
+  o->shape[0] = n;
+  o->shape[1] = 2;
+  o->states[0].name = "x";
+  o->states[0].data = o->x;
+  o->states[0].dtype = PLUGRL_DTYPE_F64;
+  o->states[0].ndim = 2;
+  o->states[0].shape = o->shape;
+  o->obs.states = o->states;
+  o->obs.num_states = 1;
+  return &o->obs;
+}
+
+static plugrl_status open_client(const char *url, int disable_reuse, int32_t receive_timeout_ms,
+                                 plugrl_client **c) {
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 5000;
+  o.metadata_timeout_ms = 5000;
+  o.receive_timeout_ms = receive_timeout_ms;
+  o.max_reconnects = -1;
+  o.disable_reuse = disable_reuse;
+  return plugrl_open(&o, c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* No server                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void test_static(void) {
+  CHECK(strcmp(plugrl_version(), PLUGRL_VERSION_STRING) == 0);
+  CHECK(plugrl_version_number() == PLUGRL_VERSION_NUMBER);
+  CHECK(strcmp(plugrl_status_str((plugrl_status)999), "unknown status") == 0);
+  CHECK(strcmp(plugrl_status_str((plugrl_status)-1), "unknown status") == 0);
+  CHECK(plugrl_status_str(PLUGRL_BUSY) != NULL && plugrl_status_str(PLUGRL_BUSY)[0] != '\0');
+  CHECK(plugrl_dtype_size((plugrl_dtype)0) == 0);
+  CHECK(plugrl_dtype_size((plugrl_dtype)99) == 0);
+  CHECK(plugrl_dtype_size(PLUGRL_DTYPE_BOOL) == 1);
+  CHECK(plugrl_dtype_size(PLUGRL_DTYPE_F16) == 2);
+  CHECK(plugrl_dtype_size(PLUGRL_DTYPE_I32) == 4);
+  CHECK(plugrl_dtype_size(PLUGRL_DTYPE_F64) == 8);
+}
+
+static void test_options(void) {
+  plugrl_options o;
+  plugrl_client *c = NULL;
+
+  EXPECT_N(plugrl_options_init(NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_options_init(&o), PLUGRL_OK);
+  CHECK(o.size == sizeof o);
+
+  /* NULL out pointer: nothing to hand a handle to. */
+  o.url = "ws://127.0.0.1:1";
+  EXPECT_N(plugrl_open(&o, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_open(NULL, NULL), PLUGRL_INVALID_ARGUMENT);
+
+  /* NULL options: a handle that says why, which must still be closed. */
+  c = (plugrl_client *)0x1;
+  EXPECT_C(c, plugrl_open(NULL, &c), PLUGRL_INVALID_ARGUMENT);
+  CHECK(c != NULL && c != (plugrl_client *)0x1);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &(int64_t){0}, &(int){0}), PLUGRL_CONNECT_FAILED);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* NULL url. */
+  plugrl_options_init(&o);
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* size not set by plugrl_options_init. */
+  plugrl_options_init(&o);
+  o.url = "ws://127.0.0.1:1";
+  o.size = 0;
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* Nothing listens on port 1: every attempt fails, and the handle says so. */
+  plugrl_options_init(&o);
+  o.url = "ws://127.0.0.1:1";
+  o.connect_timeout_ms = 2000;
+  o.max_reconnects = -1;
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_CONNECT_FAILED);
+  CHECK(c != NULL);
+  {
+    int64_t v = 0;
+    int present = 0;
+    plugrl_action a;
+    obs_x ox;
+    int64_t env = 0, sid = 0;
+    EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_CONNECT_FAILED);
+    EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_CONNECT_FAILED);
+  }
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  EXPECT_C(c, plugrl_close(c), PLUGRL_CLOSED);
+
+  /* Not a WebSocket URL: a caller error, found before connecting. */
+  plugrl_options_init(&o);
+  o.max_reconnects = -1;
+  o.url = "http://127.0.0.1:1";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  o.url = "";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+}
+
+/* Every function on a handle that is NULL, made up, or closed. */
+static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
+  int64_t v = 0, env = 0, sid = 0;
+  int present = 0;
+  size_t len = 0;
+  char buf[16];
+  plugrl_action a;
+  obs_x ox;
+  float rew = 0;
+  uint8_t flag = 0;
+  double out[8];
+  const char *msg = plugrl_errmsg(c);
+
+  checks++;
+  if (!msg || !msg[0]) failf(__LINE__, "plugrl_errmsg(%p) is empty or NULL for a dead handle", (void *)c);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, &present), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_metadata_has_feature(c, "reuse-feedback-obs", &present), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, sizeof buf, &len, &present), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &flag, &flag, NULL), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_CLOSED);
+  EXPECT_C(c, plugrl_close(c), PLUGRL_CLOSED);
+  {
+    plugrl_runner *nr = (plugrl_runner *)0x1;
+    EXPECT_C(c, plugrl_runner_new(c, 1, &nr), PLUGRL_CLOSED);
+    if (nr != NULL && nr != (plugrl_runner *)0x1) plugrl_runner_free(nr);
+  }
+
+  msg = plugrl_runner_errmsg(r);
+  checks++;
+  if (!msg || !msg[0]) failf(__LINE__, "plugrl_runner_errmsg(%p) is empty or NULL for a dead handle", (void *)r);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 1), out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
+  {
+    double rw = 0;
+    EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 1), &rw, &flag, &flag, NULL), PLUGRL_CLOSED);
+  }
+  EXPECT_R(r, plugrl_runner_step_size(r, &v, &present), PLUGRL_CLOSED);
+  EXPECT_R(r, plugrl_runner_on_episode(r, NULL, NULL), PLUGRL_CLOSED);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connected to `plugrl serve` (reuse-feedback-obs offered)                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_metadata(plugrl_client *c) {
+  int64_t v = -1;
+  int present = -1;
+  size_t len = 0;
+  char buf[4096];
+
+  EXPECT_C(c, plugrl_metadata_int(c, NULL, &v, &present), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_dim", NULL, &present), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_OK);
+  CHECK(present == 1 && v == 2);
+  present = -1;
+  EXPECT_C(c, plugrl_metadata_int(c, "no such key", &v, &present), PLUGRL_OK);
+  CHECK(present == 0);
+
+  EXPECT_C(c, plugrl_metadata_string(c, NULL, buf, sizeof buf, &len, &present), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_string(c, "server", NULL, 16, &len, &present), PLUGRL_INVALID_ARGUMENT);
+  /* length may be NULL (the caller does not want it). */
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, NULL, &present), PLUGRL_OK);
+  /* buf NULL with size 0 asks for the length: a query, so PLUGRL_OK. */
+  len = 0;
+  EXPECT_C(c, plugrl_metadata_string(c, "server", NULL, 0, &len, &present), PLUGRL_OK);
+  CHECK(present == 1 && len > 0);
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, 1, &len, &present), PLUGRL_BUFFER_TOO_SMALL);
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, &present), PLUGRL_OK);
+  CHECK(present == 1 && strlen(buf) == len);
+  EXPECT_C(c, plugrl_metadata_string(c, "no such key", buf, sizeof buf, &len, &present), PLUGRL_OK);
+  CHECK(present == 0);
+
+  EXPECT_C(c, plugrl_metadata_has_feature(c, NULL, &present), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_has_feature(c, "reuse-feedback-obs", NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_has_feature(c, "reuse-feedback-obs", &present), PLUGRL_OK);
+  CHECK(present == 1);
+
+  EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, sizeof buf, &len, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, 2, &len, &present), PLUGRL_BUFFER_TOO_SMALL);
+  EXPECT_C(c, plugrl_metadata_json(c, NULL, NULL, 0, &len, &present), PLUGRL_OK);
+  CHECK(present == 1 && len > 2);
+  EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, sizeof buf, &len, &present), PLUGRL_OK);
+  CHECK(present == 1 && buf[0] == '{' && strlen(buf) == len);
+}
+
+/* Infer arguments, each wrong in one way: all PLUGRL_INVALID_ARGUMENT, and
+** the connection is unchanged (a good infer works afterwards). */
+static void test_infer_args(plugrl_client *c) {
+  int64_t env[2] = {0, 1}, sid[2] = {0, 0}, dup[2] = {1, 1}, neg[1] = {-1};
+  int64_t shape[PLUGRL_MAX_DIMS + 2];
+  uint8_t img[2 * 4 * 4 * 3] = {0};
+  double x[64] = {0};
+  plugrl_action a;
+  obs_x ox;
+  plugrl_observation obs;
+  plugrl_array arr;
+  const char *text2[2] = {"a", NULL};
+  uint8_t reuse[2] = {1, 0};
+  int i;
+
+  /* NULL arguments. */
+  EXPECT_C(c, plugrl_infer(c, NULL, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, env, NULL, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, NULL, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), NULL, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 0, make_obs(&ox, 0), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+
+  /* Env indices: negative, repeated. */
+  EXPECT_C(c, plugrl_infer(c, neg, sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, dup, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+
+  /* Leading dimension is not n. */
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 3), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 1), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+
+  /* A state whose shape, data, name, ndim or dtype is wrong. */
+#define STATE_CASE(setup)                                                                 \
+  do {                                                                                    \
+    make_obs(&ox, 2);                                                                     \
+    setup;                                                                                \
+    EXPECT_C(c, plugrl_infer(c, env, sid, 2, &ox.obs, NULL, &a), PLUGRL_INVALID_ARGUMENT); \
+  } while (0)
+  STATE_CASE(ox.states[0].shape = NULL);
+  STATE_CASE(ox.states[0].data = NULL);
+  STATE_CASE(ox.states[0].name = NULL);
+  STATE_CASE(ox.states[0].ndim = 0);
+  STATE_CASE(ox.states[0].ndim = -1);
+  STATE_CASE(ox.shape[1] = -2);
+  STATE_CASE(ox.states[0].dtype = (plugrl_dtype)0);
+  STATE_CASE(ox.states[0].dtype = (plugrl_dtype)99);
+  STATE_CASE(ox.obs.states = NULL);                /* num_states 1, states NULL */
+  STATE_CASE(ox.obs.text = text2);                 /* a NULL string in text */
+  STATE_CASE(ox.obs.num_images = 1);               /* images NULL */
+  /* ndim > PLUGRL_MAX_DIMS: [2, 1, 1, ...]. */
+  for (i = 0; i < PLUGRL_MAX_DIMS + 2; i++) shape[i] = i == 0 ? 2 : 1;
+  STATE_CASE((ox.states[0].shape = shape, ox.states[0].ndim = PLUGRL_MAX_DIMS + 1));
+  STATE_CASE((ox.states[0].shape = shape, ox.states[0].ndim = 1 << 30));
+#undef STATE_CASE
+
+  /* Images: must be u8 [n, h, w, c]. */
+  memset(&obs, 0, sizeof obs);
+  shape[0] = 2, shape[1] = 4, shape[2] = 4, shape[3] = 3;
+  arr.name = "cam";
+  arr.data = img;
+  arr.dtype = PLUGRL_DTYPE_U8;
+  arr.shape = shape;
+  obs.images = &arr;
+  obs.num_images = 1;
+  arr.ndim = 3;
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, &obs, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  arr.ndim = 5;
+  shape[4] = 1;
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, &obs, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  arr.ndim = 4;
+  arr.dtype = PLUGRL_DTYPE_F32;
+  arr.data = x; /* big enough for 2*4*4*3 floats? no: use a 1x1x1 image */
+  shape[1] = 1, shape[2] = 1, shape[3] = 1;
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, &obs, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  arr.dtype = PLUGRL_DTYPE_U8;
+  arr.data = NULL;
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, &obs, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+
+  /* Reuse for an env that was never fed back on this connection. */
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), reuse, &a), PLUGRL_INVALID_ARGUMENT);
+
+  /* After all that, nothing was sent: a good infer works, then its feedback. */
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_OK);
+  CHECK(a.num_envs == 2 && a.step_size == 2 && a.horizon >= 1 && a.env_ids && a.env_ids[0] == 0 &&
+        a.env_ids[1] == 1);
+  {
+    float rew[2] = {1, 1};
+    uint8_t no[2] = {0, 0};
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+    /* ndim == PLUGRL_MAX_DIMS is allowed: [2, 1, 1, ..., 1]. */
+    for (i = 0; i < PLUGRL_MAX_DIMS + 2; i++) shape[i] = i == 0 ? 2 : 1;
+    make_obs(&ox, 2);
+    ox.states[0].shape = shape;
+    ox.states[0].ndim = PLUGRL_MAX_DIMS;
+    EXPECT_C(c, plugrl_infer(c, env, sid, 2, &ox.obs, NULL, &a), PLUGRL_OK);
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, &ox.obs, rew, no, no, NULL), PLUGRL_OK);
+  }
+}
+
+static void test_order(plugrl_client *c) {
+  int64_t env[2] = {0, 1}, sid[2] = {0, 0}, other[1] = {7};
+  float rew[2] = {1, 1};
+  uint8_t no[2] = {0, 0}, yes[2] = {1, 1}, reuse[2] = {1, 1};
+  double out[256];
+  plugrl_action a;
+  obs_x ox;
+  int can = -1;
+
+  /* Feedback with no action outstanding. */
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OUT_OF_ORDER);
+
+  /* Envs 0 and 1 were fed back without ending: they may reuse. */
+  EXPECT_C(c, plugrl_can_reuse(c, 0, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_can_reuse(c, 0, &can), PLUGRL_OK);
+  CHECK(can == 1);
+  EXPECT_C(c, plugrl_can_reuse(c, 5, &can), PLUGRL_OK);
+  CHECK(can == 0);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 0), reuse, &a), PLUGRL_OK);
+
+  /* action_copy: NULL, too small, unknown dtype; then the right size. */
+  {
+    size_t need = (size_t)(a.horizon * a.num_envs * a.step_size) * sizeof(double);
+    CHECK(need <= sizeof out);
+    EXPECT_C(c, plugrl_action_copy(c, NULL, need, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_C(c, plugrl_action_copy(c, out, need, (plugrl_dtype)42), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_C(c, plugrl_action_copy(c, out, 8, PLUGRL_DTYPE_F64), PLUGRL_BUFFER_TOO_SMALL);
+    EXPECT_C(c, plugrl_action_copy(c, out, need, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  }
+
+  /* Infer twice. */
+  EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_OUT_OF_ORDER);
+
+  /* Feedback arguments, each wrong in one way. */
+  EXPECT_C(c, plugrl_feedback(c, other, sid, 1, make_obs(&ox, 1), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, NULL, sid, 2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, NULL, 2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, NULL, rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), NULL, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, NULL, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, no, NULL, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 3), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 0, make_obs(&ox, 0), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  {
+    plugrl_episode ep = {NULL, NULL, NULL, NULL};
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, yes, no, &ep), PLUGRL_INVALID_ARGUMENT);
+  }
+  /* Feedback for env 0 only, ending its episode: env 1 still holds its chunk. */
+  {
+    double ret = 3;
+    int64_t len = 3;
+    uint8_t mask = 1;
+    plugrl_episode ep = {&ret, &len, NULL, &mask};
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 1, make_obs(&ox, 1), rew, yes, no, &ep), PLUGRL_OK);
+  }
+  /* A second feedback for the same action. */
+  EXPECT_C(c, plugrl_feedback(c, env + 1, sid, 1, make_obs(&ox, 1), rew, no, no, NULL), PLUGRL_OUT_OF_ORDER);
+
+  /* Env 0's last feedback ended its episode: it may not reuse. */
+  EXPECT_C(c, plugrl_can_reuse(c, 0, &can), PLUGRL_OK);
+  CHECK(can == 0);
+  EXPECT_C(c, plugrl_infer(c, env, sid, 1, make_obs(&ox, 0), reuse, &a), PLUGRL_INVALID_ARGUMENT);
+  /* Env 0 again; then feedback for env 1 from the earlier chunk is allowed. */
+  EXPECT_C(c, plugrl_infer(c, env, sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK);
+  EXPECT_C(c, plugrl_feedback(c, env + 1, sid, 1, make_obs(&ox, 1), rew, no, no, NULL), PLUGRL_OK);
+  /* Env 0 still holds a chunk; feed it back after another infer for env 1. */
+  EXPECT_C(c, plugrl_infer(c, env + 1, sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK);
+  EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+}
+
+static void test_runner(plugrl_client *c) {
+  plugrl_runner *r = NULL;
+  obs_x ox;
+  double actions[16], rew[2] = {1, 1};
+  uint8_t no[2] = {0, 0};
+  int64_t step = 0;
+  int known = -1;
+
+  EXPECT_C(c, plugrl_runner_new(c, 0, &r), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_runner_new(c, 2, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+
+  EXPECT_R(r, plugrl_runner_step_size(r, NULL, &known), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_step_size(r, &step, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_step_size(r, &step, &known), PLUGRL_OK);
+  CHECK(known == 1 && step == 2);
+
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OUT_OF_ORDER);
+  EXPECT_R(r, plugrl_runner_act(r, NULL, actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), NULL, 4 * sizeof(double), PLUGRL_DTYPE_F64),
+           PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 3), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64),
+           PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 3 * sizeof(double), PLUGRL_DTYPE_F64),
+           PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), (plugrl_dtype)77),
+           PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64),
+           PLUGRL_OUT_OF_ORDER);
+  EXPECT_R(r, plugrl_runner_report(r, NULL, rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), NULL, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, NULL, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, no, NULL, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 1), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_on_episode(r, NULL, NULL), PLUGRL_OK);
+
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  test_dead_handle((plugrl_client *)0x1234, r); /* r is dead now */
+}
+
+/* A runner whose client was closed first. */
+static void test_runner_after_close(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  obs_x ox;
+  double actions[4];
+  int64_t step = 0;
+  int known = 0;
+
+  EXPECT_C(c, open_client(url, 0, 10000, &c), PLUGRL_OK);
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
+  EXPECT_R(r, plugrl_runner_step_size(r, &step, &known), PLUGRL_CLOSED);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
+}
+
+static void test_connected(const char *url) {
+  plugrl_client *c = NULL, *c2 = NULL;
+  obs_x ox;
+  int64_t env = 0, sid = 0;
+  uint8_t reuse = 1;
+  plugrl_action a;
+
+  printf("-- connected to %s\n", url);
+  EXPECT_C(c, open_client(url, 0, 10000, &c), PLUGRL_OK);
+  if (!c) return;
+  test_metadata(c);
+  test_infer_args(c);
+  test_order(c);
+  test_runner(c);
+
+  /* A closed handle: dead, and its value is not handed out again. */
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  test_dead_handle(c, (plugrl_runner *)0x5678);
+  EXPECT_C(c2, open_client(url, 1, 10000, &c2), PLUGRL_OK);
+  CHECK(c2 != c);
+  /* Reuse when the client was told not to use the feature. */
+  {
+    float rew = 1;
+    uint8_t no = 0;
+    EXPECT_C(c2, plugrl_infer(c2, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK);
+    EXPECT_C(c2, plugrl_feedback(c2, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_OK);
+    EXPECT_C(c2, plugrl_infer(c2, &env, &sid, 1, make_obs(&ox, 0), &reuse, &a), PLUGRL_INVALID_ARGUMENT);
+  }
+  EXPECT_N(plugrl_close(c2), PLUGRL_OK);
+  test_runner_after_close(url);
+}
+
+/* ------------------------------------------------------------------------ */
+/* PLUGRL_BUSY: one thread blocked in a call, another calling in.           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+  plugrl_client *c;
+  plugrl_runner *r;
+  plugrl_status status;
+  double took_ms;
+} blocked_call;
+
+static void *blocked_infer(void *arg) {
+  blocked_call *b = arg;
+  int64_t env = 0, sid = 0;
+  obs_x ox;
+  plugrl_action a;
+  double t0 = now_ms();
+  b->status = plugrl_infer(b->c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a);
+  b->took_ms = now_ms() - t0;
+  return NULL;
+}
+
+static void *blocked_act(void *arg) {
+  blocked_call *b = arg;
+  obs_x ox;
+  double actions[2];
+  double t0 = now_ms();
+  b->status = plugrl_runner_act(b->r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64);
+  b->took_ms = now_ms() - t0;
+  return NULL;
+}
+
+static void test_busy(void) {
+  silent_server srv;
+  char url[64];
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  pthread_t th;
+  blocked_call b;
+  int64_t v = 0, env = 0, sid = 0;
+  int present = 0, seen;
+  obs_x ox;
+  plugrl_action a;
+  float rew = 0;
+  uint8_t no = 0;
+  double out[8];
+  const int32_t timeout_ms = 3000;
+
+  if (silent_start(&srv) != 0) {
+    failf(__LINE__, "could not start the silent server: %s", strerror(errno));
+    return;
+  }
+  snprintf(url, sizeof url, "ws://127.0.0.1:%d", srv.port);
+  printf("-- a server that never answers, at %s\n", url);
+
+  /* The client: one thread blocks in plugrl_infer, this one calls in. */
+  EXPECT_C(c, open_client(url, 0, timeout_ms, &c), PLUGRL_OK);
+  EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_OK);
+  CHECK(present == 1 && v == 2);
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  seen = silent_messages(&srv);
+  pthread_create(&th, NULL, blocked_infer, &b);
+  if (!silent_wait(&srv, seen, 10000)) {
+    failf(__LINE__, "the blocked thread's infer never reached the server");
+  } else {
+    EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_close(c), PLUGRL_BUSY);
+  }
+  pthread_join(th, NULL);
+  /* The blocked call ends at its deadline, not before and not never. */
+  expect_status(__LINE__, "plugrl_infer on a server that never answers", b.status, PLUGRL_TIMEOUT, 1,
+                plugrl_errmsg(c));
+  CHECK(b.took_ms >= timeout_ms * 0.9 && b.took_ms < timeout_ms + 5000);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* The runner: one thread blocks in plugrl_runner_act. */
+  c = NULL;
+  EXPECT_C(c, open_client(url, 0, timeout_ms, &c), PLUGRL_OK);
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  memset(&b, 0, sizeof b);
+  b.r = r;
+  seen = silent_messages(&srv);
+  pthread_create(&th, NULL, blocked_act, &b);
+  if (!silent_wait(&srv, seen, 10000)) {
+    failf(__LINE__, "the blocked thread's runner_act never reached the server");
+  } else {
+    double rw[2] = {0, 0};
+    uint8_t f[2] = {0, 0};
+    EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), out, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_BUSY);
+    EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rw, f, f, NULL), PLUGRL_BUSY);
+    EXPECT_R(r, plugrl_runner_free(r), PLUGRL_BUSY);
+    /* Its client is busy too: the runner's call is running on it. */
+    EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_BUSY);
+    EXPECT_C(c, plugrl_close(c), PLUGRL_BUSY);
+  }
+  pthread_join(th, NULL);
+  expect_status(__LINE__, "plugrl_runner_act on a server that never answers", b.status, PLUGRL_TIMEOUT, 1,
+                plugrl_runner_errmsg(r));
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  pthread_mutex_lock(&srv.mu);
+  srv.stop = 1;
+  pthread_mutex_unlock(&srv.mu);
+  shutdown(srv.listen_fd, SHUT_RDWR);
+  close(srv.listen_fd);
+  /* The accept loop may still sit in accept() on some systems: detach. */
+  pthread_detach(srv.thread);
+  sleep_ms(10);
+}
+
+int main(int argc, char **argv) {
+  const char *url = argc > 1 ? argv[1] : getenv("PLUGRL_TEST_URL");
+
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  printf("libplugrl %s (header %s)\n", plugrl_version(), PLUGRL_VERSION_STRING);
+  test_static();
+  printf("-- no server\n");
+  test_options();
+  printf("-- NULL and made-up handles\n");
+  test_dead_handle(NULL, NULL);
+  test_dead_handle((plugrl_client *)0x1234, (plugrl_runner *)0x1234);
+  test_dead_handle((plugrl_client *)(uintptr_t)-8, (plugrl_runner *)(uintptr_t)-8);
+  if (url && *url)
+    test_connected(url);
+  else
+    printf("-- no server URL given: skipping the connected cases\n");
+  test_busy();
+
+  printf("\n%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}

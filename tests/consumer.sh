@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Proves the installed package works for a program outside this repository:
+#
+#   consumer.sh REPO_ROOT
+#
+# installs what ./build.sh built (without rebuilding) into a temporary
+# prefix, then builds and runs a tiny C program there with pkg-config; moves
+# the prefix elsewhere (the CMake package must be relocatable) and builds and
+# runs a C and a C++ program with find_package(plugrl). Each prints
+# plugrl_version() and checks it against the header it was compiled with.
+set -euo pipefail
+
+root=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cc=${CC:-cc}
+cxx=${CXX:-c++}
+
+echo "== install into $tmp/prefix"
+PLUGRL_NO_BUILD=1 "$root/build.sh" install "$tmp/prefix"
+
+mkdir "$tmp/src"
+cat >"$tmp/src/main.c" <<'C'
+#include <plugrl.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+  plugrl_options o;
+  printf("plugrl_version() = %s (header %s)\n", plugrl_version(), PLUGRL_VERSION_STRING);
+  if (strcmp(plugrl_version(), PLUGRL_VERSION_STRING) != 0) return 1;
+  if (plugrl_version_number() != PLUGRL_VERSION_NUMBER) return 1;
+  return plugrl_options_init(&o) == PLUGRL_OK && o.size == sizeof o ? 0 : 1;
+}
+C
+cat >"$tmp/src/main.cpp" <<'CPP'
+#include <plugrl.hpp>
+#include <iostream>
+
+int main() {
+  std::cout << "plugrl::version() = " << plugrl::version() << " (header " << PLUGRL_VERSION_STRING << ")\n";
+  try {
+    plugrl::Client client(plugrl::Options("ws://127.0.0.1:1").max_reconnects(-1).connect_timeout_ms(2000));
+    return 1;
+  } catch (const plugrl::Error &e) {
+    std::cout << "expected: " << e.what() << "\n";
+    if (e.status() != PLUGRL_CONNECT_FAILED) return 1;
+  }
+  return plugrl::version_matches() ? 0 : 1;
+}
+CPP
+cat >"$tmp/src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(plugrl_consumer LANGUAGES C CXX)
+find_package(plugrl 0.1 CONFIG REQUIRED)
+message(STATUS "found plugrl ${plugrl_VERSION} at ${plugrl_DIR}")
+add_executable(main_c main.c)
+target_link_libraries(main_c PRIVATE plugrl::plugrl)
+add_executable(main_cpp main.cpp)
+target_compile_features(main_cpp PRIVATE cxx_std_17)
+target_link_libraries(main_cpp PRIVATE plugrl::plugrl)
+CMAKE
+
+needs_soname() {
+  if ! readelf -d "$1" | grep -q 'NEEDED.*\[libplugrl\.so\.0\]'; then
+    echo "FAIL: $1 does not depend on libplugrl.so.0:" >&2
+    readelf -d "$1" | grep NEEDED >&2
+    exit 1
+  fi
+}
+
+echo "== pkg-config"
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+version=$(pkg-config --modversion plugrl)
+flags=$(pkg-config --cflags --libs plugrl)
+libdir=$(pkg-config --variable=libdir plugrl)
+echo "plugrl $version: $flags"
+[[ $libdir == "$tmp/prefix/lib" ]] || { echo "FAIL: libdir is $libdir" >&2; exit 1; }
+# shellcheck disable=SC2086
+"$cc" -std=c99 -Wall -Wextra -Werror -pedantic "$tmp/src/main.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/main_pc"
+needs_soname "$tmp/main_pc"
+"$tmp/main_pc"
+
+echo "== find_package(plugrl), after moving the prefix"
+mv "$tmp/prefix" "$tmp/moved"
+unset PKG_CONFIG_PATH
+cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/moved" -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_CXX_COMPILER="$cxx" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log" >&2; exit 1; }
+grep 'found plugrl' "$tmp/cmake.log"
+cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; exit 1; }
+needs_soname "$tmp/build/main_c"
+"$tmp/build/main_c"
+"$tmp/build/main_cpp"
+echo "PASS: the installed tree works with pkg-config and with find_package(plugrl)"

@@ -1,0 +1,235 @@
+// hpp_test.cpp - plugrl.hpp against a live `plugrl serve`:
+//
+//   hpp_test ws://HOST:PORT
+//
+// The server must run with --action-dim 3 --horizon 4 --action-dtype float64
+// --features reuse-feedback-obs --policy probe --stop-after 40 (CTest's "hpp"
+// test starts it so). Checks errors as exceptions, metadata as optionals, the
+// Observation builder, the low-level infer/feedback and ActionView, moves,
+// and the Runner to the end of the run, with its episode callback.
+#include <plugrl.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+int checks = 0, failures = 0;
+
+void check(bool ok, const char *what, int line) {
+  checks++;
+  if (!ok) {
+    failures++;
+    std::cerr << "hpp_test.cpp:" << line << ": FAIL: " << what << "\n";
+  }
+}
+#define CHECK(cond) check((cond), #cond, __LINE__)
+
+// Runs f, which must throw plugrl::Error with status want and a message.
+template <class F>
+void expect_error(plugrl_status want, F f, const char *what, int line) {
+  checks++;
+  try {
+    f();
+  } catch (const plugrl::Error &e) {
+    if (e.status() != want || e.message().empty()) {
+      failures++;
+      std::cerr << "hpp_test.cpp:" << line << ": FAIL: " << what << " threw " << e.what() << ", want "
+                << plugrl::status_str(want) << " with a message\n";
+    } else {
+      std::cout << "ok   threw " << e.what() << "\n";
+    }
+    return;
+  }
+  failures++;
+  std::cerr << "hpp_test.cpp:" << line << ": FAIL: " << what << " did not throw\n";
+}
+#define EXPECT_ERROR(want, stmt) expect_error((want), [&] { stmt; }, #stmt, __LINE__)
+
+double probe_value(int64_t k, int64_t env, int64_t d) { return 10000.0 * k + 10.0 * env + d; }
+
+void test_offline() {
+  CHECK(plugrl::version() == PLUGRL_VERSION_STRING);
+  CHECK(plugrl::version_number() == PLUGRL_VERSION_NUMBER);
+  CHECK(plugrl::version_matches());
+  CHECK(std::string(plugrl::status_str(PLUGRL_STOPPED)).size() > 0);
+  CHECK(plugrl::dtype_v<double> == PLUGRL_DTYPE_F64);
+  CHECK(plugrl::dtype_v<const uint8_t> == PLUGRL_DTYPE_U8);
+  CHECK(plugrl::dtype_size(PLUGRL_DTYPE_I16) == 2);
+
+  EXPECT_ERROR(PLUGRL_CONNECT_FAILED,
+               plugrl::Client c(plugrl::Options("ws://127.0.0.1:1").max_reconnects(-1).connect_timeout_ms(2000)));
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options()});
+
+  plugrl::Observation o;
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, o.set_data("nope", nullptr));
+  double x[4] = {0, 1, 2, 3};
+  o.state("x", x, {2, 2}).text({"a", "b"});
+  const plugrl_observation *c = o.c();
+  CHECK(c->num_states == 1 && c->num_images == 0 && c->images == nullptr);
+  CHECK(c->states[0].dtype == PLUGRL_DTYPE_F64 && c->states[0].ndim == 2 && c->states[0].shape[1] == 2);
+  CHECK(std::string(c->text[1]) == "b");
+  o.state("x", x, {4, 1});  // replaces
+  CHECK(o.num_states() == 1 && o.c()->states[0].shape[0] == 4);
+  plugrl::Observation copy = o;
+  CHECK(copy.c()->states[0].data == x && copy.c() != o.c());
+}
+
+void test_low_level(const std::string &url) {
+  std::vector<std::string> logs;
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000).log(
+      [&](int, const char *m) { logs.push_back(m); }));
+
+  // Metadata.
+  CHECK(client.action_dim() == 3);
+  CHECK(client.action_horizon() == 4);
+  CHECK(client.has_feature("reuse-feedback-obs"));
+  CHECK(!client.has_feature("no-such-feature"));
+  CHECK(!client.metadata_int("no such key").has_value());
+  CHECK(!client.metadata_string("no such key").has_value());
+  CHECK(!client.metadata_int("server").has_value());  // a string, not an int
+  auto server = client.metadata_string("server");
+  CHECK(server.has_value() && !server->empty());
+  CHECK(client.metadata_json("action_dim") == std::optional<std::string>("3"));
+  std::string all = client.metadata_json();
+  CHECK(all.size() > 2 && all.front() == '{' && all.back() == '}');
+  std::cout << "metadata " << all << "\n";
+
+  // Two envs, env 0 and env 1.
+  std::vector<double> t = {5, 7};
+  plugrl::Observation obs;
+  obs.state("t", t, {2, 1}).text({"env zero", "env one"});
+  plugrl::ActionView a;
+  CHECK(client.infer({0, 1}, {0, 0}, obs, a) == PLUGRL_OK);
+  CHECK(a.horizon == 4 && a.num_envs == 2 && a.step_size == 3 && a.dtype == PLUGRL_DTYPE_F64);
+  CHECK(a.shape.size() == 3 && a.shape[0] == 4 && a.shape[1] == 2 && a.shape[2] == 3);
+  CHECK(a.env_ids.size() == 2 && a.env_ids[0] == 0 && a.env_ids[1] == 1);
+  CHECK(a.size() == 24);
+  bool exact = true;
+  for (int64_t k = 0; k < 4; k++)
+    for (int64_t j = 0; j < 2; j++)
+      for (int64_t d = 0; d < 3; d++) exact = exact && a.step<double>(k, j)[d] == probe_value(k, j, d);
+  CHECK(exact);
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, a.as<float>());
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, a.step<double>(4, 0));
+  std::vector<float> f = client.action_copy<float>(a);
+  CHECK(f.size() == 24 && f[(3 * 2 + 1) * 3 + 2] == static_cast<float>(probe_value(3, 1, 2)));
+  std::vector<int32_t> ints;
+  client.action_copy(a, ints);
+  CHECK(ints.size() == 24 && ints[3] == 10);
+
+  // Caller errors: thrown, nothing sent.
+  EXPECT_ERROR(PLUGRL_OUT_OF_ORDER, client.infer({0, 1}, {0, 0}, obs, a));
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.infer({0, 1}, {0}, obs, a));
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
+               client.feedback({0, 1}, {0, 0}, obs, {1.f}, {uint8_t(0), uint8_t(0)}, {uint8_t(0), uint8_t(0)}));
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.feedback({9}, {0}, plugrl::Observation().state("t", t, {1, 1}),
+                                                        {1.f}, {uint8_t(0)}, {uint8_t(0)}));
+
+  // Feedback for both; env 1's episode ends.
+  std::vector<float> rewards = {4, 2};
+  std::vector<uint8_t> term = {0, 1}, trunc = {0, 0}, mask = {0, 1};
+  std::vector<double> returns = {0, 9};
+  std::vector<int64_t> lengths = {0, 9};
+  CHECK(client.feedback({0, 1}, {0, 0}, obs, rewards, term, trunc,
+                        plugrl::EpisodeStats{returns, lengths, {}, mask}) == PLUGRL_OK);
+  CHECK(client.can_reuse(0));
+  CHECK(!client.can_reuse(1));  // its episode ended
+  CHECK(!client.can_reuse(2));  // never fed back
+
+  // Env 0 reuses its observation: only env 1's row is sent.
+  std::vector<double> t1 = {0};
+  plugrl::Observation only1;
+  only1.state("t", t1, {1, 1});
+  std::vector<uint8_t> reuse = {1, 0};
+  CHECK(client.infer({0, 1}, {1, 0}, only1, reuse, a) == PLUGRL_OK);
+  CHECK(a.num_envs == 2);
+  CHECK(client.feedback({0, 1}, {1, 0}, obs, rewards, trunc, trunc) == PLUGRL_OK);
+
+  // Moves: the moved-from client is empty, and calls on it throw CLOSED.
+  plugrl::Client moved(std::move(client));
+  CHECK(!client.is_open() && moved.is_open());  // NOLINT(bugprone-use-after-move)
+  EXPECT_ERROR(PLUGRL_CLOSED, client.action_dim());
+  CHECK(moved.action_dim() == 3);
+  moved.close();
+  EXPECT_ERROR(PLUGRL_CLOSED, moved.has_feature("x"));
+}
+
+void test_runner(const std::string &url) {
+  const std::size_t n = 3;
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000));
+  plugrl::Runner runner(client, n);
+  CHECK(runner.num_envs() == n);
+  CHECK(runner.step_size() == 3);
+
+  long long episodes = 0, steps = 0;
+  bool throw_once = true;
+  runner.on_episode([&](const plugrl::Episode &e) {
+    if (throw_once) {
+      throw_once = false;
+      throw std::runtime_error("thrown by the episode callback");
+    }
+    episodes++;
+    CHECK(e.length == 3 + 2 * (e.env % 3) && e.episode_return == static_cast<double>(e.length));
+  });
+
+  std::vector<double> t(n, 0), a(n * 3, 0), rewards(n, 1);
+  std::vector<uint8_t> term(n, 0), trunc(n, 0);
+  plugrl::Observation obs;
+  obs.state("t", t, {static_cast<int64_t>(n), 1}).state("a", a, {static_cast<int64_t>(n), 3});
+  std::vector<double> actions;
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, runner.report(obs, rewards, term, std::vector<uint8_t>(2, 0)));
+  bool thrown = false;
+  for (;;) {
+    if (!runner.act(obs, actions)) break;
+    CHECK(actions.size() == n * 3);
+    for (std::size_t i = 0; i < n; i++) {
+      t[i] += 1;
+      for (std::size_t d = 0; d < 3; d++) a[i * 3 + d] = actions[i * 3 + d];
+      term[i] = t[i] == static_cast<double>(3 + 2 * (i % 3));
+    }
+    steps++;
+    bool more = true;
+    try {
+      more = runner.report(obs, rewards, term, trunc);
+    } catch (const std::runtime_error &e) {
+      CHECK(std::string(e.what()) == "thrown by the episode callback");
+      thrown = true;
+    }
+    if (!more) break;
+    for (std::size_t i = 0; i < n; i++)
+      if (term[i]) t[i] = 0;
+  }
+  std::cout << "runner: " << steps << " steps, " << episodes << " episodes counted until the server stopped\n";
+  CHECK(thrown);
+  CHECK(steps > 10 && episodes > 3);
+  // Stopped for good: act keeps saying so.
+  CHECK(!runner.act(obs, actions));
+
+  plugrl::Runner other(std::move(runner));
+  CHECK(runner.handle() == nullptr && other.handle() != nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_ERROR(PLUGRL_CLOSED, runner.step_size());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::cerr << "usage: hpp_test ws://HOST:PORT\n";
+    return 2;
+  }
+  std::string url = argv[1];
+  try {
+    test_offline();
+    test_low_level(url);
+    test_runner(url);
+  } catch (const std::exception &e) {
+    failures++;
+    std::cerr << "hpp_test: unexpected exception: " << e.what() << "\n";
+  }
+  std::cout << checks << " checks, " << failures << " failed\n";
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs a command against a fresh reference server:
+#
+#   run_with_server.sh PLUGRL_BIN [serve flags...] -- COMMAND [ARGS...]
+#
+# starts `PLUGRL_BIN serve --addr 127.0.0.1:0 [serve flags...]` (a free
+# port), waits for the ws:// URL it prints as the first line of its stdout,
+# runs COMMAND ARGS... URL, stops the server and exits with COMMAND's
+# status. The server's output is shown when the command fails.
+set -euo pipefail
+
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 PLUGRL_BIN [serve flags...] -- COMMAND [ARGS...]" >&2
+  exit 2
+fi
+server=$1
+shift
+flags=()
+while [[ $# -gt 0 && $1 != -- ]]; do
+  flags+=("$1")
+  shift
+done
+if [[ $# -lt 2 ]]; then
+  echo "$0: missing -- COMMAND" >&2
+  exit 2
+fi
+shift # --
+if [[ ! -x $server ]]; then
+  echo "$0: $server is not an executable (build it with ./build.sh)" >&2
+  exit 1
+fi
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Port 0: the server picks a free port and prints the URL it listens on.
+"$server" serve --addr 127.0.0.1:0 "${flags[@]}" >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+
+url=
+for _ in $(seq 200); do # up to 20 s
+  if [[ -s $tmp/out ]]; then
+    url=$(head -n 1 "$tmp/out" | grep -o 'wss\?://[^[:space:]]*' || true)
+    [[ -n $url ]] && break
+  fi
+  if ! kill -0 "$pid" 2>/dev/null; then
+    break
+  fi
+  sleep 0.1
+done
+if [[ -z $url ]]; then
+  echo "$0: the server printed no ws:// URL; its output:" >&2
+  cat "$tmp/out" "$tmp/err" >&2
+  exit 1
+fi
+echo "server: $url (${flags[*]:-default flags})"
+
+rc=0
+"$@" "$url" || rc=$?
+if [[ $rc -ne 0 ]]; then
+  echo "---- server stdout" >&2
+  cat "$tmp/out" >&2
+  echo "---- server stderr (last 50 lines)" >&2
+  tail -n 50 "$tmp/err" >&2
+fi
+exit "$rc"
