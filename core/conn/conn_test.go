@@ -1,0 +1,234 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// rawServer accepts one WebSocket connection and hands it to script, which
+// speaks raw frames; it returns the ws:// URL.
+func rawServer(t *testing.T, script func(c net.Conn, r *http.Request)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			t.Errorf("upgrade: %v", err)
+			return
+		}
+		defer c.Close()
+		script(c, r)
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dialT(t *testing.T, o Options) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestAPIKeyAndNoCompression(t *testing.T) {
+	got := make(chan http.Header, 1)
+	url := rawServer(t, func(c net.Conn, r *http.Request) {
+		got <- r.Header.Clone()
+		_ = wsutil.WriteServerBinary(c, []byte{0x80})
+		_, _ = wsutil.ReadClientBinary(c)
+	})
+	c := dialT(t, Options{URL: url, APIKey: "s3cret"})
+	if _, err := c.Receive(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.Get("Authorization") != "Api-Key s3cret" {
+		t.Fatalf("Authorization header %q", h.Get("Authorization"))
+	}
+	if ext := h.Get("Sec-WebSocket-Extensions"); ext != "" {
+		t.Fatalf("offered extensions %q; SPEC 1.1 wants no compression", ext)
+	}
+}
+
+// TestLyingLength: a header that claims 1 TiB and then 10 bytes must not
+// make the connection allocate for the claim.
+func TestLyingLength(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteHeader(c, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: 1 << 40})
+		_, _ = c.Write(make([]byte, 10))
+	})
+	c := dialT(t, Options{URL: url})
+	_, err := c.Receive(5 * time.Second)
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("got %v, want a lost connection", err)
+	}
+	<-c.done
+	if cap(c.rbuf) > minReadChunk {
+		t.Fatalf("receive buffer grew to %d bytes for 10 received", cap(c.rbuf))
+	}
+}
+
+func TestMaxMessageSize(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = wsutil.WriteServerBinary(c, make([]byte, 4096))
+		time.Sleep(time.Second)
+	})
+	c := dialT(t, Options{URL: url, MaxMessageSize: 1024})
+	if _, err := c.Receive(5 * time.Second); !errors.Is(err, ErrTooBig) {
+		t.Fatalf("got %v, want too big", err)
+	}
+}
+
+// TestFragmentsAndPingsWhileBusy: the server fragments a message around
+// pings, and pings while the caller holds a message and calls nothing; every
+// ping must be answered.
+func TestFragmentsAndPingsWhileBusy(t *testing.T) {
+	pongs := make(chan int, 1)
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		parts := [][]byte{[]byte("hel"), []byte("lo "), []byte("world")}
+		for i, p := range parts {
+			op := ws.OpContinuation
+			if i == 0 {
+				op = ws.OpBinary
+			}
+			_ = ws.WriteFrame(c, ws.NewFrame(op, i == len(parts)-1, p))
+			_ = ws.WriteFrame(c, ws.NewPingFrame([]byte{byte(i)}))
+		}
+		for i := 0; i < 5; i++ { // the client is busy now
+			_ = ws.WriteFrame(c, ws.NewPingFrame([]byte{byte(10 + i)}))
+		}
+		n := 0
+		for n < 8 {
+			f, err := ws.ReadFrame(c)
+			if err != nil {
+				break
+			}
+			if f.Header.OpCode == ws.OpPong {
+				n++
+			}
+		}
+		pongs <- n
+	})
+	c := dialT(t, Options{URL: url})
+	msg, err := c.Receive(5 * time.Second)
+	if err != nil || string(msg) != "hello world" {
+		t.Fatalf("got %q, %v", msg, err)
+	}
+	select { // no further call on c: the reader answers on its own
+	case n := <-pongs:
+		if n != 8 {
+			t.Fatalf("%d pongs, want 8", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pings were not answered while the caller was busy")
+	}
+}
+
+func TestTextFrameIsFatal(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = wsutil.WriteServerText(c, []byte("Traceback"))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	c := dialT(t, Options{URL: url})
+	if _, err := c.Receive(5 * time.Second); !errors.Is(err, ErrTextFrame) {
+		t.Fatalf("got %v, want text frame", err)
+	}
+}
+
+func TestMaskedServerFrameIsProtocolError(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteFrame(c, ws.MaskFrame(ws.NewBinaryFrame([]byte("x"))))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	c := dialT(t, Options{URL: url})
+	if _, err := c.Receive(5 * time.Second); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("got %v, want protocol error", err)
+	}
+}
+
+// TestCloseCodes: the server's close code and reason surface as a
+// *CloseError, and Close sends 1000.
+func TestCloseCodes(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "plugrl-server-resync")))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	c := dialT(t, Options{URL: url})
+	_, err := c.Receive(5 * time.Second)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != 1001 || ce.Reason != "plugrl-server-resync" {
+		t.Fatalf("got %v, want close 1001 plugrl-server-resync", err)
+	}
+
+	codes := make(chan int, 1)
+	url = rawServer(t, func(c net.Conn, _ *http.Request) {
+		f, err := ws.ReadFrame(c)
+		if err != nil || f.Header.OpCode != ws.OpClose {
+			codes <- -1
+			return
+		}
+		ws.Cipher(f.Payload, f.Header.Mask, 0)
+		code, _ := ws.ParseCloseFrameData(f.Payload)
+		codes <- int(code)
+	})
+	c2, err := Dial(context.Background(), Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	if code := <-codes; code != 1000 {
+		t.Fatalf("Close sent code %d, want 1000 (SPEC 7.5)", code)
+	}
+}
+
+// TestWSS: wss:// with a CA the caller supplies; the masked payload arrives
+// intact, segments and all.
+func TestWSS(t *testing.T) {
+	got := make(chan []byte, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = wsutil.WriteServerBinary(c, []byte("metadata"))
+		p, _ := wsutil.ReadClientBinary(c)
+		got <- p
+	}))
+	defer srv.Close()
+	url := "wss" + strings.TrimPrefix(srv.URL, "https")
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	c := dialT(t, Options{URL: url, TLS: &tls.Config{RootCAs: pool}, WriteBufferSize: 7})
+	if _, err := c.Receive(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var m wire.Message
+	m.Str("a fairly long string that spans several 7-byte write chunks")
+	m.Finish()
+	if err := c.WriteMessage(&m); err != nil {
+		t.Fatal(err)
+	}
+	want := m.AppendTo(nil)
+	if p := <-got; string(p) != string(want) {
+		t.Fatalf("server got %q, want %q", p, want)
+	}
+	// And without the CA the handshake must fail.
+	if _, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second}); err == nil {
+		t.Fatal("dialing wss with an unknown CA succeeded")
+	}
+}
+
