@@ -2,10 +2,12 @@ module github.com/plugrl/libplugrl
 
 go 1.26.8
 
-require github.com/tinylib/msgp v1.6.5
+require (
+	github.com/gobwas/ws v1.5.0
+	github.com/tinylib/msgp v1.6.5
+)
 
 require (
 	github.com/gobwas/httphead v0.1.0 // indirect
-	github.com/gobwas/ws v1.5.0 // indirect
 	github.com/philhofer/fwd v1.2.0 // indirect
 )

@@ -136,10 +136,12 @@ func (c *conn) run() {
 	var earlyType string
 	if c.s.cfg.Faults.MetadataDelay > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		_, err := c.br.Peek(1)
-		_ = c.nc.SetReadDeadline(time.Time{})
-		if err == nil {
+		b, err := c.br.Peek(1)
+		// Only a data frame counts (opcode 0, 1 or 2); a ping may come early.
+		if err == nil && b[0]&0x0f <= 2 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(closeGrace))
 			op, msg, err := c.readMessage()
+			_ = c.nc.SetReadDeadline(time.Time{})
 			if err != nil {
 				c.readFailed(err, false)
 				return
@@ -150,6 +152,7 @@ func (c *conn) run() {
 				earlyType = "text-frame"
 			}
 		}
+		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	c.wmu.Lock()
 	err := c.writeLocked(ws.OpBinary, c.s.metadata)
