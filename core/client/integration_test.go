@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,4 +316,39 @@ func TestBusy(t *testing.T) {
 		t.Fatalf("second goroutine: %v, want busy", err)
 	}
 	<-done
+}
+
+// TestServerRestart: the server goes away and comes back on the same
+// address; the client reconnects to the new one and carries on.
+func TestServerRestart(t *testing.T) {
+	s1 := refserver.New(refserver.Config{Horizon: 2, ActionDim: 1})
+	url, err := s1.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, url, func(o *client.Options) { o.ReconnectBackoff = 50 * time.Millisecond; o.MaxReconnects = 10 })
+	w := newWorld()
+	if _, err := w.infer(c); err != nil {
+		t.Fatal(err)
+	}
+	s1.Close() // the client holds a feedback it can no longer send
+	s2 := refserver.New(refserver.Config{Horizon: 2, ActionDim: 1})
+	if _, err := s2.Listen(strings.TrimPrefix(url, "ws://")); err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := w.feedback(c); !errors.Is(err, client.ErrReconnected) {
+		t.Fatalf("feedback across a restart: %v, want reconnected", err)
+	}
+	if _, err := w.infer(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.feedback(c); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStats(s2, func(st refserver.Stats) bool { return st.Exchanges == 1 })
+	if st.Exchanges != 1 || st.Orphans != 0 {
+		t.Fatalf("new server saw %d exchanges, %d orphans", st.Exchanges, st.Orphans)
+	}
+	checkNoResend(t, st)
 }
