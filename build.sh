@@ -2,9 +2,14 @@
 # libplugrl's build, test and install.
 #
 #   ./build.sh                  build everything into build/
+#   ./build.sh demo             build, then watch MuJoCo cartpoles (C++) learn
+#                               to balance against `plugrl serve --policy cem`;
+#                               writes build/demo/cartpole_returns.svg
 #   ./build.sh run              build, start the reference server, run the
 #                               C++ probe client against it
 #   ./build.sh test             build, then run every test
+#   ./build.sh bench            build, then compare libplugrl with the
+#                               transport floor (tests/bench.sh)
 #   ./build.sh install PREFIX   build, then install the library, headers,
 #                               CMake package and pkg-config file to PREFIX
 #                               (PLUGRL_NO_BUILD=1: install what is built)
@@ -16,13 +21,15 @@
 #   lib/cmake/plugrl/           plugrlConfig.cmake, plugrlConfigVersion.cmake
 #   lib/pkgconfig/plugrl.pc
 #   bin/plugrl                  `plugrl serve`: the reference server
+#   bin/plugrl_mujoco_cartpole  the MuJoCo cartpole env client of ./build.sh demo
 #   bin/plugrl_probe_client_c, bin/plugrl_probe_client, ...  the examples and tests,
 #                               built by CMake in build/cmake against the
 #                               tree above through find_package(plugrl)
 #
-# Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make, and
-# python3 with websockets, msgpack and numpy for the protocol checker) are
-# Debian packages: run as root, this script installs the missing ones;
+# Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make,
+# python3 with websockets, msgpack and numpy for the protocol checker, and
+# MuJoCo: libmujoco-dev, with libqhull-dev, libgl-dev and libopengl-dev for
+# its CMake package) are Debian packages: run as root, this script installs the missing ones;
 # otherwise it prints the apt-get line to run.
 set -euo pipefail
 
@@ -38,12 +45,13 @@ die() {
 }
 
 usage() {
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # ---------------------------------------------------------------- deps
 
 debian_packages=(cmake make g++ pkg-config binutils python3 python3-websockets python3-msgpack python3-numpy)
+debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 
 ensure_deps() {
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
@@ -125,6 +133,7 @@ build_cmds() {
   mkdir -p "$build/bin"
   go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
   go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
+  go build -p "$jobs" -o "$build/bin/plugrl-bench-server" ./cmd/plugrl-bench-server
 }
 
 build_examples() {
@@ -176,7 +185,7 @@ run_tests() {
 
 # ---------------------------------------------------------------- run
 
-# The main job, for now: the bundled reference server and the C++ probe
+# The probe demo: the bundled reference server and the C++ probe
 # client (SPEC 8.1, on the runner) against it, until the server stops the run.
 run_demo() {
   build_all
@@ -198,6 +207,76 @@ run_demo() {
   trap - EXIT
   say "what the server saw:"
   tail -n +2 "$log"
+}
+
+# ---------------------------------------------------------------- demo
+
+# start_server LOG [serve flags...]: `plugrl serve` on a free port in the
+# background, its stdout in LOG (stderr in LOG.err); sets server_pid and
+# server_url.
+start_server() {
+  local log=$1
+  shift
+  "$build/bin/plugrl" serve --addr 127.0.0.1:0 "$@" >"$log" 2>"$log.err" &
+  server_pid=$!
+  server_url=
+  for _ in $(seq 100); do
+    server_url=$(head -n 1 "$log" 2>/dev/null | grep -o 'ws://[^ ]*' || true)
+    [[ -n $server_url ]] && return
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  die "the server did not start: $(cat "$log" "$log.err")"
+}
+
+stop_server() {
+  [[ -n ${server_pid:-} ]] || return 0
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+
+# The main job: N MuJoCo cartpoles in a C++ env client learn to balance
+# through PlugRL against the bundled server's learner (the cross-entropy
+# method, core/learn/cem), after a baseline run against random actions.
+# Everything is seeded. build/demo/ then holds both runs' episodes (CSV, and
+# the client's per-episode lines), the server's table, and the plot.
+run_cartpole_demo() {
+  local start=$SECONDS
+  build_all
+  local dir=$build/demo envs=8 episodes=800
+  local client=$build/bin/plugrl_mujoco_cartpole
+  local serve=(--horizon 1 --action-dim 1 --action-dtype float64 --seed 1 --quiet)
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  trap stop_server EXIT
+
+  say "baseline: $envs cartpoles, 200 episodes against plugrl serve --policy random"
+  start_server "$dir/random-serve.log" --policy random "${serve[@]}"
+  "$client" --url "$server_url" --envs "$envs" --episodes 200 --seed 1 --csv "$dir/random.csv" \
+    >"$dir/random-episodes.log"
+  stop_server
+  tail -n 1 "$dir/random-episodes.log"
+
+  say "learning: $envs cartpoles, $episodes episodes against plugrl serve --policy cem (H = 1: closed loop)"
+  start_server "$dir/cem-serve.log" --policy cem "${serve[@]}"
+  echo "build/bin/plugrl_mujoco_cartpole --url $server_url --envs $envs --episodes $episodes"
+  echo "(each episode's return: build/demo/cem-episodes.log; the server's table, live:)"
+  tail -n +2 -f --pid="$server_pid" "$dir/cem-serve.log" &
+  local tail_pid=$!
+  "$client" --url "$server_url" --envs "$envs" --episodes "$episodes" --seed 1 --csv "$dir/cem.csv" \
+    >"$dir/cem-episodes.log"
+  sleep 0.2 # the last row
+  stop_server
+  wait "$tail_pid" 2>/dev/null || true
+  trap - EXIT
+  tail -n 2 "$dir/cem-episodes.log"
+
+  say "learned vs random (the demo fails below 5 x)"
+  python3 examples/plot_returns.py "$dir/cem.csv" --random "$dir/random.csv" --window 40 \
+    --require-ratio 5 --out "$dir/cartpole_returns.svg" \
+    --title "MuJoCo cartpole ($envs envs, C++) learning through PlugRL (plugrl serve --policy cem)"
+  say "demo done in $((SECONDS - start)) s; the plot of return against time: $dir/cartpole_returns.svg"
 }
 
 # ---------------------------------------------------------------- install
@@ -231,8 +310,13 @@ install_to() {
 cmd=${1:-build}
 case $cmd in
   build) build_all ;;
+  demo) run_cartpole_demo ;;
   run) run_demo ;;
   test) run_tests ;;
+  bench)
+    build_all
+    tests/bench.sh "$build/bin"
+    ;;
   install)
     [[ $# -eq 2 ]] || die "usage: ./build.sh install PREFIX"
     install_to "$2"

@@ -2,7 +2,8 @@
 //
 //	plugrl serve [--addr 127.0.0.1:8000] [--horizon 8] [--action-dim 7]
 //	             [--action-dtype float32|float64] [--stop-after N]
-//	             [--features reuse-feedback-obs] [--policy zero|probe]
+//	             [--features reuse-feedback-obs] [--policy zero|probe|random|cem]
+//	             [--seed N] [--population N] [--elite-frac F] [--init-std S]
 //
 // serve runs the reference server (core/refserver) until SIGINT, SIGTERM or
 // the end of the run (--stop-after exchanges), printing its ws:// URL as the
@@ -22,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/plugrl/libplugrl/core/learn/cem"
 	"github.com/plugrl/libplugrl/core/refserver"
 	"github.com/plugrl/libplugrl/core/wire"
 )
@@ -35,14 +37,27 @@ var commands = map[string]struct {
 	"serve": {serve, "run the reference PlugRL training server"},
 }
 
-// policies maps --policy names to constructors; a learner (e.g. cem) is
-// added here.
+// policyOptions are the serve flags a policy's constructor may use.
+type policyOptions struct {
+	seed       int64
+	population int
+	eliteFrac  float64
+	initStd    float64
+	out        io.Writer // serve's stdout, for a learner's progress table
+}
+
+// policies maps --policy names to constructors.
 var policies = map[string]struct {
-	make    func() refserver.Policy
+	make    func(o policyOptions) refserver.Policy
 	summary string
 }{
-	"zero":  {func() refserver.Policy { return refserver.ZeroPolicy{} }, "all-zero actions"},
-	"probe": {func() refserver.Policy { return refserver.ProbePolicy{} }, "SPEC 8.1 position-encoding actions: 10000 k + 10 env + d"},
+	"zero":  {func(policyOptions) refserver.Policy { return refserver.ZeroPolicy{} }, "all-zero actions"},
+	"probe": {func(policyOptions) refserver.Policy { return refserver.ProbePolicy{} }, "SPEC 8.1 position-encoding actions: 10000 k + 10 env + d"},
+	"random": {func(o policyOptions) refserver.Policy { return refserver.NewRandomPolicy(o.seed) },
+		"actions uniform in [-1, 1] (--seed): a baseline"},
+	"cem": {func(o policyOptions) refserver.Policy {
+		return cem.New(cem.Config{Population: o.population, EliteFrac: o.eliteFrac, InitStd: o.initStd, Seed: o.seed, Out: o.out})
+	}, "learns: the cross-entropy method over linear policies, scored by episode returns (--seed, --population, --elite-frac, --init-std); prints a table per iteration"},
 }
 
 func main() {
@@ -99,6 +114,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
+	seed := fs.Int64("seed", 1, "seed of the random and cem policies")
+	population := fs.Int("population", 32, "cem: candidate policies per iteration")
+	eliteFrac := fs.Float64("elite-frac", 0.2, "cem: fraction of the population the next iteration is fit to")
+	initStd := fs.Float64("init-std", 1, "cem: initial standard deviation of every parameter")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -143,7 +162,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		ActionDType:     dt,
 		StopAfter:       *stopAfter,
 		Features:        feats,
-		Policy:          p.make(),
+		Policy:          p.make(policyOptions{seed: *seed, population: *population, eliteFrac: *eliteFrac, initStd: *initStd, out: stdout}),
 		FeedbackTimeout: *feedbackTimeout,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
@@ -151,20 +170,19 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		logger := log.New(stderr, "plugrl serve: ", log.LstdFlags|log.Lmicroseconds)
 		cfg.Logf = logger.Printf
 	}
+	// Catch signals before printing the URL: a script that reads it and
+	// signals at once must not kill the server uncleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	srv := refserver.New(cfg)
 	url, err := srv.Listen(*addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, url)
-	if f, ok := stdout.(*os.File); ok {
-		_ = f.Sync()
-	}
+	fmt.Fprintln(stdout, url) // os.Stdout is unbuffered: the line is out now
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	start := time.Now()
 	why := "run stopped"
 	select {

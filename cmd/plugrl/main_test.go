@@ -99,7 +99,7 @@ func TestUsage(t *testing.T) {
 	if s := run(nil, &out, &errs); s != 2 || !strings.Contains(errs.String(), "serve") {
 		t.Fatalf("status %d, usage %q", s, errs.String())
 	}
-	if s := run([]string{"serve", "--policy", "nope"}, &out, &errs); s != 2 || !strings.Contains(errs.String(), "probe|zero") {
+	if s := run([]string{"serve", "--policy", "nope"}, &out, &errs); s != 2 || !strings.Contains(errs.String(), "cem|probe|random|zero") {
 		t.Fatalf("status %d: %q", s, errs.String())
 	}
 	if s := run([]string{"serve", "--action-dtype", "<U4"}, &out, &errs); s != 2 {

@@ -231,4 +231,3 @@ func TestWSS(t *testing.T) {
 		t.Fatal("dialing wss with an unknown CA succeeded")
 	}
 }
-

@@ -1,7 +1,9 @@
 package refserver
 
 import (
+	"math/rand"
 	"reflect"
+	"sync"
 
 	"github.com/plugrl/libplugrl/core/wire"
 )
@@ -81,3 +83,30 @@ func describe(p Policy) (algorithm, policy string) {
 	}
 	return "none", t.Name()
 }
+
+// RandomPolicy answers with actions drawn uniformly from [-1, 1], seeded,
+// and ignores feedback: the baseline a learner is compared with. It is safe
+// for concurrent use.
+type RandomPolicy struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// NewRandomPolicy returns a RandomPolicy whose draws follow seed.
+func NewRandomPolicy(seed int64) *RandomPolicy {
+	return &RandomPolicy{rng: rand.New(rand.NewSource(seed))}
+}
+
+func (p *RandomPolicy) Act(_ int, _ []int64, _ *wire.Observation, out *wire.Array) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, n := 0, out.Len()*out.RowBytes()/out.DType.ItemSize(); i < n; i++ {
+		out.SetFloat64(i, 2*p.rng.Float64()-1)
+	}
+	return nil
+}
+
+func (*RandomPolicy) Feedback(int, *wire.FeedbackMsg) error { return nil }
+
+// Describe names it in metadata: algorithm "none", policy "random".
+func (*RandomPolicy) Describe() (algorithm, policy string) { return "none", "random" }

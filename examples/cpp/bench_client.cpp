@@ -1,0 +1,220 @@
+// bench_client.cpp - libplugrl's benchmark client, on the LOW LEVEL API
+// (plugrl_infer / plugrl_feedback).
+//
+// Usage:
+//   plugrl_bench_client --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]
+//   plugrl_bench_client --url ws://HOST:PORT --calls K
+//
+// The first form sends the same workload on every exchange until the server
+// stops the run (plugrl-server-stop), then prints exchanges/s and exits 0:
+//
+//   infer    images cam0..cam{C-1}: u8 [N, S, S, 3]; states "state": f64
+//            [N, D] (none when D is 0); text "pick up the red block" per
+//            env (sent as <U21)
+//   feedback the same observation, rewards f4 zeros, terminated and
+//            truncated false, info {}
+//
+// The arrays are filled once before the loop, so the number is the cost of
+// the library and the transport, not of an environment. `./build.sh bench`
+// runs it against cmd/plugrl-bench-server beside the transport floor
+// (bench_floor.cpp), which sends frames of the same sizes with no encoding.
+//
+// The second form measures the cost of one C call into the library: K calls
+// each of plugrl_version_number, plugrl_status_str and plugrl_metadata_int
+// (on an open client), printed in ns per call.
+#include <plugrl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char *kProg = "plugrl_bench_client";
+
+struct Args {
+  std::string url;
+  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0;
+};
+
+void usage(FILE *out) {
+  std::fprintf(out,
+               "usage: %s --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]\n"
+               "       %s --url ws://HOST:PORT --calls K\n"
+               "Sends N envs' observation (C u8 [N,S,S,3] images, f64 [N,D] state, text) on\n"
+               "every infer and feedback until the server stops the run, then prints\n"
+               "exchanges/s. With --calls, times K calls of cheap library functions.\n",
+               kProg, kProg);
+}
+
+bool parse_int(const char *flag, const char *s, long long lo, long long hi, long long &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) {
+    std::fprintf(stderr, "%s: %s wants an integer in [%lld, %lld], got \"%s\"\n", kProg, flag, lo, hi, s);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+// 0: parsed; -1: help shown; otherwise the exit code.
+int parse(int argc, char **argv, Args &a) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!std::strcmp(arg, "-h") || !std::strcmp(arg, "--help")) {
+      usage(stdout);
+      return -1;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: unknown option or missing value: %s\n", kProg, arg);
+      usage(stderr);
+      return 2;
+    }
+    const char *val = argv[++i];
+    bool ok = true;
+    if (!std::strcmp(arg, "--url")) {
+      a.url = val;
+    } else if (!std::strcmp(arg, "--envs")) {
+      ok = parse_int(arg, val, 1, 4096, a.envs);
+    } else if (!std::strcmp(arg, "--cams")) {
+      ok = parse_int(arg, val, 0, 64, a.cams);
+    } else if (!std::strcmp(arg, "--img")) {
+      ok = parse_int(arg, val, 0, 8192, a.img);
+    } else if (!std::strcmp(arg, "--state")) {
+      ok = parse_int(arg, val, 0, 1 << 20, a.state);
+    } else if (!std::strcmp(arg, "--calls")) {
+      ok = parse_int(arg, val, 1, 1LL << 40, a.calls);
+    } else {
+      std::fprintf(stderr, "%s: unknown option: %s\n", kProg, arg);
+      usage(stderr);
+      return 2;
+    }
+    if (!ok) return 2;
+  }
+  if (a.url.empty()) {
+    std::fprintf(stderr, "%s: --url is required\n", kProg);
+    usage(stderr);
+    return 2;
+  }
+  if (a.cams > 0 && a.img == 0) {
+    std::fprintf(stderr, "%s: --cams needs --img\n", kProg);
+    return 2;
+  }
+  return 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The cost of one C call into the library, for a function without a handle,
+// one that calls back into C, and a metadata getter on an open client.
+int time_calls(plugrl_client *c, long long k) {
+  volatile int sink = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < k; i++) sink = sink + plugrl_version_number();
+  double version_ns = seconds_since(t0) * 1e9 / double(k);
+
+  t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < k; i++) sink = sink + plugrl_status_str(PLUGRL_STOPPED)[0];
+  double status_ns = seconds_since(t0) * 1e9 / double(k);
+
+  int64_t value = 0;
+  int present = 0;
+  t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < k; i++) {
+    if (plugrl_metadata_int(c, "action_horizon", &value, &present) != PLUGRL_OK) {
+      std::fprintf(stderr, "%s: plugrl_metadata_int: %s\n", kProg, plugrl_errmsg(c));
+      return 1;
+    }
+  }
+  double meta_ns = seconds_since(t0) * 1e9 / double(k);
+  (void)sink;
+  std::printf("calls %lld each\n", k);
+  std::printf("plugrl_version_number ns/call %.1f\n", version_ns);
+  std::printf("plugrl_status_str ns/call %.1f\n", status_ns);
+  std::printf("plugrl_metadata_int ns/call %.1f (action_horizon %s %lld)\n", meta_ns,
+              present ? "=" : "absent", (long long)value);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Args args;
+  int rc = parse(argc, argv, args);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+
+  plugrl_options opt;
+  plugrl_options_init(&opt);
+  opt.url = args.url.c_str();
+  opt.max_reconnects = -1;  // a benchmark measures one connection
+  plugrl_client *c = nullptr;
+  if (plugrl_open(&opt, &c) != PLUGRL_OK) {
+    std::fprintf(stderr, "%s: %s\n", kProg, plugrl_errmsg(c));
+    plugrl_close(c);
+    return 1;
+  }
+  if (args.calls > 0) {
+    rc = time_calls(c, args.calls);
+    plugrl_close(c);
+    return rc;
+  }
+
+  // The workload, filled once.
+  const size_t n = size_t(args.envs), img_bytes = n * size_t(args.img) * size_t(args.img) * 3;
+  std::vector<std::vector<uint8_t>> pixels(size_t(args.cams), std::vector<uint8_t>(img_bytes));
+  std::vector<std::string> cam_names;
+  for (size_t k = 0; k < pixels.size(); k++) {
+    for (size_t i = 0; i < img_bytes; i++) pixels[k][i] = uint8_t(i * 7 + k);
+    cam_names.push_back("cam" + std::to_string(k));
+  }
+  std::vector<double> state(n * size_t(args.state));
+  for (size_t i = 0; i < state.size(); i++) state[i] = 0.001 * double(i);
+  const int64_t img_shape[4] = {int64_t(n), args.img, args.img, 3};
+  const int64_t state_shape[2] = {int64_t(n), args.state};
+  std::vector<plugrl_array> images;
+  for (size_t k = 0; k < pixels.size(); k++) {
+    images.push_back(plugrl_array{cam_names[k].c_str(), pixels[k].data(), PLUGRL_DTYPE_U8, 4, img_shape});
+  }
+  std::vector<plugrl_array> states;
+  if (args.state > 0) states.push_back(plugrl_array{"state", state.data(), PLUGRL_DTYPE_F64, 2, state_shape});
+  std::vector<const char *> text(n, "pick up the red block");
+  const plugrl_observation obs = {images.data(), images.size(), states.data(), states.size(), text.data(), 0};
+
+  std::vector<int64_t> env_indices(n), step_ids(n, 0);
+  for (size_t i = 0; i < n; i++) env_indices[i] = int64_t(i);
+  std::vector<float> rewards(n, 0.0f);
+  std::vector<uint8_t> terminated(n, 0), truncated(n, 0);
+
+  long long exchanges = 0;
+  plugrl_status st = PLUGRL_OK;
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    plugrl_action action;
+    st = plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action);
+    if (st != PLUGRL_OK) break;
+    st = plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
+                         truncated.data(), nullptr);
+    if (st != PLUGRL_OK) break;
+    exchanges++;
+  }
+  double elapsed = seconds_since(t0);
+  if (st != PLUGRL_STOPPED) {
+    std::fprintf(stderr, "%s: %s after %lld exchanges: %s\n", kProg, plugrl_status_str(st), exchanges,
+                 plugrl_errmsg(c));
+    plugrl_close(c);
+    return 1;
+  }
+  plugrl_close(c);
+  std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
+  std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
+  return 0;
+}
