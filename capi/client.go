@@ -199,7 +199,8 @@ func plugrl_close(p *C.plugrl_client) (st C.plugrl_status) {
 }
 
 //export plugrl_errmsg
-func plugrl_errmsg(p *C.plugrl_client) *C.plugrl_cchar {
+func plugrl_errmsg(p *C.plugrl_client) (s *C.plugrl_cchar) {
+	defer recoverString(&s)
 	h := lookupClient(p)
 	if h == nil {
 		return deadHandleMsg

@@ -26,12 +26,18 @@ func plugrl_version() *C.plugrl_cchar { return versionCString }
 func plugrl_version_number() C.int { return versionNumber }
 
 //export plugrl_status_str
-func plugrl_status_str(status C.plugrl_status) *C.plugrl_cchar {
+func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
+	defer recoverString(&s)
 	return (*C.plugrl_cchar)(C.plugrl__status_name(C.int(status)))
 }
 
 //export plugrl_dtype_size
-func plugrl_dtype_size(dtype C.plugrl_dtype) C.size_t {
+func plugrl_dtype_size(dtype C.plugrl_dtype) (n C.size_t) {
+	defer func() {
+		if recover() != nil {
+			n = 0
+		}
+	}()
 	d, ok := dtypeOf(dtype)
 	if !ok {
 		return 0

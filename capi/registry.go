@@ -123,6 +123,14 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 	}
 }
 
+// recoverString is for the exports that return a string: a panic gives
+// the static "internal error" text instead.
+func recoverString(s **C.plugrl_cchar) {
+	if recover() != nil {
+		*s = (*C.plugrl_cchar)(C.plugrl__status_name(C.PLUGRL_INTERNAL))
+	}
+}
+
 // recoverPlain is recoverTo for calls without a usable handle.
 func recoverPlain(st *C.plugrl_status) {
 	if r := recover(); r != nil {

@@ -119,7 +119,8 @@ func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
 }
 
 //export plugrl_runner_errmsg
-func plugrl_runner_errmsg(p *C.plugrl_runner) *C.plugrl_cchar {
+func plugrl_runner_errmsg(p *C.plugrl_runner) (s *C.plugrl_cchar) {
+	defer recoverString(&s)
 	h := lookupRunner(p)
 	if h == nil {
 		return deadHandleMsg
@@ -134,6 +135,7 @@ func plugrl_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, user u
 		return st
 	}
 	defer h.leave()
+	defer h.recoverTo(&st)
 	h.onEpisode, h.user = fn, user
 	return C.PLUGRL_OK
 }
