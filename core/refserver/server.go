@@ -316,7 +316,8 @@ func (s *Server) accept(ln net.Listener) {
 
 // Close stops accepting, closes every open connection with 1001 and no
 // reason (going away: a client should reconnect, as to a restarted server),
-// and waits for the connections' goroutines to end.
+// or with "plugrl-server-stop" once the run has stopped, and waits for the
+// connections' goroutines to end.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -331,8 +332,15 @@ func (s *Server) Close() error {
 	}
 	conns := s.openConns()
 	s.mu.Unlock()
+	// After Stop, Close can race Stop's own closes to a connection (the
+	// CLI closes as soon as Done fires): say the same thing, so a client
+	// always sees the stop.
+	reason, detail := "", "server closed"
+	if s.stopped() {
+		reason, detail = StopReason, "run stopped"
+	}
 	for _, c := range conns {
-		c.sendClose(1001, "", "server closed")
+		c.sendClose(1001, reason, detail)
 	}
 	s.wg.Wait()
 	return err
