@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,10 +44,23 @@ type clientHandle struct {
 	copy   cBuffer // an aligned copy of an action the decoder could not align
 }
 
+// lastClient is the handle the last lookup found: a thread calls the same
+// handle over and over, and this spares each call the registry's lock and
+// map. A closed handle is never returned from it (nor is its token reused).
+var lastClient atomic.Pointer[clientHandle]
+
 func lookupClient(p *C.plugrl_client) *clientHandle {
+	id := uintptr(unsafe.Pointer(p))
+	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() {
+		return h
+	}
 	registry.RLock()
-	defer registry.RUnlock()
-	return registry.clients[uintptr(unsafe.Pointer(p))]
+	h := registry.clients[id]
+	registry.RUnlock()
+	if h != nil {
+		lastClient.Store(h)
+	}
+	return h
 }
 
 //export plugrl_options_init
@@ -139,6 +153,7 @@ func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_statu
 	registry.Lock()
 	id, ok := newToken()
 	if ok {
+		h.id = id
 		registry.clients[id] = h
 	}
 	registry.Unlock()

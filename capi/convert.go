@@ -82,10 +82,12 @@ func (s *obsScratch) convert(o *C.plugrl_cobservation, what string) (*wire.Obser
 	}
 	s.shapes = s.shapes[:0]
 	var err error
-	if s.images, err = s.arrays(s.images[:0], o.images, int(o.num_images), what+".images"); err != nil {
+	// The group's name is passed in two parts and joined only in an error
+	// message: a concatenation here would allocate on every call.
+	if s.images, err = s.arrays(s.images[:0], o.images, int(o.num_images), what, ".images"); err != nil {
 		return nil, err
 	}
-	if s.states, err = s.arrays(s.states[:0], o.states, int(o.num_states), what+".states"); err != nil {
+	if s.states, err = s.arrays(s.states[:0], o.states, int(o.num_states), what, ".states"); err != nil {
 		return nil, err
 	}
 	s.obs = wire.Observation{Images: s.images, States: s.states, TextAsStrings: o.text_as_strings != 0}
@@ -107,13 +109,14 @@ func (s *obsScratch) convert(o *C.plugrl_cobservation, what string) (*wire.Obser
 	return &s.obs, nil
 }
 
-func (s *obsScratch) arrays(dst []wire.NamedArray, p *C.plugrl_array, n int, what string) ([]wire.NamedArray, error) {
+func (s *obsScratch) arrays(dst []wire.NamedArray, p *C.plugrl_array, n int, obs, group string) ([]wire.NamedArray, error) {
 	if n == 0 {
 		return dst, nil
 	}
 	if p == nil {
-		return nil, fmt.Errorf("%s is NULL but its count is %d", what, n)
+		return nil, fmt.Errorf("%s%s is NULL but its count is %d", obs, group, n)
 	}
+	what := obsGroup{obs, group}
 	for i, a := range unsafe.Slice(p, n) {
 		if a.name == nil {
 			return nil, fmt.Errorf("%s[%d].name is NULL", what, i)
@@ -154,6 +157,12 @@ func (s *obsScratch) arrays(dst []wire.NamedArray, p *C.plugrl_array, n int, wha
 	}
 	return dst, nil
 }
+
+// obsGroup names a group of an observation in an error message, e.g.
+// "obs.images", joined only when printed.
+type obsGroup struct{ obs, group string }
+
+func (g obsGroup) String() string { return g.obs + g.group }
 
 // int64s views n C int64s.
 func int64s(p *C.plugrl_cint64, n int) []int64 {

@@ -28,7 +28,23 @@ func plugrl_version_number() C.int { return versionNumber }
 //export plugrl_status_str
 func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
 	defer recoverString(&s)
-	return (*C.plugrl_cchar)(C.plugrl__status_name(C.int(status)))
+	if status >= 0 && int(status) < len(statusNames) {
+		return statusNames[status]
+	}
+	return unknownStatus
+}
+
+// The static names of helpers.c, looked up once: a call back into C from
+// every plugrl_status_str cost as much as the call into Go itself.
+var (
+	statusNames   [C.PLUGRL_INTERNAL + 1]*C.plugrl_cchar
+	unknownStatus = (*C.plugrl_cchar)(C.plugrl__status_name(-1))
+)
+
+func init() {
+	for i := range statusNames {
+		statusNames[i] = (*C.plugrl_cchar)(C.plugrl__status_name(C.int(i)))
+	}
 }
 
 //export plugrl_dtype_size

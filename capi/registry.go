@@ -39,6 +39,7 @@ var registry = struct {
 // handleBase is what client and runner handles share: the busy flag that
 // serialises calls, and the last error message in C memory.
 type handleBase struct {
+	id     uintptr // the token; set before the handle is published
 	busy   atomic.Bool
 	closed atomic.Bool
 	msg    *C.char // NUL-terminated, C memory

@@ -7,6 +7,7 @@ package main
 import "C"
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/runner"
@@ -32,10 +33,21 @@ type runnerHandle struct {
 	user      unsafe.Pointer
 }
 
+// lastRunner is lookupRunner's lastClient.
+var lastRunner atomic.Pointer[runnerHandle]
+
 func lookupRunner(p *C.plugrl_runner) *runnerHandle {
+	id := uintptr(unsafe.Pointer(p))
+	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() {
+		return h
+	}
 	registry.RLock()
-	defer registry.RUnlock()
-	return registry.runners[uintptr(unsafe.Pointer(p))]
+	h := registry.runners[id]
+	registry.RUnlock()
+	if h != nil {
+		lastRunner.Store(h)
+	}
+	return h
 }
 
 // useRunner enters a runner handle and its client for a call.
@@ -79,6 +91,7 @@ func plugrl_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_run
 	registry.Lock()
 	id, ok := newToken()
 	if ok {
+		h.id = id
 		registry.runners[id] = h
 	}
 	registry.Unlock()

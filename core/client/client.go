@@ -112,15 +112,17 @@ type Feedback = wire.Feedback
 
 // Client is one env client session. Create it with Dial.
 type Client struct {
-	opts   Options
-	conn   *conn.Conn
-	meta   *wire.Metadata
-	phase  phase
-	busy   atomic.Bool
-	msg    wire.Message
-	action wire.Action
-	envs   map[int64]uint8
-	reqEnv []int64 // the last infer's env_indices (for the Ray dialect)
+	opts  Options
+	conn  *conn.Conn
+	meta  *wire.Metadata
+	phase phase
+	busy  atomic.Bool
+	// One message per kind: each keeps the plan of its last encoding, and
+	// a loop that sends the same structure every time reuses it.
+	inferMsg, feedbackMsg wire.Message
+	action                wire.Action
+	envs                  envFlags
+	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)
 
 	reconnects int // successful reconnects over the client's life
 }
@@ -128,7 +130,7 @@ type Client struct {
 // Dial connects, reads the server's metadata, and returns the client.
 func Dial(ctx context.Context, o Options) (*Client, error) {
 	o.setDefaults()
-	c := &Client{opts: o, envs: make(map[int64]uint8)}
+	c := &Client{opts: o}
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func (c *Client) connect(ctx context.Context) error {
 	cn.Release()
 	c.conn, c.meta = cn, meta
 	c.phase = phaseIdle
-	clear(c.envs)
+	c.envs.clear()
 	return nil
 }
 
@@ -225,7 +227,7 @@ func (c *Client) dropConnection() {
 		c.conn.Close()
 		c.conn = nil
 	}
-	clear(c.envs)
+	c.envs.clear()
 	c.phase = phaseDisconnected
 }
 
@@ -292,7 +294,7 @@ func (c *Client) ReuseOffered() bool {
 // infer (SPEC 10.1): the feature is offered, env was fed back on this
 // connection, and that feedback did not end its episode.
 func (c *Client) CanReuse(env int64) bool {
-	return c.ReuseOffered() && c.envs[env]&envReusable != 0
+	return c.ReuseOffered() && c.envs.get(env)&envReusable != 0
 }
 
 // Infer sends an infer and waits for its action. The returned Action views
@@ -326,10 +328,10 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 			}
 		}
 	}
-	if err := wire.EncodeInfer(&c.msg, req); err != nil {
+	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
 		return nil, invalidErr(err)
 	}
-	if err := c.conn.WriteMessage(&c.msg); err != nil {
+	if err := c.conn.WriteMessage(&c.inferMsg); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
 	raw, err := c.conn.Receive(c.opts.ReceiveTimeout)
@@ -354,7 +356,7 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 		c.action.EnvIDs = c.reqEnv
 	}
 	for _, e := range req.EnvIndices {
-		c.envs[e] |= envOutstanding
+		c.envs.set(e, c.envs.get(e)|envOutstanding)
 	}
 	c.phase = phaseHolding
 	return &c.action, nil
@@ -408,29 +410,35 @@ func (c *Client) Feedback(f *Feedback) error {
 		return newErr(KindInvalid, nil, "feedback is nil")
 	}
 	for _, e := range f.EnvIndices {
-		if c.envs[e]&envOutstanding == 0 {
+		if c.envs.get(e)&envOutstanding == 0 {
 			return newErr(KindInvalid, nil, "feedback names env %d, which holds no action chunk on this connection (SPEC 4.3)", e)
 		}
 	}
-	if err := wire.EncodeFeedback(&c.msg, f); err != nil {
+	if err := wire.EncodeFeedback(&c.feedbackMsg, f); err != nil {
 		return invalidErr(err)
 	}
 	// The connection may have closed while the caller stepped its envs:
-	// then the feedback must not be sent anywhere (SPEC 7.6).
+	// then the feedback must not be sent anywhere (SPEC 7.6). Poll reads
+	// what arrived meanwhile (a caller back within microseconds of the
+	// action skips that system call).
+	c.conn.Poll()
 	if err := c.conn.Err(); err != nil {
 		return c.lost(err, "before sending feedback")
 	}
-	err := c.conn.WriteMessage(&c.msg)
 	c.conn.Release() // the action view is no longer valid
-	if err != nil {
-		return c.lost(err, "sending feedback")
-	}
+	// The env flags are updated before the send, so that as little as
+	// possible runs between this send and the caller's next infer (the
+	// server then more often reads both at once; see README, Performance).
+	// A failed send drops them all anyway (lost).
 	for i, e := range f.EnvIndices {
-		flags := c.envs[e] &^ (envOutstanding | envReusable)
+		flags := c.envs.get(e) &^ (envOutstanding | envReusable)
 		if !f.Terminated[i] && !f.Truncated[i] {
 			flags |= envReusable
 		}
-		c.envs[e] = flags
+		c.envs.set(e, flags)
+	}
+	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
+		return c.lost(err, "sending feedback")
 	}
 	c.phase = phaseIdle
 	return nil
@@ -449,4 +457,46 @@ func (c *Client) Close() error {
 	}
 	c.phase = phaseClosed
 	return nil
+}
+
+// envFlags holds each env index's flags on the current connection: a slice
+// for the small indices every caller uses (no hashing on the hot path), a
+// map for any others.
+type envFlags struct {
+	dense []uint8
+	other map[int64]uint8
+}
+
+const denseEnvs = 1 << 16
+
+func (f *envFlags) get(e int64) uint8 {
+	if e >= 0 && e < int64(len(f.dense)) {
+		return f.dense[e]
+	}
+	return f.other[e] // 0 when absent, and for a nil map
+}
+
+func (f *envFlags) set(e int64, v uint8) {
+	if e >= 0 && e < denseEnvs {
+		if e >= int64(len(f.dense)) {
+			if v == 0 {
+				return
+			}
+			f.dense = append(f.dense, make([]uint8, int(e)+1-len(f.dense))...)
+		}
+		f.dense[e] = v
+		return
+	}
+	if f.other == nil {
+		if v == 0 {
+			return
+		}
+		f.other = make(map[int64]uint8)
+	}
+	f.other[e] = v
+}
+
+func (f *envFlags) clear() {
+	clear(f.dense)
+	clear(f.other)
 }

@@ -2,30 +2,44 @@
 //
 // It does what SPEC 1 and 7 ask of the transport and what a control loop
 // needs from it: binary messages with no size cap and no compression,
-// fragmented messages and control frames in between, pings answered by a
-// background reader even while the caller is busy between calls, close
-// frames surfaced as a code and a reason, and text frames treated as fatal.
+// fragmented messages and control frames in between, pings answered even
+// while the caller is busy between calls, close frames surfaced as a code
+// and a reason, and text frames treated as fatal.
 //
-// Memory: outgoing messages are wire.Message segment lists; each segment is
-// copied once into a reusable write buffer and masked there while it is hot
-// in cache, so no intermediate buffer ever holds a whole message. Incoming
-// messages land in one reusable buffer whose memory comes from an Allocator,
-// which lets a C caller receive straight into C memory. The buffer grows only
-// with bytes actually received, so a lying length header cannot make the
-// connection allocate.
+// Reading: the caller reads. Receive reads frames on the calling thread
+// (on Linux a blocking system call on the socket, see fdConn), answering
+// control frames on the way, until a data message is complete. Between
+// calls a background poller looks at the socket every pollInterval without
+// waiting on it: it answers pings and takes a close frame, so a server's
+// keepalive is honoured and a close is seen while the caller steps its
+// envs; Poll does the same on demand. The poller also enforces Receive
+// timeouts of watchedTimeout or more (to within pollInterval), so that the
+// socket needs no timer of its own. No goroutine hand-off sits between the
+// socket and the caller.
+//
+// Memory: outgoing messages are wire.Message segment lists; each array's
+// bytes are masked during their one copy into a reusable write buffer
+// (maskCopy), which grows to the largest message (up to WriteBufferSize)
+// so that a message is one write; no intermediate buffer holds a message's
+// arrays. Incoming messages land in
+// one reusable buffer whose memory comes from an Allocator, which lets a C
+// caller receive straight into C memory. The buffer grows only with bytes
+// actually received, so a lying length header cannot make the connection
+// allocate.
 package conn
 
 import (
-	"bufio"
 	"context"
 	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +53,7 @@ type Allocator interface {
 	// Grow returns a buffer of at least size bytes whose first keep bytes
 	// are those of buf (nil at first); buf must not be used afterwards.
 	// It returns nil when memory is exhausted, and buf stays valid. It runs
-	// on the connection's reader goroutine and must not panic.
+	// on the goroutine that calls Receive and must not panic.
 	Grow(buf []byte, keep, size int) []byte
 	// Free releases a buffer returned by Grow.
 	Free(buf []byte)
@@ -76,7 +90,10 @@ type Options struct {
 	MaxMessageSize int64
 	// Alloc supplies receive memory; nil means the Go heap.
 	Alloc Allocator
-	// WriteBufferSize is the size of the masking buffer; zero means 128 KiB.
+	// WriteBufferSize caps the masking buffer, which grows to the largest
+	// message written up to this size, so that a message goes out in one
+	// write as the transport floor's does; a larger message is written in
+	// pieces of this size. Zero means 16 MiB.
 	WriteBufferSize int
 }
 
@@ -111,43 +128,65 @@ var (
 
 const (
 	minReadChunk   = 64 << 10
-	defaultWBuf    = 128 << 10
+	defaultWBuf    = 16 << 20
+	minWBuf        = 64 // room for a header and some payload
+	initialWBuf    = 4 << 10
 	closeWait      = 2 * time.Second
 	readBufferSize = 64 << 10
+	// pollInterval is how often the poller looks for pings and a close
+	// while the caller is away. Servers ping every 20 s or so.
+	pollInterval = 25 * time.Millisecond
+	// pollGrace: Poll does nothing when the last Receive returned less
+	// than this long ago. A caller back this soon pays no system call; one
+	// away longer pays one that costs well under 1 % of its time away.
+	pollGrace = 100 * time.Microsecond
+	// yieldEvery: Receive lets the scheduler run something else this
+	// often (see Receive); under the runtime's 10 ms preemption slice.
+	yieldEvery = 8 * time.Millisecond
+	// watchedTimeout: Receive timeouts this long or longer are enforced
+	// by the poller, to within pollInterval, instead of by the socket.
+	watchedTimeout = time.Second
 )
 
-// Conn is one WebSocket connection. Receive and Release belong to one
+// Conn is one WebSocket connection. Receive, Release and Poll belong to one
 // goroutine at a time; WriteMessage may be called concurrently with them.
+// Close must be called to release the socket.
 type Conn struct {
-	nc    net.Conn
-	br    *bufio.Reader
+	tr    transport
 	alloc Allocator
 	max   int64
 
 	// Write side, serialised by wmu.
 	wmu      sync.Mutex
 	wbuf     []byte
+	wmax     int
 	rng      *rand.ChaCha8
 	wtimeout time.Duration
-	hdr      [ws.MaxHeaderSize]byte
 	sentCls  bool
 
-	// Read side: the reader goroutine owns rbuf while free is empty.
-	rbuf  []byte
-	rhdr  [ws.MaxHeaderSize]byte
-	ctrl  [ws.MaxControlFramePayloadSize]byte
-	msgs  chan []byte   // a received message, handing rbuf to the caller
-	free  chan struct{} // the caller hands rbuf back
-	held  bool          // the caller holds rbuf (caller side)
-	dead  chan struct{} // closed once the connection has failed or closed
-	err   atomic.Pointer[error]
-	done  chan struct{} // closed when the reader goroutine exits
-	timer *time.Timer
+	// Read side, serialised by rmu: Receive and Poll hold it while they
+	// read, the poller only when it gets it without waiting.
+	rmu       sync.Mutex
+	rb        []byte // bytes read from the transport, rb[rr:rw] not yet parsed
+	rr, rw    int
+	rbuf      []byte        // the message buffer, from alloc
+	lastRecv  time.Duration // monotonic (mono) start of the last Receive
+	lastYield time.Duration // mono time of Receive's last yield
+
+	// A Receive with a timeout of watchedTimeout or more stores its
+	// deadline (mono) here, and the poller ends the connection when it
+	// passes; recvTimedOut then says so.
+	recvDeadline atomic.Int64
+	recvTimedOut atomic.Bool
+
+	dead chan struct{} // closed once the connection has failed or closed
+	err  atomic.Pointer[error]
+	done chan struct{} // closed when the poller exits
 
 	closeOnce sync.Once
 }
 
-// Dial opens a connection and starts its background reader.
+// Dial opens a connection and starts its poller.
 func Dial(ctx context.Context, o Options) (*Conn, error) {
 	timeout := o.DialTimeout
 	if timeout <= 0 {
@@ -156,6 +195,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	var dc *dialConn
 	d := ws.Dialer{
 		Timeout:   timeout,
 		TLSConfig: o.TLS,
@@ -169,7 +209,8 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 				// Small messages (an infer of one env) must not wait for Nagle.
 				_ = tc.SetNoDelay(true)
 			}
-			return c, nil
+			dc = &dialConn{Conn: c}
+			return dc, nil
 		},
 	}
 	if o.APIKey != "" {
@@ -182,21 +223,38 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
 	}
-	return newConn(nc, br, o), nil
-}
-
-func newConn(nc net.Conn, br *bufio.Reader, o Options) *Conn {
-	var src io.Reader = nc
+	if dc == nil { // cannot happen: NetDial made the connection
+		nc.Close()
+		return nil, fmt.Errorf("connect to %s: no connection from the dialer", o.URL)
+	}
+	if err := dc.takeover(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+	}
+	var tr transport = dc
+	if tc, ok := nc.(*tls.Conn); ok {
+		tr = &tlsTransport{Conn: tc, d: dc}
+	}
+	c := newConn(tr, o)
 	if br != nil && br.Buffered() > 0 {
 		// The server spoke before the handshake reply was consumed: those
 		// bytes sit in the dialer's reader and come first.
-		src = io.MultiReader(br, nc)
+		n, _ := br.Read(c.rb)
+		c.rw = n
 	}
+	go c.pollLoop()
+	return c, nil
+}
+
+func newConn(tr transport, o Options) *Conn {
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
-	wsize := o.WriteBufferSize
-	if wsize <= 0 {
-		wsize = defaultWBuf
+	wmax := o.WriteBufferSize
+	if wmax <= 0 {
+		wmax = defaultWBuf
+	}
+	if wmax < minWBuf {
+		wmax = minWBuf
 	}
 	wt := o.WriteTimeout
 	if wt <= 0 {
@@ -206,24 +264,18 @@ func newConn(nc net.Conn, br *bufio.Reader, o Options) *Conn {
 	if alloc == nil {
 		alloc = HeapAllocator{}
 	}
-	c := &Conn{
-		nc:       nc,
-		br:       bufio.NewReaderSize(src, readBufferSize),
+	return &Conn{
+		tr:       tr,
 		alloc:    alloc,
 		max:      o.MaxMessageSize,
-		wbuf:     make([]byte, 0, wsize),
+		wbuf:     make([]byte, min(initialWBuf, wmax)),
+		wmax:     wmax,
 		rng:      rand.NewChaCha8(seed),
 		wtimeout: wt,
-		msgs:     make(chan []byte, 1),
-		free:     make(chan struct{}, 1),
+		rb:       make([]byte, readBufferSize),
 		dead:     make(chan struct{}),
 		done:     make(chan struct{}),
-		timer:    time.NewTimer(time.Hour),
 	}
-	c.timer.Stop()
-	c.free <- struct{}{}
-	go c.readLoop()
-	return c
 }
 
 // Err returns why the connection failed, or nil while it is healthy.
@@ -245,93 +297,246 @@ func (c *Conn) fail(err error) {
 // returns it. The bytes are the connection's buffer: valid, and writable,
 // until Release or the next Receive.
 func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
-	c.Release()
-	var expired <-chan time.Time
-	if timeout > 0 {
-		c.timer.Reset(timeout)
-		defer c.timer.Stop()
-		expired = c.timer.C
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
-	select {
-	case m := <-c.msgs:
-		c.held = true
-		return m, nil
-	case <-c.dead:
-		select { // a message that arrived before the failure comes first
-		case m := <-c.msgs:
-			c.held = true
-			return m, nil
-		default:
+	now := mono()
+	if now-c.lastYield >= yieldEvery {
+		// Go's sysmon retakes the P of a goroutine that has run
+		// forcePreemptNS (10 ms) without being rescheduled whenever it is
+		// in a system call, and then wakes every 20 us to look again. A C
+		// thread that calls in and out never is rescheduled, so yield now
+		// and then: it costs a few microseconds every yieldEvery; not
+		// yielding cost a sysmon wake-up every few exchanges.
+		c.lastYield = now
+		runtime.Gosched()
+	}
+	var deadline time.Time
+	switch {
+	case timeout >= watchedTimeout:
+		// The poller enforces it (see pollLoop): the read blocks with no
+		// socket timeout, which spares the kernel a timer on every wait.
+		c.recvDeadline.Store(int64(now + timeout))
+	case timeout > 0:
+		deadline = epoch.Add(now + timeout)
+	}
+	_ = c.tr.SetReadDeadline(deadline)
+	msg, err := c.readMessage()
+	if c.recvDeadline.Load() != 0 {
+		c.recvDeadline.Store(0)
+	}
+	if c.recvTimedOut.Load() {
+		return nil, fmt.Errorf("%w: no message within %v; the connection was closed", ErrTimeout, timeout)
+	}
+	if err != nil {
+		if errors.Is(err, errBoundaryTimeout) {
+			return nil, fmt.Errorf("%w: no message within %v", ErrTimeout, timeout)
 		}
-		return nil, c.Err()
-	case <-expired:
-		return nil, fmt.Errorf("%w: no message within %v", ErrTimeout, timeout)
+		return nil, err
+	}
+	// The start of the wait, not its end: one clock read fewer, and Poll
+	// skips its system call only when less than pollGrace has passed
+	// since the Receive began, which is the safe direction.
+	c.lastRecv = now
+	return msg, nil
+}
+
+// Release ends the caller's use of the last received message. The buffer
+// is reused by the next Receive; nothing else touches it.
+func (c *Conn) Release() {}
+
+// Poll handles, without waiting, what the server sent since the last
+// Receive: pings are answered, and a close frame or a lost connection fails
+// the connection, so that Err reports it. It does nothing when the last
+// Receive returned less than pollGrace ago.
+func (c *Conn) Poll() {
+	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
+	if mono()-c.lastRecv < pollGrace {
+		return
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.Err() == nil {
+		c.drain()
 	}
 }
 
-// Release hands the last received message's buffer back to the reader.
-func (c *Conn) Release() {
-	if c.held {
-		c.held = false
-		c.free <- struct{}{}
-	}
-}
-
-// readLoop reads frames until the connection fails: control frames are
-// answered at once, data frames are assembled into rbuf.
-func (c *Conn) readLoop() {
+// pollLoop answers pings and sees closes while nobody reads.
+func (c *Conn) pollLoop() {
 	defer close(c.done)
-	var (
-		n          int  // bytes of the message assembled so far
-		fragmented bool // inside a fragmented message
-		owned      bool // rbuf is ours
-	)
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
 	for {
-		state := ws.StateClientSide
-		if fragmented {
-			state |= ws.StateFragmented
+		select {
+		case <-c.dead:
+			return
+		case <-t.C:
+			if d := c.recvDeadline.Load(); d != 0 && int64(mono()) > d {
+				// A Receive waits past its deadline: end the connection,
+				// which wakes it (it reports the timeout).
+				c.recvTimedOut.Store(true)
+				c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
+				c.tr.Shutdown()
+				continue
+			}
+			if c.rmu.TryLock() { // else the caller is reading
+				if c.Err() == nil {
+					c.drain()
+				}
+				c.rmu.Unlock()
+			}
 		}
-		h, err := ws.ReadHeaderBuffer(c.br, c.rhdr[:])
+	}
+}
+
+// errBoundaryTimeout: the read deadline passed between messages; the
+// connection is still usable.
+var errBoundaryTimeout = errors.New("read deadline between messages")
+
+// drain reads what has arrived without waiting and handles the control
+// frames at the front of it; it stops at a data frame, which Receive reads.
+// rmu must be held.
+func (c *Conn) drain() {
+	if c.rr == c.rw {
+		c.rr, c.rw = 0, 0
+	} else if c.rw == len(c.rb) && c.rr > 0 {
+		c.compact()
+	}
+	if c.rw < len(c.rb) {
+		n, err := c.tr.TryRead(c.rb[c.rw:])
+		c.rw += n
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
-		if err := ws.CheckHeader(h, state); err != nil {
-			c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
-			return
-		}
-		if h.OpCode.IsControl() {
-			if !c.control(h) {
-				return
-			}
-			continue
-		}
-		if h.OpCode == ws.OpText {
-			c.protocolFail(ws.StatusUnsupportedData, ErrTextFrame)
-			return
-		}
-		if !owned {
-			select {
-			case <-c.free:
-			case <-c.dead:
-				return
-			}
-			owned, n = true, 0
-		}
-		if c.max > 0 && int64(n)+h.Length > c.max {
-			c.protocolFail(ws.StatusMessageTooBig, fmt.Errorf("%w: a message of more than %d bytes, the maximum is %d", ErrTooBig, int64(n)+h.Length, c.max))
-			return
-		}
-		if n, err = c.readPayload(n, h.Length); err != nil {
+	}
+	for c.Err() == nil {
+		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
+		if err != nil {
 			c.readFailed(err)
 			return
 		}
-		fragmented = !h.Fin
-		if h.Fin {
-			owned = false
-			c.msgs <- c.rbuf[:n:n]
+		if !ok || !h.OpCode.IsControl() || int64(c.rw-c.rr-hl) < h.Length {
+			return // a data frame, or not all here yet
+		}
+		if err := ws.CheckHeader(h, ws.StateClientSide); err != nil {
+			c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
+			return
+		}
+		p := c.rb[c.rr+hl : c.rr+hl+int(h.Length)]
+		c.rr += hl + int(h.Length)
+		c.control(h, p)
+	}
+}
+
+// compact moves the unparsed bytes to the front of rb.
+func (c *Conn) compact() {
+	n := copy(c.rb, c.rb[c.rr:c.rw])
+	c.rr, c.rw = 0, n
+}
+
+// fill reads until rb holds at least need unparsed bytes (need <= len(rb)).
+func (c *Conn) fill(need int) error {
+	if c.rr == c.rw {
+		c.rr, c.rw = 0, 0
+	}
+	if len(c.rb)-c.rr < need {
+		c.compact()
+	}
+	for c.rw-c.rr < need {
+		n, err := c.tr.Read(c.rb[c.rw:])
+		c.rw += n
+		if err != nil && c.rw-c.rr < need {
+			return err
 		}
 	}
+	return nil
+}
+
+// readMessage reads frames until a data message is complete, handling
+// control frames on the way. rmu must be held.
+func (c *Conn) readMessage() ([]byte, error) {
+	var (
+		n          int  // bytes of the message assembled so far
+		fragmented bool // inside a fragmented message
+	)
+	for {
+		h, hl, err := c.readHeader()
+		if err != nil {
+			return nil, c.readError(err, n == 0 && !fragmented)
+		}
+		state := ws.StateClientSide
+		if fragmented {
+			state |= ws.StateFragmented
+		}
+		if err := ws.CheckHeader(h, state); err != nil {
+			return nil, c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
+		}
+		if h.OpCode.IsControl() {
+			if err := c.fill(hl + int(h.Length)); err != nil {
+				return nil, c.readError(err, n == 0 && !fragmented)
+			}
+			p := c.rb[c.rr+hl : c.rr+hl+int(h.Length)]
+			c.rr += hl + int(h.Length)
+			if !c.control(h, p) {
+				return nil, c.Err()
+			}
+			continue
+		}
+		c.rr += hl
+		if h.OpCode == ws.OpText {
+			return nil, c.protocolFail(ws.StatusUnsupportedData, ErrTextFrame)
+		}
+		if c.max > 0 && int64(n)+h.Length > c.max {
+			return nil, c.protocolFail(ws.StatusMessageTooBig, fmt.Errorf("%w: a message of more than %d bytes, the maximum is %d", ErrTooBig, int64(n)+h.Length, c.max))
+		}
+		if n, err = c.readPayload(n, h.Length); err != nil {
+			return nil, c.readError(err, false)
+		}
+		fragmented = !h.Fin
+		if h.Fin {
+			return c.rbuf[:n:n], nil
+		}
+	}
+}
+
+// readHeader waits for a whole frame header and parses it without
+// consuming it; it returns the header's length in bytes.
+func (c *Conn) readHeader() (ws.Header, int, error) {
+	for {
+		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
+		if err != nil || ok {
+			return h, hl, err
+		}
+		need := hl // 0 until the first two bytes say
+		if need == 0 {
+			need = 2
+		}
+		if err := c.fill(need); err != nil {
+			return h, 0, err
+		}
+	}
+}
+
+// readError turns a read error into the connection's failure, except a
+// deadline that passed between messages, which leaves it usable.
+func (c *Conn) readError(err error, boundary bool) error {
+	if e := c.Err(); e != nil {
+		return e
+	}
+	if isTimeout(err) {
+		if boundary {
+			return errBoundaryTimeout
+		}
+		err = fmt.Errorf("%w in the middle of a message: %v", ErrTimeout, err)
+		c.fail(err)
+		c.tr.Shutdown()
+		return err
+	}
+	c.readFailed(err)
+	return c.Err()
 }
 
 // readPayload appends length bytes to rbuf[:n], growing it only as bytes
@@ -356,33 +561,36 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 		if int64(want) > length {
 			want = int(length)
 		}
-		k, err := c.br.Read(c.rbuf[n : n+want])
-		n += k
-		length -= int64(k)
-		if err != nil {
-			if err == io.EOF && length > 0 {
-				err = io.ErrUnexpectedEOF
+		var k int
+		switch {
+		case c.rr < c.rw: // bytes already read
+			k = copy(c.rbuf[n:n+want], c.rb[c.rr:c.rw])
+			c.rr += k
+		case want >= len(c.rb)/2: // a big payload: straight into rbuf
+			var err error
+			k, err = c.tr.Read(c.rbuf[n : n+want])
+			if err != nil && k == 0 {
+				return n, err
 			}
-			if length > 0 {
+		default:
+			if err := c.fill(1); err != nil {
 				return n, err
 			}
 		}
+		n += k
+		length -= int64(k)
 	}
 	return n, nil
 }
 
-// control handles a ping, pong or close; it reports whether to keep reading.
-func (c *Conn) control(h ws.Header) bool {
-	p := c.ctrl[:h.Length]
-	if _, err := io.ReadFull(c.br, p); err != nil {
-		c.readFailed(err)
-		return false
-	}
+// control handles a ping, pong or close whose payload is p; it reports
+// whether the connection goes on.
+func (c *Conn) control(h ws.Header, p []byte) bool {
 	switch h.OpCode {
 	case ws.OpPing:
 		if err := c.writeControl(ws.OpPong, p); err != nil {
 			c.fail(fmt.Errorf("%w: answering a ping: %v", ErrLost, err))
-			_ = c.nc.Close()
+			c.tr.Shutdown()
 			return false
 		}
 	case ws.OpClose:
@@ -398,7 +606,7 @@ func (c *Conn) control(h ws.Header) bool {
 			echo = ws.StatusNormalClosure
 		}
 		_ = c.writeClose(echo, "")
-		_ = c.nc.Close()
+		c.tr.Shutdown()
 		return false
 	}
 	return true
@@ -406,36 +614,68 @@ func (c *Conn) control(h ws.Header) bool {
 
 func (c *Conn) readFailed(err error) {
 	if c.Err() == nil {
-		if isTimeout(err) {
-			err = fmt.Errorf("%w: %v", ErrLost, err)
-		} else if errors.Is(err, net.ErrClosed) {
+		if errors.Is(err, net.ErrClosed) {
 			err = ErrClosed
 		} else {
 			err = fmt.Errorf("%w: %v", ErrLost, err)
 		}
 	}
 	c.fail(err)
-	_ = c.nc.Close()
+	c.tr.Shutdown()
 }
 
-// protocolFail closes with code after a violation by the server.
-func (c *Conn) protocolFail(code ws.StatusCode, err error) {
+// protocolFail closes with code after a violation by the server; it
+// returns the connection's error.
+func (c *Conn) protocolFail(code ws.StatusCode, err error) error {
 	c.fail(err)
 	_ = c.writeClose(code, "")
-	_ = c.nc.Close()
+	c.tr.Shutdown()
+	return c.Err()
 }
 
-// writer adapts the write buffer to io.Writer for ws.WriteHeaderBuffer.
-type writer Conn
-
-func (w *writer) Write(p []byte) (int, error) {
-	w.wbuf = append(w.wbuf, p...)
-	return len(p), nil
+// parseHeader parses the frame header at the front of b. ok is false when b
+// holds only part of it; hl is then the length needed when known (else 0).
+func parseHeader(b []byte) (h ws.Header, hl int, ok bool, err error) {
+	if len(b) < 2 {
+		return h, 0, false, nil
+	}
+	h.Fin = b[0]&0x80 != 0
+	h.Rsv = (b[0] & 0x70) >> 4
+	h.OpCode = ws.OpCode(b[0] & 0x0f)
+	h.Masked = b[1]&0x80 != 0
+	hl = 2
+	switch l := b[1] & 0x7f; l {
+	case 126:
+		hl += 2
+	case 127:
+		hl += 8
+	default:
+		h.Length = int64(l)
+	}
+	if h.Masked {
+		hl += 4
+	}
+	if len(b) < hl {
+		return h, hl, false, nil
+	}
+	switch b[1] & 0x7f {
+	case 126:
+		h.Length = int64(binary.BigEndian.Uint16(b[2:]))
+	case 127:
+		if b[2]&0x80 != 0 {
+			return h, hl, false, ws.ErrHeaderLengthMSB
+		}
+		h.Length = int64(binary.BigEndian.Uint64(b[2:]))
+	}
+	if h.Masked {
+		copy(h.Mask[:], b[hl-4:hl])
+	}
+	return h, hl, true, nil
 }
 
 // WriteMessage sends m as one binary frame, masked as RFC 6455 requires
-// with a fresh key. Each segment is copied once into the write buffer and
-// masked there.
+// with a fresh key. Each segment is masked during its one copy into the
+// write buffer, which is written whenever it is full and at the end.
 func (c *Conn) WriteMessage(m *wire.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -445,45 +685,109 @@ func (c *Conn) WriteMessage(m *wire.Message) error {
 	if c.sentCls {
 		return ErrClosed
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.wtimeout))
+	c.tr.BeginWrite(c.wtimeout)
 	mask := c.newMask()
-	c.wbuf = c.wbuf[:0]
-	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Mask: mask, Length: int64(m.Len())}
-	if err := ws.WriteHeaderBuffer((*writer)(c), h, c.hdr[:]); err != nil {
-		return err
+	total := m.Len()
+	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Mask: mask, Length: int64(total)}
+	if need := ws.HeaderSize(h) + total; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
+		// Grow once to what the workload needs (up to wmax); steady
+		// state allocates nothing.
+		c.wbuf = make([]byte, min(need, c.wmax))
+	}
+	w := putHeader(c.wbuf, h)
+	if total <= smallMessage && w+total <= len(c.wbuf) {
+		// A small message: one plain copy, then the mask in place over
+		// it, both in the first-level cache.
+		n := m.CopyTo(c.wbuf[w:])
+		maskCopy(c.wbuf[w:w+n], c.wbuf[w:w+n], mask, 0)
+		return c.flush(w + n)
 	}
 	pos := 0
+	// Short segments (the msgpack structure, ids, flags) are copied as
+	// they are and masked afterwards in one pass over the run they form,
+	// which costs less than a masked copy per segment; long ones (array
+	// data) are masked during their one copy.
+	run, runPos := -1, 0 // wbuf[run:w] is copied but not yet masked
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		for len(seg) > 0 {
-			if len(c.wbuf) == cap(c.wbuf) {
-				if err := c.flush(); err != nil {
+			if w == len(c.wbuf) {
+				if run >= 0 {
+					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+					run = -1
+				}
+				if err := c.flush(w); err != nil {
 					return err
 				}
+				w = 0
 			}
-			k := cap(c.wbuf) - len(c.wbuf)
-			if k > len(seg) {
-				k = len(seg)
+			k := min(len(c.wbuf)-w, len(seg))
+			if k < shortSegment {
+				if run < 0 {
+					run, runPos = w, pos
+				}
+				copy(c.wbuf[w:], seg[:k])
+			} else {
+				if run >= 0 {
+					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+					run = -1
+				}
+				maskCopy(c.wbuf[w:], seg[:k], mask, pos)
 			}
-			start := len(c.wbuf)
-			c.wbuf = append(c.wbuf, seg[:k]...)
-			ws.Cipher(c.wbuf[start:], mask, pos)
+			w += k
 			pos += k
 			seg = seg[k:]
 		}
 	}
-	return c.flush()
+	if run >= 0 {
+		maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+	}
+	return c.flush(w)
 }
 
-func (c *Conn) flush() error {
-	_, err := c.nc.Write(c.wbuf)
-	c.wbuf = c.wbuf[:0]
-	if err != nil {
+// shortSegment: segments shorter than this are masked in runs (see
+// WriteMessage); a message of up to smallMessage bytes is copied whole and
+// then masked.
+const (
+	shortSegment = 256
+	smallMessage = 4 << 10
+)
+
+// putHeader writes h at the front of b (which has room for it) and returns
+// its length.
+func putHeader(b []byte, h ws.Header) int {
+	b[0] = byte(h.OpCode) & 0x0f
+	if h.Fin {
+		b[0] |= 0x80
+	}
+	n := 2
+	switch {
+	case h.Length < 126:
+		b[1] = byte(h.Length)
+	case h.Length <= 0xffff:
+		b[1] = 126
+		binary.BigEndian.PutUint16(b[2:], uint16(h.Length))
+		n = 4
+	default:
+		b[1] = 127
+		binary.BigEndian.PutUint64(b[2:], uint64(h.Length))
+		n = 10
+	}
+	if h.Masked {
+		b[1] |= 0x80
+		n += copy(b[n:], h.Mask[:])
+	}
+	return n
+}
+
+func (c *Conn) flush(n int) error {
+	if _, err := c.tr.Write(c.wbuf[:n]); err != nil {
 		err = fmt.Errorf("%w: writing: %v", ErrLost, err)
 		c.fail(err)
-		_ = c.nc.Close()
+		c.tr.Shutdown()
+		return err
 	}
-	return err
+	return nil
 }
 
 func (c *Conn) newMask() (m [4]byte) {
@@ -496,28 +800,18 @@ func (c *Conn) newMask() (m [4]byte) {
 func (c *Conn) writeControl(op ws.OpCode, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.writeControlLocked(op, payload)
-}
-
-func (c *Conn) writeControlLocked(op ws.OpCode, payload []byte) error {
 	if c.sentCls {
 		return ErrClosed
 	}
 	if op == ws.OpClose {
 		c.sentCls = true
 	}
+	var f [ws.MaxHeaderSize + ws.MaxControlFramePayloadSize]byte
 	mask := c.newMask()
-	c.wbuf = c.wbuf[:0]
-	h := ws.Header{Fin: true, OpCode: op, Masked: true, Mask: mask, Length: int64(len(payload))}
-	if err := ws.WriteHeaderBuffer((*writer)(c), h, c.hdr[:]); err != nil {
-		return err
-	}
-	start := len(c.wbuf)
-	c.wbuf = append(c.wbuf, payload...)
-	ws.Cipher(c.wbuf[start:], mask, 0)
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.wtimeout))
-	_, err := c.nc.Write(c.wbuf)
-	c.wbuf = c.wbuf[:0]
+	n := putHeader(f[:], ws.Header{Fin: true, OpCode: op, Masked: true, Mask: mask, Length: int64(len(payload))})
+	maskCopy(f[n:], payload, mask, 0)
+	c.tr.BeginWrite(c.wtimeout)
+	_, err := c.tr.Write(f[:n+len(payload)])
 	return err
 }
 
@@ -538,20 +832,30 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		if c.Err() == nil {
 			if err := c.writeClose(ws.StatusNormalClosure, ""); err == nil {
-				select { // the reader sees the server's close or EOF
-				case <-c.dead:
-				case <-time.After(closeWait):
+				// Read (and drop) until the server's close or EOF.
+				c.rmu.Lock()
+				_ = c.tr.SetReadDeadline(time.Now().Add(closeWait))
+				for c.Err() == nil {
+					if _, err := c.readMessage(); err != nil {
+						break
+					}
 				}
+				c.rmu.Unlock()
 			}
 		}
 		c.fail(ErrClosed)
-		_ = c.nc.Close()
+		c.tr.Shutdown()
 		<-c.done
-		// The reader has exited; the buffer is no longer shared.
+		// Nothing reads or writes any more: release the socket and buffer.
+		c.rmu.Lock()
+		c.wmu.Lock()
+		_ = c.tr.Close()
 		if c.rbuf != nil {
 			c.alloc.Free(c.rbuf)
 			c.rbuf = nil
 		}
+		c.wmu.Unlock()
+		c.rmu.Unlock()
 	})
 	return nil
 }
@@ -560,6 +864,9 @@ func (c *Conn) Close() error {
 func (c *Conn) Done() <-chan struct{} { return c.dead }
 
 func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true // the common case, without errors.As's allocation
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -113,30 +114,39 @@ func DecodeArrayHost(b []byte, shape []int, a *Array) (rest []byte, err error) {
 }
 
 func decodeArray(b []byte, shape []int, a *Array, host bool) (rest []byte, err error) {
+	rest, window, err := decodeArrayRaw(b, shape, a)
+	if err == nil && host {
+		a.toHost(window)
+	}
+	return rest, err
+}
+
+// decodeArrayRaw decodes without touching b; window is the number of bytes
+// before the data that toHost may write over.
+func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, err error) {
 	n, rest, err := mapLen(b)
 	if err != nil {
-		return b, err
+		return b, 0, err
 	}
 	var tagged, haveData, haveDtype, haveShape bool
 	var dtypeBytes []byte
-	window := 0
 	a.Shape = shape[:0]
 	for i := 0; i < n; i++ {
 		var k []byte
 		if k, rest, err = readKey(rest); err != nil {
-			return b, err
+			return b, 0, err
 		}
 		switch string(k) {
 		case "__ndarray__":
 			var v bool
 			if v, rest, err = msgp.ReadBoolBytes(rest); err != nil {
-				return b, fmt.Errorf("__ndarray__: %v", err)
+				return b, 0, fmt.Errorf("__ndarray__: %v", err)
 			}
 			tagged = v
 		case "data":
 			before := len(rest)
 			if a.Data, rest, err = msgp.ReadBytesZC(rest); err != nil {
-				return b, fmt.Errorf("data: %v", err)
+				return b, 0, fmt.Errorf("data: %v", err)
 			}
 			// The key and the bin header just read are free to overwrite.
 			window = before - len(rest) - len(a.Data) + len(k) + 1
@@ -149,55 +159,52 @@ func decodeArray(b []byte, shape []int, a *Array, host bool) (rest []byte, err e
 				dtypeBytes, rest, err = msgp.ReadBytesZC(rest)
 			}
 			if err != nil {
-				return b, fmt.Errorf("dtype: %v", err)
+				return b, 0, fmt.Errorf("dtype: %v", err)
 			}
 			haveDtype = true
 		case "shape":
 			var dims int
 			if dims, rest, err = arrayLen(rest); err != nil {
-				return b, fmt.Errorf("shape: %v", err)
+				return b, 0, fmt.Errorf("shape: %v", err)
 			}
 			if dims > MaxDims || dims > cap(shape) {
-				return b, fmt.Errorf("shape has %d dimensions, at most %d are supported", dims, MaxDims)
+				return b, 0, fmt.Errorf("shape has %d dimensions, at most %d are supported", dims, MaxDims)
 			}
 			a.Shape = shape[:dims]
 			for d := 0; d < dims; d++ {
 				var v int64
 				if v, rest, err = msgp.ReadInt64Bytes(rest); err != nil {
-					return b, fmt.Errorf("shape[%d]: %v", d, err)
+					return b, 0, fmt.Errorf("shape[%d]: %v", d, err)
 				}
 				if v < 0 || v > math.MaxInt32*int64(1<<31) {
-					return b, fmt.Errorf("shape[%d] is %d, want a non-negative dimension", d, v)
+					return b, 0, fmt.Errorf("shape[%d] is %d, want a non-negative dimension", d, v)
 				}
 				a.Shape[d] = int(v)
 			}
 			haveShape = true
 		default:
 			if rest, err = msgp.Skip(rest); err != nil {
-				return b, fmt.Errorf("key %q: %v", k, err)
+				return b, 0, fmt.Errorf("key %q: %v", k, err)
 			}
 		}
 	}
 	switch {
 	case !tagged:
-		return b, errors.New("map is not an ndarray: __ndarray__ is missing or false")
+		return b, 0, errors.New("map is not an ndarray: __ndarray__ is missing or false")
 	case !haveData:
-		return b, errors.New("ndarray has no data")
+		return b, 0, errors.New("ndarray has no data")
 	case !haveDtype:
-		return b, errors.New("ndarray has no dtype")
+		return b, 0, errors.New("ndarray has no dtype")
 	case !haveShape:
-		return b, errors.New("ndarray has no shape")
+		return b, 0, errors.New("ndarray has no shape")
 	}
 	if a.DType, err = ParseDType(dtypeBytes); err != nil {
-		return b, err
+		return b, 0, err
 	}
 	if err = a.Check(); err != nil {
-		return b, err
+		return b, 0, err
 	}
-	if host {
-		a.toHost(window)
-	}
-	return rest, nil
+	return rest, window, nil
 }
 
 // Scalar is a decoded number from a msgpack int/float/bool or a numpy scalar
@@ -414,45 +421,95 @@ type Action struct {
 	idStore    []int64
 	chunkShape [MaxDims]int
 	idShape    [MaxDims]int
+
+	// The structure of the last message decoded: its length, where the
+	// chunk's data sat in it before toHost, and copies of the bytes around
+	// that. A message equal to it outside the data has the same env_ids,
+	// dtype and shape (a server sends the same structure every time), so
+	// Decode takes only its data.
+	same       bool
+	sameLen    int
+	sameOff    int // of the chunk's data, as received
+	sameDType  DType
+	sameWindow int
+	sameIDs    int    // len(EnvIDs), or -1 when the message had none
+	pristine   []byte // a copy of the message made before decoding it
 }
 
 // Decode decodes an action message in place: it may move and
 // byte-swap bytes inside msg, and the result views msg.
 func (a *Action) Decode(msg []byte) error {
-	kind, data, err := Envelope(msg)
-	if err != nil {
+	if a.same && len(msg) == a.sameLen {
+		end := a.sameOff + len(a.Chunk.Data)
+		if string(msg[:a.sameOff]) == string(a.pristine[:a.sameOff]) && string(msg[end:]) == string(a.pristine[end:]) {
+			a.Chunk.DType = a.sameDType
+			a.Chunk.Data = msg[a.sameOff:end:end]
+			a.Chunk.toHost(a.sameWindow)
+			a.EnvIDs = nil
+			if a.sameIDs >= 0 {
+				a.EnvIDs = a.idStore[:a.sameIDs]
+			}
+			return nil
+		}
+	}
+	a.same = false
+	a.pristine = append(a.pristine[:0], msg...)
+	off, err := a.decode(msg)
+	if err != nil || len(a.Chunk.Data) == 0 {
 		return err
 	}
+	a.sameLen, a.sameOff = len(msg), off
+	a.sameIDs = -1
+	if a.EnvIDs != nil {
+		a.sameIDs = len(a.EnvIDs)
+	}
+	a.same = true
+	return nil
+}
+
+// decode is Decode without the shortcut; off is where the chunk's data was
+// in msg before toHost.
+func (a *Action) decode(msg []byte) (off int, err error) {
+	kind, data, err := Envelope(msg)
+	if err != nil {
+		return 0, err
+	}
 	if string(kind) != TypeAction {
-		return malformedf("message_type", "got %q, want %q", kind, TypeAction)
+		return 0, malformedf("message_type", "got %q, want %q", kind, TypeAction)
 	}
 	if data == nil {
-		return malformedf("action", "no data key (SPEC 5.3)")
+		return 0, malformedf("action", "no data key (SPEC 5.3)")
 	}
 	n, rest, err := mapLen(data)
 	if err != nil {
-		return malformed("action.data", err)
+		return 0, malformed("action.data", err)
 	}
 	a.EnvIDs = nil
 	haveChunk := false
 	for i := 0; i < n; i++ {
 		var k []byte
 		if k, rest, err = readKey(rest); err != nil {
-			return malformed("action.data", err)
+			return 0, malformed("action.data", err)
 		}
 		switch string(k) {
 		case "action":
-			if rest, err = DecodeArrayHost(rest, a.chunkShape[:], &a.Chunk); err != nil {
-				return malformed("action.data.action", err)
+			var window int
+			if rest, window, err = decodeArrayRaw(rest, a.chunkShape[:], &a.Chunk); err != nil {
+				return 0, malformed("action.data.action", err)
 			}
+			if len(a.Chunk.Data) > 0 {
+				off = int(uintptr(unsafe.Pointer(&a.Chunk.Data[0])) - uintptr(unsafe.Pointer(&msg[0])))
+			}
+			a.sameDType, a.sameWindow = a.Chunk.DType, window
+			a.Chunk.toHost(window)
 			haveChunk = true
 		case "env_ids":
 			if rest, err = DecodeArrayHost(rest, a.idShape[:], &a.envIDs); err != nil {
-				return malformed("action.data.env_ids", err)
+				return 0, malformed("action.data.env_ids", err)
 			}
 			ids := &a.envIDs
 			if ids.DType.Kind != 'i' && ids.DType.Kind != 'u' || len(ids.Shape) != 1 {
-				return malformedf("action.data.env_ids", "is %s of shape %v, want a one-dimensional integer array", ids.DType, ids.Shape)
+				return 0, malformedf("action.data.env_ids", "is %s of shape %v, want a one-dimensional integer array", ids.DType, ids.Shape)
 			}
 			if cap(a.idStore) < ids.Shape[0] {
 				a.idStore = make([]int64, ids.Shape[0])
@@ -461,26 +518,26 @@ func (a *Action) Decode(msg []byte) error {
 			for j := range a.EnvIDs {
 				s := elementScalar(ids.DType, ids.Data[j*ids.DType.Size:])
 				if s.Kind != 'i' {
-					return malformedf("action.data.env_ids", "env_ids[%d] does not fit an int64", j)
+					return 0, malformedf("action.data.env_ids", "env_ids[%d] does not fit an int64", j)
 				}
 				a.EnvIDs[j] = s.Int
 			}
 		default:
 			if rest, err = msgp.Skip(rest); err != nil {
-				return malformed("action.data."+string(k), err)
+				return 0, malformed("action.data."+string(k), err)
 			}
 		}
 	}
 	if !haveChunk {
-		return malformedf("action.data", "no action key (SPEC 5.3)")
+		return 0, malformedf("action.data", "no action key (SPEC 5.3)")
 	}
 	if !a.Chunk.DType.Numeric() {
-		return malformedf("action.data.action", "dtype %s is not numeric", a.Chunk.DType)
+		return 0, malformedf("action.data.action", "dtype %s is not numeric", a.Chunk.DType)
 	}
 	if len(a.Chunk.Shape) < 2 {
-		return malformedf("action.data.action", "shape %v, want [H, n, *da] (SPEC 5.3)", a.Chunk.Shape)
+		return 0, malformedf("action.data.action", "shape %v, want [H, n, *da] (SPEC 5.3)", a.Chunk.Shape)
 	}
-	return nil
+	return off, nil
 }
 
 // Horizon is H, the chunk's leading dimension.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unicode/utf8"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -30,11 +31,17 @@ type Message struct {
 	total   int
 	rows    []int    // scratch for row selection
 	typestr [24]byte // scratch for a dtype's text
+
+	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
+	src     segSrc  // the source of the next refs
+	srcBase []byte
 }
 
 type segment struct {
 	ext        []byte // caller memory; when nil, the segment is head[start:end]
 	start, end int
+	src        segSrc // where ext comes from, and at which offset (plan.go)
+	lo         int
 }
 
 // Reset empties m, keeping its buffers.
@@ -43,6 +50,8 @@ func (m *Message) Reset() {
 	m.segs = m.segs[:0]
 	m.mark = 0
 	m.total = 0
+	m.plan.kind = planNone
+	m.setSrc(srcNone, 0, nil)
 }
 
 // Len is the encoded length in bytes.
@@ -69,6 +78,23 @@ func (m *Message) AppendTo(dst []byte) []byte {
 	return dst
 }
 
+// CopyTo copies the whole encoded message to the front of dst, which must
+// hold Len bytes, and returns Len: the connection's path for a message that
+// fits its buffer, one plain copy per segment.
+func (m *Message) CopyTo(dst []byte) int {
+	dst = dst[:m.total]
+	w := 0
+	for i := range m.segs {
+		s := &m.segs[i]
+		if s.ext != nil {
+			w += copy(dst[w:], s.ext)
+		} else {
+			w += copy(dst[w:], m.head[s.start:s.end])
+		}
+	}
+	return w
+}
+
 // seal closes the pending run of head bytes into a segment.
 func (m *Message) seal() {
 	if len(m.head) > m.mark {
@@ -84,7 +110,7 @@ func (m *Message) ref(b []byte) {
 		return
 	}
 	m.seal()
-	m.segs = append(m.segs, segment{ext: b})
+	m.segs = append(m.segs, segment{ext: b, src: m.src, lo: m.srcOffset(b)})
 	m.total += len(b)
 }
 
@@ -94,19 +120,75 @@ func (m *Message) Finish() { m.seal() }
 // Raw appends already-encoded msgpack bytes (copied into the head).
 func (m *Message) Raw(b []byte) { m.head = append(m.head, b...) }
 
-// Map, Str, Key and friends append msgpack values to the structure.
-func (m *Message) Map(n int)    { m.head = msgp.AppendMapHeader(m.head, uint32(n)) }
-func (m *Message) List(n int)   { m.head = msgp.AppendArrayHeader(m.head, uint32(n)) }
+// Map, Str, Key and friends append msgpack values to the structure. The
+// small cases (fixmap, fixarray, positive fixint) are written inline: an
+// exchange's structure is made of them.
+func (m *Message) Map(n int) {
+	if n < 16 {
+		m.head = append(m.head, 0x80|byte(n))
+		return
+	}
+	m.head = msgp.AppendMapHeader(m.head, uint32(n))
+}
+func (m *Message) List(n int) {
+	if n < 16 {
+		m.head = append(m.head, 0x90|byte(n))
+		return
+	}
+	m.head = msgp.AppendArrayHeader(m.head, uint32(n))
+}
 func (m *Message) Str(s string) { m.head = msgp.AppendString(m.head, s) }
 func (m *Message) Int(v int64) {
 	// msgpack-python packs a non-negative int as fixint or uint8/16/32/64;
 	// msgp.AppendInt64 would use int16 for 128..255 and so on. Python's
 	// choice is the one that makes shapes like [n, 224, 224, 3] byte-equal.
 	if v >= 0 {
+		if v < 128 {
+			m.head = append(m.head, byte(v))
+			return
+		}
 		m.head = msgp.AppendUint64(m.head, uint64(v))
 		return
 	}
 	m.head = msgp.AppendInt64(m.head, v)
+}
+
+// raw appends precomputed msgpack bytes (the constant keys below).
+func (m *Message) raw(b []byte) { m.head = append(m.head, b...) }
+
+// The constant parts of the messages, encoded once.
+var (
+	// An ndarray map up to its data's bin header: {__ndarray__: true, data:
+	// (SPEC 3.2, numpy's key order, keys as bin as numpy sends them).
+	ndarrayHead = func() []byte {
+		b := msgp.AppendMapHeader(nil, 4)
+		b = appendBinKey(b, "__ndarray__")
+		b = msgp.AppendBool(b, true)
+		return appendBinKey(b, "data")
+	}()
+	keyDType = appendBinKey(nil, "dtype")
+	keyShape = appendBinKey(nil, "shape")
+
+	strMessageType = msgp.AppendString(nil, "message_type")
+	strData        = msgp.AppendString(nil, "data")
+	strImages      = msgp.AppendString(nil, "images")
+	strStates      = msgp.AppendString(nil, "states")
+	strText        = msgp.AppendString(nil, "text")
+	strEnvIndices  = msgp.AppendString(nil, "env_indices")
+	strStepIDs     = msgp.AppendString(nil, "step_ids")
+	strReuse       = msgp.AppendString(nil, "reuse")
+	strInfer       = msgp.AppendString(nil, TypeInfer)
+	strFeedback    = msgp.AppendString(nil, TypeFeedback)
+	strObs         = msgp.AppendString(nil, "obs")
+	strRewards     = msgp.AppendString(nil, "rewards")
+	strTerminated  = msgp.AppendString(nil, "terminated")
+	strTruncated   = msgp.AppendString(nil, "truncated")
+	strInfo        = msgp.AppendString(nil, "info")
+)
+
+func appendBinKey(b []byte, k string) []byte {
+	b = msgp.AppendBytesHeader(b, uint32(len(k)))
+	return append(b, k...)
 }
 func (m *Message) Bool(v bool)     { m.head = msgp.AppendBool(m.head, v) }
 func (m *Message) Float(v float64) { m.head = msgp.AppendFloat64(m.head, v) }
@@ -117,6 +199,11 @@ func (m *Message) binKey(k string) {
 }
 func (m *Message) binHeader(n int) { m.head = msgp.AppendBytesHeader(m.head, uint32(n)) }
 func (m *Message) dtypeStr(d DType) {
+	if d.Size < 10 {
+		// "<f8", "|u1": a fixstr of three bytes.
+		m.head = append(m.head, 0xa3, d.Order, d.Kind, '0'+byte(d.Size))
+		return
+	}
 	m.head = msgp.AppendStringFromBytes(m.head, d.AppendTo(m.typestr[:0]))
 }
 
@@ -128,18 +215,15 @@ func (m *Message) arrayStart(dataLen int) error {
 	if uint64(dataLen) > math.MaxUint32 {
 		return invalidf("array of %d bytes is larger than msgpack's 4 GiB bin limit", dataLen)
 	}
-	m.Map(4)
-	m.binKey("__ndarray__")
-	m.Bool(true)
-	m.binKey("data")
+	m.raw(ndarrayHead)
 	m.binHeader(dataLen)
 	return nil
 }
 
 func (m *Message) arrayEnd(d DType, lead int, shape []int) {
-	m.binKey("dtype")
+	m.raw(keyDType)
 	m.dtypeStr(d)
-	m.binKey("shape")
+	m.raw(keyShape)
 	m.List(len(shape))
 	for i, v := range shape {
 		if i == 0 && lead >= 0 {
@@ -186,6 +270,13 @@ func (m *Message) int64s(vs []int64) {
 	_ = m.arrayStart(8 * len(vs))
 	m.ref(BytesOf(vs))
 	m.arrayEnd(Int64, -1, []int{len(vs)})
+}
+
+// int64sFrom is int64s of a request field the plan knows as kind.
+func (m *Message) int64sFrom(kind uint8, vs []int64) {
+	m.setSrc(kind, 0, BytesOf(vs))
+	m.int64s(vs)
+	m.setSrc(srcNone, 0, nil)
 }
 
 // bools appends a |b1 array, normalising every byte to 0 or 1 (a C caller's
@@ -269,16 +360,19 @@ func (o *Observation) Validate() error {
 func (m *Message) observation(o *Observation, rows []int) error {
 	m.Map(3)
 	for gi, g := range [2][]NamedArray{o.Images, o.States} {
-		m.Str([2]string{"images", "states"}[gi])
+		m.raw([2][]byte{strImages, strStates}[gi])
 		m.Map(len(g))
 		for i := range g {
 			m.Str(g[i].Name)
-			if err := m.rowsArray(&g[i].Array, rows); err != nil {
+			m.setSrc([2]uint8{srcImage, srcState}[gi], i, g[i].Array.Data)
+			err := m.rowsArray(&g[i].Array, rows)
+			m.setSrc(srcNone, 0, nil)
+			if err != nil {
 				return err
 			}
 		}
 	}
-	m.Str("text")
+	m.raw(strText)
 	text := func(r int) string {
 		if o.Text == nil {
 			return ""
@@ -307,13 +401,7 @@ func (m *Message) observation(o *Observation, rows []int) error {
 	return nil
 }
 
-func runeCount(s string) int {
-	n := 0
-	for range s {
-		n++
-	}
-	return n
-}
+func runeCount(s string) int { return utf8.RuneCountInString(s) }
 
 // Infer is the content of an infer message (SPEC 5.2, 10.1).
 type Infer struct {
@@ -375,6 +463,10 @@ func (m *Message) selectRows(what string, n int, obs *Observation, obsRows []int
 
 // EncodeInfer encodes an infer message into m (which it resets).
 func EncodeInfer(m *Message, in *Infer) error {
+	if m.planMatchInfer(in) {
+		m.planRefresh(in, nil)
+		return nil
+	}
 	m.Reset()
 	n := len(in.EnvIndices)
 	if n == 0 {
@@ -404,21 +496,22 @@ func EncodeInfer(m *Message, in *Infer) error {
 		keys = 5
 	}
 	m.Map(keys)
-	m.Str("message_type")
-	m.Str(TypeInfer)
-	m.Str("data")
+	m.raw(strMessageType)
+	m.raw(strInfer)
+	m.raw(strData)
 	if err := m.observation(in.Obs, rows); err != nil {
 		return err
 	}
-	m.Str("env_indices")
-	m.int64s(in.EnvIndices)
-	m.Str("step_ids")
-	m.int64s(in.StepIDs)
+	m.raw(strEnvIndices)
+	m.int64sFrom(srcEnvs, in.EnvIndices)
+	m.raw(strStepIDs)
+	m.int64sFrom(srcSteps, in.StepIDs)
 	if in.Reuse != nil {
-		m.Str("reuse")
+		m.raw(strReuse)
 		m.bools(in.Reuse)
 	}
 	m.Finish()
+	m.planSaveInfer(in)
 	return nil
 }
 
@@ -460,6 +553,10 @@ type Feedback struct {
 
 // EncodeFeedback encodes a feedback message into m (which it resets).
 func EncodeFeedback(m *Message, f *Feedback) error {
+	if m.planMatchFeedback(f) {
+		m.planRefresh(nil, f)
+		return nil
+	}
 	m.Reset()
 	n := len(f.EnvIndices)
 	if n == 0 {
@@ -492,27 +589,29 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		return err
 	}
 	m.Map(4)
-	m.Str("message_type")
-	m.Str(TypeFeedback)
-	m.Str("env_indices")
-	m.int64s(f.EnvIndices)
-	m.Str("step_ids")
-	m.int64s(f.StepIDs)
-	m.Str("data")
+	m.raw(strMessageType)
+	m.raw(strFeedback)
+	m.raw(strEnvIndices)
+	m.int64sFrom(srcEnvs, f.EnvIndices)
+	m.raw(strStepIDs)
+	m.int64sFrom(srcSteps, f.StepIDs)
+	m.raw(strData)
 	m.Map(5)
-	m.Str("obs")
+	m.raw(strObs)
 	if err := m.observation(f.Obs, rows); err != nil {
 		return err
 	}
-	m.Str("rewards")
+	m.raw(strRewards)
 	_ = m.arrayStart(4 * n)
+	m.setSrc(srcRewards, 0, BytesOf(f.Rewards))
 	m.ref(BytesOf(f.Rewards))
+	m.setSrc(srcNone, 0, nil)
 	m.arrayEnd(Float32, -1, []int{n})
-	m.Str("terminated")
+	m.raw(strTerminated)
 	m.bools(f.Terminated)
-	m.Str("truncated")
+	m.raw(strTruncated)
 	m.bools(f.Truncated)
-	m.Str("info")
+	m.raw(strInfo)
 	if e := f.Episode; e == nil {
 		m.Map(0)
 	} else {
@@ -525,10 +624,12 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		m.Map(keys)
 		m.Str("r")
 		_ = m.arrayStart(8 * n)
+		m.setSrc(srcReturns, 0, BytesOf(e.Return))
 		m.ref(BytesOf(e.Return))
+		m.setSrc(srcNone, 0, nil)
 		m.arrayEnd(Float64, -1, []int{n})
 		m.Str("l")
-		m.int64s(e.Length)
+		m.int64sFrom(srcLengths, e.Length)
 		if e.Success != nil {
 			m.Str("s")
 			m.bools(e.Success)
@@ -537,5 +638,6 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		m.bools(e.Mask)
 	}
 	m.Finish()
+	m.planSaveFeedback(f)
 	return nil
 }

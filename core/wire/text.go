@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -25,22 +26,28 @@ func TextWidth(strs []string) int {
 // NUL-padded (SPEC 3.4). Invalid UTF-8 becomes U+FFFD, as in Python's
 // "replace" error handler; s must not be longer than width code points.
 func AppendUTF32(dst []byte, s string, width int) []byte {
-	var word [4]byte
-	n := 0
-	for _, r := range s {
-		if n == width {
-			break
-		}
-		if NativeOrder == '<' {
-			binary.LittleEndian.PutUint32(word[:], uint32(r))
-		} else {
-			binary.BigEndian.PutUint32(word[:], uint32(r))
-		}
-		dst = append(dst, word[:]...)
-		n++
+	n0 := len(dst)
+	dst = slices.Grow(dst, 4*width)[:n0+4*width]
+	out := dst[n0:]
+	clear(out) // the NUL padding, and the zero bytes of ASCII code points
+	lo := 0    // the byte of a code point below 0x100 within its word
+	if NativeOrder != '<' {
+		lo = 3
 	}
-	for ; n < width; n++ {
-		dst = append(dst, 0, 0, 0, 0)
+	n := 0
+	for i := 0; i < len(s) && n < width; n++ {
+		if c := s[i]; c < utf8.RuneSelf { // ASCII: one byte of the word
+			out[4*n+lo] = c
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:]) // RuneError for bad bytes, as range does
+		i += size
+		if NativeOrder == '<' {
+			binary.LittleEndian.PutUint32(out[4*n:], uint32(r))
+		} else {
+			binary.BigEndian.PutUint32(out[4*n:], uint32(r))
+		}
 	}
 	return dst
 }

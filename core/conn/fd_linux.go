@@ -1,0 +1,223 @@
+//go:build linux
+
+package conn
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// fdConn is a TCP socket in blocking mode, owned by this package and not
+// registered with Go's network poller. Read and Write are system calls on
+// the calling thread; deadlines become SO_RCVTIMEO / SO_SNDTIMEO, set only
+// when they would otherwise overshoot, so a steady stream of calls with the
+// same timeout makes no extra system call.
+type fdConn struct {
+	fd       int
+	rdl, wdl deadline      // set by SetReadDeadline / SetWriteDeadline
+	rto, wto time.Duration // the socket's SO_RCVTIMEO / SO_SNDTIMEO; 0: none
+	nonblock bool          // Read does not wait (tlsTransport.TryRead)
+	// wlazy, when set, is the write timeout of the current message, whose
+	// deadline is not yet fixed: Write first tries without waiting, and
+	// only a write that would wait reads the clock (see beginWrite).
+	wlazy time.Duration
+	once  sync.Once
+}
+
+// timeoSlack is how far a socket timeout may run past a deadline before it
+// is set again: the kernel counts it in scheduler ticks anyway.
+const timeoSlack = 10 * time.Millisecond
+
+// takeover moves a *net.TCPConn to an fdConn: a duplicate of its descriptor
+// in blocking mode; the original is closed, which removes it from Go's
+// poller (and with it the poller's wake-ups on every arrival).
+func (d *dialConn) takeover() error {
+	tc, ok := d.Conn.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) {
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
+		if e != 0 {
+			derr = os.NewSyscallError("fcntl", e)
+			return
+		}
+		nfd = int(r)
+	}); err != nil {
+		return err
+	}
+	if derr != nil {
+		return derr
+	}
+	if err := syscall.SetNonblock(nfd, false); err != nil {
+		syscall.Close(nfd)
+		return os.NewSyscallError("fcntl", err)
+	}
+	_ = tc.Close()
+	d.fd = &fdConn{fd: nfd}
+	return nil
+}
+
+func (f *fdConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if f.nonblock {
+		return f.tryRead(p)
+	}
+	if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, false); err != nil {
+		return 0, err
+	}
+	for {
+		n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
+		switch e {
+		case 0:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return int(n), nil
+		case syscall.EINTR:
+		case syscall.EAGAIN: // SO_RCVTIMEO ran out
+			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, true); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, os.NewSyscallError("recvfrom", e)
+		}
+	}
+}
+
+// tryRead reads without waiting; nothing to read is os.ErrDeadlineExceeded.
+func (f *fdConn) tryRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		// MSG_DONTWAIT never blocks, so the scheduler need not know.
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return int(n), nil
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return 0, os.ErrDeadlineExceeded
+		default:
+			return 0, os.NewSyscallError("recvfrom", e)
+		}
+	}
+}
+
+// beginWrite starts a message that must be written within timeout. Most
+// messages go out in one send that does not wait, so the deadline is fixed
+// (and the clock read) only when a send would wait: the bound then counts
+// from there, after sends that took no waiting.
+func (f *fdConn) beginWrite(timeout time.Duration) {
+	f.wdl.set(time.Time{})
+	f.wlazy = timeout
+}
+
+// dontWaitMax bounds the sends made with RawSyscall (not telling the
+// scheduler): a non-blocking send of this much takes microseconds.
+const dontWaitMax = 64 << 10
+
+func (f *fdConn) Write(p []byte) (int, error) {
+	done := 0
+	if f.wlazy > 0 {
+		if len(p) > 0 {
+			var n uintptr
+			var e syscall.Errno
+			for {
+				if len(p) <= dontWaitMax {
+					n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+				} else {
+					n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+				}
+				if e != syscall.EINTR {
+					break
+				}
+			}
+			switch e {
+			case 0:
+				done = int(n)
+			case syscall.EAGAIN:
+			default:
+				return 0, os.NewSyscallError("sendto", e)
+			}
+			if done == len(p) {
+				return done, nil
+			}
+		}
+		// The send would wait: the message's deadline starts now.
+		f.wdl.set(time.Now().Add(f.wlazy))
+		f.wlazy = 0
+	}
+	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+		return done, err
+	}
+	for done < len(p) {
+		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			done += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN: // SO_SNDTIMEO ran out
+			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, true); err != nil {
+				return done, err
+			}
+		default:
+			return done, os.NewSyscallError("sendto", e)
+		}
+	}
+	return done, nil
+}
+
+// arm sets the socket timeout opt (whose current value is *cur) so that a
+// blocking call returns by deadline; ranOut says the last call's timeout
+// ran out. A deadline that has passed is os.ErrDeadlineExceeded.
+func (f *fdConn) arm(opt int, cur *time.Duration, dl *deadline, ranOut bool) error {
+	var want time.Duration // 0: no timeout
+	if d, ok := dl.get(); ok {
+		if want = time.Until(d); want <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		if want < time.Microsecond {
+			want = time.Microsecond // a zero timeval would mean none
+		}
+	}
+	switch {
+	case want == 0 && *cur == 0:
+		return nil
+	case want != 0 && !ranOut && *cur != 0 && *cur <= want+timeoSlack:
+		return nil // the current timeout ends by the deadline
+	}
+	tv := syscall.NsecToTimeval(int64(want))
+	if want != 0 && tv.Sec == 0 && tv.Usec == 0 {
+		tv.Usec = 1
+	}
+	if err := syscall.SetsockoptTimeval(f.fd, syscall.SOL_SOCKET, opt, &tv); err != nil {
+		return os.NewSyscallError("setsockopt", err)
+	}
+	*cur = want
+	return nil
+}
+
+func (f *fdConn) shutdown() { _ = syscall.Shutdown(f.fd, syscall.SHUT_RDWR) }
+
+func (f *fdConn) close() error {
+	var err error
+	f.once.Do(func() { err = syscall.Close(f.fd) })
+	return err
+}

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package conn
+
+import (
+	"os"
+	"time"
+)
+
+// fdConn exists only on Linux; elsewhere the connection stays a net.Conn
+// and takeover does nothing.
+type fdConn struct {
+	rdl, wdl deadline
+	nonblock bool
+	wlazy    time.Duration
+}
+
+func (f *fdConn) beginWrite(time.Duration) {}
+
+func (d *dialConn) takeover() error { return nil }
+
+func (f *fdConn) Read([]byte) (int, error)    { return 0, os.ErrInvalid }
+func (f *fdConn) Write([]byte) (int, error)   { return 0, os.ErrInvalid }
+func (f *fdConn) tryRead([]byte) (int, error) { return 0, os.ErrInvalid }
+func (f *fdConn) shutdown()                   {}
+func (f *fdConn) close() error                { return nil }

@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package conn
+
+func useAVX2Flag() []bool { return []bool{false} }
+
+func setAVX2(bool) {}

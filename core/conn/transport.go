@@ -1,0 +1,199 @@
+package conn
+
+import (
+	"crypto/tls"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// transport is what a Conn reads and writes once the handshake is done: the
+// TCP connection, or TLS over it. All of a Conn's reads happen under its
+// read lock and all writes under its write lock; Read and Write run on the
+// calling goroutine's thread.
+type transport interface {
+	// Read blocks until some bytes arrive, the read deadline passes (an
+	// error whose Timeout() is true) or the connection ends.
+	Read(p []byte) (int, error)
+	// TryRead reads what has already arrived without waiting for more:
+	// (0, nil) when nothing has.
+	TryRead(p []byte) (int, error)
+	// Write writes all of p or fails, by the deadline BeginWrite set.
+	Write(p []byte) (int, error)
+	// BeginWrite starts a message: its Writes must be done within timeout.
+	BeginWrite(timeout time.Duration)
+	SetReadDeadline(t time.Time) error
+	// Shutdown ends the connection in both directions (the peer sees the
+	// end) and wakes a blocked Read or Write; Close then releases it.
+	Shutdown()
+	Close() error
+}
+
+// dialConn is the net.Conn the handshakes (WebSocket, and TLS for wss://)
+// run on, with Go's own deadlines and cancellation. takeover then moves the
+// connection to an fdConn where the platform has one (Linux): a descriptor
+// in blocking mode, read and written with system calls on the calling
+// thread. A C thread blocked in Receive is then woken by the kernel itself
+// when the action arrives, with no Go scheduler hand-off between threads on
+// the way (the hand-off cost more than the rest of a small exchange).
+type dialConn struct {
+	net.Conn         // the *net.TCPConn; unused after takeover
+	fd       *fdConn // nil before takeover, or where there is none
+}
+
+func (d *dialConn) Read(p []byte) (int, error) {
+	if d.fd != nil {
+		return d.fd.Read(p)
+	}
+	return d.Conn.Read(p)
+}
+
+func (d *dialConn) Write(p []byte) (int, error) {
+	if d.fd != nil {
+		return d.fd.Write(p)
+	}
+	return d.Conn.Write(p)
+}
+
+func (d *dialConn) SetDeadline(t time.Time) error {
+	if d.fd != nil {
+		d.fd.rdl.set(t)
+		d.fd.wdl.set(t)
+		return nil
+	}
+	return d.Conn.SetDeadline(t)
+}
+
+func (d *dialConn) SetReadDeadline(t time.Time) error {
+	if d.fd != nil {
+		d.fd.rdl.set(t)
+		return nil
+	}
+	return d.Conn.SetReadDeadline(t)
+}
+
+func (d *dialConn) SetWriteDeadline(t time.Time) error {
+	if d.fd != nil {
+		d.fd.wdl.set(t)
+		d.fd.wlazy = 0
+		return nil
+	}
+	return d.Conn.SetWriteDeadline(t)
+}
+
+func (d *dialConn) BeginWrite(timeout time.Duration) {
+	if d.fd != nil {
+		d.fd.beginWrite(timeout)
+		return
+	}
+	_ = d.Conn.SetWriteDeadline(time.Now().Add(timeout))
+}
+
+func (d *dialConn) TryRead(p []byte) (int, error) {
+	n, err := d.tryRead(p)
+	if err == os.ErrDeadlineExceeded || err != nil && isTimeout(err) {
+		err = nil // nothing there yet
+	}
+	return n, err
+}
+
+// tryRead reads without waiting; nothing to read is a timeout error.
+func (d *dialConn) tryRead(p []byte) (int, error) {
+	if d.fd != nil {
+		return d.fd.tryRead(p)
+	}
+	// Go's net.Conn has no non-blocking read: a deadline just ahead is
+	// the nearest thing (one already past would not read at all).
+	_ = d.Conn.SetReadDeadline(time.Now().Add(tryReadWait))
+	n, err := d.Conn.Read(p)
+	_ = d.Conn.SetReadDeadline(time.Time{})
+	return n, err
+}
+
+// tryReadWait bounds TryRead where there is no non-blocking read.
+const tryReadWait = 200 * time.Microsecond
+
+func (d *dialConn) Shutdown() {
+	if d.fd != nil {
+		d.fd.shutdown()
+		return
+	}
+	_ = d.Conn.Close()
+}
+
+func (d *dialConn) Close() error {
+	if d.fd != nil {
+		return d.fd.close()
+	}
+	return d.Conn.Close()
+}
+
+// tlsTransport is TLS over a dialConn.
+type tlsTransport struct {
+	*tls.Conn
+	d *dialConn
+}
+
+// TryRead reads records that have already arrived: the descriptor reads
+// without waiting meanwhile, and crypto/tls keeps a partial record for the
+// next read (a timeout is not fatal to a tls.Conn's reads).
+func (t *tlsTransport) TryRead(p []byte) (int, error) {
+	var n int
+	var err error
+	if t.d.fd != nil {
+		t.d.fd.nonblock = true
+		n, err = t.Conn.Read(p)
+		t.d.fd.nonblock = false
+	} else {
+		_ = t.Conn.SetReadDeadline(time.Now().Add(tryReadWait))
+		n, err = t.Conn.Read(p)
+		_ = t.Conn.SetReadDeadline(time.Time{})
+	}
+	if err != nil && isTimeout(err) {
+		err = nil
+	}
+	return n, err
+}
+
+func (t *tlsTransport) BeginWrite(timeout time.Duration) {
+	_ = t.Conn.SetWriteDeadline(time.Now().Add(timeout))
+}
+
+func (t *tlsTransport) Shutdown() { t.d.Shutdown() }
+
+func (t *tlsTransport) Close() error {
+	_ = t.Conn.Close() // close_notify, if the socket still takes it
+	return t.d.Close()
+}
+
+// deadline is a deadline that one goroutine may set while another reads it
+// (crypto/tls writes on its own during a read): monotonic nanoseconds since
+// epoch, 0 for none.
+type deadline struct{ ns atomic.Int64 }
+
+var epoch = time.Now()
+
+// mono is the monotonic time since epoch: one clock read, cheaper than
+// time.Now, which reads the wall clock too.
+func mono() time.Duration { return time.Since(epoch) }
+
+func (d *deadline) set(t time.Time) {
+	if t.IsZero() {
+		d.ns.Store(0)
+		return
+	}
+	ns := int64(t.Sub(epoch))
+	if ns <= 0 {
+		ns = 1 // long past, but set
+	}
+	d.ns.Store(ns)
+}
+
+func (d *deadline) get() (time.Time, bool) {
+	ns := d.ns.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return epoch.Add(time.Duration(ns)), true
+}
