@@ -143,22 +143,10 @@ func DecodeInfer(msg []byte) (*InferMsg, error) {
 		return nil, err
 	}
 	in := &InferMsg{}
-	if in.EnvIndices, err = decodeInts("infer.env_indices", f[1].raw); err != nil {
+	if in.EnvIndices, in.StepIDs, err = decodeEnvs(TypeInfer, f[1].raw, f[2].raw); err != nil {
 		return nil, err
 	}
 	n := len(in.EnvIndices)
-	if n == 0 {
-		return nil, malformedf("infer.env_indices", "is empty; an infer names at least one env")
-	}
-	if err = checkIndices("infer.env_indices", in.EnvIndices); err != nil {
-		return nil, err
-	}
-	if in.StepIDs, err = decodeInts("infer.step_ids", f[2].raw); err != nil {
-		return nil, err
-	}
-	if len(in.StepIDs) != n {
-		return nil, malformedf("infer.step_ids", "has %d entries for %d env_indices", len(in.StepIDs), n)
-	}
 	if f[3].seen {
 		if in.Reuse, err = decodeBools("infer.reuse", f[3].raw); err != nil {
 			return nil, err
@@ -171,6 +159,28 @@ func DecodeInfer(msg []byte) (*InferMsg, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// decodeEnvs reads the env_indices and step_ids that infer and feedback
+// both carry: one length n >= 1, indices unique and non-negative.
+func decodeEnvs(kind string, rawIdx, rawSteps []byte) (idx, steps []int64, err error) {
+	if idx, err = decodeInts(kind+".env_indices", rawIdx); err != nil {
+		return nil, nil, err
+	}
+	n := len(idx)
+	if n == 0 {
+		return nil, nil, malformedf(kind+".env_indices", "is empty; every %s names at least one env", kind)
+	}
+	if err = checkIndices(kind+".env_indices", idx); err != nil {
+		return nil, nil, err
+	}
+	if steps, err = decodeInts(kind+".step_ids", rawSteps); err != nil {
+		return nil, nil, err
+	}
+	if len(steps) != n {
+		return nil, nil, malformedf(kind+".step_ids", "has %d entries for %d env_indices", len(steps), n)
+	}
+	return idx, steps, nil
 }
 
 // DecodeFeedback decodes a feedback message, as a server receives it. It does
@@ -190,22 +200,10 @@ func DecodeFeedback(msg []byte) (*FeedbackMsg, error) {
 		return nil, err
 	}
 	fb := &FeedbackMsg{}
-	if fb.EnvIndices, err = decodeInts("feedback.env_indices", f[1].raw); err != nil {
+	if fb.EnvIndices, fb.StepIDs, err = decodeEnvs(TypeFeedback, f[1].raw, f[2].raw); err != nil {
 		return nil, err
 	}
 	m := len(fb.EnvIndices)
-	if m == 0 {
-		return nil, malformedf("feedback.env_indices", "is empty; a feedback names at least one env")
-	}
-	if err = checkIndices("feedback.env_indices", fb.EnvIndices); err != nil {
-		return nil, err
-	}
-	if fb.StepIDs, err = decodeInts("feedback.step_ids", f[2].raw); err != nil {
-		return nil, err
-	}
-	if len(fb.StepIDs) != m {
-		return nil, malformedf("feedback.step_ids", "has %d entries for %d env_indices", len(fb.StepIDs), m)
-	}
 	data := f[0].raw
 	if msgp.NextType(data) != msgp.MapType {
 		return nil, malformedf("feedback.data", "is a %s, want a map (SPEC 5.4)", msgp.NextType(data))
