@@ -90,14 +90,7 @@ func (m *Message) planMatchInfer(in *Infer) bool {
 			return false
 		}
 	}
-	ints := k.ints
-	if in.ObsRows != nil {
-		if !sameInts(in.ObsRows, ints[:len(in.ObsRows)]) {
-			return false
-		}
-		ints = ints[len(in.ObsRows):]
-	}
-	return k.matchObs(in.Obs, ints)
+	return k.matchRowsObs(in.ObsRows, in.Obs)
 }
 
 func (m *Message) planSaveInfer(in *Infer) {
@@ -134,14 +127,7 @@ func (m *Message) planMatchFeedback(f *Feedback) bool {
 			return false
 		}
 	}
-	ints := k.ints
-	if f.ObsRows != nil {
-		if !sameInts(f.ObsRows, ints[:len(f.ObsRows)]) {
-			return false
-		}
-		ints = ints[len(f.ObsRows):]
-	}
-	return k.matchObs(f.Obs, ints)
+	return k.matchRowsObs(f.ObsRows, f.Obs)
 }
 
 func (m *Message) planSaveFeedback(f *Feedback) {
@@ -196,6 +182,19 @@ func (k *planKey) saveObs(o *Observation) {
 
 // matchObs compares o with the saved observation; ints holds the saved
 // shapes.
+// matchRowsObs matches a message's observation rows (saved first in ints,
+// their count already checked) and then its observation.
+func (k *planKey) matchRowsObs(rows []int, o *Observation) bool {
+	ints := k.ints
+	if rows != nil {
+		if !sameInts(rows, ints[:len(rows)]) {
+			return false
+		}
+		ints = ints[len(rows):]
+	}
+	return k.matchObs(o, ints)
+}
+
 func (k *planKey) matchObs(o *Observation, ints []int) bool {
 	if len(o.Images) != k.nImages || len(o.States) != k.nStates || (o.Text != nil) != k.text ||
 		o.TextAsStrings != k.textAsStrings || len(o.Text) != len(k.texts) {
