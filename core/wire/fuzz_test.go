@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -86,7 +87,7 @@ func FuzzDecodeArray(f *testing.F) {
 			t.Fatalf("%d elements from %d bytes (%v)", n, len(b), err)
 		}
 		// The host view: same shape, aligned, host order, the same values.
-		if h.DType != hostDType(a.DType) || !equalInts(h.Shape, a.Shape) || !h.Aligned() || h.DType.Swapped() || !within(h.Data, in2) {
+		if h.DType != hostDType(a.DType) || !slices.Equal(h.Shape, a.Shape) || !h.Aligned() || h.DType.Swapped() || !within(h.Data, in2) {
 			t.Fatalf("host %s %v aligned %v", h.DType, h.Shape, h.Aligned())
 		}
 		want := append([]byte(nil), a.Data...)
@@ -111,7 +112,7 @@ func FuzzDecodeArray(f *testing.F) {
 		if _, err := DecodeArray(m.AppendTo(nil), shape3[:], &a2); err != nil {
 			t.Fatalf("decoding the re-encoded array: %v", err)
 		}
-		if a2.DType != a.DType || !equalInts(a2.Shape, a.Shape) || !bytes.Equal(a2.Data, a.Data) {
+		if a2.DType != a.DType || !slices.Equal(a2.Shape, a.Shape) || !bytes.Equal(a2.Data, a.Data) {
 			t.Fatal("round trip changed the array")
 		}
 		_ = a.Len()
@@ -120,18 +121,6 @@ func FuzzDecodeArray(f *testing.F) {
 			_ = a.Row(a.Len() - 1)
 		}
 	})
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func FuzzActionDecode(f *testing.F) {
@@ -162,7 +151,7 @@ func FuzzActionDecode(f *testing.F) {
 		if err := act.Decode(append([]byte(nil), b...)); err != nil {
 			t.Fatalf("second decode: %v", err)
 		}
-		if (act.EnvIDs != nil) != hadIDs || len(act.EnvIDs) != len(ids) || !bytes.Equal(act.Chunk.Data, data) || !equalInts(act.Chunk.Shape, shape) {
+		if (act.EnvIDs != nil) != hadIDs || len(act.EnvIDs) != len(ids) || !bytes.Equal(act.Chunk.Data, data) || !slices.Equal(act.Chunk.Shape, shape) {
 			t.Fatal("decoding into a reused Action differs")
 		}
 		for i := range ids {

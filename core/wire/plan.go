@@ -1,6 +1,9 @@
 package wire
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // The plan: a Message remembers what its last successful EncodeInfer or
 // EncodeFeedback was made from, apart from the array data it references
@@ -81,7 +84,7 @@ func (m *Message) planMatchInfer(in *Infer) bool {
 	k := &m.plan
 	if k.kind != planInfer || !m.planIntact() || in.Obs == nil || len(in.EnvIndices) != k.n ||
 		len(in.StepIDs) != k.nSteps || (in.Reuse != nil) != k.reuse || (in.Reuse != nil && len(in.Reuse) != k.n) ||
-		(in.ObsRows != nil) != k.rows || len(in.ObsRows) != k.nRows || !equalInt64s(in.EnvIndices, k.envs) {
+		(in.ObsRows != nil) != k.rows || len(in.ObsRows) != k.nRows || !slices.Equal(in.EnvIndices, k.envs) {
 		return false
 	}
 	flags := k.flags
@@ -110,7 +113,7 @@ func (m *Message) planMatchFeedback(f *Feedback) bool {
 	e := f.Episode
 	if k.kind != planFeedback || !m.planIntact() || f.Obs == nil || len(f.EnvIndices) != k.n ||
 		len(f.StepIDs) != k.nSteps || len(f.Rewards) != k.nRewards || (f.ObsRows != nil) != k.rows ||
-		len(f.ObsRows) != k.nRows || (e != nil) != k.episode || !equalInt64s(f.EnvIndices, k.envs) {
+		len(f.ObsRows) != k.nRows || (e != nil) != k.episode || !slices.Equal(f.EnvIndices, k.envs) {
 		return false
 	}
 	flags := k.flags
@@ -187,7 +190,7 @@ func (k *planKey) saveObs(o *Observation) {
 func (k *planKey) matchRowsObs(rows []int, o *Observation) bool {
 	ints := k.ints
 	if rows != nil {
-		if !sameInts(rows, ints[:len(rows)]) {
+		if !slices.Equal(rows, ints[:len(rows)]) {
 			return false
 		}
 		ints = ints[len(rows):]
@@ -206,7 +209,7 @@ func (k *planKey) matchObs(o *Observation, ints []int) bool {
 			a, s := &g[i].Array, &arrs[0]
 			arrs = arrs[1:]
 			if a.DType != s.dtype || len(a.Data) != s.dataLen || len(a.Shape) != s.ndim ||
-				g[i].Name != string(k.strs[name:s.name]) || !sameInts(a.Shape, ints[:s.ndim]) {
+				g[i].Name != string(k.strs[name:s.name]) || !slices.Equal(a.Shape, ints[:s.ndim]) {
 				return false
 			}
 			ints, name = ints[s.ndim:], s.name
@@ -266,30 +269,6 @@ func (m *Message) planRefresh(in *Infer, f *Feedback) {
 		}
 		sg.ext = b[sg.lo : sg.lo+len(sg.ext)]
 	}
-}
-
-func equalInt64s(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // equalBools compares as the encoder sees flags: any nonzero byte is true
