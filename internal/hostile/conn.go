@@ -1,0 +1,570 @@
+package hostile
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+const (
+	// maxRequest bounds the client's upgrade request: the server must not
+	// do itself what it tests clients for.
+	maxRequest = 16 << 10
+	// handshakeTimeout bounds the wait for that request.
+	handshakeTimeout = 10 * time.Second
+	// wsGUID is RFC 6455's magic string for Sec-WebSocket-Accept.
+	wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+)
+
+var (
+	errServerClosed = errors.New("server closed")
+	errConnDeadline = errors.New("the connection's MaxConnTime passed")
+	errReaderEnded  = errors.New("the client's side of the connection ended")
+	errPeerClosed   = errors.New("the client closed, and the close was answered")
+	errClosing      = errors.New("the connection is closing")
+)
+
+// conn is one client connection. Its serve goroutine runs the scenario; in
+// the scenarios that read frames, one reader goroutine more answers control
+// frames, so writes are serialised by wmu.
+type conn struct {
+	s        *Server
+	nc       *countingConn
+	br       *bufio.Reader
+	deadline time.Time // MaxConnTime from the accept
+
+	wmu       sync.Mutex
+	bw        *bufio.Writer
+	closeSent bool // a close frame went out: nothing may follow it
+	// silent is set once a frame has been left unfinished on purpose: a
+	// pong or close written after it would land inside that frame's
+	// payload, and the scenario is that nothing more ever arrives.
+	silent bool
+
+	stalled bool // StallMidFrame: the one reply was sent; read, never answer
+	msg     wire.Message
+}
+
+func (c *conn) run() error {
+	key, err := c.readRequest()
+	if err != nil {
+		return fmt.Errorf("reading the upgrade request: %v", err)
+	}
+	sc := c.s.cfg.Scenario
+	if sc == EndlessHeader {
+		return c.endlessHeader()
+	}
+	if key == "" {
+		_ = c.writeRaw([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
+		return errors.New("the upgrade request has no Sec-WebSocket-Key")
+	}
+	if sc == SlowHandshake {
+		if err := c.slowHandshake(key); err != nil {
+			return err
+		}
+	} else if err := c.writeRaw(upgradeResponse(key)); err != nil {
+		return err
+	}
+	if sc == NoMetadata {
+		// Read so the client's sends never block on us, answer nothing.
+		_, err := io.Copy(io.Discard, c.br)
+		return err
+	}
+	if err := c.writeFrame(ws.OpBinary, c.s.meta); err != nil {
+		return fmt.Errorf("writing metadata: %v", err)
+	}
+	switch sc {
+	case NoRead:
+		// Nothing is read from here on; only Close or MaxConnTime end it.
+		// The client's disconnect goes unnoticed, by design.
+		return c.sleep(time.Until(c.deadline), nil)
+	case PingFlood:
+		return c.pingFlood()
+	}
+	return c.exchange()
+}
+
+// readRequest reads the client's upgrade request up to its blank line and
+// returns its Sec-WebSocket-Key ("" if it has none). Bytes the client sends
+// after the request stay in c.br for the frame reader.
+func (c *conn) readRequest() (string, error) {
+	_ = c.nc.SetReadDeadline(earliest(c.deadline, time.Now().Add(handshakeTimeout)))
+	defer func() { _ = c.nc.SetReadDeadline(c.deadline) }()
+	var line []byte
+	key := ""
+	total := 0
+	first := true
+	for {
+		part, err := c.br.ReadSlice('\n')
+		total += len(part)
+		if total > maxRequest {
+			return "", fmt.Errorf("request longer than %d bytes", maxRequest)
+		}
+		line = append(line, part...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		text := strings.TrimRight(string(line), "\r\n")
+		line = line[:0]
+		if first {
+			if !strings.HasPrefix(text, "GET ") {
+				return "", fmt.Errorf("request line %q is not a GET", text)
+			}
+			first = false
+			continue
+		}
+		if text == "" {
+			return key, nil
+		}
+		name, value, ok := strings.Cut(text, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "Sec-WebSocket-Key") {
+			key = strings.TrimSpace(value)
+		}
+	}
+}
+
+// acceptKey is RFC 6455's Sec-WebSocket-Accept for key.
+func acceptKey(key string) string {
+	sum := sha1.Sum([]byte(key + wsGUID))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// upgradeResponse is a complete, valid 101 response. It offers no
+// extension, so no compression (SPEC 1.1), and no subprotocol.
+func upgradeResponse(key string) []byte {
+	return []byte("HTTP/1.1 101 Switching Protocols\r\n" +
+		"Upgrade: websocket\r\n" +
+		"Connection: Upgrade\r\n" +
+		"Sec-WebSocket-Accept: " + acceptKey(key) + "\r\n\r\n")
+}
+
+// endlessHeader is EndlessHeader after the request.
+func (c *conn) endlessHeader() error {
+	if err := c.writeRaw([]byte("HTTP/1.1 101 Switching Protocols\r\nX-Junk: ")); err != nil {
+		return err
+	}
+	junk := bytes.Repeat([]byte{'a'}, 64<<10)
+	// Unbuffered writes: TCP's flow control paces them to the client's reads.
+	for sent := int64(0); sent < c.s.cfg.HeaderBound; {
+		if err := c.alive(); err != nil {
+			return err
+		}
+		n := int(min(int64(len(junk)), c.s.cfg.HeaderBound-sent))
+		if _, err := c.nc.Write(junk[:n]); err != nil {
+			return err
+		}
+		sent += int64(n)
+	}
+	return fmt.Errorf("sent the header bound of %d bytes", c.s.cfg.HeaderBound)
+}
+
+// slowHandshake sends the 101 response a byte at a time.
+func (c *conn) slowHandshake(key string) error {
+	resp := upgradeResponse(key)
+	for i := range resp {
+		if i > 0 {
+			if err := c.sleep(c.s.cfg.ByteEvery, nil); err != nil {
+				return err
+			}
+		}
+		if _, err := c.nc.Write(resp[i : i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pingFlood is PingFlood after the metadata. Nothing reads, so this
+// goroutine is the only writer.
+func (c *conn) pingFlood() error {
+	var frame bytes.Buffer
+	if err := ws.WriteFrame(&frame, ws.NewPingFrame(bytes.Repeat([]byte{'p'}, 125))); err != nil {
+		return err
+	}
+	one := frame.Len()
+	block := bytes.Repeat(frame.Bytes(), (64<<10)/one)
+	for {
+		if err := c.alive(); err != nil {
+			return err
+		}
+		n, err := c.nc.Write(block)
+		c.s.pings.Add(int64(n / one))
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// exchange serves infers until the connection ends, answering them as the
+// scenario says. A reader goroutine reads frames, answers control frames
+// and hands data messages over, so that a pending answer (SlowAction) or a
+// trickle (HugeLength) does not stop the server from reading.
+func (c *conn) exchange() error {
+	msgs := make(chan []byte)
+	quit := make(chan struct{})
+	rdone := make(chan struct{})
+	var rerr error
+	defer close(quit)
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		defer close(rdone)
+		rerr = c.readLoop(msgs, quit)
+	}()
+	for {
+		var msg []byte
+		select {
+		case <-c.s.done:
+			return errServerClosed
+		case <-rdone:
+			return rerr
+		case msg = <-msgs:
+		}
+		kind, _, err := wire.Envelope(msg)
+		switch {
+		case err != nil:
+			c.s.logf("%s: ignored a message that is not a PlugRL message: %v", c.s.cfg.Scenario, err)
+			continue
+		case string(kind) == wire.TypeFeedback:
+			c.s.feedbacks.Add(1)
+			continue
+		case string(kind) != wire.TypeInfer:
+			c.s.logf("%s: ignored a message of type %q", c.s.cfg.Scenario, kind)
+			continue
+		}
+		c.s.infers.Add(1)
+		if c.stalled {
+			continue
+		}
+		in, err := wire.DecodeInfer(msg)
+		if err != nil {
+			// Nothing to answer it with: an env_ids list needs env_indices.
+			return fmt.Errorf("undecodable infer: %v", err)
+		}
+		if err := c.answer(in, rdone); err != nil {
+			if err == errReaderEnded {
+				<-rdone
+				return rerr
+			}
+			return err
+		}
+	}
+}
+
+// answer replies to one infer as the scenario says.
+func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
+	cfg := &c.s.cfg
+	switch cfg.Scenario {
+	case ZeroDimAction:
+		if err := encodeZeroDimAction(&c.msg, in.EnvIndices, cfg.ZeroDimH); err != nil {
+			return err
+		}
+		return c.sendAction()
+	case BigActionOneEnv:
+		return c.zeroAction(in.EnvIndices, bigHorizon(cfg), cfg.D)
+	case HugeLength:
+		return c.hugeLength(rdone)
+	case StallMidFrame:
+		return c.stallMidFrame(in.EnvIndices)
+	case SlowAction:
+		if err := c.sleep(cfg.ActionDelay, rdone); err != nil {
+			return err
+		}
+	}
+	return c.zeroAction(in.EnvIndices, cfg.H, cfg.D)
+}
+
+// bigHorizon is BigActionOneEnv's H: H*D*4 bytes per env is about
+// ActionBytes.
+func bigHorizon(cfg *Config) int {
+	return max(1, cfg.ActionBytes/(4*cfg.D))
+}
+
+// zeroAction sends an action of "<f4" zeros of shape [h, n, d].
+func (c *conn) zeroAction(envIDs []int64, h, d int) error {
+	if err := encodeZeroAction(&c.msg, envIDs, h, d, c.s.zeroBytes); err != nil {
+		return err
+	}
+	return c.sendAction()
+}
+
+// hugeLength is HugeLength's reply: a header claiming 2^62 bytes, then a
+// trickle of zeros that never completes it.
+func (c *conn) hugeLength(rdone <-chan struct{}) error {
+	c.wmu.Lock()
+	if c.closeSent {
+		c.wmu.Unlock()
+		return errClosing
+	}
+	c.silent = true
+	err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: 1 << 62})
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.s.actions.Add(1)
+	zeros := make([]byte, c.s.cfg.TrickleBytes)
+	for {
+		if err := c.sleep(c.s.cfg.TrickleEvery, rdone); err != nil {
+			return err
+		}
+		// silent keeps every other writer away; the lock is for form.
+		c.wmu.Lock()
+		_, err := c.nc.Write(zeros)
+		c.wmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// stallMidFrame is StallMidFrame's reply: the first half of a valid action
+// frame, then silence.
+func (c *conn) stallMidFrame(envIDs []int64) error {
+	cfg := &c.s.cfg
+	if err := encodeZeroAction(&c.msg, envIDs, cfg.H, cfg.D, c.s.zeroBytes); err != nil {
+		return err
+	}
+	var frame bytes.Buffer
+	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(c.msg.Len())}
+	if err := ws.WriteHeader(&frame, h); err != nil {
+		return err
+	}
+	head := frame.Len()
+	frame.Write(c.msg.AppendTo(nil))
+	// Half, but always the whole header and at least one payload byte, so
+	// the client is committed to the frame.
+	half := max(frame.Len()/2, head+1)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return errClosing
+	}
+	c.silent = true
+	c.stalled = true
+	if _, err := c.bw.Write(frame.Bytes()[:half]); err != nil {
+		return err
+	}
+	c.s.actions.Add(1)
+	return c.bw.Flush()
+}
+
+// sendAction writes c.msg as one binary frame.
+func (c *conn) sendAction() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent || c.silent {
+		return errClosing
+	}
+	m := &c.msg
+	if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(m.Len())}); err != nil {
+		return err
+	}
+	for i := 0; i < m.Segments(); i++ {
+		if _, err := c.bw.Write(m.Segment(i)); err != nil {
+			return err
+		}
+	}
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	c.s.actions.Add(1)
+	return nil
+}
+
+// writeFrame writes one unfragmented, unmasked frame.
+func (c *conn) writeFrame(op ws.OpCode, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent || c.silent {
+		return errClosing
+	}
+	if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: op, Length: int64(len(payload))}); err != nil {
+		return err
+	}
+	if _, err := c.bw.Write(payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// control writes a control frame unless the connection is closing or
+// silent, and reports whether it did.
+func (c *conn) control(f ws.Frame) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent || c.silent {
+		return false
+	}
+	if f.Header.OpCode == ws.OpClose {
+		c.closeSent = true
+	}
+	if ws.WriteFrame(c.bw, f) != nil {
+		return false
+	}
+	return c.bw.Flush() == nil
+}
+
+// writeRaw writes bytes that are not a frame (the handshake).
+func (c *conn) writeRaw(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.bw.Write(b); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// readLoop reads the client's frames until the connection ends: it answers
+// pings, answers a close frame (except in CloseNoReply, or once silent),
+// and hands each complete binary message to msgs. Text messages are
+// dropped.
+func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
+	var buf []byte
+	var op ws.OpCode
+	started := false
+	for {
+		h, err := ws.ReadHeader(c.br)
+		if err != nil {
+			return err
+		}
+		if !h.Masked {
+			return errors.New("client frame not masked (RFC 6455 5.1)")
+		}
+		if h.OpCode.IsControl() {
+			if h.Length > 125 || !h.Fin {
+				return errors.New("control frame fragmented or longer than 125 bytes (RFC 6455 5.5)")
+			}
+			p := make([]byte, h.Length)
+			if _, err := io.ReadFull(c.br, p); err != nil {
+				return err
+			}
+			ws.Cipher(p, h.Mask, 0)
+			switch h.OpCode {
+			case ws.OpPing:
+				c.control(ws.NewPongFrame(p))
+			case ws.OpClose:
+				c.s.closeFrames.Add(1)
+				if c.s.cfg.Scenario == CloseNoReply {
+					// Never answered: read on until the client drops the
+					// connection.
+					continue
+				}
+				code, _ := ws.ParseCloseFrameData(p)
+				var body []byte
+				if code != 0 {
+					body = ws.NewCloseFrameBody(code, "")
+				}
+				if c.control(ws.NewCloseFrame(body)) {
+					return errPeerClosed
+				}
+			}
+			continue
+		}
+		switch {
+		case h.OpCode == ws.OpContinuation && !started:
+			return errors.New("continuation frame with no message to continue")
+		case h.OpCode != ws.OpContinuation && started:
+			return errors.New("new data frame inside a fragmented message")
+		}
+		if !started {
+			op, started = h.OpCode, true
+		}
+		if h.Length > c.s.cfg.MaxMessage-int64(len(buf)) {
+			return fmt.Errorf("client message longer than MaxMessage (%d bytes)", c.s.cfg.MaxMessage)
+		}
+		n := len(buf)
+		if buf, err = readPayload(c.br, buf, h.Length); err != nil {
+			return err
+		}
+		ws.Cipher(buf[n:], h.Mask, 0)
+		if !h.Fin {
+			continue
+		}
+		started = false
+		if op == ws.OpBinary {
+			select {
+			case msgs <- buf:
+			case <-quit:
+				return errServerClosed
+			}
+		}
+		buf = nil
+	}
+}
+
+// readPayload appends n bytes from r to buf, growing buf as bytes arrive
+// rather than trusting the declared length.
+func readPayload(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	for n > 0 {
+		chunk := min(n, 1<<20)
+		l := len(buf)
+		buf = slices.Grow(buf, int(chunk))[:l+int(chunk)]
+		if _, err := io.ReadFull(r, buf[l:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf[:l], err
+		}
+		n -= chunk
+	}
+	return buf, nil
+}
+
+// alive returns an error once the server is closed or the connection's
+// MaxConnTime has passed: the check of the loops that only write.
+func (c *conn) alive() error {
+	select {
+	case <-c.s.done:
+		return errServerClosed
+	default:
+	}
+	if !time.Now().Before(c.deadline) {
+		return errConnDeadline
+	}
+	return nil
+}
+
+// sleep waits d, and returns early with an error when the server closes,
+// the connection's MaxConnTime passes, or stop (which may be nil) closes.
+func (c *conn) sleep(d time.Duration, stop <-chan struct{}) error {
+	var err error
+	if left := time.Until(c.deadline); left < d {
+		d, err = max(left, 0), errConnDeadline
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.s.done:
+		return errServerClosed
+	case <-stop:
+		return errReaderEnded
+	case <-t.C:
+		return err
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,489 @@
+// Package hostile is a PlugRL server that misbehaves on purpose, for tests.
+//
+// A client library promises that the work and memory it spends follow the
+// bytes it has received and the limits its caller chose, never numbers a
+// server claims, and that every blocking call returns by its deadline. The
+// reference server (core/refserver) is well-behaved, so it cannot show
+// either promise. This server can: it listens on 127.0.0.1, speaks just
+// enough HTTP and WebSocket to let a client in, and then breaks the protocol
+// in exactly one way, chosen by a Scenario — it lies about sizes, floods, or
+// stalls.
+//
+// It is deliberately built from raw TCP rather than on a WebSocket library's
+// server: several scenarios (a header line that never ends, a 101 sent one
+// byte at a time, a frame cut in half) are things a correct library would
+// refuse to produce. What it does send correctly is byte-correct: frame
+// headers come from gobwas/ws and messages from core/wire's encoders.
+//
+// The server is itself bounded, so that a test which forgets it cannot leave
+// it spinning: every connection ends after Config.MaxConnTime at the latest,
+// every loop stops when the server is closed, and Close returns promptly in
+// the middle of any scenario.
+package hostile
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Scenario names one way of misbehaving. Each description says what the
+// server does and what a correct client observes.
+type Scenario string
+
+const (
+	// EndlessHeader reads the client's upgrade request, answers "HTTP/1.1 101
+	// Switching Protocols\r\n" and then the header line "X-Junk: aaaa..."
+	// that never ends: 'a' bytes in 64 KiB writes, as fast as the client
+	// reads, until Config.HeaderBound bytes (4 GiB), the client disconnects,
+	// or MaxConnTime. A correct client caps the handshake response it will
+	// buffer and fails the connect with an error well before its deadline,
+	// its memory bounded by that cap; at worst the connect fails at its
+	// deadline, and memory never grows with what the server sends.
+	EndlessHeader Scenario = "endless-header"
+
+	// SlowHandshake sends a valid 101 response one byte every
+	// Config.ByteEvery (100 ms): about 13 s for the whole of it. If the
+	// client is still there once it is complete, the connection continues as
+	// Normal. A correct client's connect returns at its connect deadline with
+	// a timeout, however steadily bytes keep arriving.
+	SlowHandshake Scenario = "slow-handshake"
+
+	// NoMetadata completes the handshake correctly and then sends nothing at
+	// all, not even a pong or an answer to a close frame; it keeps reading
+	// and discarding whatever the client sends. A correct client's wait for
+	// the metadata (its connect, or its first call) returns at its deadline,
+	// and its close returns at its close deadline.
+	NoMetadata Scenario = "no-metadata"
+
+	// ZeroDimAction sends metadata WITHOUT action_horizon and action_dim, and
+	// answers every infer with an action of shape [Config.ZeroDimH, n, 0]
+	// (4e18 by default), dtype "<f4", no data bytes, and env_ids equal to the
+	// infer's env_indices; n is the number of env_indices in the infer. The
+	// message is consistent (prod(shape) is 0, and so is the data), but a
+	// client that sizes anything by H — a buffer per step, a loop over steps
+	// — allocates or spins without bound. A correct client refuses the
+	// action (H beyond what its caller allowed, or a zero action width) or
+	// accepts it doing work that follows the bytes received, never H. Note
+	// that the non-zero dimensions multiply past int64 (4e18 * n * 4 bytes >
+	// 2^63 for every n; the element count 4e18 * n does for n >= 3): a
+	// decoder that multiplies the shape must refuse, not crash or wrap.
+	ZeroDimAction Scenario = "zero-dim-action"
+
+	// BigActionOneEnv sends metadata without action_horizon and action_dim,
+	// and answers every infer with a true, complete action of shape
+	// [H, n, Config.D] "<f4" zeros, with H chosen so that one env's share,
+	// H*D*4 bytes, is about Config.ActionBytes (8 MiB). Everything in the
+	// message is honest; it is just bigger than a caller may have allowed. A
+	// correct client either takes it (the bytes really arrived) or refuses it
+	// by its own configured message or horizon limit, promptly and without
+	// first allocating the whole of it. An infer naming so many envs that
+	// the action would pass 1 GiB ends the connection instead, to keep this
+	// server's own memory bounded.
+	BigActionOneEnv Scenario = "big-action-one-env"
+
+	// HugeLength sends metadata (action_horizon Config.H, action_dim
+	// Config.D) and answers the first infer with the header of a binary frame
+	// claiming 2^62 bytes of payload, then trickles zero bytes of payload,
+	// Config.TrickleBytes every Config.TrickleEvery (64 KiB every 10 ms),
+	// until the client disconnects or MaxConnTime. After the header it
+	// answers nothing: a control frame would corrupt the frame in flight. A
+	// correct client refuses the frame on its header (more than its message
+	// limit), or fails once the bytes actually received pass its limit; its
+	// memory follows the bytes received, never the 2^62 claimed; and its call
+	// returns by its deadline even though bytes never stop arriving.
+	HugeLength Scenario = "huge-length"
+
+	// StallMidFrame sends metadata (Config.H, Config.D) and answers the first
+	// infer with the first half of a valid action frame (header included),
+	// then nothing more, ever: no pong, no answer to a close frame. It keeps
+	// reading and discarding what the client sends, so the connection stays
+	// open. A correct client's call returns by its deadline, and its close
+	// by its close deadline.
+	StallMidFrame Scenario = "stall-mid-frame"
+
+	// NoRead sends metadata (Config.H, Config.D) and never reads from the
+	// socket again; its receive buffer is set to Config.RecvBuffer (4 KiB)
+	// so that, past the client's own send buffer (a few MiB on Linux), next
+	// to nothing more fits. It
+	// keeps the connection open until MaxConnTime or Close. A correct client
+	// whose send blocks returns at its deadline; it never blocks forever in
+	// a write, nor in its close (whose close frame cannot be delivered
+	// either).
+	NoRead Scenario = "no-read"
+
+	// PingFlood sends metadata (Config.H, Config.D) and then ping frames with
+	// a 125-byte payload as fast as the socket takes them, never reading: the
+	// client's pongs, like its infers, pile up unread in a receive buffer of
+	// Config.RecvBuffer bytes. No infer is ever answered. A correct client
+	// neither queues pongs without bound nor lets pongs it cannot send block
+	// its call past its deadline; its memory stays flat however many pings
+	// it has read.
+	PingFlood Scenario = "ping-flood"
+
+	// SlowAction is Normal, but each action is sent Config.ActionDelay (10 s)
+	// after its infer arrived. It keeps reading meanwhile: pings are answered
+	// and a close frame is answered at once, abandoning the pending action.
+	// It puts a client's call in a long, legitimate wait, to check that the
+	// wait honours the call's deadline and can be interrupted.
+	SlowAction Scenario = "slow-action"
+
+	// Normal is a correct minimal server: metadata with action_horizon
+	// Config.H and action_dim Config.D (1 and 1), every infer answered at
+	// once with a zero "<f4" action [H, n, D] whose env_ids are the infer's
+	// env_indices, feedbacks read and counted, pings answered, a close frame
+	// echoed. It is the control run, and what interrupt latency is measured
+	// against. It does not check the alternation of infer and feedback.
+	Normal Scenario = "normal"
+
+	// CloseNoReply is Normal until the client sends a close frame, which it
+	// never answers; it keeps reading, so the connection stays open until the
+	// client drops it (or MaxConnTime). A correct client's close returns at
+	// its close deadline and then drops the TCP connection.
+	CloseNoReply Scenario = "close-no-reply"
+)
+
+// Scenarios lists every scenario, in the order of their documentation.
+func Scenarios() []Scenario {
+	return []Scenario{
+		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
+		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, CloseNoReply,
+	}
+}
+
+// ParseScenario returns the scenario named s.
+func ParseScenario(s string) (Scenario, error) {
+	for _, sc := range Scenarios() {
+		if string(sc) == s {
+			return sc, nil
+		}
+	}
+	names := make([]string, 0, len(Scenarios()))
+	for _, sc := range Scenarios() {
+		names = append(names, string(sc))
+	}
+	return "", fmt.Errorf("hostile: unknown scenario %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Config chooses the scenario and its numbers. Zero fields take the
+// defaults given.
+type Config struct {
+	Scenario Scenario
+	// Addr is where to listen: "127.0.0.1:0" (a free port) by default. Only
+	// 127.0.0.1 is accepted: this server must never face a network.
+	Addr string
+	// H and D are the action_horizon and action_dim that metadata declares,
+	// and the shape of the actions Normal, SlowAction, CloseNoReply and
+	// StallMidFrame send: 1 and 1. D is also BigActionOneEnv's action width.
+	H, D int
+	// ZeroDimH is the horizon ZeroDimAction claims: 4e18.
+	ZeroDimH int64
+	// ActionBytes is BigActionOneEnv's action size per env: 8 MiB.
+	ActionBytes int
+	// TrickleBytes are sent every TrickleEvery after HugeLength's header:
+	// 64 KiB every 10 ms.
+	TrickleBytes int
+	TrickleEvery time.Duration
+	// ActionDelay is how long SlowAction holds each action: 10 s.
+	ActionDelay time.Duration
+	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
+	ByteEvery time.Duration
+	// HeaderBound ends EndlessHeader's header line: 4 GiB.
+	HeaderBound int64
+	// RecvBuffer is the SO_RCVBUF of NoRead's and PingFlood's connections:
+	// 4 KiB (the kernel may round it up).
+	RecvBuffer int
+	// MaxConnTime bounds every connection, whatever it is doing: 3 minutes.
+	MaxConnTime time.Duration
+	// MaxMessage bounds one message the server reads from a client (it grows
+	// its buffer only as bytes arrive): 256 MiB. A longer one ends the
+	// connection.
+	MaxMessage int64
+	// MaxConns bounds the connections served at once: 64. Further ones are
+	// closed as soon as they are accepted.
+	MaxConns int
+	// Logf, when set, receives one line per notable event.
+	Logf func(format string, args ...any)
+}
+
+// Defaults.
+const (
+	DefaultAddr         = "127.0.0.1:0"
+	DefaultZeroDimH     = int64(4e18)
+	DefaultActionBytes  = 8 << 20
+	DefaultTrickleBytes = 64 << 10
+	DefaultTrickleEvery = 10 * time.Millisecond
+	DefaultActionDelay  = 10 * time.Second
+	DefaultByteEvery    = 100 * time.Millisecond
+	DefaultHeaderBound  = int64(4) << 30
+	DefaultRecvBuffer   = 4 << 10
+	DefaultMaxConnTime  = 3 * time.Minute
+	DefaultMaxMessage   = int64(256) << 20
+	DefaultMaxConns     = 64
+)
+
+// withDefaults fills the zero fields of cfg and checks the rest.
+func (cfg Config) withDefaults() (Config, error) {
+	if _, err := ParseScenario(string(cfg.Scenario)); err != nil {
+		return cfg, err
+	}
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set64 := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	set(&cfg.H, 1)
+	set(&cfg.D, 1)
+	set64(&cfg.ZeroDimH, DefaultZeroDimH)
+	set(&cfg.ActionBytes, DefaultActionBytes)
+	set(&cfg.TrickleBytes, DefaultTrickleBytes)
+	setD(&cfg.TrickleEvery, DefaultTrickleEvery)
+	setD(&cfg.ActionDelay, DefaultActionDelay)
+	setD(&cfg.ByteEvery, DefaultByteEvery)
+	set64(&cfg.HeaderBound, DefaultHeaderBound)
+	set(&cfg.RecvBuffer, DefaultRecvBuffer)
+	setD(&cfg.MaxConnTime, DefaultMaxConnTime)
+	set64(&cfg.MaxMessage, DefaultMaxMessage)
+	set(&cfg.MaxConns, DefaultMaxConns)
+	switch {
+	case cfg.H < 0 || cfg.D < 0:
+		return cfg, fmt.Errorf("hostile: H %d and D %d must not be negative", cfg.H, cfg.D)
+	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
+		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0:
+		return cfg, errors.New("hostile: sizes and counts must not be negative")
+	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
+		return cfg, errors.New("hostile: durations must not be negative")
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return cfg, fmt.Errorf("hostile: address %q: %v", cfg.Addr, err)
+	}
+	if host != "127.0.0.1" {
+		return cfg, fmt.Errorf("hostile: address %q: only 127.0.0.1 is allowed", cfg.Addr)
+	}
+	return cfg, nil
+}
+
+// Stats are the server's counters since Listen.
+type Stats struct {
+	Connections  int64 // TCP connections accepted
+	Active       int64 // connections being served now
+	BytesRead    int64 // bytes read from clients, handshakes included
+	BytesWritten int64 // bytes written to clients, handshakes included
+	Infers       int64 // infer messages received
+	Feedbacks    int64 // feedback messages received
+	Actions      int64 // action messages sent, or begun (HugeLength, StallMidFrame)
+	Pings        int64 // ping frames sent
+	CloseFrames  int64 // close frames received
+}
+
+// Server is a running hostile server.
+type Server struct {
+	cfg  Config
+	ln   net.Listener
+	done chan struct{} // closed by Close: every loop watches it
+	wg   sync.WaitGroup
+	meta []byte // the metadata message, encoded once
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+	zeros  []byte // read-only zeros shared by every action; grown, never written
+
+	connections, active, read, written atomic.Int64
+	infers, feedbacks, actions, pings  atomic.Int64
+	closeFrames                        atomic.Int64
+}
+
+// Listen starts a server for cfg. It serves until Close.
+func Listen(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadataMessage(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp4", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("hostile: %v", err)
+	}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), meta: meta, conns: make(map[net.Conn]struct{})}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// URL is the server's address as a client dials it: "ws://127.0.0.1:PORT".
+func (s *Server) URL() string { return "ws://" + s.ln.Addr().String() }
+
+// Addr is the listening address, "127.0.0.1:PORT".
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Scenario is the scenario being served.
+func (s *Server) Scenario() Scenario { return s.cfg.Scenario }
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Connections:  s.connections.Load(),
+		Active:       s.active.Load(),
+		BytesRead:    s.read.Load(),
+		BytesWritten: s.written.Load(),
+		Infers:       s.infers.Load(),
+		Feedbacks:    s.feedbacks.Load(),
+		Actions:      s.actions.Load(),
+		Pings:        s.pings.Load(),
+		CloseFrames:  s.closeFrames.Load(),
+	}
+}
+
+// Close stops listening, drops every connection with no close frame, and
+// waits for the server's goroutines, which all end promptly once their
+// connection is closed. Calling it again returns nil.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	err := s.ln.Close()
+	for nc := range s.conns {
+		_ = nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// Out of file descriptors and the like: back off rather than
+			// spin, and try again until Close.
+			s.logf("accept: %v", err)
+			select {
+			case <-s.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		s.connections.Add(1)
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.logf("refused a connection from %s: closed or %d connections already", nc.RemoteAddr(), s.cfg.MaxConns)
+			_ = nc.Close()
+			continue
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.active.Add(1)
+		go s.serve(nc)
+	}
+}
+
+// serve runs the scenario on one connection.
+func (s *Server) serve(raw net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		_ = raw.Close()
+		s.mu.Lock()
+		delete(s.conns, raw)
+		s.mu.Unlock()
+		s.active.Add(-1)
+	}()
+	// The one bound on everything this connection does: once it passes,
+	// every blocked read and write fails and the scenario ends.
+	deadline := time.Now().Add(s.cfg.MaxConnTime)
+	_ = raw.SetDeadline(deadline)
+	if s.cfg.Scenario == NoRead || s.cfg.Scenario == PingFlood {
+		// Set before the client can send much, so the window it sees
+		// closes after a few KiB.
+		if tc, ok := raw.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(s.cfg.RecvBuffer)
+		}
+	}
+	nc := &countingConn{Conn: raw, s: s}
+	c := &conn{
+		s:        s,
+		nc:       nc,
+		br:       bufio.NewReaderSize(nc, 64<<10),
+		bw:       bufio.NewWriterSize(nc, 64<<10),
+		deadline: deadline,
+	}
+	s.logf("%s: connection from %s", s.cfg.Scenario, raw.RemoteAddr())
+	err := c.run()
+	s.logf("%s: connection from %s ended: %v", s.cfg.Scenario, raw.RemoteAddr(), err)
+}
+
+// countingConn counts the bytes that cross it into the server's Stats.
+type countingConn struct {
+	net.Conn
+	s *Server
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.s.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.s.written.Add(int64(n))
+	return n, err
+}
+
+// zeroBytes returns n zero bytes from a shared buffer. Nothing writes to it,
+// so connections read it concurrently, and one buffer serves every action
+// instead of a fresh 8 MiB per infer.
+func (s *Server) zeroBytes(n int) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.zeros) < n {
+		s.zeros = make([]byte, n)
+	}
+	return s.zeros[:n:n]
+}

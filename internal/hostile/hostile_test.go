@@ -1,0 +1,710 @@
+package hostile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// The tests drive each scenario with a minimal raw client: gobwas/ws for
+// the handshake and frame headers, core/wire for messages, nothing of
+// core/conn or core/client, so that they test the server and nothing else.
+
+func start(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.URL(), "ws://127.0.0.1:") {
+		t.Fatalf("URL %q", s.URL())
+	}
+	t.Cleanup(func() { closePromptly(t, s) })
+	return s
+}
+
+// closePromptly closes s and fails if that took more than a second: Close
+// must return promptly in the middle of any scenario.
+func closePromptly(t *testing.T, s *Server) {
+	t.Helper()
+	t0 := time.Now()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if a := s.Stats().Active; a != 0 {
+		t.Errorf("after Close, %d connections still active", a)
+	}
+}
+
+type client struct {
+	t  *testing.T
+	nc net.Conn
+	r  *bufio.Reader
+	m  wire.Message
+}
+
+func dial(t *testing.T, url string) *client {
+	t.Helper()
+	nc, br, _, err := ws.Dialer{Timeout: 2 * time.Second}.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if br == nil {
+		br = bufio.NewReader(nc)
+	}
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	return &client{t: t, nc: nc, r: br}
+}
+
+// frame reads one frame; payloads are read whole (the tests never read a
+// lying one through here).
+func (c *client) frame() (ws.Header, []byte, error) {
+	h, err := ws.ReadHeader(c.r)
+	if err != nil {
+		return h, nil, err
+	}
+	if h.Masked {
+		c.t.Fatalf("server frame masked: %+v", h)
+	}
+	if h.Length > 64<<20 {
+		c.t.Fatalf("frame of %d bytes", h.Length)
+	}
+	p := make([]byte, h.Length)
+	_, err = io.ReadFull(c.r, p)
+	return h, p, err
+}
+
+// message reads the next data frame, skipping pings.
+func (c *client) message() (ws.OpCode, []byte) {
+	c.t.Helper()
+	for {
+		h, p, err := c.frame()
+		if err != nil {
+			c.t.Fatalf("reading a message: %v", err)
+		}
+		if h.OpCode == ws.OpPing {
+			continue
+		}
+		if !h.Fin {
+			c.t.Fatalf("fragmented server message: %+v", h)
+		}
+		return h.OpCode, p
+	}
+}
+
+func (c *client) metadata() *wire.Metadata {
+	c.t.Helper()
+	op, p := c.message()
+	if op != ws.OpBinary {
+		c.t.Fatalf("metadata in a frame of opcode %v", op)
+	}
+	md, err := wire.DecodeMetadata(p)
+	if err != nil {
+		c.t.Fatalf("metadata: %v", err)
+	}
+	if v, ok := md.Lookup("hostile_scenario"); !ok || len(v) == 0 {
+		c.t.Errorf("metadata has no hostile_scenario key")
+	}
+	return md
+}
+
+// send writes one masked frame, as a client must.
+func (c *client) send(op ws.OpCode, payload []byte) error {
+	p := bytes.Clone(payload)
+	h := ws.Header{Fin: true, OpCode: op, Masked: true, Mask: ws.NewMask(), Length: int64(len(p))}
+	ws.Cipher(p, h.Mask, 0)
+	if err := ws.WriteHeader(c.nc, h); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(p)
+	return err
+}
+
+func (c *client) mustSend(op ws.OpCode, payload []byte) {
+	c.t.Helper()
+	if err := c.send(op, payload); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+func observation(n int) *wire.Observation {
+	return &wire.Observation{States: []wire.NamedArray{{
+		Name:  "s",
+		Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: make([]byte, 8*n)},
+	}}}
+}
+
+func (c *client) infer(envs ...int64) {
+	c.t.Helper()
+	err := wire.EncodeInfer(&c.m, &wire.Infer{EnvIndices: envs, StepIDs: make([]int64, len(envs)), Obs: observation(len(envs))})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mustSend(ws.OpBinary, c.m.AppendTo(nil))
+}
+
+func (c *client) feedback(envs ...int64) {
+	c.t.Helper()
+	n := len(envs)
+	err := wire.EncodeFeedback(&c.m, &wire.Feedback{
+		EnvIndices: envs, StepIDs: make([]int64, n), Obs: observation(n),
+		Rewards: make([]float32, n), Terminated: make([]bool, n), Truncated: make([]bool, n),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mustSend(ws.OpBinary, c.m.AppendTo(nil))
+}
+
+// action reads and decodes an action message.
+func (c *client) action() (*wire.Action, []byte) {
+	c.t.Helper()
+	op, p := c.message()
+	if op != ws.OpBinary {
+		c.t.Fatalf("action in a frame of opcode %v", op)
+	}
+	raw := bytes.Clone(p)
+	var a wire.Action
+	if err := a.Decode(p); err != nil {
+		c.t.Fatalf("action: %v", err)
+	}
+	return &a, raw
+}
+
+// expectSilence checks that nothing arrives for d.
+func (c *client) expectSilence(d time.Duration) {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(d))
+	b, err := c.r.ReadByte()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		c.t.Fatalf("expected nothing for %v, got byte %#x, err %v", d, b, err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+}
+
+// waitFor polls cond for up to two seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(2 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const upgradeRequest = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// rawDial opens a TCP connection and sends upgradeRequest, for the
+// scenarios a WebSocket library's dialer would not survive.
+func rawDial(t *testing.T, s *Server) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", s.Addr(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(nc, upgradeRequest); err != nil {
+		t.Fatal(err)
+	}
+	return nc, bufio.NewReader(nc)
+}
+
+func TestAcceptKey(t *testing.T) {
+	// RFC 6455 section 1.3's example.
+	if got := acceptKey("dGhlIHNhbXBsZSBub25jZQ=="); got != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" {
+		t.Fatalf("acceptKey = %q", got)
+	}
+}
+
+func TestListenRefuses(t *testing.T) {
+	for _, cfg := range []Config{
+		{Scenario: "nonsense"},
+		{},
+		{Scenario: Normal, Addr: "0.0.0.0:0"},
+		{Scenario: Normal, Addr: "localhost:0"},
+		{Scenario: Normal, Addr: "127.0.0.1"},
+		{Scenario: Normal, H: -1},
+	} {
+		if s, err := Listen(cfg); err == nil {
+			s.Close()
+			t.Errorf("Listen(%+v) succeeded", cfg)
+		}
+	}
+	for _, sc := range Scenarios() {
+		if got, err := ParseScenario(string(sc)); err != nil || got != sc {
+			t.Errorf("ParseScenario(%q) = %q, %v", sc, got, err)
+		}
+	}
+}
+
+func TestNormal(t *testing.T) {
+	s := start(t, Config{Scenario: Normal, H: 2, D: 3})
+	c := dial(t, s.URL())
+	md := c.metadata()
+	if md.ActionHorizon != (wire.Opt[int64]{Value: 2, Set: true}) || md.ActionDim != (wire.Opt[int64]{Value: 3, Set: true}) {
+		t.Fatalf("metadata horizon %+v dim %+v", md.ActionHorizon, md.ActionDim)
+	}
+	for i := 0; i < 2; i++ {
+		c.infer(3, 5)
+		a, _ := c.action()
+		if got := a.Chunk.Shape; len(got) != 3 || got[0] != 2 || got[1] != 2 || got[2] != 3 || a.Chunk.DType != f4 {
+			t.Fatalf("action %s %v", a.Chunk.DType, got)
+		}
+		if len(a.EnvIDs) != 2 || a.EnvIDs[0] != 3 || a.EnvIDs[1] != 5 {
+			t.Fatalf("env_ids %v", a.EnvIDs)
+		}
+		if len(a.Chunk.Data) != 2*2*3*4 || !bytes.Equal(a.Chunk.Data, make([]byte, 48)) {
+			t.Fatalf("data %x", a.Chunk.Data)
+		}
+		c.feedback(5)
+	}
+	c.mustSend(ws.OpPing, []byte("hi"))
+	h, p, err := c.frame()
+	if err != nil || h.OpCode != ws.OpPong || string(p) != "hi" {
+		t.Fatalf("pong: %+v %q %v", h, p, err)
+	}
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, "bye"))
+	h, p, err = c.frame()
+	if err != nil || h.OpCode != ws.OpClose {
+		t.Fatalf("close reply: %+v %v", h, err)
+	}
+	if code, _ := ws.ParseCloseFrameData(p); code != ws.StatusNormalClosure {
+		t.Fatalf("close reply code %d", code)
+	}
+	// The server drops the TCP connection after the closing handshake.
+	if _, err := c.r.ReadByte(); err != io.EOF {
+		t.Fatalf("after the close: %v", err)
+	}
+	waitFor(t, "the connection to end", func() bool { return s.Stats().Active == 0 })
+	st := s.Stats()
+	if st.Connections != 1 || st.Infers != 2 || st.Feedbacks != 2 || st.Actions != 2 || st.CloseFrames != 1 ||
+		st.BytesRead < int64(len(upgradeRequest)) || st.BytesWritten < 200 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestNoKeyIsRefused(t *testing.T) {
+	s := start(t, Config{Scenario: Normal})
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	b, _ := io.ReadAll(nc)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 400 ") {
+		t.Fatalf("got %q", b)
+	}
+}
+
+func TestEndlessHeader(t *testing.T) {
+	s := start(t, Config{Scenario: EndlessHeader})
+	_, r := rawDial(t, s)
+	line, err := r.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 101 Switching Protocols\r\n" {
+		t.Fatalf("status line %q, %v", line, err)
+	}
+	head := make([]byte, len("X-Junk: "))
+	if _, err := io.ReadFull(r, head); err != nil || string(head) != "X-Junk: " {
+		t.Fatalf("header start %q, %v", head, err)
+	}
+	buf := make([]byte, 64<<10)
+	total := 0
+	for total < 2<<20 {
+		n, err := r.Read(buf)
+		for _, b := range buf[:n] {
+			if b != 'a' {
+				t.Fatalf("byte %#x at %d of the header line", b, total)
+			}
+		}
+		total += n
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", total, err)
+		}
+	}
+}
+
+func TestSlowHandshake(t *testing.T) {
+	s := start(t, Config{Scenario: SlowHandshake})
+	nc, r := rawDial(t, s)
+	_ = nc.SetReadDeadline(time.Now().Add(600 * time.Millisecond))
+	got, err := io.ReadAll(r)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read: %v", err)
+	}
+	// One byte every 100 ms: about 6 in 600 ms, and far from the whole.
+	want := string(upgradeResponse("dGhlIHNhbXBsZSBub25jZQ=="))
+	if len(got) < 2 || len(got) > 9 || !strings.HasPrefix(want, string(got)) {
+		t.Fatalf("got %q in 600 ms", got)
+	}
+	// Close (in Cleanup) returns promptly with the handshake half sent.
+}
+
+func TestSlowHandshakeCompletes(t *testing.T) {
+	// Paced fast, the dribbled response is a valid handshake, and the
+	// connection goes on as Normal.
+	s := start(t, Config{Scenario: SlowHandshake, ByteEvery: time.Millisecond})
+	c := dial(t, s.URL())
+	c.metadata()
+	c.infer(0)
+	if a, _ := c.action(); a.Horizon() != 1 || a.Envs() != 1 {
+		t.Fatalf("action shape %v", a.Chunk.Shape)
+	}
+}
+
+func TestNoMetadata(t *testing.T) {
+	s := start(t, Config{Scenario: NoMetadata})
+	c := dial(t, s.URL())
+	c.expectSilence(200 * time.Millisecond)
+	before := s.Stats().BytesRead
+	c.infer(0)
+	c.mustSend(ws.OpPing, []byte("x"))
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	// Read and discarded, and nothing answered.
+	waitFor(t, "the server to read the client's frames", func() bool { return s.Stats().BytesRead > before+50 })
+	c.expectSilence(200 * time.Millisecond)
+	if st := s.Stats(); st.Infers != 0 || st.CloseFrames != 0 {
+		t.Fatalf("stats %+v: the frames should have been discarded unparsed", st)
+	}
+}
+
+func TestZeroDimAction(t *testing.T) {
+	s := start(t, Config{Scenario: ZeroDimAction})
+	c := dial(t, s.URL())
+	md := c.metadata()
+	if md.ActionHorizon.Set || md.ActionDim.Set {
+		t.Fatalf("metadata declares horizon %+v dim %+v", md.ActionHorizon, md.ActionDim)
+	}
+	for _, envs := range [][]int64{{7}, {0, 1, 2}} {
+		c.infer(envs...)
+		op, raw := c.message()
+		if op != ws.OpBinary {
+			t.Fatalf("opcode %v", op)
+		}
+		// The lie must be byte for byte what core/wire's encoder makes of
+		// an honest action [5, n, 0] with the 5 replaced by 4e18. (wire
+		// may refuse to encode the lie itself: 4e18 * n * 4 bytes
+		// overflows before the 0.)
+		var m wire.Message
+		if err := wire.EncodeAction(&m, envs, &wire.Array{DType: f4, Shape: []int{5, len(envs), 0}}); err != nil {
+			t.Fatal(err)
+		}
+		honest := m.AppendTo(nil)
+		tail := []byte{0x93, 0x05, byte(len(envs)), 0x00}
+		if !bytes.HasSuffix(honest, tail) {
+			t.Fatalf("wire's action %x does not end with the shape [5, %d, 0]", honest, len(envs))
+		}
+		want := bytes.Clone(honest[:len(honest)-3])
+		want = append(want, 0xcf)
+		want = binary.BigEndian.AppendUint64(want, uint64(DefaultZeroDimH))
+		want = append(want, byte(len(envs)), 0x00)
+		if !bytes.Equal(raw, want) {
+			t.Fatalf("action bytes\n%x\nwant\n%x", raw, want)
+		}
+		// What core/wire's decoder makes of the lie is its business (it is
+		// free to refuse H beyond any limit, or a zero action width); the
+		// test only logs it.
+		var lie wire.Action
+		if err := lie.Decode(raw); err != nil {
+			t.Logf("n=%d: core/wire refuses the action: %v", len(envs), err)
+		} else {
+			if got := lie.Chunk.Shape; len(got) != 3 || got[0] != 4e18 || got[1] != len(envs) || got[2] != 0 || len(lie.EnvIDs) != len(envs) {
+				t.Fatalf("core/wire decodes shape %v env_ids %v", got, lie.EnvIDs)
+			}
+			t.Logf("n=%d: core/wire accepts the action as %v", len(envs), lie.Chunk.Shape)
+		}
+		c.feedback(envs[0])
+	}
+}
+
+func TestBigActionOneEnv(t *testing.T) {
+	s := start(t, Config{Scenario: BigActionOneEnv})
+	c := dial(t, s.URL())
+	if md := c.metadata(); md.ActionHorizon.Set || md.ActionDim.Set {
+		t.Fatalf("metadata declares horizon %+v dim %+v", md.ActionHorizon, md.ActionDim)
+	}
+	c.infer(4)
+	a, _ := c.action()
+	if got := a.Chunk.Shape; len(got) != 3 || got[0] != DefaultActionBytes/4 || got[1] != 1 || got[2] != 1 {
+		t.Fatalf("shape %v", got)
+	}
+	if len(a.Chunk.Data) != DefaultActionBytes || a.EnvIDs[0] != 4 {
+		t.Fatalf("data %d bytes, env_ids %v", len(a.Chunk.Data), a.EnvIDs)
+	}
+	c.feedback(4)
+	// 200 envs would be 1.6 GiB: the server ends the connection rather
+	// than build it.
+	envs := make([]int64, 200)
+	for i := range envs {
+		envs[i] = int64(i)
+	}
+	c.infer(envs...)
+	if h, _, err := c.frame(); err != io.EOF {
+		t.Fatalf("after an infer of 200 envs: %+v, %v", h, err)
+	}
+}
+
+func TestHugeLength(t *testing.T) {
+	s := start(t, Config{Scenario: HugeLength, H: 2, D: 3})
+	c := dial(t, s.URL())
+	if md := c.metadata(); md.ActionHorizon.Value != 2 || md.ActionDim.Value != 3 {
+		t.Fatalf("metadata %+v %+v", md.ActionHorizon, md.ActionDim)
+	}
+	c.infer(0)
+	h, err := ws.ReadHeader(c.r)
+	if err != nil || h.Length != 1<<62 || h.OpCode != ws.OpBinary || !h.Fin || h.Masked {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 64<<10)
+	total := 0
+	for {
+		n, err := c.r.Read(buf)
+		if !bytes.Equal(buf[:n], make([]byte, n)) {
+			t.Fatal("payload bytes are not zeros")
+		}
+		total += n
+		if err != nil {
+			break
+		}
+	}
+	// 64 KiB every 10 ms: about 2 MiB in 300 ms.
+	if total < 256<<10 {
+		t.Fatalf("%d payload bytes in 300 ms", total)
+	}
+	// The trickle ends when the client goes.
+	c.nc.Close()
+	waitFor(t, "the trickle to stop", func() bool { return s.Stats().Active == 0 })
+}
+
+func TestStallMidFrame(t *testing.T) {
+	s := start(t, Config{Scenario: StallMidFrame, H: 4, D: 2})
+	c := dial(t, s.URL())
+	c.metadata()
+	c.infer(1, 2)
+	h, err := ws.ReadHeader(c.r)
+	if err != nil || h.OpCode != ws.OpBinary || !h.Fin {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	// The whole message would be: check the claim is honest.
+	var m wire.Message
+	if err := encodeZeroAction(&m, []int64{1, 2}, 4, 2, func(n int) []byte { return make([]byte, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if h.Length != int64(m.Len()) {
+		t.Fatalf("header claims %d bytes, the action is %d", h.Length, m.Len())
+	}
+	c.mustSend(ws.OpPing, []byte("x"))
+	_ = c.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	got, err := io.ReadAll(c.r)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read: %v", err)
+	}
+	if len(got) == 0 || int64(len(got)) >= h.Length || !bytes.Equal(got, m.AppendTo(nil)[:len(got)]) {
+		t.Fatalf("got %d of %d payload bytes: %x", len(got), h.Length, got)
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	// Still reading, never answering.
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	waitFor(t, "the close frame to be read", func() bool { return s.Stats().CloseFrames == 1 })
+	c.expectSilence(100 * time.Millisecond)
+}
+
+func TestNoRead(t *testing.T) {
+	s := start(t, Config{Scenario: NoRead})
+	c := dial(t, s.URL())
+	c.metadata()
+	read := s.Stats().BytesRead
+	chunk := make([]byte, 1<<20)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+	written := 0
+	for written < 256<<20 {
+		n, err := c.nc.Write(chunk)
+		written += n
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("write: %v", err)
+			}
+			break
+		}
+	}
+	// The client's socket buffer plus the server's tiny receive buffer.
+	if written >= 64<<20 {
+		t.Fatalf("wrote %d bytes to a server that does not read", written)
+	}
+	if st := s.Stats(); st.BytesRead != read {
+		t.Fatalf("the server read %d bytes after the metadata", st.BytesRead-read)
+	}
+	t.Logf("the client's writes blocked after %d KiB", written>>10)
+}
+
+func TestPingFlood(t *testing.T) {
+	s := start(t, Config{Scenario: PingFlood})
+	c := dial(t, s.URL())
+	c.metadata()
+	c.infer(0)
+	pings := 0
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+		h, p, err := c.frame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.OpCode != ws.OpPing || len(p) != 125 {
+			t.Fatalf("frame %+v in the flood", h)
+		}
+		pings++
+	}
+	if pings < 1000 {
+		t.Fatalf("%d pings in 200 ms", pings)
+	}
+	if st := s.Stats(); st.Pings < int64(pings) || st.Infers != 0 {
+		t.Fatalf("stats %+v after reading %d pings", st, pings)
+	}
+}
+
+func TestSlowAction(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s := start(t, Config{Scenario: SlowAction, H: 2, D: 2, ActionDelay: delay})
+	c := dial(t, s.URL())
+	c.metadata()
+	t0 := time.Now()
+	c.infer(0)
+	// Pings are answered during the wait.
+	c.mustSend(ws.OpPing, []byte("p"))
+	if h, _, err := c.frame(); err != nil || h.OpCode != ws.OpPong {
+		t.Fatalf("pong: %+v %v", h, err)
+	}
+	if d := time.Since(t0); d > delay/2 {
+		t.Fatalf("pong after %v", d)
+	}
+	a, _ := c.action()
+	if d := time.Since(t0); d < delay-20*time.Millisecond {
+		t.Fatalf("action after %v, want %v", d, delay)
+	}
+	if a.Horizon() != 2 || a.Envs() != 1 || a.ActionShape()[0] != 2 {
+		t.Fatalf("shape %v", a.Chunk.Shape)
+	}
+	c.feedback(0)
+	// A close during the wait is answered at once.
+	c.infer(0)
+	time.Sleep(20 * time.Millisecond)
+	t0 = time.Now()
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	h, _, err := c.frame()
+	if err != nil || h.OpCode != ws.OpClose {
+		t.Fatalf("close reply: %+v %v", h, err)
+	}
+	if d := time.Since(t0); d > delay/2 {
+		t.Fatalf("close answered after %v", d)
+	}
+}
+
+func TestCloseNoReply(t *testing.T) {
+	s := start(t, Config{Scenario: CloseNoReply})
+	c := dial(t, s.URL())
+	c.metadata()
+	c.infer(0)
+	c.action()
+	c.feedback(0)
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	c.expectSilence(300 * time.Millisecond)
+	if st := s.Stats(); st.CloseFrames != 1 || st.Active != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestCloseMidScenario checks that Close returns promptly while a
+// connection is in the thick of each blocking scenario.
+func TestCloseMidScenario(t *testing.T) {
+	for _, tc := range []struct {
+		sc   Scenario
+		into func(t *testing.T, s *Server)
+	}{
+		{EndlessHeader, func(t *testing.T, s *Server) {
+			// A client that sent its request and reads nothing: the
+			// server is blocked in a write.
+			rawDial(t, s)
+			waitFor(t, "the socket buffers to fill", func() bool { return s.Stats().BytesWritten > 256<<10 })
+		}},
+		{SlowHandshake, func(t *testing.T, s *Server) {
+			rawDial(t, s)
+			waitFor(t, "the first byte", func() bool { return s.Stats().BytesWritten > 0 })
+		}},
+		{NoMetadata, func(t *testing.T, s *Server) { dial(t, s.URL()) }},
+		{HugeLength, func(t *testing.T, s *Server) {
+			c := dial(t, s.URL())
+			c.metadata()
+			c.infer(0)
+			waitFor(t, "the trickle", func() bool { return s.Stats().BytesWritten > 256<<10 })
+		}},
+		{StallMidFrame, func(t *testing.T, s *Server) {
+			c := dial(t, s.URL())
+			c.metadata()
+			c.infer(0)
+			waitFor(t, "the half frame", func() bool { return s.Stats().Actions == 1 })
+		}},
+		{NoRead, func(t *testing.T, s *Server) { dial(t, s.URL()).metadata() }},
+		{PingFlood, func(t *testing.T, s *Server) {
+			dial(t, s.URL())
+			waitFor(t, "the flood to fill the buffers", func() bool { return s.Stats().BytesWritten > 256<<10 })
+		}},
+		{SlowAction, func(t *testing.T, s *Server) {
+			c := dial(t, s.URL())
+			c.metadata()
+			c.infer(0)
+			waitFor(t, "the infer", func() bool { return s.Stats().Infers == 1 })
+		}},
+		{CloseNoReply, func(t *testing.T, s *Server) {
+			c := dial(t, s.URL())
+			c.metadata()
+			c.mustSend(ws.OpClose, nil)
+			waitFor(t, "the close frame", func() bool { return s.Stats().CloseFrames == 1 })
+		}},
+	} {
+		t.Run(string(tc.sc), func(t *testing.T) {
+			s, err := Listen(Config{Scenario: tc.sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.into(t, s)
+			if a := s.Stats().Active; a != 1 {
+				t.Fatalf("%d active connections", a)
+			}
+			closePromptly(t, s)
+		})
+	}
+}
+
+func TestMaxConnTime(t *testing.T) {
+	// Every connection ends at MaxConnTime, whatever it is doing.
+	s := start(t, Config{Scenario: NoRead, MaxConnTime: 200 * time.Millisecond})
+	c := dial(t, s.URL())
+	c.metadata()
+	waitFor(t, "MaxConnTime", func() bool { return s.Stats().Active == 0 })
+	if _, err := c.r.ReadByte(); err != io.EOF {
+		t.Fatalf("after MaxConnTime: %v", err)
+	}
+}
