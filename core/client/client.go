@@ -5,7 +5,13 @@
 //
 // A Client is used by one goroutine at a time; a second goroutine that calls
 // in while a call is running gets ErrBusy rather than a corrupted stream.
+// Interrupt and Close may be called from any goroutine: Interrupt ends a
+// blocked call at once, Close interrupts it and waits for it to return.
 // Steady-state Infer/Feedback exchanges allocate nothing on the Go heap.
+//
+// Every blocking call returns by a deadline the caller chose (Options), and
+// the memory a server can make a client use is bounded by the size the
+// request's action can legitimately have, or by MaxMessageSize.
 package client
 
 import (
@@ -13,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -49,6 +56,8 @@ type Options struct {
 	ConnectTimeout  time.Duration // TCP + TLS + WebSocket handshake; 10 s
 	MetadataTimeout time.Duration // for the metadata after the handshake; 30 s
 	ReceiveTimeout  time.Duration // for an action after an infer; 300 s (a learn step can take minutes)
+	SendTimeout     time.Duration // for sending one message once the server stops reading; 10 s
+	CloseTimeout    time.Duration // Close's wait for the server's close frame; 1 s
 
 	// MaxReconnects bounds the attempts after a lost connection or resync;
 	// 0 means 5, negative means never reconnect.
@@ -56,10 +65,22 @@ type Options struct {
 	// ReconnectBackoff is the first wait between attempts (100 ms); it
 	// doubles up to MaxBackoff (5 s), with jitter.
 	ReconnectBackoff, MaxBackoff time.Duration
+	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
+	// included: each attempt's connect and metadata timeouts are cut to
+	// what is left of it. 30 s.
+	ReconnectTimeout time.Duration
 
-	TLS            *tls.Config    // for wss://
-	MaxMessageSize int64          // 0: no cap (SPEC 1.1)
-	Alloc          conn.Allocator // receive memory; nil: Go heap
+	TLS *tls.Config // for wss://
+	// MaxMessageSize caps every message the client receives. Zero (the
+	// default) derives the cap of an action from the request and the
+	// metadata: H x n x action_dim x 8 bytes plus room for the message's
+	// structure when metadata gives action_horizon and action_dim, else
+	// DefaultMaxMessageSize; metadata gets DefaultMaxMetadataSize.
+	// Negative: no cap at all (SPEC 1.1's default, for trusted servers).
+	MaxMessageSize int64
+	// MaxHandshakeSize caps the handshake response; 0: 256 KiB.
+	MaxHandshakeSize int
+	Alloc            conn.Allocator // receive memory; nil: Go heap
 
 	// DisableReuse keeps the client from using reuse-feedback-obs even
 	// when the server offers it.
@@ -79,12 +100,22 @@ func (o *Options) setDefaults() {
 	def(&o.ConnectTimeout, 10*time.Second)
 	def(&o.MetadataTimeout, 30*time.Second)
 	def(&o.ReceiveTimeout, 300*time.Second)
+	def(&o.SendTimeout, 10*time.Second)
+	def(&o.CloseTimeout, time.Second)
+	def(&o.ReconnectTimeout, 30*time.Second)
 	def(&o.ReconnectBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)
 	if o.MaxReconnects == 0 {
 		o.MaxReconnects = 5
 	}
 }
+
+// The caps MaxMessageSize zero chooses where the request and metadata do
+// not say enough.
+const (
+	DefaultMaxMessageSize  = 64 << 20
+	DefaultMaxMetadataSize = 4 << 20
+)
 
 type phase int
 
@@ -125,13 +156,24 @@ type Client struct {
 	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)
 
 	reconnects int // successful reconnects over the client's life
+
+	// Interrupt's state, shared with any goroutine. intr is an interrupt
+	// no call has taken yet; blocking says a call is in a blocking
+	// section, where Interrupt also ends what it waits on: the live
+	// connection, a dial (dialCancel) or a backoff sleep (wake).
+	intr       atomic.Bool
+	blocking   atomic.Bool
+	closing    atomic.Bool
+	live       atomic.Pointer[conn.Conn]
+	dialCancel atomic.Pointer[context.CancelFunc]
+	wake       chan struct{}
 }
 
 // Dial connects, reads the server's metadata, and returns the client.
 func Dial(ctx context.Context, o Options) (*Client, error) {
 	o.setDefaults()
-	c := &Client{opts: o}
-	if err := c.connect(ctx); err != nil {
+	c := &Client{opts: o, wake: make(chan struct{}, 1)}
+	if err := c.connect(ctx, time.Time{}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -143,30 +185,54 @@ func (c *Client) logf(l Level, format string, args ...any) {
 	}
 }
 
-// connect dials once and reads metadata.
-func (c *Client) connect(ctx context.Context) error {
+// connect dials once and reads metadata, by deadline if it is not zero.
+// Interrupt (or cancelling ctx) ends it with KindInterrupted.
+func (c *Client) connect(ctx context.Context, deadline time.Time) error {
+	dialTimeout, metaTimeout := c.opts.ConnectTimeout, c.opts.MetadataTimeout
+	if !deadline.IsZero() {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return newErr(KindTimeout, nil, "connecting to %s: no time left", c.opts.URL)
+		}
+		dialTimeout, metaTimeout = min(dialTimeout, left), min(metaTimeout, left)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.dialCancel.Store(&cancel)
+	defer c.dialCancel.Store(nil)
+	if c.intr.Load() {
+		cancel() // an interrupt came before the cancel was published
+	}
 	cn, err := conn.Dial(ctx, conn.Options{
-		URL:            c.opts.URL,
-		APIKey:         c.opts.APIKey,
-		DialTimeout:    c.opts.ConnectTimeout,
-		TLS:            c.opts.TLS,
-		MaxMessageSize: c.opts.MaxMessageSize,
-		Alloc:          c.opts.Alloc,
+		URL:              c.opts.URL,
+		APIKey:           c.opts.APIKey,
+		DialTimeout:      dialTimeout,
+		SendTimeout:      c.opts.SendTimeout,
+		TLS:              c.opts.TLS,
+		MaxMessageSize:   c.metadataCap(),
+		MaxHandshakeSize: c.opts.MaxHandshakeSize,
+		Alloc:            c.opts.Alloc,
 	})
 	if err != nil {
-		if errors.Is(err, conn.ErrTimeout) {
-			return newErr(KindTimeout, err, "connecting to %s", c.opts.URL)
-		}
-		return newErr(KindConnect, err, "connecting to %s", c.opts.URL)
+		return c.classify(err, "connecting to "+c.opts.URL)
 	}
-	raw, err := cn.Receive(c.opts.MetadataTimeout)
+	c.live.Store(cn)
+	if c.intr.Load() {
+		cn.Interrupt() // an interrupt came before the connection was published
+	}
+	if !deadline.IsZero() {
+		metaTimeout = min(metaTimeout, max(time.Until(deadline), time.Millisecond))
+	}
+	raw, err := cn.Receive(metaTimeout)
 	if err != nil {
-		cn.Close()
+		c.live.Store(nil)
+		cn.Abort()
 		return c.classify(err, "waiting for metadata")
 	}
 	meta, err := wire.DecodeMetadata(raw)
 	if err != nil {
-		cn.Close()
+		c.live.Store(nil)
+		cn.Abort()
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
 	cn.Release()
@@ -174,6 +240,33 @@ func (c *Client) connect(ctx context.Context) error {
 	c.phase = phaseIdle
 	c.envs.clear()
 	return nil
+}
+
+// metadataCap is the size cap for the metadata message.
+func (c *Client) metadataCap() int64 {
+	if c.opts.MaxMessageSize != 0 {
+		return c.opts.MaxMessageSize
+	}
+	return DefaultMaxMetadataSize
+}
+
+// actionCap is the size cap for the action answering an infer of n envs:
+// what the action can legitimately take when metadata fixes its shape (H x
+// n x action_dim elements of at most 8 bytes, plus the message's keys,
+// env_ids and room for extra keys), else DefaultMaxMessageSize.
+func (c *Client) actionCap(n int) int64 {
+	if c.opts.MaxMessageSize != 0 {
+		return c.opts.MaxMessageSize
+	}
+	h, d := c.meta.ActionHorizon, c.meta.ActionDim
+	if !h.Set || !d.Set || h.Value < 1 || d.Value < 1 {
+		return DefaultMaxMessageSize
+	}
+	const structure = 64 << 10 // keys, typestr, shape, extra keys
+	if h.Value > math.MaxInt64/16/int64(n)/d.Value {
+		return math.MaxInt64
+	}
+	return h.Value*d.Value*int64(n)*8 + int64(n)*64 + structure
 }
 
 // classify turns a connection error into a client error without acting on it.
@@ -184,6 +277,10 @@ func (c *Client) classify(err error, during string) *Error {
 		return newErr(KindStopped, err, "%s: the server ended the run", during)
 	case errors.As(err, &ce) && ce.Code == 1011:
 		return newErr(KindServer, err, "%s: the server failed (1011)", during)
+	case errors.Is(err, conn.ErrInterrupted):
+		return newErr(KindInterrupted, err, "%s", during)
+	case errors.Is(err, conn.ErrNoMemory):
+		return newErr(KindNoMemory, err, "%s", during)
 	case errors.Is(err, conn.ErrTextFrame):
 		return newErr(KindServer, err, "%s", during)
 	case errors.Is(err, conn.ErrProtocol), errors.Is(err, conn.ErrTooBig):
@@ -206,7 +303,11 @@ func (c *Client) lost(err error, during string) error {
 	case KindStopped:
 		c.phase = phaseStopped
 		return e
-	case KindServer, KindProtocol, KindTimeout, KindClosed:
+	case KindInterrupted:
+		c.intr.Store(false) // taken
+		e.Msg += "; the connection was dropped (any feedback owed is never sent, SPEC 7.6) and the next infer reconnects"
+		return e
+	case KindServer, KindProtocol, KindTimeout, KindClosed, KindNoMemory:
 		return e
 	}
 	// A resync, a feedback timeout, another close or a lost connection:
@@ -222,48 +323,125 @@ func (c *Client) lost(err error, during string) error {
 	return newErr(KindReconnected, err, "%s: reconnected after the connection ended; any feedback owed was dropped (SPEC 7.6), start again with infer", during)
 }
 
+// dropConnection ends the connection without waiting for the server (it
+// is out of step, or gone) and forgets what was held on it.
 func (c *Client) dropConnection() {
 	if c.conn != nil {
-		c.conn.Close()
+		c.live.Store(nil)
+		c.conn.Abort()
 		c.conn = nil
 	}
 	c.envs.clear()
 	c.phase = phaseDisconnected
 }
 
-// reconnect tries up to MaxReconnects times with exponential backoff.
+// reconnect tries up to MaxReconnects times with exponential backoff, all
+// within ReconnectTimeout; Interrupt ends it.
 func (c *Client) reconnect() error {
 	if c.opts.MaxReconnects < 0 {
 		return newErr(KindConnect, nil, "the connection ended and reconnecting is disabled")
 	}
+	deadline := time.Now().Add(c.opts.ReconnectTimeout)
 	wait := c.opts.ReconnectBackoff
 	var last error
 	for attempt := 1; attempt <= c.opts.MaxReconnects; attempt++ {
 		jitter := time.Duration(rand.Int64N(int64(wait)/2 + 1))
-		time.Sleep(wait/2 + jitter)
+		if err := c.sleep(min(wait/2+jitter, time.Until(deadline))); err != nil {
+			return err
+		}
 		if wait *= 2; wait > c.opts.MaxBackoff {
 			wait = c.opts.MaxBackoff
 		}
-		err := c.connect(context.Background())
+		if time.Until(deadline) <= 0 {
+			break
+		}
+		err := c.connect(context.Background(), deadline)
 		if err == nil {
 			c.reconnects++
 			c.logf(LevelInfo, "reconnected to %s (attempt %d)", c.opts.URL, attempt)
 			return nil
 		}
-		if KindOf(err) == KindStopped {
+		switch KindOf(err) {
+		case KindStopped:
 			c.phase = phaseStopped
 			return err
+		case KindInterrupted:
+			c.intr.Store(false)
+			return newErr(KindInterrupted, err, "reconnecting: interrupted; the next infer tries again")
 		}
 		last = err
 		c.logf(LevelWarn, "reconnect attempt %d of %d failed: %v", attempt, c.opts.MaxReconnects, err)
 	}
+	if time.Until(deadline) <= 0 {
+		return newErr(KindConnect, last, "gave up reconnecting after the reconnect timeout (%v)", c.opts.ReconnectTimeout)
+	}
 	return newErr(KindConnect, last, "gave up after %d reconnect attempts", c.opts.MaxReconnects)
 }
+
+// sleep waits d, or less if Interrupt is called (then KindInterrupted).
+func (c *Client) sleep(d time.Duration) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.wake:
+			t.Stop()
+		}
+	}
+	if c.intr.Swap(false) {
+		return newErr(KindInterrupted, nil, "reconnecting: interrupted during the backoff; the next infer tries again")
+	}
+	return nil
+}
+
+// Interrupt makes the call running on this client return KindInterrupted
+// at once, or, if none is blocked, the next Infer (before it sends
+// anything). It may be called from any goroutine, any number of times. A
+// call interrupted while it waited on the server drops the connection
+// (the stream may be mid-message); SPEC 7.6 holds: feedback owed on it is
+// never sent, and the next Infer reconnects.
+func (c *Client) Interrupt() {
+	c.intr.Store(true)
+	if !c.blocking.Load() {
+		return
+	}
+	if cn := c.live.Load(); cn != nil {
+		cn.Interrupt()
+	}
+	if f := c.dialCancel.Load(); f != nil {
+		(*f)()
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// block begins a blocking section; it returns KindInterrupted (taking
+// the interrupt) when one is pending.
+func (c *Client) block() error {
+	c.blocking.Store(true)
+	if c.intr.Swap(false) {
+		c.blocking.Store(false)
+		return newErr(KindInterrupted, nil, "an interrupt was pending: nothing was sent and the connection is unchanged")
+	}
+	select { // a wake-up left by an interrupt already taken
+	case <-c.wake:
+	default:
+	}
+	return nil
+}
+
+func (c *Client) unblock() { c.blocking.Store(false) }
 
 // enter guards against concurrent use and calls on a finished client.
 func (c *Client) enter() error {
 	if !c.busy.CompareAndSwap(false, true) {
 		return newErr(KindBusy, nil, "another call on this client is in progress; a client serves one thread at a time")
+	}
+	if c.closing.Load() {
+		c.busy.Store(false)
+		return newErr(KindClosed, nil, "the client is closed")
 	}
 	switch c.phase {
 	case phaseClosed:
@@ -305,17 +483,21 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 		return nil, err
 	}
 	defer c.leave()
-	switch c.phase {
-	case phaseHolding:
+	if c.phase == phaseHolding {
 		return nil, newErr(KindOutOfOrder, nil, "infer while a feedback is owed for the last action: send feedback first (SPEC 4.2)")
-	case phaseDisconnected:
+	}
+	if req == nil {
+		return nil, newErr(KindInvalid, nil, "infer: request is nil")
+	}
+	if err := c.block(); err != nil {
+		return nil, err
+	}
+	defer c.unblock()
+	if c.phase == phaseDisconnected {
 		if err := c.reconnect(); err != nil {
 			return nil, err
 		}
 		return nil, newErr(KindReconnected, nil, "reconnected; build a fresh request and infer again")
-	}
-	if req == nil {
-		return nil, newErr(KindInvalid, nil, "infer: request is nil")
 	}
 	if req.Reuse != nil {
 		for i, r := range req.Reuse {
@@ -334,6 +516,7 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 	if err := c.conn.WriteMessage(&c.inferMsg); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
+	c.conn.SetMaxMessageSize(c.actionCap(len(req.EnvIndices)))
 	raw, err := c.conn.Receive(c.opts.ReceiveTimeout)
 	if err != nil {
 		if errors.Is(err, conn.ErrTimeout) {
@@ -437,22 +620,50 @@ func (c *Client) Feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
+	// A pending interrupt is not taken here (the feedback is owed, and
+	// the runner's bookkeeping has moved on); one that comes while the
+	// send waits on the server ends it.
+	c.blocking.Store(true)
+	err := c.conn.WriteMessage(&c.feedbackMsg)
+	c.unblock()
+	if err != nil {
 		return c.lost(err, "sending feedback")
 	}
 	c.phase = phaseIdle
 	return nil
 }
 
+// ReleaseAction ends the use of the last action's view: a large receive
+// buffer is freed now instead of at the next call. The runner calls it once
+// it has copied the chunks out.
+func (c *Client) ReleaseAction() {
+	if c.conn != nil {
+		c.conn.Release()
+	}
+}
+
 // Close sends a close frame with status 1000 (SPEC 7.5) and releases the
 // connection. Calls after Close return ErrClosed.
+//
+// Close may be called from any goroutine, also while another is inside a
+// call: that call is interrupted (it returns KindInterrupted or KindClosed)
+// and Close waits for it to return, so nothing leaks. Close blocks at most
+// CloseTimeout waiting for the server's answer; Interrupt cuts that short.
 func (c *Client) Close() error {
-	if !c.busy.CompareAndSwap(false, true) {
-		return newErr(KindBusy, nil, "close while another call on this client is in progress")
+	c.closing.Store(true)
+	for i := 0; !c.busy.CompareAndSwap(false, true); i++ {
+		if i%16 == 0 {
+			c.Interrupt() // again now and then: the call may not have blocked yet
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 	defer c.leave()
+	c.intr.Store(false)
 	if c.conn != nil {
-		c.conn.Close()
+		c.blocking.Store(true)
+		c.conn.Close(c.opts.CloseTimeout)
+		c.unblock()
+		c.live.Store(nil)
 		c.conn = nil
 	}
 	c.phase = phaseClosed
@@ -499,4 +710,14 @@ func (f *envFlags) set(e int64, v uint8) {
 func (f *envFlags) clear() {
 	clear(f.dense)
 	clear(f.other)
+}
+
+// Abandon drops the connection because the caller cannot use the action it
+// received (the runner found no memory for it, or a shape it cannot
+// step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
+// reconnects.
+func (c *Client) Abandon() {
+	if c.phase == phaseIdle || c.phase == phaseHolding {
+		c.dropConnection()
+	}
 }

@@ -25,6 +25,8 @@ const (
 	KindConnect          // could not connect (after every allowed attempt)
 	KindClosed           // the client was closed
 	KindBusy             // another goroutine is inside a call on this client
+	KindNoMemory         // memory for a server's message could not be had
+	KindInterrupted      // Interrupt ended the call (or the call found one pending)
 )
 
 var kindNames = map[Kind]string{
@@ -39,6 +41,8 @@ var kindNames = map[Kind]string{
 	KindConnect:     "connection failed",
 	KindClosed:      "closed",
 	KindBusy:        "busy",
+	KindNoMemory:    "out of memory",
+	KindInterrupted: "interrupted",
 }
 
 func (k Kind) String() string {
@@ -97,6 +101,8 @@ var (
 	ErrConnect     = &Error{Kind: KindConnect}
 	ErrClosed      = &Error{Kind: KindClosed}
 	ErrBusy        = &Error{Kind: KindBusy}
+	ErrNoMemory    = &Error{Kind: KindNoMemory}
+	ErrInterrupted = &Error{Kind: KindInterrupted}
 )
 
 func newErr(k Kind, err error, format string, args ...any) *Error {

@@ -126,7 +126,7 @@ func TestClosePaths(t *testing.T) {
 		{"wrong shape", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyWrongShape}}}, "infer", client.ErrProtocol},
 		{"wrong horizon", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyWrongHorizon}}}, "infer", client.ErrProtocol},
 		{"wrong type", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyWrongType}}}, "infer", client.ErrProtocol},
-		{"lying length", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyLyingLength}}}, "infer", client.ErrReconnected},
+		{"lying length", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyLyingLength}}}, "infer", client.ErrProtocol}, // over the cap the request implies: refused before a byte is read
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

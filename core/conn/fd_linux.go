@@ -184,6 +184,25 @@ func (f *fdConn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// tryWrite writes what the socket takes of p without waiting.
+func (f *fdConn) tryWrite(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return 0, nil
+		default:
+			return 0, os.NewSyscallError("sendto", e)
+		}
+	}
+}
+
 // arm sets the socket timeout opt (whose current value is *cur) so that a
 // blocking call returns by deadline; ranOut says the last call's timeout
 // ran out. A deadline that has passed is os.ErrDeadlineExceeded.

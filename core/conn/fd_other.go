@@ -19,8 +19,9 @@ func (f *fdConn) beginWrite(time.Duration) {}
 
 func (d *dialConn) takeover() error { return nil }
 
-func (f *fdConn) Read([]byte) (int, error)    { return 0, os.ErrInvalid }
-func (f *fdConn) Write([]byte) (int, error)   { return 0, os.ErrInvalid }
-func (f *fdConn) tryRead([]byte) (int, error) { return 0, os.ErrInvalid }
-func (f *fdConn) shutdown()                   {}
-func (f *fdConn) close() error                { return nil }
+func (f *fdConn) Read([]byte) (int, error)     { return 0, os.ErrInvalid }
+func (f *fdConn) Write([]byte) (int, error)    { return 0, os.ErrInvalid }
+func (f *fdConn) tryRead([]byte) (int, error)  { return 0, os.ErrInvalid }
+func (f *fdConn) tryWrite([]byte) (int, error) { return 0, os.ErrInvalid }
+func (f *fdConn) shutdown()                    {}
+func (f *fdConn) close() error                 { return nil }

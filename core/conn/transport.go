@@ -2,6 +2,7 @@ package conn
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"os"
 	"sync/atomic"
@@ -21,6 +22,9 @@ type transport interface {
 	TryRead(p []byte) (int, error)
 	// Write writes all of p or fails, by the deadline BeginWrite set.
 	Write(p []byte) (int, error)
+	// TryWrite writes what the socket takes of p without waiting (maybe
+	// nothing).
+	TryWrite(p []byte) (int, error)
 	// BeginWrite starts a message: its Writes must be done within timeout.
 	BeginWrite(timeout time.Duration)
 	SetReadDeadline(t time.Time) error
@@ -40,13 +44,48 @@ type transport interface {
 type dialConn struct {
 	net.Conn         // the *net.TCPConn; unused after takeover
 	fd       *fdConn // nil before takeover, or where there is none
+
+	// Before takeover, reads stop with errHandshakeTooBig after limit
+	// bytes: gobwas/ws reads the handshake response's lines without a
+	// bound of its own.
+	limit, read int
+	overLimit   bool
 }
+
+// errHandshakeTooBig ends a handshake whose response exceeds the cap.
+var errHandshakeTooBig = errors.New("handshake response larger than the cap")
 
 func (d *dialConn) Read(p []byte) (int, error) {
 	if d.fd != nil {
 		return d.fd.Read(p)
 	}
+	if d.limit > 0 {
+		if d.read >= d.limit {
+			d.overLimit = true
+			return 0, errHandshakeTooBig
+		}
+		if len(p) > d.limit-d.read {
+			p = p[:d.limit-d.read]
+		}
+		n, err := d.Conn.Read(p)
+		d.read += n
+		return n, err
+	}
 	return d.Conn.Read(p)
+}
+
+func (d *dialConn) TryWrite(p []byte) (int, error) {
+	if d.fd != nil {
+		return d.fd.tryWrite(p)
+	}
+	// No non-blocking write in net.Conn: a deadline just ahead is the
+	// nearest thing.
+	_ = d.Conn.SetWriteDeadline(time.Now().Add(tryReadWait))
+	n, err := d.Conn.Write(p)
+	if err != nil && isTimeout(err) {
+		err = nil
+	}
+	return n, err
 }
 
 func (d *dialConn) Write(p []byte) (int, error) {
@@ -155,6 +194,17 @@ func (t *tlsTransport) TryRead(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TryWrite writes p with a short deadline: a TLS record cannot be left
+// half written, so a socket that does not take it in that time fails the
+// connection (crypto/tls refuses further writes after a timeout).
+func (t *tlsTransport) TryWrite(p []byte) (int, error) {
+	_ = t.Conn.SetWriteDeadline(time.Now().Add(tlsTryWriteWait))
+	return t.Conn.Write(p)
+}
+
+// tlsTryWriteWait bounds a tlsTransport's TryWrite.
+const tlsTryWriteWait = 20 * time.Millisecond
 
 func (t *tlsTransport) BeginWrite(timeout time.Duration) {
 	_ = t.Conn.SetWriteDeadline(time.Now().Add(timeout))

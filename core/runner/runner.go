@@ -29,6 +29,7 @@ import (
 	"fmt"
 
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/conn"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	// MaxRestarts bounds how many reconnects one Act may ride through
 	// before it returns the error; 0 means 3.
 	MaxRestarts int
+	// Alloc supplies the memory each env's chunk is kept in; nil means
+	// the Go heap. The C API passes malloc, so that memory a server's
+	// action needs is fallible (KindNoMemory) instead of an abort.
+	Alloc conn.Allocator
 }
 
 type envState struct {
@@ -57,6 +62,10 @@ type envState struct {
 	epReturn  float64
 	epLen     int64
 	chunks    int64 // chunks completed in this episode: the step_id
+	// The env's current chunk, copied out of the receive buffer: remaining
+	// steps of stepBytes each from step. Sized to the chunk, so memory
+	// follows what the server actually sent for this env.
+	chunk []byte
 }
 
 // Runner is a lockstep N-env chunk runner. Not safe for concurrent use.
@@ -65,14 +74,13 @@ type Runner struct {
 	cfg  Config
 	envs []envState
 
-	// The current chunks, copied out of the receive buffer: env i's chunk
-	// is chunks[i*chunkStride:], H steps of stepBytes each.
-	chunks      []byte
-	chunkType   wire.DType
-	stepShape   []int
-	stepBytes   int
-	horizon     int
-	chunkStride int
+	// What every env's chunk holds: values of chunkType, stepBytes per
+	// step, stepShape per step (known once an action arrived).
+	chunkType wire.DType
+	stepShape []int
+	stepBytes int
+	horizon   int // of the last action
+	alloc     conn.Allocator
 
 	acted bool // Act was called and Report is owed
 
@@ -102,7 +110,29 @@ func New(c *client.Client, cfg Config) (*Runner, error) {
 	if cfg.MaxRestarts <= 0 {
 		cfg.MaxRestarts = 3
 	}
-	return &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs)}, nil
+	alloc := cfg.Alloc
+	if alloc == nil {
+		alloc = conn.HeapAllocator{}
+	}
+	return &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc}, nil
+}
+
+// Close frees the chunks' memory. The runner must not be used afterwards.
+func (r *Runner) Close() {
+	for i := range r.envs {
+		r.freeChunk(i)
+	}
+}
+
+// keepChunk: a chunk buffer larger than this is freed when its chunk has
+// been stepped through, so a server's one big action is not held after use.
+const keepChunk = 1 << 20
+
+func (r *Runner) freeChunk(i int) {
+	if e := &r.envs[i]; e.chunk != nil {
+		r.alloc.Free(e.chunk)
+		e.chunk = nil
+	}
 }
 
 // Client returns the runner's client.
@@ -118,7 +148,7 @@ func (r *Runner) StepShape() []int { return r.stepShape }
 // the last action, or else from metadata action_dim; ok is false when
 // neither is known yet.
 func (r *Runner) StepSize() (int, bool) {
-	if r.horizon > 0 {
+	if r.stepBytes > 0 {
 		n := 1
 		for _, d := range r.stepShape {
 			n *= d
@@ -207,48 +237,62 @@ func (r *Runner) inferNeeded(obs *wire.Observation) error {
 	if err != nil {
 		return err
 	}
-	r.storeChunks(a)
-	return nil
+	err = r.storeChunks(a)
+	r.c.ReleaseAction()
+	return err
 }
 
 // storeChunks copies each env's chunk out of the receive buffer, so that
-// envs inferred at different times can be stepped together.
-func (r *Runner) storeChunks(a *wire.Action) {
-	h := a.Horizon()
-	stepBytes := a.Chunk.RowBytes() / a.Envs() // bytes of one env's one step
-	if a.Envs() == 0 {
-		stepBytes = 0
-	}
-	if h != r.horizon || stepBytes != r.stepBytes || a.Chunk.DType != r.chunkType {
-		r.horizon, r.stepBytes, r.chunkType = h, stepBytes, a.Chunk.DType
-		r.chunkStride = h * stepBytes
-		r.stepShape = append(r.stepShape[:0], a.ActionShape()...)
-		r.chunks = make([]byte, len(r.envs)*r.chunkStride)
-		for i := range r.envs { // chunks of the old shape are unusable
-			if r.envs[i].remaining > 0 && !r.inRequest(i) {
-				r.envs[i].remaining = 0
+// envs inferred at different times can be stepped together. The client
+// has checked the action against the request and metadata (its shape is
+// [H, n, *da] with H, n and every da >= 1, and its bytes are there).
+func (r *Runner) storeChunks(a *wire.Action) error {
+	h, n := a.Horizon(), a.Envs()
+	stepBytes := a.Chunk.RowBytes() / n // bytes of one env's one step
+	if stepBytes != r.stepBytes || a.Chunk.DType != r.chunkType || !sameInts(r.stepShape, a.ActionShape()) {
+		for i := range r.envs {
+			if r.envs[i].remaining > 0 { // (envs in the request have none)
+				// Envs mid-chunk hold steps of another shape, which one
+				// output array cannot take.
+				r.c.Abandon()
+				return &client.Error{Kind: client.KindProtocol, Msg: fmt.Sprintf("the server changed the action's per-step shape or dtype (%v %s, was %v %s) while env %d was in the middle of a chunk; the connection was dropped", a.ActionShape(), a.Chunk.DType, r.stepShape, r.chunkType, i)}
 			}
 		}
+		r.stepBytes, r.chunkType = stepBytes, a.Chunk.DType
+		r.stepShape = append(r.stepShape[:0], a.ActionShape()...)
 	}
-	n := a.Envs()
+	r.horizon = h
+	size := h * stepBytes
 	for j, env := range r.req.EnvIndices {
-		dst := r.chunks[int(env)*r.chunkStride:]
+		e := &r.envs[env]
+		if cap(e.chunk) < size {
+			nb := r.alloc.Grow(e.chunk[:0], 0, size)
+			if nb == nil {
+				r.c.Abandon()
+				return &client.Error{Kind: client.KindNoMemory, Msg: fmt.Sprintf("no memory for env %d's action chunk of %d bytes; the connection was dropped and the next act reconnects", env, size)}
+			}
+			e.chunk = nb
+		}
+		e.chunk = e.chunk[:size]
 		for k := 0; k < h; k++ {
 			src := a.Chunk.Data[(k*n+j)*stepBytes:]
-			copy(dst[k*stepBytes:(k+1)*stepBytes], src[:stepBytes])
+			copy(e.chunk[k*stepBytes:(k+1)*stepBytes], src[:stepBytes])
 		}
-		e := &r.envs[env]
 		e.step, e.remaining, e.chunkSum = 0, h, 0
 	}
+	return nil
 }
 
-func (r *Runner) inRequest(i int) bool {
-	for _, e := range r.req.EnvIndices {
-		if int(e) == i {
-			return true
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 func (r *Runner) writeActions(out *wire.Array) error {
@@ -271,7 +315,7 @@ func (r *Runner) writeActions(out *wire.Array) error {
 	outStep := per * out.DType.Size
 	for i := range r.envs {
 		e := &r.envs[i]
-		src := r.chunks[i*r.chunkStride+e.step*r.stepBytes:]
+		src := e.chunk[e.step*r.stepBytes:]
 		if err := wire.Convert(out.Data[i*outStep:(i+1)*outStep], out.DType, src[:r.stepBytes], r.chunkType, per); err != nil {
 			return &client.Error{Kind: client.KindInvalid, Msg: "converting the action", Err: err}
 		}
@@ -336,6 +380,9 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 			e.chunks++
 		}
 		e.step, e.remaining, e.chunkSum = 0, 0, 0
+		if cap(e.chunk) > keepChunk {
+			r.freeChunk(i)
+		}
 	}
 	if len(r.idx) == 0 {
 		return nil

@@ -1,0 +1,109 @@
+package conn
+
+import (
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// Close sends a close frame with status 1000 (SPEC 7.5) unless the
+// connection already failed, waits up to wait for the server's answer,
+// then releases everything. Interrupt ends the wait early. It is safe to
+// call more than once.
+func (c *Conn) Close(wait time.Duration) error {
+	c.closeOnce.Do(func() {
+		deadline := time.Now().Add(wait)
+		if c.Err() == nil && c.writeClose(ws.StatusNormalClosure, wait) == nil && wait > 0 {
+			// Read (and drop) until the server's close, EOF or the deadline.
+			c.rmu.Lock()
+			_ = c.tr.SetReadDeadline(deadline)
+			for c.Err() == nil {
+				if _, err := c.readMessage(); err != nil {
+					break
+				}
+			}
+			c.rmu.Unlock()
+		}
+		c.release()
+	})
+	return nil
+}
+
+// Abort ends the connection without waiting for anything: a close frame
+// with status 1000 is sent if the socket takes it at once, then the socket
+// and the buffers are released. It is for a connection that is out of step
+// (a timeout, an interrupt, a malformed message), where waiting for the
+// server's answer would only add to the caller's delay.
+func (c *Conn) Abort() {
+	c.closeOnce.Do(func() {
+		if c.Err() == nil {
+			c.tryClose(ws.StatusNormalClosure)
+		}
+		c.release()
+	})
+}
+
+// release ends the connection and frees the socket and the receive buffer.
+func (c *Conn) release() {
+	c.fail(ErrClosed)
+	c.shutdown()
+	<-c.done
+	// Nothing reads or writes any more: release the socket and buffer.
+	c.rmu.Lock()
+	c.wmu.Lock()
+	c.fdmu.Lock()
+	c.released = true
+	_ = c.tr.Close()
+	c.fdmu.Unlock()
+	if c.rbuf != nil {
+		c.alloc.Free(c.rbuf)
+		c.rbuf = nil
+	}
+	c.wmu.Unlock()
+	c.rmu.Unlock()
+}
+
+// writeClose sends a close frame, waiting up to wait for the socket.
+func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.sentCls {
+		return ErrClosed
+	}
+	c.sentCls = true
+	var body [2]byte
+	ws.PutCloseFrameBody(body[:], code, "")
+	if !c.queueControl(ws.OpClose, body[:]) {
+		return ErrClosed
+	}
+	if wait <= 0 {
+		if !c.tryWriteControl() {
+			return ErrTimeout
+		}
+		return nil
+	}
+	c.tr.BeginWrite(wait)
+	_, err := c.tr.Write(c.ctl.bytes())
+	c.ctl.reset()
+	return err
+}
+
+// Interrupt ends the connection from any goroutine, at once: a Receive or
+// WriteMessage blocked on it returns ErrInterrupted (within microseconds:
+// the socket is shut down, which wakes the system call), and so does every
+// later call. Nothing is sent: the stream may be in the middle of a
+// message. Close or Abort must still be called to release it.
+func (c *Conn) Interrupt() {
+	c.fail(ErrInterrupted)
+	c.shutdown()
+}
+
+// shutdown shuts the socket down in both directions, which wakes any
+// system call blocked on it; safe from any goroutine until release.
+func (c *Conn) shutdown() {
+	c.fdmu.Lock()
+	if !c.released {
+		c.tr.Shutdown()
+	}
+	c.fdmu.Unlock()
+}

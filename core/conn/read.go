@@ -1,0 +1,421 @@
+package conn
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// Receive waits up to timeout (zero: forever) for the next message and
+// returns it. The bytes are the connection's buffer: valid, and writable,
+// until Release or the next Receive.
+func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	now := mono()
+	if now-c.lastYield >= yieldEvery {
+		// Go's sysmon retakes the P of a goroutine that has run
+		// forcePreemptNS (10 ms) without being rescheduled whenever it is
+		// in a system call, and then wakes every 20 us to look again. A C
+		// thread that calls in and out never is rescheduled, so yield now
+		// and then: it costs a few microseconds every yieldEvery; not
+		// yielding cost a sysmon wake-up every few exchanges.
+		c.lastYield = now
+		runtime.Gosched()
+	}
+	var deadline time.Time
+	switch {
+	case timeout >= watchedTimeout:
+		// The poller enforces it (see pollLoop): the read blocks with no
+		// socket timeout, which spares the kernel a timer on every wait.
+		c.recvDeadline.Store(int64(now + timeout))
+	case timeout > 0:
+		deadline = epoch.Add(now + timeout)
+	}
+	_ = c.tr.SetReadDeadline(deadline)
+	msg, err := c.readMessage()
+	if c.recvDeadline.Load() != 0 {
+		c.recvDeadline.Store(0)
+	}
+	if c.recvTimedOut.Load() {
+		return nil, fmt.Errorf("%w: no message within %v; the connection was closed", ErrTimeout, timeout)
+	}
+	if err != nil {
+		if errors.Is(err, errBoundaryTimeout) {
+			return nil, fmt.Errorf("%w: no message within %v", ErrTimeout, timeout)
+		}
+		return nil, err
+	}
+	// The start of the wait, not its end: one clock read fewer, and Poll
+	// skips its system call only when less than pollGrace has passed
+	// since the Receive began, which is the safe direction.
+	c.lastRecv = now
+	return msg, nil
+}
+
+// Release ends the caller's use of the last received message. A buffer of
+// up to keepReceiveBuffer bytes is kept for the next Receive; a larger one
+// is freed, so that one big message does not pin its memory.
+func (c *Conn) Release() {
+	c.rmu.Lock()
+	if cap(c.rbuf) > keepReceiveBuffer {
+		c.alloc.Free(c.rbuf)
+		c.rbuf = nil
+	}
+	c.rmu.Unlock()
+}
+
+// Poll handles, without waiting, what the server sent since the last
+// Receive: pings are answered, and a close frame or a lost connection fails
+// the connection, so that Err reports it. It does nothing when the last
+// Receive returned less than pollGrace ago.
+func (c *Conn) Poll() {
+	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
+	if mono()-c.lastRecv < pollGrace {
+		return
+	}
+	c.rmu.Lock()
+	if c.Err() == nil {
+		c.drain()
+	}
+	c.rmu.Unlock()
+	c.flushControl()
+}
+
+// pollLoop answers pings and sees closes while nobody reads, and ends a
+// watched Receive at its deadline. It sleeps idlePoll between looks, or
+// until a watched deadline if that comes first; it never waits for a lock
+// or for the socket.
+func (c *Conn) pollLoop() {
+	defer close(c.done)
+	t := time.NewTimer(idlePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-t.C:
+		}
+		if d := c.recvDeadline.Load(); d != 0 && int64(mono()) >= d {
+			// A Receive waits past its deadline: end the connection,
+			// which wakes it (it reports the timeout).
+			c.recvTimedOut.Store(true)
+			c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
+			c.shutdown()
+			continue
+		}
+		if c.rmu.TryLock() { // else the caller is reading
+			if c.Err() == nil {
+				c.drain()
+			}
+			c.rmu.Unlock()
+		}
+		c.flushControl()
+		next := idlePoll
+		if d := c.recvDeadline.Load(); d != 0 {
+			next = min(next, max(time.Duration(d)-mono(), 0))
+		}
+		t.Reset(next)
+	}
+}
+
+// errBoundaryTimeout: the read deadline passed between messages; the
+// connection is still usable.
+var errBoundaryTimeout = errors.New("read deadline between messages")
+
+// drain reads what has arrived without waiting and handles the control
+// frames at the front of it; it stops at a data frame, which Receive reads.
+// rmu must be held.
+func (c *Conn) drain() {
+	if c.rr == c.rw {
+		c.rr, c.rw = 0, 0
+	} else if c.rw == len(c.rb) && c.rr > 0 {
+		c.compact()
+	}
+	if c.rw < len(c.rb) {
+		n, err := c.tr.TryRead(c.rb[c.rw:])
+		c.rw += n
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+	}
+	for c.Err() == nil {
+		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		if !ok || !h.OpCode.IsControl() {
+			return // a data frame, or not all here yet
+		}
+		if err := ws.CheckHeader(h, ws.StateClientSide); err != nil {
+			c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
+			return
+		}
+		if int64(c.rw-c.rr-hl) < h.Length {
+			return // not all here yet
+		}
+		p := c.rb[c.rr+hl : c.rr+hl+int(h.Length)]
+		c.rr += hl + int(h.Length)
+		c.control(h, p)
+	}
+}
+
+// compact moves the unparsed bytes to the front of rb.
+func (c *Conn) compact() {
+	n := copy(c.rb, c.rb[c.rr:c.rw])
+	c.rr, c.rw = 0, n
+}
+
+// fill reads until rb holds at least need unparsed bytes (need <= len(rb)).
+func (c *Conn) fill(need int) error {
+	if c.rr == c.rw {
+		c.rr, c.rw = 0, 0
+	}
+	if len(c.rb)-c.rr < need {
+		c.compact()
+	}
+	for c.rw-c.rr < need {
+		n, err := c.tr.Read(c.rb[c.rw:])
+		c.rw += n
+		if err != nil && c.rw-c.rr < need {
+			return err
+		}
+	}
+	return nil
+}
+
+// readMessage reads frames until a data message is complete, handling
+// control frames on the way. rmu must be held.
+func (c *Conn) readMessage() ([]byte, error) {
+	var (
+		n          int  // bytes of the message assembled so far
+		fragmented bool // inside a fragmented message
+	)
+	for {
+		h, hl, err := c.readHeader()
+		if err != nil {
+			return nil, c.readError(err, n == 0 && !fragmented)
+		}
+		state := ws.StateClientSide
+		if fragmented {
+			state |= ws.StateFragmented
+		}
+		if err := ws.CheckHeader(h, state); err != nil {
+			return nil, c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
+		}
+		if h.OpCode.IsControl() {
+			if err := c.fill(hl + int(h.Length)); err != nil {
+				return nil, c.readError(err, n == 0 && !fragmented)
+			}
+			p := c.rb[c.rr+hl : c.rr+hl+int(h.Length)]
+			c.rr += hl + int(h.Length)
+			if !c.control(h, p) {
+				return nil, c.Err()
+			}
+			// Answer a ping now if that needs no waiting; otherwise the
+			// pong goes out before the next message or from the poller.
+			c.flushControl()
+			continue
+		}
+		c.rr += hl
+		if h.OpCode == ws.OpText {
+			return nil, c.protocolFail(ws.StatusUnsupportedData, ErrTextFrame)
+		}
+		// The cap is checked against the length the header claims before
+		// a byte of it is read or allocated.
+		if c.max > 0 && int64(n)+h.Length > c.max {
+			return nil, c.protocolFail(ws.StatusMessageTooBig, fmt.Errorf("%w: the server sent a frame header announcing a message of %d bytes; the limit is %d (max_message_size, or the size the request's action can have)", ErrTooBig, int64(n)+h.Length, c.max))
+		}
+		if n, err = c.readPayload(n, h.Length); err != nil {
+			if errors.Is(err, ErrNoMemory) {
+				return nil, c.protocolFail(ws.StatusMessageTooBig, err)
+			}
+			return nil, c.readError(err, false)
+		}
+		fragmented = !h.Fin
+		if h.Fin {
+			return c.rbuf[:n:n], nil
+		}
+	}
+}
+
+// readHeader waits for a whole frame header and parses it without
+// consuming it; it returns the header's length in bytes.
+func (c *Conn) readHeader() (ws.Header, int, error) {
+	for {
+		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
+		if err != nil || ok {
+			return h, hl, err
+		}
+		need := hl // 0 until the first two bytes say
+		if need == 0 {
+			need = 2
+		}
+		if err := c.fill(need); err != nil {
+			return h, 0, err
+		}
+	}
+}
+
+// readError turns a read error into the connection's failure, except a
+// deadline that passed between messages, which leaves it usable.
+func (c *Conn) readError(err error, boundary bool) error {
+	if e := c.Err(); e != nil {
+		return e
+	}
+	if isTimeout(err) {
+		if boundary {
+			return errBoundaryTimeout
+		}
+		err = c.fail(fmt.Errorf("%w in the middle of a message: %v", ErrTimeout, err))
+		c.shutdown()
+		return err
+	}
+	c.readFailed(err)
+	return c.Err()
+}
+
+// readPayload appends length bytes to rbuf[:n], growing it only as bytes
+// actually arrive (at most doubling, from minReadChunk), so the memory a
+// message takes follows the bytes received, not its header's claim.
+func (c *Conn) readPayload(n int, length int64) (int, error) {
+	for length > 0 {
+		if n == len(c.rbuf) {
+			size := 2 * len(c.rbuf)
+			if size < minReadChunk {
+				size = minReadChunk
+			}
+			if int64(size-n) > length {
+				size = n + int(length)
+			}
+			nb := c.alloc.Grow(c.rbuf, n, size)
+			if len(nb) < size {
+				return n, fmt.Errorf("%w: could not allocate a %d-byte receive buffer for the server's message", ErrNoMemory, size)
+			}
+			c.rbuf = nb[:cap(nb)]
+		}
+		want := len(c.rbuf) - n
+		if int64(want) > length {
+			want = int(length)
+		}
+		var k int
+		switch {
+		case c.rr < c.rw: // bytes already read
+			k = copy(c.rbuf[n:n+want], c.rb[c.rr:c.rw])
+			c.rr += k
+		case want >= len(c.rb)/2: // a big payload: straight into rbuf
+			var err error
+			k, err = c.tr.Read(c.rbuf[n : n+want])
+			if err != nil && k == 0 {
+				return n, err
+			}
+		default:
+			if err := c.fill(1); err != nil {
+				return n, err
+			}
+		}
+		n += k
+		length -= int64(k)
+	}
+	return n, nil
+}
+
+// control handles a ping, pong or close whose payload is p; it reports
+// whether the connection goes on. It never writes: a pong is recorded for
+// flushControl, a close is echoed only if that needs no waiting.
+func (c *Conn) control(h ws.Header, p []byte) bool {
+	switch h.OpCode {
+	case ws.OpPing:
+		c.pmu.Lock()
+		c.pongOwed.Store(true)
+		c.pongLen = copy(c.pongData[:], p)
+		c.pmu.Unlock()
+	case ws.OpClose:
+		code, reason := ws.ParseCloseFrameData(p)
+		ce := &CloseError{Code: int(code), Reason: reason}
+		if code.Empty() {
+			ce.Code = int(ws.StatusNoStatusRcvd)
+		}
+		c.fail(ce)
+		// RFC 6455 5.5.1: answer a close with a close, then let TCP go.
+		echo := code
+		if code.Empty() {
+			echo = ws.StatusNormalClosure
+		}
+		c.tryClose(echo)
+		c.shutdown()
+		return false
+	}
+	return true
+}
+
+func (c *Conn) readFailed(err error) {
+	if c.Err() == nil {
+		if errors.Is(err, net.ErrClosed) {
+			err = ErrClosed
+		} else {
+			err = fmt.Errorf("%w: %v", ErrLost, err)
+		}
+	}
+	c.fail(err)
+	c.shutdown()
+}
+
+// protocolFail closes with code after a violation by the server, without
+// waiting; it returns the connection's error.
+func (c *Conn) protocolFail(code ws.StatusCode, err error) error {
+	err = c.fail(err)
+	c.tryClose(code)
+	c.shutdown()
+	return err
+}
+
+// parseHeader parses the frame header at the front of b. ok is false when b
+// holds only part of it; hl is then the length needed when known (else 0).
+func parseHeader(b []byte) (h ws.Header, hl int, ok bool, err error) {
+	if len(b) < 2 {
+		return h, 0, false, nil
+	}
+	h.Fin = b[0]&0x80 != 0
+	h.Rsv = (b[0] & 0x70) >> 4
+	h.OpCode = ws.OpCode(b[0] & 0x0f)
+	h.Masked = b[1]&0x80 != 0
+	hl = 2
+	switch l := b[1] & 0x7f; l {
+	case 126:
+		hl += 2
+	case 127:
+		hl += 8
+	default:
+		h.Length = int64(l)
+	}
+	if h.Masked {
+		hl += 4
+	}
+	if len(b) < hl {
+		return h, hl, false, nil
+	}
+	switch b[1] & 0x7f {
+	case 126:
+		h.Length = int64(binary.BigEndian.Uint16(b[2:]))
+	case 127:
+		if b[2]&0x80 != 0 {
+			return h, hl, false, ws.ErrHeaderLengthMSB
+		}
+		h.Length = int64(binary.BigEndian.Uint64(b[2:]))
+	}
+	if h.Masked {
+		copy(h.Mask[:], b[hl-4:hl])
+	}
+	return h, hl, true, nil
+}

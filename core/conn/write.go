@@ -1,0 +1,259 @@
+package conn
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gobwas/ws"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// WriteMessage sends m as one binary frame, masked as RFC 6455 requires
+// with a fresh key. Each segment is masked during its one copy into the
+// write buffer, which is written whenever it is full and at the end. A
+// write that has to wait for the server to read waits at most SendTimeout;
+// then the connection fails with ErrTimeout.
+func (c *Conn) WriteMessage(m *wire.Message) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if c.sentCls {
+		return ErrClosed
+	}
+	c.tr.BeginWrite(c.wtimeout)
+	if c.ctl.n > 0 { // control frames that could not go out earlier go first
+		if err := c.flush(c.ctl.bytes()); err != nil {
+			return err
+		}
+		c.ctl.reset()
+	}
+	mask := c.newMask()
+	total := m.Len()
+	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Mask: mask, Length: int64(total)}
+	if need := ws.HeaderSize(h) + total; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
+		// Grow once to what the workload needs (up to wmax); steady
+		// state allocates nothing.
+		c.wbuf = make([]byte, min(need, c.wmax))
+	}
+	w := putHeader(c.wbuf, h)
+	if total <= smallMessage && w+total <= len(c.wbuf) {
+		// A small message: one plain copy, then the mask in place over
+		// it, both in the first-level cache.
+		n := m.CopyTo(c.wbuf[w:])
+		maskCopy(c.wbuf[w:w+n], c.wbuf[w:w+n], mask, 0)
+		return c.finish(c.flush(c.wbuf[:w+n]))
+	}
+	pos := 0
+	// Short segments (the msgpack structure, ids, flags) are copied as
+	// they are and masked afterwards in one pass over the run they form,
+	// which costs less than a masked copy per segment; long ones (array
+	// data) are masked during their one copy.
+	run, runPos := -1, 0 // wbuf[run:w] is copied but not yet masked
+	for i := 0; i < m.Segments(); i++ {
+		seg := m.Segment(i)
+		for len(seg) > 0 {
+			if w == len(c.wbuf) {
+				if run >= 0 {
+					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+					run = -1
+				}
+				if err := c.flush(c.wbuf[:w]); err != nil {
+					return err
+				}
+				w = 0
+			}
+			k := min(len(c.wbuf)-w, len(seg))
+			if k < shortSegment {
+				if run < 0 {
+					run, runPos = w, pos
+				}
+				copy(c.wbuf[w:], seg[:k])
+			} else {
+				if run >= 0 {
+					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+					run = -1
+				}
+				maskCopy(c.wbuf[w:], seg[:k], mask, pos)
+			}
+			w += k
+			pos += k
+			seg = seg[k:]
+		}
+	}
+	if run >= 0 {
+		maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
+	}
+	return c.finish(c.flush(c.wbuf[:w]))
+}
+
+// finish ends a message write: a pong owed meanwhile goes out if that
+// needs no waiting. wmu must be held.
+func (c *Conn) finish(err error) error {
+	if err == nil && c.pongOwed.Load() {
+		c.flushControlLocked()
+	}
+	return err
+}
+
+// shortSegment: segments shorter than this are masked in runs (see
+// WriteMessage); a message of up to smallMessage bytes is copied whole and
+// then masked.
+const (
+	shortSegment = 256
+	smallMessage = 4 << 10
+)
+
+// putHeader writes h at the front of b (which has room for it) and returns
+// its length.
+func putHeader(b []byte, h ws.Header) int {
+	b[0] = byte(h.OpCode) & 0x0f
+	if h.Fin {
+		b[0] |= 0x80
+	}
+	n := 2
+	switch {
+	case h.Length < 126:
+		b[1] = byte(h.Length)
+	case h.Length <= 0xffff:
+		b[1] = 126
+		binary.BigEndian.PutUint16(b[2:], uint16(h.Length))
+		n = 4
+	default:
+		b[1] = 127
+		binary.BigEndian.PutUint64(b[2:], uint64(h.Length))
+		n = 10
+	}
+	if h.Masked {
+		b[1] |= 0x80
+		n += copy(b[n:], h.Mask[:])
+	}
+	return n
+}
+
+// flush writes p, waiting as BeginWrite allowed; a failure fails the
+// connection. wmu must be held.
+func (c *Conn) flush(p []byte) error {
+	if _, err := c.tr.Write(p); err != nil {
+		if e := c.Err(); e != nil {
+			return e // interrupted, or failed by the reader meanwhile
+		}
+		if isTimeout(err) {
+			err = fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout)
+		} else {
+			err = fmt.Errorf("%w: writing: %v", ErrLost, err)
+		}
+		err = c.fail(err)
+		c.shutdown()
+		return err
+	}
+	return nil
+}
+
+func (c *Conn) newMask() (m [4]byte) {
+	v := c.rng.Uint64()
+	m[0], m[1], m[2], m[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	return m
+}
+
+// pending holds control frames, or the unsent rest of them, that could not
+// be written without waiting: room for a pong and a close frame.
+type pending struct {
+	buf  [2 * (ws.MaxHeaderSize + ws.MaxControlFramePayloadSize)]byte
+	r, n int // buf[r:n] is unsent
+}
+
+func (p *pending) bytes() []byte { return p.buf[p.r:p.n] }
+func (p *pending) reset()        { p.r, p.n = 0, 0 }
+
+// room makes room for size more bytes at the end, if it can.
+func (p *pending) room(size int) bool {
+	if p.r == p.n {
+		p.reset()
+	}
+	if p.n+size > len(p.buf) && p.r > 0 {
+		p.n = copy(p.buf[:], p.buf[p.r:p.n])
+		p.r = 0
+	}
+	return p.n+size <= len(p.buf)
+}
+
+// queueControl masks a control frame into c.ctl; false if there is no
+// room. wmu must be held.
+func (c *Conn) queueControl(op ws.OpCode, payload []byte) bool {
+	if !c.ctl.room(ws.MaxHeaderSize + len(payload)) {
+		return false
+	}
+	mask := c.newMask()
+	n := putHeader(c.ctl.buf[c.ctl.n:], ws.Header{Fin: true, OpCode: op, Masked: true, Mask: mask, Length: int64(len(payload))})
+	maskCopy(c.ctl.buf[c.ctl.n+n:], payload, mask, 0)
+	c.ctl.n += n + len(payload)
+	return true
+}
+
+// tryWriteControl writes what it can of c.ctl without waiting, and reports
+// whether all of it went. wmu must be held.
+func (c *Conn) tryWriteControl() bool {
+	n, err := c.tr.TryWrite(c.ctl.bytes())
+	c.ctl.r += n
+	if err != nil {
+		c.fail(fmt.Errorf("%w: writing a control frame: %v", ErrLost, err))
+		c.shutdown()
+		return false
+	}
+	return c.ctl.r == c.ctl.n
+}
+
+// flushControl writes the pong owed and any control frames queued, if the
+// write lock is free and the socket takes them without waiting: a server
+// that floods pings and reads nothing gets fewer pongs, and nobody waits.
+func (c *Conn) flushControl() {
+	if c.ctl.n == 0 && !c.pongOwed.Load() {
+		return
+	}
+	if !c.wmu.TryLock() {
+		return // the writer sends them after its message
+	}
+	c.flushControlLocked()
+	c.wmu.Unlock()
+}
+
+// flushControlLocked is flushControl with wmu held.
+func (c *Conn) flushControlLocked() {
+	if c.Err() != nil || c.sentCls {
+		return
+	}
+	if c.ctl.r < c.ctl.n && !c.tryWriteControl() {
+		return
+	}
+	if !c.pongOwed.Load() {
+		return
+	}
+	var p [ws.MaxControlFramePayloadSize]byte
+	c.pmu.Lock()
+	n := copy(p[:], c.pongData[:c.pongLen])
+	c.pongOwed.Store(false)
+	c.pmu.Unlock()
+	if c.queueControl(ws.OpPong, p[:n]) {
+		c.tryWriteControl()
+	}
+}
+
+// tryClose sends a close frame with code if that needs no waiting (used
+// where the connection is failing anyway: a courtesy, not a handshake).
+func (c *Conn) tryClose(code ws.StatusCode) {
+	if !c.wmu.TryLock() {
+		return
+	}
+	defer c.wmu.Unlock()
+	if c.sentCls {
+		return
+	}
+	c.sentCls = true
+	var body [2]byte
+	ws.PutCloseFrameBody(body[:], code, "")
+	if c.queueControl(ws.OpClose, body[:]) {
+		c.tryWriteControl()
+	}
+}
