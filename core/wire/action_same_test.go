@@ -64,6 +64,13 @@ func TestActionDecodeSameStructure(t *testing.T) {
 		t.Fatal("a decoded message did not set up the shortcut")
 	}
 	check(&a, msg(le64(3, 4), "<i8", chunkB, "<f4"), []int64{3, 4}, chunkB) // the shortcut
+	// Chunk is the caller's to change between decodes; the shortcut does
+	// not read it back.
+	a.Chunk.Data, a.Chunk.Shape = a.Chunk.Data[:1], nil
+	check(&a, msg(le64(3, 4), "<i8", chunkA, "<f4"), []int64{3, 4}, chunkA)
+	if len(a.Chunk.Shape) != 3 || len(a.around) != len(msg(le64(3, 4), "<i8", chunkA, "<f4"))-len(chunkA) {
+		t.Fatalf("shape %v, %d bytes kept", a.Chunk.Shape, len(a.around))
+	}
 	check(&a, msg(le64(3, 5), "<i8", chunkA, "<f4"), []int64{3, 5}, chunkA) // other env_ids
 	// The client may replace EnvIDs (the Ray dialect); a message without
 	// env_ids must come back without them.

@@ -21,34 +21,75 @@ type Array struct {
 	Data  []byte
 }
 
-// Elements returns prod(Shape), or an error if a dimension is negative or the
-// product overflows.
-func Elements(shape []int) (int, error) {
-	n := 1
-	for i, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("shape %v: dimension %d is negative", shape, i)
-		}
-		hi, lo := bits.Mul64(uint64(n), uint64(d))
-		if hi != 0 || lo > math.MaxInt32*uint64(1<<31) {
-			return 0, fmt.Errorf("shape %v: element count overflows", shape)
-		}
-		n = int(lo)
+// maxCount bounds an array's element count and byte length, below
+// math.MaxInt64; decodeArrayRaw applies it to each dimension as well.
+const maxCount = math.MaxInt32 * (1 << 31)
+
+// nonZeroProduct returns size times the product of shape's non-zero
+// dimensions, and whether a dimension is zero. It refuses a shape whose
+// product overflows even when a zero dimension makes the element count 0:
+// numpy does the same ("array is too big"), so no peer can have made such an
+// array, and code that walks one dimension of it (a chunk's H, say) must
+// not be handed a count no memory backs.
+func nonZeroProduct(shape []int, size int) (p uint64, zero, ok bool) {
+	p = uint64(size)
+	if p > maxCount { // a negative size too: a caller's DType, not ParseDType's
+		return 0, false, false
 	}
-	return n, nil
+	for _, d := range shape {
+		if d == 0 {
+			zero = true
+			continue
+		}
+		hi, lo := bits.Mul64(p, uint64(d))
+		if hi != 0 || lo > maxCount {
+			return 0, zero, false
+		}
+		p = lo
+	}
+	return p, zero, true
 }
 
-// ByteLen returns the byte length the shape and dtype require.
-func ByteLen(d DType, shape []int) (int, error) {
-	n, err := Elements(shape)
-	if err != nil {
+func checkDims(shape []int) error {
+	for i, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("shape %v: dimension %d is negative", shape, i)
+		}
+	}
+	return nil
+}
+
+// Elements returns prod(Shape), or an error if a dimension is negative or the
+// product of the non-zero dimensions overflows.
+func Elements(shape []int) (int, error) {
+	if err := checkDims(shape); err != nil {
 		return 0, err
 	}
-	hi, lo := bits.Mul64(uint64(n), uint64(d.ItemSize()))
-	if hi != 0 || lo > math.MaxInt32*uint64(1<<31) {
-		return 0, fmt.Errorf("shape %v of %s: byte length overflows", shape, d)
+	n, zero, ok := nonZeroProduct(shape, 1)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("shape %v: element count overflows", shape)
+	case zero:
+		return 0, nil
 	}
-	return int(lo), nil
+	return int(n), nil
+}
+
+// ByteLen returns the byte length the shape and dtype require, or an error
+// if a dimension is negative or the product of the non-zero dimensions and
+// the item size overflows.
+func ByteLen(d DType, shape []int) (int, error) {
+	if _, err := Elements(shape); err != nil {
+		return 0, err
+	}
+	n, zero, ok := nonZeroProduct(shape, d.ItemSize())
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("shape %v of %s: byte length overflows", shape, d)
+	case zero:
+		return 0, nil
+	}
+	return int(n), nil
 }
 
 // Check validates that Data holds exactly the bytes Shape and DType require.

@@ -30,6 +30,7 @@ type Message struct {
 	mark    int // head[mark:] is not yet covered by a segment
 	total   int
 	rows    []int    // scratch for row selection
+	envs    indexSet // scratch for checking env_indices (indices.go)
 	typestr [24]byte // scratch for a dtype's text
 
 	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
@@ -478,7 +479,7 @@ func EncodeInfer(m *Message, in *Infer) error {
 	if in.Reuse != nil && len(in.Reuse) != n {
 		return invalidf("infer: %d reuse flags for %d env_indices", len(in.Reuse), n)
 	}
-	if err := checkEnvIndices("infer", in.EnvIndices); err != nil {
+	if err := checkEnvIndices(&m.envs, "infer", in.EnvIndices); err != nil {
 		return err
 	}
 	if in.Obs == nil {
@@ -512,20 +513,6 @@ func EncodeInfer(m *Message, in *Infer) error {
 	}
 	m.Finish()
 	m.planSaveInfer(in)
-	return nil
-}
-
-func checkEnvIndices(what string, idx []int64) error {
-	for i, v := range idx {
-		if v < 0 {
-			return invalidf("%s: env_indices[%d] is %d; env indices are non-negative", what, i, v)
-		}
-		for j := 0; j < i; j++ {
-			if idx[j] == v {
-				return invalidf("%s: env index %d appears twice", what, v)
-			}
-		}
-	}
 	return nil
 }
 
@@ -570,7 +557,7 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 			return invalidf("feedback: %d %s for %d env_indices", c.l, c.name, n)
 		}
 	}
-	if err := checkEnvIndices("feedback", f.EnvIndices); err != nil {
+	if err := checkEnvIndices(&m.envs, "feedback", f.EnvIndices); err != nil {
 		return err
 	}
 	if f.Obs == nil {

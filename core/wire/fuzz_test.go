@@ -50,6 +50,12 @@ func seedVectors(f *testing.F, prefixes ...string) {
 
 func FuzzDecodeArray(f *testing.F) {
 	seedVectors(f, "array_", "scalar_ndarray", "text_U")
+	// Zero elements, and non-zero dimensions that overflow (refused) or
+	// come close (accepted).
+	f.Add([]byte(nd("<f8", nil, 0, 1<<40, 1<<40)))
+	f.Add([]byte(nd("<f8", nil, 0, 1<<60)))
+	f.Add([]byte(nd("|u1", nil, 1<<31, 1<<30, 0)))
+	f.Add([]byte(nd("<f4", nil, 0, 3)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := append([]byte(nil), b...)
 		var shape [MaxDims]int
@@ -85,6 +91,11 @@ func FuzzDecodeArray(f *testing.F) {
 		}
 		if n, err := Elements(a.Shape); err != nil || n > len(a.Data) {
 			t.Fatalf("%d elements from %d bytes (%v)", n, len(b), err)
+		}
+		// numpy's bound holds even with a zero dimension: the non-zero
+		// dimensions times the item size fit.
+		if _, _, ok := nonZeroProduct(a.Shape, a.DType.ItemSize()); !ok {
+			t.Fatalf("shape %v of %s was accepted", a.Shape, a.DType)
 		}
 		// The host view: same shape, aligned, host order, the same values.
 		if h.DType != hostDType(a.DType) || !slices.Equal(h.Shape, a.Shape) || !h.Aligned() || h.DType.Swapped() || !within(h.Data, in2) {
@@ -125,6 +136,13 @@ func FuzzDecodeArray(f *testing.F) {
 
 func FuzzActionDecode(f *testing.F) {
 	seedVectors(f, "action_")
+	// Zero dimensions, refused: a huge H over an empty da, and the same
+	// shapes with data.
+	for _, shape := range [][]int64{{0, 1, 2}, {1, 0, 2}, {2, 1, 0}, {4e18, 1, 0}, {0, 0}, {1, 1, 1, 0}} {
+		f.Add(actionMsg(mp(nil).m(1).s("action").val(nd("|u1", nil, shape...))))
+		f.Add(actionMsg(mp(nil).m(2).s("env_ids").val(nd("<i8", make([]byte, 8), 1)).s("action").val(nd("<f4", make([]byte, 8), shape...))))
+	}
+	f.Add(actionMsg(mp(nil).m(1).s("action").val(nd("|u1", []byte{1}, 4e18, 1, 1))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := append([]byte(nil), b...)
 		var act Action
@@ -138,6 +156,15 @@ func FuzzActionDecode(f *testing.F) {
 		}
 		if !c.Aligned() || c.DType.Swapped() || !c.DType.Numeric() || len(c.Shape) < 2 || !within(c.Data, in) {
 			t.Fatalf("chunk %s %v aligned %v", c.DType, c.Shape, c.Aligned())
+		}
+		for i, d := range c.Shape {
+			if d == 0 {
+				t.Fatalf("chunk of shape %v accepted: dimension %d is zero", c.Shape, i)
+			}
+		}
+		// The shortcut keeps the message without its data, nothing more.
+		if len(act.around) != len(b)-len(c.Data) {
+			t.Fatalf("kept %d bytes of a %d-byte message with %d bytes of data", len(act.around), len(b), len(c.Data))
 		}
 		if len(act.EnvIDs) > len(b) || len(c.Data) > len(b) {
 			t.Fatalf("%d env ids, %d data bytes from %d input bytes", len(act.EnvIDs), len(c.Data), len(b))
@@ -158,6 +185,24 @@ func FuzzActionDecode(f *testing.F) {
 			if act.EnvIDs[i] != ids[i] {
 				t.Fatal("env ids differ on reuse")
 			}
+		}
+		// The same structure with other data takes the shortcut, which
+		// moves and swaps the new data as a full decode does: flipping
+		// every bit of the data as received flips every bit of the result.
+		flipped := append([]byte(nil), b...)
+		for i := act.sameOff; i < act.sameOff+act.sameData; i++ {
+			flipped[i] ^= 0xff
+		}
+		if err := act.Decode(flipped); err != nil {
+			t.Fatalf("decode with other data: %v", err)
+		}
+		for i, v := range act.Chunk.Data {
+			if v != data[i]^0xff {
+				t.Fatalf("data byte %d is %#x, want %#x", i, v, data[i]^0xff)
+			}
+		}
+		if !slices.Equal(act.Chunk.Shape, shape) || (act.EnvIDs != nil) != hadIDs || len(act.EnvIDs) != len(ids) {
+			t.Fatal("decoding other data changed the structure")
 		}
 	})
 }

@@ -312,20 +312,6 @@ func decodeBools(where string, b []byte) ([]bool, error) {
 	return out, nil
 }
 
-func checkIndices(where string, idx []int64) error {
-	seen := make(map[int64]struct{}, len(idx))
-	for i, v := range idx {
-		if v < 0 {
-			return malformedf(where, "[%d] is %d; env indices are non-negative (SPEC 4.4)", i, v)
-		}
-		if _, dup := seen[v]; dup {
-			return malformedf(where, "env index %d appears twice", v)
-		}
-		seen[v] = struct{}{}
-	}
-	return nil
-}
-
 // decodeObservation reads an observation map (SPEC 5.2) whose arrays must
 // all lead with rows. Arrays view b.
 func decodeObservation(where string, b []byte, rows int, o *Observation) error {

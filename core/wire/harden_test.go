@@ -1,0 +1,234 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// Tests against a hostile peer and a quadratic check. They use only what the
+// package has always exported and the test helpers, so that each one can be
+// run against the code before its fix, and fails there.
+
+// within1s runs f and fails the test if it has not returned after a second.
+// A run that overstays is left behind: it is a quadratic loop that ends on
+// its own, and the test has already failed.
+func within1s(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		f()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Logf("%s: %v", what, time.Since(start))
+	case <-time.After(time.Second):
+		t.Fatalf("%s took over a second: the env index check is not linear", what)
+	}
+}
+
+// TestEncodeManyEnvIndices: checking 262144 env indices for duplicates is
+// linear. Comparing each with every earlier one took seconds at half that.
+// The Message is fresh each time, so no plan stands in for the check.
+func TestEncodeManyEnvIndices(t *testing.T) {
+	const n = 1 << 18
+	idx := make([]int64, n)
+	for i := range idx {
+		idx[i] = int64(n - 1 - i)
+	}
+	steps := make([]int64, n)
+	obs := &Observation{}
+	flags := make([]bool, n)
+	within1s(t, "EncodeInfer", func() {
+		var m Message
+		if err := EncodeInfer(&m, &Infer{EnvIndices: idx, StepIDs: steps, Obs: obs}); err != nil {
+			t.Error(err)
+		}
+	})
+	within1s(t, "EncodeFeedback", func() {
+		var m Message
+		f := &Feedback{EnvIndices: idx, StepIDs: steps, Obs: obs, Rewards: make([]float32, n), Terminated: flags, Truncated: flags}
+		if err := EncodeFeedback(&m, f); err != nil {
+			t.Error(err)
+		}
+	})
+	// Sparse indices, too large for a bitset, take the other path.
+	sparse := make([]int64, n)
+	for i := range sparse {
+		sparse[i] = int64(n-i) << 40
+	}
+	within1s(t, "EncodeInfer, sparse indices", func() {
+		var m Message
+		if err := EncodeInfer(&m, &Infer{EnvIndices: sparse, StepIDs: steps, Obs: obs}); err != nil {
+			t.Error(err)
+		}
+	})
+	// A duplicate at the far end is still found, in either case.
+	for _, ids := range [][]int64{idx, sparse} {
+		ids[n-1] = ids[0]
+		var m Message
+		err := EncodeInfer(&m, &Infer{EnvIndices: ids, StepIDs: steps, Obs: obs})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "appears twice") {
+			t.Errorf("duplicate at the end: %v", err)
+		}
+	}
+}
+
+// TestZeroElementHugeShape: a shape whose element count is 0 because of a
+// zero dimension is still refused when its other dimensions multiply past
+// what numpy allows ("array is too big"), on both sides of the wire.
+func TestZeroElementHugeShape(t *testing.T) {
+	for _, c := range []struct {
+		shape []int
+		ok    bool
+	}{
+		{[]int{0, 1 << 40, 1 << 40}, false},
+		{[]int{1 << 40, 0, 1 << 40}, false},
+		{[]int{0, 1 << 62}, false},
+		{[]int{0, 1 << 31, 1 << 30}, true}, // 2^61 elements: numpy allows it for one byte each
+		{[]int{0, 3}, true},
+		{[]int{0}, true},
+	} {
+		n, err := Elements(c.shape)
+		if (err == nil) != c.ok || n != 0 {
+			t.Errorf("Elements(%v) = %d, %v; want 0 and ok %v", c.shape, n, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "overflows") {
+			t.Errorf("Elements(%v): %v", c.shape, err)
+		}
+		if n, err := ByteLen(Uint8, c.shape); (err == nil) != c.ok || n != 0 {
+			t.Errorf("ByteLen(|u1, %v) = %d, %v; want 0 and ok %v", c.shape, n, err, c.ok)
+		}
+	}
+	// The item size counts: 2^60 eight-byte items are 2^63 bytes.
+	if _, err := ByteLen(Float64, []int{0, 1 << 60}); err == nil || !strings.Contains(err.Error(), "overflows") {
+		t.Errorf("ByteLen(<f8, [0 2^60]): %v", err)
+	}
+	if _, err := ByteLen(Float64, []int{0, 1 << 58}); err != nil {
+		t.Errorf("ByteLen(<f8, [0 2^58]): %v", err)
+	}
+
+	// Encoding: the caller's array is refused as invalid, naming its shape.
+	huge := Array{DType: Float64, Shape: []int{0, 1 << 40, 1 << 40}}
+	var m Message
+	err := m.Array(&huge)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "[0 1099511627776 1099511627776]") {
+		t.Errorf("Message.Array: %v", err)
+	}
+	obs := &Observation{States: []NamedArray{{Name: "s", Array: Array{DType: Float64, Shape: []int{1, 0, 1 << 60}}}}}
+	err = EncodeInfer(&m, &Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: obs})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "[1 0 1152921504606846976]") {
+		t.Errorf("EncodeInfer: %v", err)
+	}
+
+	// Decoding: the server's array is malformed.
+	for _, b := range [][]byte{nd("<f8", nil, 0, 1<<40, 1<<40), nd("<f8", nil, 0, 1<<60), nd("|u1", nil, 1<<40, 1<<40, 0)} {
+		var shape [MaxDims]int
+		var a Array
+		if _, err := DecodeArray(b, shape[:], &a); err == nil || !strings.Contains(err.Error(), "overflows") {
+			t.Errorf("DecodeArray of shape %v: %v", a.Shape, err)
+		}
+	}
+	var act Action
+	err = act.Decode(actionMsg(mp(nil).m(1).s("action").val(nd("<f4", nil, 1<<40, 1<<40, 0))))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "overflows") {
+		t.Errorf("Action.Decode: %v", err)
+	}
+}
+
+// TestActionDecodeZeroDims: an action chunk with a zero dimension is
+// malformed. Its data cannot bound the other dimensions, so [4e18, 1, 0]
+// with no bytes would have a client step through 4e18 empty steps.
+func TestActionDecodeZeroDims(t *testing.T) {
+	for _, c := range []struct {
+		shape []int64
+		want  string
+	}{
+		{[]int64{0, 1, 2}, "H = 0"},
+		{[]int64{1, 0, 2}, "n = 0"},
+		{[]int64{2, 1, 0}, "da[0] = 0"},
+		{[]int64{4e18, 1, 0}, "da[0] = 0"},
+		{[]int64{0, 0}, "H = 0"},
+		{[]int64{3, 2, 4, 0}, "da[1] = 0"},
+	} {
+		var act Action
+		// |u1, so that even 4e18 passes the byte length bound.
+		err := act.Decode(actionMsg(mp(nil).m(1).s("action").val(nd("|u1", nil, c.shape...))))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "action.data.action") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("shape %v: %v, want malformed action.data.action ... %s", c.shape, err, c.want)
+		}
+	}
+	// With no zero dimension, the data's length bounds every dimension.
+	for _, c := range []struct {
+		shape []int64
+		data  int
+	}{
+		{[]int64{4e18, 1, 1}, 4},
+		{[]int64{1 << 40, 1}, 8},
+		{[]int64{2, 1 << 40}, 8},
+	} {
+		var act Action
+		err := act.Decode(actionMsg(mp(nil).m(1).s("action").val(nd("<f4", make([]byte, c.data), c.shape...))))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "action.data.action") {
+			t.Errorf("shape %v with %d bytes: %v", c.shape, c.data, err)
+		}
+	}
+}
+
+// TestActionDecodeKeepsNoData: Action.Decode keeps no copy of the chunk's
+// data. A 4 MiB action costs no Go memory of its size, on the full decode
+// or on the shortcut for the next one of the same structure.
+func TestActionDecodeKeepsNoData(t *testing.T) {
+	const size = 4 << 20
+	chunk := make([]byte, size)
+	for i := range chunk {
+		chunk[i] = byte(i * 7)
+	}
+	ids := []byte{3, 0, 0, 0, 0, 0, 0, 0}
+	msg := actionMsg(mp(nil).m(2).s("env_ids").val(nd("<i8", ids, 1)).s("action").val(nd("<f4", chunk, 2, 1, size/8)))
+	off := bytes.Index(msg, chunk)
+	// Two messages of the same structure, the data at an aligned address.
+	bufs := make([][]byte, 2)
+	for i := range bufs {
+		buf := make([]byte, len(msg)+8)
+		pad := int((8 - (uintptr(off)+uintptr(unsafe.Pointer(&buf[0])))%8) % 8)
+		bufs[i] = buf[pad : pad+len(msg)]
+	}
+	copy(bufs[0], msg)
+	copy(bufs[1], msg)
+	bufs[1][off] ^= 0xff
+
+	var act Action
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err := act.Decode(bufs[0])
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Errorf("decoding a %d-byte action allocated %d bytes", len(msg), grew)
+	}
+	if !bytes.Equal(act.Chunk.Data, chunk) || act.EnvIDs[0] != 3 {
+		t.Fatal("wrong chunk or env_ids")
+	}
+	runtime.ReadMemStats(&before)
+	err = act.Decode(bufs[1])
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Errorf("the same structure again allocated %d bytes", grew)
+	}
+	if act.Chunk.Data[0] != chunk[0]^0xff || !bytes.Equal(act.Chunk.Data[1:], chunk[1:]) || act.EnvIDs[0] != 3 || len(act.Chunk.Shape) != 3 {
+		t.Fatal("the shortcut gave the wrong chunk")
+	}
+}
