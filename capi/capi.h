@@ -19,10 +19,31 @@ typedef const plugrl_options plugrl_coptions;
 typedef const plugrl_observation plugrl_cobservation;
 typedef const plugrl_episode plugrl_cepisode;
 
+/* Token layout (registry.go): TAG | generation << SLOT_BITS | slot. */
+#define PLUGRL__SLOT_BITS 20
+#define PLUGRL__TOKEN_TAG ((uint64_t)1 << 62)
+
 const char *plugrl__status_name(int status);
 plugrl_client *plugrl__client_token(uintptr_t id);
 plugrl_runner *plugrl__runner_token(uintptr_t id);
 void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message);
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success);
+
+/* Nonzero in a child forked after the library was loaded: every handle is
+** dead there (the parent's connections are not the child's to use). */
+extern volatile int plugrl__forked;
+
+/* The interrupt mailbox (helpers.c): an eventfd, and the slot table. */
+int plugrl__interrupt_fd(void);
+int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target);
+void plugrl__slot_retire(uint32_t index);
+int plugrl__slot_take(uint32_t index);
+/* The slot's flag, for Go to read with sync/atomic (C memory, never freed). */
+int *plugrl__slot_flag(uint32_t index);
+
+/* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
+** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when
+** memory ran out. */
+char *plugrl__thread_buffer(size_t n);
 
 #endif

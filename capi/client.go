@@ -25,7 +25,8 @@ import (
 // clientHandle is what a plugrl_client token stands for.
 type clientHandle struct {
 	handleBase
-	c       *client.Client // nil when open failed
+	c       *client.Client                // nil when open failed
+	cl      atomic.Pointer[client.Client] // c, for other goroutines (interrupt)
 	openErr error
 
 	obs    obsScratch
@@ -45,22 +46,29 @@ type clientHandle struct {
 }
 
 // lastClient is the handle the last lookup found: a thread calls the same
-// handle over and over, and this spares each call the registry's lock and
-// map. A closed handle is never returned from it (nor is its token reused).
+// handle over and over, and this spares each call the registry's lock. A
+// closed handle is never returned from it (nor is its token reused), nor
+// is anything in a forked child.
 var lastClient atomic.Pointer[clientHandle]
 
 func lookupClient(p *C.plugrl_client) *clientHandle {
 	id := uintptr(unsafe.Pointer(p))
-	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() {
+	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() && C.plugrl__forked == 0 {
 		return h
 	}
-	registry.RLock()
-	h := registry.clients[id]
-	registry.RUnlock()
+	h, _ := lookup(unsafe.Pointer(p)).(*clientHandle)
 	if h != nil {
 		lastClient.Store(h)
 	}
 	return h
+}
+
+// interrupt interrupts the call running on the client, if any, or the
+// next blocking one (see client.Interrupt). Any goroutine.
+func (h *clientHandle) interrupt() {
+	if c := h.cl.Load(); c != nil {
+		c.Interrupt()
+	}
 }
 
 //export plugrl_options_init
@@ -77,6 +85,10 @@ func plugrl_options_init(o *C.plugrl_options) (st C.plugrl_status) {
 	o.max_reconnects = 5
 	o.reconnect_backoff_ms = 100
 	o.max_backoff_ms = 5000
+	o.send_timeout_ms = 10000
+	o.close_timeout_ms = 1000
+	o.reconnect_timeout_ms = 30000
+	o.max_handshake_size = 256 << 10
 	return C.PLUGRL_OK
 }
 
@@ -116,6 +128,15 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		DisableReuse:     full.disable_reuse != 0,
 		Alloc:            cAllocator{},
 		Logf:             logf,
+		// Fields a caller built against an older header did not have keep
+		// their zero value here, which means the default.
+		SendTimeout:      ms(full.send_timeout_ms),
+		CloseTimeout:     ms(full.close_timeout_ms),
+		ReconnectTimeout: ms(full.reconnect_timeout_ms),
+		MaxHandshakeSize: int(full.max_handshake_size),
+	}
+	if full.max_message_size < -1 {
+		return opts, fmt.Errorf("options.max_message_size is %d; want a size in bytes, 0 for the derived default or -1 for no cap", int64(full.max_message_size))
 	}
 	if full.api_key != nil {
 		opts.APIKey = C.GoString(full.api_key)
@@ -149,15 +170,15 @@ func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_statu
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
 	*out = nil
-	h := &clientHandle{shape: (*C.int64_t)(C.calloc(C.PLUGRL_MAX_DIMS, 8))}
-	registry.Lock()
-	id, ok := newToken()
-	if ok {
-		h.id = id
-		registry.clients[id] = h
+	if C.plugrl__forked != 0 {
+		return C.PLUGRL_CLOSED // the Go runtime does not survive fork()
 	}
-	registry.Unlock()
-	if !ok || h.shape == nil {
+	h := &clientHandle{shape: (*C.int64_t)(C.calloc(C.PLUGRL_MAX_DIMS, 8))}
+	if h.shape == nil {
+		return C.PLUGRL_NO_MEMORY
+	}
+	id, ok := register(h, 0)
+	if !ok {
 		C.free(unsafe.Pointer(h.shape))
 		return C.PLUGRL_NO_MEMORY
 	}
@@ -185,6 +206,7 @@ func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_statu
 		return h.fail(err)
 	}
 	h.c = c
+	h.cl.Store(c)
 	return C.PLUGRL_OK
 }
 
@@ -195,17 +217,16 @@ func plugrl_close(p *C.plugrl_client) (st C.plugrl_status) {
 	if h == nil {
 		return C.PLUGRL_CLOSED
 	}
-	if !h.busy.CompareAndSwap(false, true) {
-		return C.PLUGRL_BUSY
+	// A call running on another thread (or a runner's on this client) is
+	// interrupted, and close waits for it: closing never leaks.
+	if !h.beginClose(h.interrupt) {
+		return C.PLUGRL_CLOSED
 	}
-	registry.Lock()
-	delete(registry.clients, uintptr(unsafe.Pointer(p)))
-	registry.Unlock()
+	unregister(h)
 	h.closed.Store(true) // runners borrowing this client see it
 	if h.c != nil {
 		h.c.Close()
 	}
-	h.freeMsg()
 	h.envIDs.free()
 	h.copy.free()
 	C.free(unsafe.Pointer(h.shape))
@@ -237,6 +258,9 @@ func use(p *C.plugrl_client) (*clientHandle, C.plugrl_status) {
 		h.setMsg(fmt.Sprintf("connection failed: this handle's plugrl_open failed (%v); close it", h.openErr))
 		h.leave()
 		return nil, C.PLUGRL_CONNECT_FAILED
+	}
+	if h.takeInterrupt() {
+		h.c.Interrupt() // pending now: the next blocking call takes it
 	}
 	return h, C.PLUGRL_OK
 }
@@ -415,6 +439,9 @@ func (h *clientHandle) exportAction(a *wire.Action, out *C.plugrl_action) C.plug
 		data = unsafe.Pointer(&a.Chunk.Data[0])
 		if !a.Chunk.Aligned() { // cannot happen for numpy's encoding; kept correct anyway
 			data = h.copy.reserve(len(a.Chunk.Data))
+			if data == nil {
+				return h.noMemory("no memory for an aligned copy of the %d-byte action", len(a.Chunk.Data))
+			}
 			copy(unsafe.Slice((*byte)(data), len(a.Chunk.Data)), a.Chunk.Data)
 		}
 	}
@@ -427,6 +454,9 @@ func (h *clientHandle) exportAction(a *wire.Action, out *C.plugrl_action) C.plug
 		}
 	}
 	ids := h.envIDs.reserve(8 * (len(a.EnvIDs) + 1))
+	if ids == nil {
+		return h.noMemory("no memory for the action's %d env_ids", len(a.EnvIDs))
+	}
 	copy(unsafe.Slice((*int64)(ids), len(a.EnvIDs)), a.EnvIDs)
 	*out = C.plugrl_action{
 		data:      data,

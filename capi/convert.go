@@ -210,11 +210,13 @@ type cBuffer struct {
 	size int
 }
 
+// reserve makes room for n bytes; nil when memory ran out (the old
+// buffer is kept).
 func (b *cBuffer) reserve(n int) unsafe.Pointer {
 	if n > b.size {
 		p := C.realloc(b.p, C.size_t(n))
 		if p == nil {
-			panic(fmt.Sprintf("libplugrl: out of memory allocating %d bytes", n))
+			return nil
 		}
 		b.p, b.size = p, n
 	}

@@ -1,4 +1,13 @@
+#define _GNU_SOURCE
 #include "capi.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 static const char *const status_names[] = {
     "ok",                      /* PLUGRL_OK */
@@ -15,6 +24,7 @@ static const char *const status_names[] = {
     "buffer too small",        /* PLUGRL_BUFFER_TOO_SMALL */
     "out of memory",           /* PLUGRL_NO_MEMORY */
     "internal error",          /* PLUGRL_INTERNAL */
+    "interrupted",             /* PLUGRL_INTERRUPTED */
 };
 
 const char *plugrl__status_name(int status) {
@@ -32,4 +42,182 @@ void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *messa
 
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success) {
   fn(user, env, ret, length, success);
+}
+
+/* ------------------------------------------------------------------------
+** The slot table: what plugrl_interrupt needs to find a handle without
+** entering Go, since it must be async-signal-safe (a signal handler may
+** call it, and Go code must not run there). Go publishes each live
+** handle's token in its slot; plugrl_interrupt checks the token, raises
+** the slot's flag and writes to an eventfd; a goroutine blocked on that
+** eventfd (registry.go) takes the flags and interrupts the handles. Only
+** lock-free atomics and write(2) are used on the signal side.
+*/
+#define SLOT_PAGE_BITS 12
+#define SLOT_PAGES (1u << (PLUGRL__SLOT_BITS - SLOT_PAGE_BITS))
+#define SLOT_PAGE_SIZE (1u << SLOT_PAGE_BITS)
+
+typedef struct slot {
+  _Atomic uint64_t token;  /* the live handle's token; 0: none */
+  _Atomic uint64_t target; /* the token whose flag plugrl_interrupt raises */
+  _Atomic int flag;        /* an interrupt not yet taken by Go */
+} slot;
+
+static _Atomic(slot *) slot_pages[SLOT_PAGES];
+static int interrupt_fd = -1;
+
+/* Set in a forked child: see plugrl__forked in capi.h. */
+volatile int plugrl__forked = 0;
+
+static void on_fork_child(void) { plugrl__forked = 1; }
+
+__attribute__((constructor)) static void plugrl__init_c(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+int plugrl__interrupt_fd(void) {
+  if (interrupt_fd < 0) {
+    interrupt_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  return interrupt_fd;
+}
+
+static slot *slot_of(uint32_t index, int create) {
+  if (index >= (1u << PLUGRL__SLOT_BITS)) {
+    return NULL;
+  }
+  slot *page = atomic_load(&slot_pages[index >> SLOT_PAGE_BITS]);
+  if (page == NULL && create) {
+    /* Called with Go's registry lock held: no race between creators. */
+    page = calloc(SLOT_PAGE_SIZE, sizeof(slot));
+    if (page == NULL) {
+      return NULL;
+    }
+    atomic_store(&slot_pages[index >> SLOT_PAGE_BITS], page);
+  }
+  return page ? &page[index & (SLOT_PAGE_SIZE - 1)] : NULL;
+}
+
+int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target) {
+  slot *s = slot_of(index, 1);
+  if (s == NULL) {
+    return -1;
+  }
+  atomic_store(&s->flag, 0);
+  atomic_store(&s->target, target);
+  atomic_store(&s->token, token);
+  return 0;
+}
+
+void plugrl__slot_retire(uint32_t index) {
+  slot *s = slot_of(index, 0);
+  if (s != NULL) {
+    atomic_store(&s->token, 0);
+    atomic_store(&s->flag, 0);
+  }
+}
+
+int *plugrl__slot_flag(uint32_t index) {
+  slot *s = slot_of(index, 0);
+  return s ? (int *)&s->flag : NULL;
+}
+
+int plugrl__slot_take(uint32_t index) {
+  slot *s = slot_of(index, 0);
+  return s != NULL && atomic_exchange(&s->flag, 0) != 0;
+}
+
+/* The slot whose token is token, or NULL. */
+static slot *live_slot(uint64_t token) {
+  if ((token & PLUGRL__TOKEN_TAG) != PLUGRL__TOKEN_TAG || plugrl__forked) {
+    return NULL;
+  }
+  slot *s = slot_of((uint32_t)(token & ((1u << PLUGRL__SLOT_BITS) - 1)), 0);
+  return s != NULL && atomic_load(&s->token) == token ? s : NULL;
+}
+
+static plugrl_status raise_interrupt(uint64_t token) {
+  slot *s = live_slot(token);
+  if (s == NULL) {
+    return PLUGRL_CLOSED;
+  }
+  uint64_t target = atomic_load(&s->target);
+  slot *t = target == token ? s : live_slot(target);
+  if (t == NULL) {
+    return PLUGRL_CLOSED;
+  }
+  atomic_store(&t->flag, 1);
+  if (interrupt_fd >= 0) {
+    int saved = errno; /* a signal handler must leave errno as it found it */
+    uint64_t one = 1;
+    ssize_t n = write(interrupt_fd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is full, so the reader is awake anyway */
+    errno = saved;
+  }
+  return PLUGRL_OK;
+}
+
+plugrl_status plugrl_interrupt(plugrl_client *client) { return raise_interrupt((uint64_t)(uintptr_t)client); }
+
+plugrl_status plugrl_runner_interrupt(plugrl_runner *runner) { return raise_interrupt((uint64_t)(uintptr_t)runner); }
+
+/* ------------------------------------------------------------------------
+** Per-thread message buffers for plugrl_errmsg: each thread reads its own
+** copy, made under the handle's lock, so no thread ever sees a message
+** another is writing, and a copy stays valid whatever other threads do.
+*/
+typedef struct tls_buf {
+  char *p;
+  size_t cap;
+} tls_buf;
+
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_free(void *v) {
+  tls_buf *b = v;
+  free(b->p);
+  free(b);
+}
+
+static void tls_init(void) { (void)pthread_key_create(&tls_key, tls_free); }
+
+char *plugrl__thread_buffer(size_t n) {
+  pthread_once(&tls_once, tls_init);
+  tls_buf *b = pthread_getspecific(tls_key);
+  if (b == NULL) {
+    b = calloc(1, sizeof *b);
+    if (b == NULL || pthread_setspecific(tls_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->cap < n) {
+    char *p = realloc(b->p, n);
+    if (p == NULL) {
+      return NULL;
+    }
+    b->p = p;
+    b->cap = n;
+  }
+  return b->p;
+}
+
+/* ------------------------------------------------------------------------
+** The signal-handler remedy: see plugrl_fix_signal_handlers in plugrl.h.
+*/
+int plugrl_fix_signal_handlers(void) {
+  int fixed = 0;
+  for (int sig = 1; sig < NSIG; sig++) {
+    struct sigaction sa;
+    if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0) {
+      continue;
+    }
+    if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN || (sa.sa_flags & SA_ONSTACK)) {
+      continue;
+    }
+    sa.sa_flags |= SA_ONSTACK;
+    if (sigaction(sig, &sa, NULL) == 0) {
+      fixed++;
+    }
+  }
+  return fixed;
 }

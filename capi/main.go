@@ -37,7 +37,7 @@ func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
 // The static names of helpers.c, looked up once: a call back into C from
 // every plugrl_status_str cost as much as the call into Go itself.
 var (
-	statusNames   [C.PLUGRL_INTERNAL + 1]*C.plugrl_cchar
+	statusNames   [C.PLUGRL_INTERRUPTED + 1]*C.plugrl_cchar
 	unknownStatus = (*C.plugrl_cchar)(C.plugrl__status_name(-1))
 )
 

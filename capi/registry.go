@@ -9,83 +9,212 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
 )
 
-// Handles. A plugrl_client* or plugrl_runner* is a token: an integer in a
-// range that is never a valid address of Go or C memory, looked up in a
-// table here and never dereferenced. So a NULL, closed or made-up handle
-// finds nothing and gets PLUGRL_CLOSED instead of reading freed memory, a
-// closed handle's value is never reused (no ABA), and C never holds a Go
-// pointer. Tokens start at 64 KiB (above mmap_min_addr's unmapped page
-// zero region Go's checks care about, below any program or heap mapping).
+// Handles. A plugrl_client* or plugrl_runner* is a token, never an address
+// the library reads: TAG | generation << slotBits | slot, where TAG (bit 62)
+// puts every token outside any address a 64-bit process can map (and
+// outside Go's heap arenas, so the garbage collector ignores it). The slot
+// indexes the handle table; the generation changes each time a slot is
+// reused, so a closed handle's token never names a later handle (no ABA)
+// and slots, unlike tokens, are recycled: handles never run out. A NULL,
+// closed, freed or made-up handle finds nothing and gets PLUGRL_CLOSED.
+// C never holds a Go pointer.
 const (
-	tokenBase  = 0x10000
-	tokenLimit = 0x3f0000
+	slotBits = C.PLUGRL__SLOT_BITS
+	maxSlots = 1 << slotBits
+	tokenTag = uint64(C.PLUGRL__TOKEN_TAG)
+	genMask  = uint64(1)<<(62-slotBits) - 1
 )
+
+func init() {
+	if unsafe.Sizeof(uintptr(0)) < 8 {
+		panic("libplugrl: handle tokens need a 64-bit address space")
+	}
+}
+
+// handle is what a slot holds: a client or a runner.
+type handle interface{ base() *handleBase }
 
 var registry = struct {
 	sync.RWMutex
-	next    uintptr
-	clients map[uintptr]*clientHandle
-	runners map[uintptr]*runnerHandle
-}{next: tokenBase, clients: map[uintptr]*clientHandle{}, runners: map[uintptr]*runnerHandle{}}
+	slots []slotEntry
+	free  []uint32 // slots to reuse
+}{}
+
+type slotEntry struct {
+	gen uint64
+	h   handle // nil: free
+}
+
+// register gives h a slot and a token, publishing the token to C (for
+// plugrl_interrupt) with target, the token whose flag an interrupt of h
+// raises (0: h's own). It fails only when memory or slots ran out.
+func register(h handle, target uintptr) (uintptr, bool) {
+	interruptOnce.Do(startInterruptWatcher)
+	registry.Lock()
+	defer registry.Unlock()
+	var slot uint32
+	if n := len(registry.free); n > 0 {
+		slot = registry.free[n-1]
+		registry.free = registry.free[:n-1]
+	} else {
+		if len(registry.slots) >= maxSlots {
+			return 0, false
+		}
+		slot = uint32(len(registry.slots))
+		registry.slots = append(registry.slots, slotEntry{})
+	}
+	e := &registry.slots[slot]
+	e.gen = (e.gen + 1) & genMask
+	if e.gen == 0 {
+		e.gen = 1
+	}
+	token := uintptr(tokenTag | e.gen<<slotBits | uint64(slot))
+	if target == 0 {
+		target = token
+	}
+	if C.plugrl__slot_publish(C.uint32_t(slot), C.uint64_t(token), C.uint64_t(target)) != 0 {
+		registry.free = append(registry.free, slot)
+		return 0, false
+	}
+	e.h = h
+	b := h.base()
+	b.id, b.slot = token, slot
+	b.iflag = (*int32)(unsafe.Pointer(C.plugrl__slot_flag(C.uint32_t(slot))))
+	return token, true
+}
+
+// unregister retires h's token; its slot is reused with a new generation.
+func unregister(h handle) {
+	b := h.base()
+	registry.Lock()
+	defer registry.Unlock()
+	if e := &registry.slots[b.slot]; e.h == h {
+		C.plugrl__slot_retire(C.uint32_t(b.slot))
+		e.h = nil
+		registry.free = append(registry.free, b.slot)
+	}
+}
+
+// lookup finds the live handle whose token is p; nil for anything else,
+// and for every handle in a forked child.
+func lookup(p unsafe.Pointer) handle {
+	token := uint64(uintptr(p))
+	if token&^(genMask<<slotBits|(maxSlots-1)) != tokenTag || C.plugrl__forked != 0 {
+		return nil
+	}
+	slot := token & (maxSlots - 1)
+	registry.RLock()
+	defer registry.RUnlock()
+	if slot >= uint64(len(registry.slots)) {
+		return nil
+	}
+	e := &registry.slots[slot]
+	if e.h == nil || e.gen != token>>slotBits&genMask {
+		return nil
+	}
+	return e.h
+}
+
+// The interrupt watcher: one goroutine for the process, blocked (in Go's
+// network poller: no thread, no wake-ups) on the eventfd that
+// plugrl_interrupt writes to. It takes the flags plugrl_interrupt raised
+// and interrupts those clients.
+var interruptOnce sync.Once
+
+func startInterruptWatcher() {
+	fd := C.plugrl__interrupt_fd()
+	if fd < 0 {
+		return // plugrl_interrupt then finds no mailbox: documented as PLUGRL_NO_MEMORY at open
+	}
+	f := os.NewFile(uintptr(fd), "plugrl-interrupt")
+	go func() {
+		var b [8]byte
+		for {
+			if _, err := f.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				time.Sleep(10 * time.Millisecond) // cannot happen; never spin
+				continue
+			}
+			takeInterrupts()
+		}
+	}()
+}
+
+func takeInterrupts() {
+	registry.RLock()
+	var hit []*clientHandle
+	for i := range registry.slots {
+		if C.plugrl__slot_take(C.uint32_t(i)) != 0 {
+			if ch, ok := registry.slots[i].h.(*clientHandle); ok {
+				hit = append(hit, ch)
+			}
+		}
+	}
+	registry.RUnlock()
+	for _, ch := range hit {
+		ch.interrupt()
+	}
+}
 
 // handleBase is what client and runner handles share: the busy flag that
 // serialises calls, and the last error message in C memory.
 type handleBase struct {
-	id     uintptr // the token; set before the handle is published
-	busy   atomic.Bool
-	closed atomic.Bool
-	msg    *C.char // NUL-terminated, C memory
-	msgCap int
+	id      uintptr // the token; set before the handle is published
+	slot    uint32
+	busy    atomic.Bool
+	closing atomic.Bool // close (or free) has begun: no new call may enter
+	closed  atomic.Bool
+	// iflag is the slot's interrupt flag in C memory, which
+	// plugrl_interrupt raises (for a runner, its client's is raised).
+	iflag *int32
+
+	// The last message, in Go memory under msgMu. plugrl_errmsg copies
+	// it, under the same lock, into a buffer of the calling thread's
+	// (see errmsg): no thread sees a message half written, and no
+	// thread's copy changes under it.
+	msgMu sync.Mutex
+	msg   string
 }
 
-func newToken() (uintptr, bool) {
-	if registry.next >= tokenLimit {
-		return 0, false
-	}
-	id := registry.next
-	registry.next++
-	return id, true
-}
+func (h *handleBase) base() *handleBase { return h }
 
-// setMsg stores a message for plugrl_errmsg in the handle's C buffer.
+// setMsg stores a message for plugrl_errmsg.
 func (h *handleBase) setMsg(msg string) {
-	if len(msg)+1 > h.msgCap {
-		p := C.realloc(unsafe.Pointer(h.msg), C.size_t(len(msg)+1))
-		if p == nil {
-			return
-		}
-		h.msg, h.msgCap = (*C.char)(p), len(msg)+1
-	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(h.msg)), h.msgCap)
-	n := copy(b, msg)
-	b[n] = 0
+	h.msgMu.Lock()
+	h.msg = msg
+	h.msgMu.Unlock()
 }
 
-func (h *handleBase) freeMsg() {
-	C.free(unsafe.Pointer(h.msg))
-	h.msg, h.msgCap = nil, 0
-}
-
-// errmsg returns the message for C; "" before any error. While another
-// thread is inside a call, the only thread asking is one that was just
-// refused with PLUGRL_BUSY, so it gets that message (and the buffer, which
-// the running call may be writing, is not read).
+// errmsg returns the message for C: a copy in the calling thread's own
+// buffer, valid until that thread's next errmsg; "" before any error.
+// While another thread is inside a call, the only thread asking is
+// normally one that was just refused with PLUGRL_BUSY, so it gets that
+// message.
 func (h *handleBase) errmsg() *C.plugrl_cchar {
 	if h.busy.Load() {
 		return busyMsg
 	}
-	if h.msg == nil {
+	h.msgMu.Lock()
+	defer h.msgMu.Unlock()
+	if h.msg == "" {
 		return emptyString
 	}
-	return (*C.plugrl_cchar)(h.msg)
+	p := C.plugrl__thread_buffer(C.size_t(len(h.msg) + 1))
+	if p == nil {
+		return noMemoryMsg
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), len(h.msg)+1)
+	b[copy(b, h.msg)] = 0
+	return (*C.plugrl_cchar)(p)
 }
 
 // enter marks the handle busy; the returned status is non-OK if it is not
@@ -94,7 +223,7 @@ func (h *handleBase) enter() C.plugrl_status {
 	if !h.busy.CompareAndSwap(false, true) {
 		return C.PLUGRL_BUSY // no message: it belongs to the call in progress
 	}
-	if h.closed.Load() {
+	if h.closing.Load() {
 		h.busy.Store(false)
 		return C.PLUGRL_CLOSED
 	}
@@ -102,6 +231,30 @@ func (h *handleBase) enter() C.plugrl_status {
 }
 
 func (h *handleBase) leave() { h.busy.Store(false) }
+
+// takeInterrupt takes an interrupt plugrl_interrupt raised for this slot
+// that the watcher has not taken yet, so that a call that starts after
+// plugrl_interrupt returned always sees it: one atomic load per call.
+func (h *handleBase) takeInterrupt() bool {
+	return h.iflag != nil && atomic.LoadInt32(h.iflag) != 0 && atomic.SwapInt32(h.iflag, 0) != 0
+}
+
+// beginClose starts closing the handle: no call enters any more, the call
+// in progress (if any) is interrupted with interrupt, and beginClose waits
+// for it to return, which the interrupt makes prompt. It reports false if
+// another close got there first.
+func (h *handleBase) beginClose(interrupt func()) bool {
+	if !h.closing.CompareAndSwap(false, true) {
+		return false
+	}
+	for i := 0; !h.busy.CompareAndSwap(false, true); i++ {
+		if i%16 == 0 && interrupt != nil {
+			interrupt() // again now and then: the call may not have blocked yet
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
+}
 
 // fail records err's message and returns the status for its kind.
 func (h *handleBase) fail(err error) C.plugrl_status {
@@ -113,6 +266,12 @@ func (h *handleBase) fail(err error) C.plugrl_status {
 func (h *handleBase) invalid(format string, args ...any) C.plugrl_status {
 	h.setMsg("invalid argument: " + fmt.Sprintf(format, args...))
 	return C.PLUGRL_INVALID_ARGUMENT
+}
+
+// noMemory records an allocation that failed.
+func (h *handleBase) noMemory(format string, args ...any) C.plugrl_status {
+	h.setMsg("out of memory: " + fmt.Sprintf(format, args...))
+	return C.PLUGRL_NO_MEMORY
 }
 
 // recoverTo turns a panic into PLUGRL_INTERNAL with the stack in the
@@ -151,6 +310,8 @@ var statusOfKind = map[client.Kind]C.plugrl_status{
 	client.KindConnect:     C.PLUGRL_CONNECT_FAILED,
 	client.KindClosed:      C.PLUGRL_CLOSED,
 	client.KindBusy:        C.PLUGRL_BUSY,
+	client.KindNoMemory:    C.PLUGRL_NO_MEMORY,
+	client.KindInterrupted: C.PLUGRL_INTERRUPTED,
 }
 
 func statusOf(err error) C.plugrl_status {
@@ -166,8 +327,9 @@ func statusOf(err error) C.plugrl_status {
 // Static C strings, allocated once and never freed.
 var (
 	emptyString     = (*C.plugrl_cchar)(C.CString(""))
-	deadHandleMsg   = (*C.plugrl_cchar)(C.CString("not an open handle: NULL, already closed or freed, or never returned by libplugrl"))
+	deadHandleMsg   = (*C.plugrl_cchar)(C.CString("not an open handle: NULL, already closed or freed, never returned by libplugrl, or inherited across fork()"))
 	busyMsg         = (*C.plugrl_cchar)(C.CString("busy: another thread is inside a call on this handle; a handle serves one thread at a time"))
+	noMemoryMsg     = (*C.plugrl_cchar)(C.CString("out of memory: no room to copy this handle's message"))
 	versionCString  = (*C.plugrl_cchar)(C.CString(version))
 	unknownDTypeMsg = "dtype %d is not a plugrl_dtype value (1..12)"
 )

@@ -38,12 +38,10 @@ var lastRunner atomic.Pointer[runnerHandle]
 
 func lookupRunner(p *C.plugrl_runner) *runnerHandle {
 	id := uintptr(unsafe.Pointer(p))
-	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() {
+	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() && C.plugrl__forked == 0 {
 		return h
 	}
-	registry.RLock()
-	h := registry.runners[id]
-	registry.RUnlock()
+	h, _ := lookup(unsafe.Pointer(p)).(*runnerHandle)
 	if h != nil {
 		lastRunner.Store(h)
 	}
@@ -83,21 +81,16 @@ func plugrl_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_run
 		return c.invalid("plugrl_runner_new: num_envs is %d; want 1..%d", numEnvs, 1<<20)
 	}
 	h := &runnerHandle{client: c, n: int(numEnvs)}
-	r, err := runner.New(c.c, runner.Config{Envs: h.n, OnEpisode: h.episode})
+	r, err := runner.New(c.c, runner.Config{Envs: h.n, OnEpisode: h.episode, Alloc: cAllocator{}})
 	if err != nil {
 		return c.fail(err)
 	}
 	h.r = r
-	registry.Lock()
-	id, ok := newToken()
-	if ok {
-		h.id = id
-		registry.runners[id] = h
-	}
-	registry.Unlock()
+	// An interrupt of the runner is one of its client: the call it waits
+	// in is the client's.
+	id, ok := register(h, c.id)
 	if !ok {
-		c.setMsg("out of memory: no more handles")
-		return C.PLUGRL_NO_MEMORY
+		return c.noMemory("no memory for another handle")
 	}
 	*out = C.plugrl__runner_token(C.uintptr_t(id))
 	return C.PLUGRL_OK
@@ -120,14 +113,14 @@ func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
 	if h == nil {
 		return C.PLUGRL_CLOSED
 	}
-	if !h.busy.CompareAndSwap(false, true) {
-		return C.PLUGRL_BUSY
+	// A call running on another thread is interrupted, and free waits for
+	// it: freeing never leaks.
+	if !h.beginClose(h.client.interrupt) {
+		return C.PLUGRL_CLOSED
 	}
-	registry.Lock()
-	delete(registry.runners, uintptr(unsafe.Pointer(p)))
-	registry.Unlock()
+	unregister(h)
 	h.closed.Store(true)
-	h.freeMsg()
+	h.r.Close()
 	return C.PLUGRL_OK
 }
 
@@ -179,6 +172,9 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 			h.setMsg("busy: the runner's client is in use by another call")
 		}
 		return st
+	}
+	if h.client.takeInterrupt() {
+		h.client.c.Interrupt() // pending now: the next blocking call takes it
 	}
 	return C.PLUGRL_OK
 }

@@ -35,11 +35,22 @@
 **   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
 **             byte order.
 **   Blocking. Calls that talk to the server block the calling thread up to
-**             the deadlines in plugrl_options; none blocks forever.
+**             the deadlines in plugrl_options, as each function says,
+**             whatever the server does; none blocks forever.
+**             plugrl_interrupt() ends a blocked call at once, from any
+**             thread or from a signal handler.
+**   Limits.   Memory and work follow the bytes actually received and the
+**             limits in plugrl_options, never a size or shape a server
+**             claims: a message over the size cap, or a shape its bytes
+**             cannot hold, is PLUGRL_PROTOCOL_ERROR; memory that cannot be
+**             had is PLUGRL_NO_MEMORY, never an abort.
 **   Threads.  One handle serves one thread at a time. A second thread that
 **             calls into a handle while a call on it is running gets
-**             PLUGRL_BUSY (nothing happens). Different handles may be used
-**             from different threads at the same time.
+**             PLUGRL_BUSY (nothing happens). The exceptions are
+**             plugrl_interrupt, plugrl_close and plugrl_runner_free, which
+**             any thread may call at any time: close and free interrupt a
+**             running call and wait for it to return. Different handles
+**             may be used from different threads at the same time.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
 **
@@ -47,9 +58,17 @@
 **     copies of it under different names.
 **   - Never dlclose() libplugrl: the Go runtime cannot be unloaded.
 **   - Do not fork() without exec() after the library is loaded and has
-**     started its threads; the child would have a broken Go runtime.
-**   - Signal handlers installed after the library is loaded must use
-**     SA_ONSTACK, or a signal landing on a Go thread crashes the process.
+**     started its threads; the child would have a broken Go runtime. In
+**     such a child every handle is dead (PLUGRL_CLOSED, the parent's
+**     connections are left alone) and plugrl_open returns PLUGRL_CLOSED.
+**   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
+**     thread while it runs the library's Go code can crash the process
+**     (the handler would run on a small goroutine stack). Programs whose
+**     handlers lack it (rclcpp's, for one) call
+**     plugrl_fix_signal_handlers() after installing them. Handlers should
+**     use less than 16 KiB of stack: the Go runtime's signal stacks are
+**     32 KiB. A thread may install its own larger sigaltstack before its
+**     first call into the library, and the runtime then uses that one.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
@@ -112,7 +131,15 @@ typedef enum plugrl_status {
   /* Out of memory. */
   PLUGRL_NO_MEMORY = 12,
   /* A bug in the library; the message says where. Please report it. */
-  PLUGRL_INTERNAL = 13
+  PLUGRL_INTERNAL = 13,
+  /* plugrl_interrupt() ended the call, or found no call running and ended
+  ** the next plugrl_infer or plugrl_runner_act before it sent anything
+  ** (the connection is then unchanged). A call interrupted while it waited
+  ** on the server drops the connection, since the stream may be in the
+  ** middle of a message: feedback owed on it is never sent (SPEC 7.6), and
+  ** the next infer reconnects and returns PLUGRL_RECONNECTED (the runner
+  ** rides through that by itself). */
+  PLUGRL_INTERRUPTED = 14
 } plugrl_status;
 
 /* A static English name for a status, e.g. "stopped by server". Never NULL;
@@ -208,12 +235,30 @@ typedef struct plugrl_options {
   const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots */
   int32_t tls_insecure;        /* nonzero: do not verify the server's certificate (tests only) */
   int32_t disable_reuse;       /* nonzero: never use reuse-feedback-obs */
-  int64_t max_message_size;    /* cap on one received message in bytes; 0: none (SPEC 1.1) */
+  int64_t max_message_size;    /* cap on one received message in bytes. 0 (default): derived,
+                                  see below; -1: no cap (SPEC 1.1's default; trusted servers only) */
   const char *ledger_path;     /* reserved for the exchange ledger; not implemented yet:
                                   a non-NULL value is accepted, logged as ignored */
   plugrl_log_fn log;           /* NULL: no logging */
   void *log_user;              /* passed to log */
+  int32_t send_timeout_ms;     /* sending one message, counted from when the server stops
+                                  taking bytes; default 10000 */
+  int32_t close_timeout_ms;    /* plugrl_close's wait for the server's close frame; default 1000 */
+  int32_t reconnect_timeout_ms;/* all attempts of one reconnect, backoff included; default 30000 */
+  int32_t max_handshake_size;  /* bytes read before the WebSocket handshake completes, TLS
+                                  included; default 262144 */
 } plugrl_options;
+
+/*
+** The derived message size cap (max_message_size 0): an action may take
+** H x n x action_dim x 8 bytes plus 64 bytes per env and 64 KiB for its
+** structure, when metadata gives action_horizon and action_dim (H and
+** action_dim from metadata, n the envs of the infer); otherwise 64 MiB.
+** Metadata may take 4 MiB. A frame announcing more is refused before any
+** of it is read (PLUGRL_PROTOCOL_ERROR), and receive memory grows only as
+** bytes arrive. A receive buffer over 1 MiB is freed after the call that
+** needed it; plugrl_close frees everything.
+*/
 
 /* Fills *options with defaults and sets options->size. Returns
 ** PLUGRL_INVALID_ARGUMENT if options is NULL. */
@@ -226,7 +271,8 @@ typedef struct plugrl_client plugrl_client;
 
 /*
 ** Connects to options->url, waits for the server's metadata, and sets
-** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms.
+** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms (it
+** cannot be interrupted: there is no handle to interrupt yet).
 **
 ** Like sqlite3_open, *client is set even when the connection fails (unless
 ** client is NULL or memory ran out): plugrl_errmsg(*client) says why, and
@@ -236,17 +282,54 @@ typedef struct plugrl_client plugrl_client;
 plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client);
 
 /*
-** Sends a close frame with status 1000 (SPEC 7.5), waits briefly for the
-** server's answer, and frees everything the handle owns. Afterwards the
-** handle is dead: calls on it return PLUGRL_CLOSED. Closing NULL or a dead
-** handle returns PLUGRL_CLOSED and does nothing else.
+** Sends a close frame with status 1000 (SPEC 7.5), waits up to
+** close_timeout_ms for the server's answer, and frees everything the
+** handle owns. Afterwards the handle is dead: calls on it return
+** PLUGRL_CLOSED. Closing NULL or a dead handle returns PLUGRL_CLOSED and
+** does nothing else.
+**
+** Any thread may call it, also while another thread is inside a call on
+** client (or on a runner over it): that call is interrupted as by
+** plugrl_interrupt, and plugrl_close waits for it to return (within
+** milliseconds) before it frees anything, so it never returns PLUGRL_BUSY
+** and never leaks. The interrupted call returns PLUGRL_INTERRUPTED or
+** PLUGRL_CLOSED.
 */
 plugrl_status plugrl_close(plugrl_client *client);
 
 /*
+** Interrupts the call running on client, from any thread, and from a
+** signal handler: it is async-signal-safe (it only raises a flag and
+** writes to an eventfd; it keeps errno). The call returns
+** PLUGRL_INTERRUPTED within milliseconds (see that status for the state
+** of the connection). If no call is running, the next plugrl_infer or
+** plugrl_runner_act on client returns PLUGRL_INTERRUPTED at once without
+** sending anything; plugrl_feedback and plugrl_runner_report are never
+** refused for an interrupt that came before them (their feedback is
+** owed), but one that comes while they wait on the server ends them.
+** Returns PLUGRL_OK, or PLUGRL_CLOSED for a NULL or dead handle.
+*/
+plugrl_status plugrl_interrupt(plugrl_client *client);
+
+/*
+** Adds SA_ONSTACK to every signal handler installed in the process that
+** lacks it, keeping each handler, its mask and its other flags, and
+** returns how many it changed. Call it after installing handlers that lack
+** SA_ONSTACK, e.g. right after rclcpp::init(), which installs SIGINT and
+** SIGTERM handlers without it; see PROCESS FACTS above for why. It changes
+** process-wide state: call it from one thread, not concurrently with
+** other sigaction() calls. Not async-signal-safe.
+*/
+int plugrl_fix_signal_handlers(void);
+
+/*
 ** The message of the last call on client that did not return PLUGRL_OK, in
-** English, NUL-terminated; "" if there was none. Valid until the next call
-** on client. For a NULL or dead handle, a static message saying so.
+** English, NUL-terminated; "" if there was none. The text is the calling
+** thread's own copy, valid until this thread calls plugrl_errmsg or
+** plugrl_runner_errmsg again (closing the handle does not end it). For a
+** NULL or dead handle, a static message saying so. Safe to call from any
+** thread: a message is never seen half written (while another thread is
+** inside a call on client, it gives the PLUGRL_BUSY message).
 */
 const char *plugrl_errmsg(plugrl_client *client);
 
@@ -322,7 +405,9 @@ typedef struct plugrl_action {
 ** envs not reused.
 **
 ** On PLUGRL_OK, *action views the chunk until the next call on client.
-** Blocks up to receive_timeout_ms. Returns PLUGRL_RECONNECTED when the
+** Blocks up to send_timeout_ms + receive_timeout_ms, plus
+** reconnect_timeout_ms when the connection had ended and it reconnects
+** first. Returns PLUGRL_RECONNECTED when the
 ** connection was replaced (infer again), PLUGRL_STOPPED at the end of the
 ** run.
 */
@@ -360,7 +445,9 @@ typedef struct plugrl_episode {
 ** counts as 1; the wire gets 0 or 1), episode
 ** NULL or the stats of episodes ending here. Returns PLUGRL_RECONNECTED if
 ** the connection ended before the feedback could be sent: it was dropped,
-** as SPEC 7.6 requires; infer again.
+** as SPEC 7.6 requires; infer again. Blocks only when the server stops
+** taking bytes: up to send_timeout_ms (then PLUGRL_TIMEOUT, connection
+** dropped), plus reconnect_timeout_ms if the connection had ended.
 */
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
                               const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,
@@ -396,11 +483,18 @@ typedef struct plugrl_runner plugrl_runner;
 */
 plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner);
 
-/* Frees the runner (not its client). Further calls on it return PLUGRL_CLOSED. */
+/* Frees the runner (not its client) and the memory its chunks held.
+** Further calls on it return PLUGRL_CLOSED. Any thread may call it: a
+** call running on the runner is interrupted and waited for, as in
+** plugrl_close. */
 plugrl_status plugrl_runner_free(plugrl_runner *runner);
 
 /* Like plugrl_errmsg, for a runner. */
 const char *plugrl_runner_errmsg(plugrl_runner *runner);
+
+/* plugrl_interrupt for a runner: interrupts the call running on the
+** runner (which waits on its client). Async-signal-safe. */
+plugrl_status plugrl_runner_interrupt(plugrl_runner *runner);
 
 /*
 ** Gives this step's action for every env: obs has num_envs rows (the
@@ -409,7 +503,8 @@ const char *plugrl_runner_errmsg(plugrl_runner *runner);
 ** at element i * step_size. actions_size is its size in bytes; a wrong size
 ** returns PLUGRL_INVALID_ARGUMENT with the needed size in the message.
 ** step_size is known from metadata action_dim, or after the first act from
-** plugrl_runner_step_size. Blocks when an infer is needed.
+** plugrl_runner_step_size. Blocks when an infer is needed, as long as
+** plugrl_infer would, once per reconnect it rides through.
 */
 plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions,
                                 size_t actions_size, plugrl_dtype dtype);

@@ -267,8 +267,12 @@ class Options {
   Options &tls_ca_file(std::string v) { ca_file_ = std::move(v); return *this; }
   Options &tls_insecure(bool v) { o_.tls_insecure = v ? 1 : 0; return *this; }
   Options &disable_reuse(bool v) { o_.disable_reuse = v ? 1 : 0; return *this; }
-  /* Cap on one received message in bytes; 0: none. */
+  /* Cap on one received message in bytes; 0: derived (see plugrl.h); -1: none. */
   Options &max_message_size(int64_t v) { o_.max_message_size = v; return *this; }
+  Options &send_timeout_ms(int32_t v) { o_.send_timeout_ms = v; return *this; }
+  Options &close_timeout_ms(int32_t v) { o_.close_timeout_ms = v; return *this; }
+  Options &reconnect_timeout_ms(int32_t v) { o_.reconnect_timeout_ms = v; return *this; }
+  Options &max_handshake_size(int32_t v) { o_.max_handshake_size = v; return *this; }
   Options &ledger_path(std::string v) { ledger_ = std::move(v); return *this; }
   /* Sets (or, with an empty function, clears) the log callback. */
   Options &log(LogFn fn) {
@@ -567,8 +571,14 @@ class Client {
     return *this;
   }
 
-  /* Closes now (a 1000 close frame); later calls throw Error(PLUGRL_CLOSED). */
+  /* Closes now (a 1000 close frame); later calls throw Error(PLUGRL_CLOSED).
+  ** Like the destructor, it may run while another thread is inside a call
+  ** on this client: that call is interrupted and waited for, never leaked. */
   void close() { reset(); }
+  /* plugrl_interrupt: ends the call running on this client (it throws
+  ** Error(PLUGRL_INTERRUPTED)), or the next act/infer. Any thread; the
+  ** handle it uses may also be kept for a signal handler (handle()). */
+  void interrupt() const noexcept { plugrl_interrupt(h_); }
   bool is_open() const noexcept { return h_ != nullptr; }
   /* The C handle, for calls this wrapper does not cover. */
   plugrl_client *handle() const noexcept { return h_; }
@@ -886,6 +896,13 @@ class Runner {
       h_ = nullptr;
     }
   }
+
+ public:
+  /* plugrl_runner_interrupt: ends the act or report running on this
+  ** runner (it throws Error(PLUGRL_INTERRUPTED)). Any thread. */
+  void interrupt() const noexcept { plugrl_runner_interrupt(h_); }
+
+ private:
 
   plugrl_runner *h_ = nullptr;
   std::size_t n_ = 0;

@@ -381,6 +381,19 @@ static plugrl_status open_client(const char *url, int disable_reuse, int32_t rec
   return plugrl_open(&o, c);
 }
 
+/* Like open_client, but reconnecting (3 attempts, 10 ms backoff). */
+static plugrl_status open_reconnecting(const char *url, int32_t receive_timeout_ms, plugrl_client **c) {
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  o.connect_timeout_ms = 5000;
+  o.metadata_timeout_ms = 5000;
+  o.receive_timeout_ms = receive_timeout_ms;
+  o.max_reconnects = 3;
+  o.reconnect_backoff_ms = 10;
+  return plugrl_open(&o, c);
+}
+
 /* ------------------------------------------------------------------------ */
 /* No server                                                                */
 /* ------------------------------------------------------------------------ */
@@ -867,7 +880,7 @@ static void test_busy(void) {
   printf("-- a server that never answers, at %s\n", url);
 
   /* The client: one thread blocks in plugrl_infer, this one calls in. */
-  EXPECT_C(c, open_client(url, 0, timeout_ms, &c), PLUGRL_OK);
+  EXPECT_C(c, open_reconnecting(url, timeout_ms, &c), PLUGRL_OK);
   EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_OK);
   CHECK(present == 1 && v == 2);
   memset(&b, 0, sizeof b);
@@ -882,18 +895,58 @@ static void test_busy(void) {
     EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_BUSY);
-    EXPECT_C(c, plugrl_close(c), PLUGRL_BUSY);
   }
   pthread_join(th, NULL);
   /* The blocked call ends at its deadline, not before and not never. */
   expect_status(__LINE__, "plugrl_infer on a server that never answers", b.status, PLUGRL_TIMEOUT, 1,
                 plugrl_errmsg(c));
-  CHECK(b.took_ms >= timeout_ms * 0.9 && b.took_ms < timeout_ms + 5000);
-  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  CHECK(b.took_ms >= timeout_ms * 0.9 && b.took_ms < timeout_ms + 500);
+  /* The timeout closed the connection: the next infer reconnects first. */
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_RECONNECTED);
+
+  /* plugrl_interrupt from another thread ends a blocked infer at once. */
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  seen = silent_messages(&srv);
+  pthread_create(&th, NULL, blocked_infer, &b);
+  if (!silent_wait(&srv, seen, 10000)) {
+    failf(__LINE__, "the blocked thread's infer never reached the server");
+  }
+  EXPECT_N(plugrl_interrupt(c), PLUGRL_OK);
+  pthread_join(th, NULL);
+  expect_status(__LINE__, "plugrl_infer interrupted while it waits", b.status, PLUGRL_INTERRUPTED, 1, plugrl_errmsg(c));
+  CHECK(b.took_ms < timeout_ms * 0.5);
+  /* The interrupted wait dropped the connection: the next infer reconnects. */
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_RECONNECTED);
+  /* An interrupt with no call running ends the next infer before it sends. */
+  EXPECT_N(plugrl_interrupt(c), PLUGRL_OK);
+  seen = silent_messages(&srv);
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_INTERRUPTED);
+  sleep_ms(50);
+  CHECK(silent_messages(&srv) == seen);
+  /* plugrl_close from another thread during a blocked call: the call is
+  ** interrupted and waited for; close never returns PLUGRL_BUSY. */
+  memset(&b, 0, sizeof b);
+  b.c = c;
+  seen = silent_messages(&srv);
+  pthread_create(&th, NULL, blocked_infer, &b);
+  if (!silent_wait(&srv, seen, 10000)) {
+    failf(__LINE__, "the blocked thread's infer never reached the server");
+  }
+  {
+    double t0 = now_ms();
+    EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    CHECK(now_ms() - t0 < timeout_ms * 0.5);
+  }
+  pthread_join(th, NULL);
+  CHECK(b.status == PLUGRL_INTERRUPTED || b.status == PLUGRL_CLOSED);
+  CHECK(b.took_ms < timeout_ms * 0.5);
+  EXPECT_N(plugrl_interrupt(c), PLUGRL_CLOSED);
+  EXPECT_N(plugrl_close(c), PLUGRL_CLOSED);
 
   /* The runner: one thread blocks in plugrl_runner_act. */
   c = NULL;
-  EXPECT_C(c, open_client(url, 0, timeout_ms, &c), PLUGRL_OK);
+  EXPECT_C(c, open_reconnecting(url, timeout_ms, &c), PLUGRL_OK);
   EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
   memset(&b, 0, sizeof b);
   b.r = r;
@@ -906,16 +959,31 @@ static void test_busy(void) {
     uint8_t f[2] = {0, 0};
     EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), out, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_BUSY);
     EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rw, f, f, NULL), PLUGRL_BUSY);
-    EXPECT_R(r, plugrl_runner_free(r), PLUGRL_BUSY);
     /* Its client is busy too: the runner's call is running on it. */
     EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_BUSY);
-    EXPECT_C(c, plugrl_close(c), PLUGRL_BUSY);
   }
+  EXPECT_N(plugrl_runner_interrupt(r), PLUGRL_OK);
   pthread_join(th, NULL);
-  expect_status(__LINE__, "plugrl_runner_act on a server that never answers", b.status, PLUGRL_TIMEOUT, 1,
+  expect_status(__LINE__, "plugrl_runner_act interrupted while it waits", b.status, PLUGRL_INTERRUPTED, 1,
                 plugrl_runner_errmsg(r));
-  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  CHECK(b.took_ms < timeout_ms * 0.5);
+  /* Blocked again (the runner reconnects by itself), then the client is
+  ** closed under it: close interrupts the runner's call and waits for it. */
+  memset(&b, 0, sizeof b);
+  b.r = r;
+  seen = silent_messages(&srv);
+  pthread_create(&th, NULL, blocked_act, &b);
+  if (!silent_wait(&srv, seen, 10000)) {
+    failf(__LINE__, "the blocked thread's runner_act never reached the server");
+  }
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  pthread_join(th, NULL);
+  CHECK(b.status == PLUGRL_INTERRUPTED || b.status == PLUGRL_CLOSED);
+  CHECK(b.took_ms < timeout_ms * 0.5);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), out, 2 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
+  EXPECT_N(plugrl_runner_interrupt(r), PLUGRL_CLOSED); /* its client is gone */
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_N(plugrl_runner_interrupt(r), PLUGRL_CLOSED);
 
   pthread_mutex_lock(&srv.mu);
   srv.stop = 1;
