@@ -129,9 +129,10 @@ build_lib() {
 }
 
 build_cmds() {
-  say "build/bin/plugrl, build/bin/plugrl-probe"
+  say "build/bin/plugrl, build/bin/plugrl-probe, build/bin/plugrl-hostile"
   mkdir -p "$build/bin"
   go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
+  go build -p "$jobs" -o "$build/bin/plugrl-hostile" ./cmd/plugrl-hostile
   go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
   go build -p "$jobs" -o "$build/bin/plugrl-bench-server" ./cmd/plugrl-bench-server
 }

@@ -1,0 +1,134 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/runner"
+	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/hostile"
+)
+
+// scriptedServer sends metadata without action_horizon/action_dim and
+// answers the k-th infer with a zero f4 action of horizon horizons[k]
+// (the last one repeats) and width 1. It reads feedbacks and ignores them.
+func scriptedServer(t *testing.T, horizons []int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := ws.Upgrade(nc); err != nil {
+			return
+		}
+		var m wire.Message
+		_ = wire.EncodeMetadata(&m, &wire.Metadata{ProtocolVersion: wire.Opt[int64]{Value: 1, Set: true}})
+		_ = wsutil.WriteServerBinary(nc, m.AppendTo(nil))
+		k := 0
+		for {
+			msg, err := wsutil.ReadClientBinary(nc)
+			if err != nil {
+				return
+			}
+			in, err := wire.DecodeInfer(msg)
+			if err != nil {
+				continue // a feedback
+			}
+			h := horizons[min(k, len(horizons)-1)]
+			k++
+			n := len(in.EnvIndices)
+			chunk := wire.Array{DType: wire.Float32, Shape: []int{h, n, 1}, Data: make([]byte, 4*h*n)}
+			_ = wire.EncodeAction(&m, in.EnvIndices, &chunk)
+			if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+				return
+			}
+		}
+	}()
+	return "ws://" + ln.Addr().String()
+}
+
+// TestRunnerMemoryFollowsBytes: a 4096-env runner whose one env gets a
+// long chunk (65536 steps, 256 KiB on the wire) keeps that chunk, not
+// 4096 x its size (1 GiB, which aborted a process with less memory).
+func TestRunnerMemoryFollowsBytes(t *testing.T) {
+	const n = 4096
+	url := scriptedServer(t, []int{2, 65536})
+	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	state := make([]float64, n)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: wire.BytesOf(state)}}}}
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
+	rew := make([]float64, n)
+	term, trunc := make([]bool, n), make([]bool, n)
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	term[0] = true // env 0's chunk ends early: the next Act infers for it alone
+	if err := r.Report(obs, rew, term, trunc, nil); err != nil {
+		t.Fatal(err)
+	}
+	term[0] = false
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Fatalf("a 256 KiB action for one env made the runner allocate %d bytes", got)
+	}
+}
+
+// TestRunnerZeroDimAction: an action of shape [4e18, n, 0] is refused at
+// once; the runner used to step through H = 4e18 empty steps.
+func TestRunnerZeroDimAction(t *testing.T) {
+	s, err := hostile.Listen(hostile.Config{Scenario: hostile.ZeroDimAction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: s.URL(), ReceiveTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := runner.New(c, runner.Config{Envs: 1}) // [4e18, 1, 0]: its element count does not overflow
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := make([]float64, 1)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 1}, Data: wire.BytesOf(state)}}}}
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}
+	done := make(chan error, 1)
+	go func() { done <- r.Act(obs, out) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, client.ErrProtocol) {
+			t.Fatalf("got %v, want a protocol error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Act on a [4e18, n, 0] action did not return")
+	}
+}
