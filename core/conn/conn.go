@@ -255,8 +255,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		Timeout:   timeout,
 		TLSConfig: o.TLS,
 		NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var nd net.Dialer
-			c, err := nd.DialContext(ctx, network, addr)
+			c, err := netDial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -287,6 +286,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: no connection from the dialer", o.URL)
 	}
+	dc.limit = 0 // the handshake is over: messages have their own cap
 	if err := dc.takeover(); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
@@ -304,6 +304,12 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	}
 	go c.pollLoop()
 	return c, nil
+}
+
+// netDial makes the TCP connection; the handshake fuzz test replaces it.
+var netDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
 }
 
 func newConn(tr transport, o Options) *Conn {
