@@ -1,8 +1,10 @@
 #define _GNU_SOURCE
 #include "capi.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -220,4 +222,57 @@ int plugrl_fix_signal_handlers(void) {
     }
   }
   return fixed;
+}
+
+/* ------------------------------------------------------------------------
+** Real-time callers. A robot's control loop calls in from a thread under
+** SCHED_FIFO or SCHED_RR (or the whole process runs under chrt). A thread
+** inherits its creator's scheduling policy (glibc's default,
+** PTHREAD_INHERIT_SCHED), and the Go runtime creates its threads from
+** whichever thread needs one, at load time from the loading thread: they
+** came out real-time too. One of them spinning in the scheduler then held
+** the caller's core at the caller's own priority, and under SCHED_FIFO the
+** caller never ran again (the 16-env image bench hung on one core).
+**
+** So inside libplugrl.so, pthread_create is this function: runtime/cgo's
+** calls bind to it at link time (it is hidden, and the version script
+** exports nothing but plugrl_*), and nothing outside the library sees it.
+** A thread created from a real-time thread is created SCHED_OTHER,
+** priority 0; from any other thread, exactly as asked.
+*/
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+__attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                         void *(*start)(void *), void *arg) {
+  static _Atomic(pthread_create_fn) real;
+  pthread_create_fn create = atomic_load(&real);
+  if (create == NULL) {
+    create = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    if (create == NULL) {
+      return EAGAIN;
+    }
+    atomic_store(&real, create);
+  }
+  int policy;
+  struct sched_param param;
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || (policy != SCHED_FIFO && policy != SCHED_RR)) {
+    return create(thread, attr, start, arg);
+  }
+  pthread_attr_t own;
+  pthread_attr_t *a = (pthread_attr_t *)attr; /* runtime/cgo's, made for this call */
+  if (a == NULL) {
+    if (pthread_attr_init(&own) != 0) {
+      return EAGAIN;
+    }
+    a = &own;
+  }
+  struct sched_param normal = {0};
+  pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
+  pthread_attr_setschedpolicy(a, SCHED_OTHER);
+  pthread_attr_setschedparam(a, &normal);
+  int err = create(thread, a, start, arg);
+  if (a == &own) {
+    pthread_attr_destroy(&own);
+  }
+  return err;
 }
