@@ -61,6 +61,11 @@
 **     started its threads; the child would have a broken Go runtime. In
 **     such a child every handle is dead (PLUGRL_CLOSED, the parent's
 **     connections are left alone) and plugrl_open returns PLUGRL_CLOSED.
+**   - Real-time callers: a thread under SCHED_FIFO or SCHED_RR may call in.
+**     The runtime's own threads (which it creates from whichever thread
+**     needs one) are always created SCHED_OTHER, so only the caller's
+**     thread runs at its priority and nothing of the library's can starve
+**     it on its core.
 **   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
 **     thread while it runs the library's Go code can crash the process
 **     (the handler would run on a small goroutine stack). Programs whose

@@ -85,6 +85,7 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 	c.tr.BeginWrite(wait)
 	_, err := c.tr.Write(c.ctl.bytes())
 	c.ctl.reset()
+	c.ctlQueued.Store(false)
 	return err
 }
 

@@ -198,7 +198,8 @@ type Conn struct {
 	// ctl holds control frames that could not be written without waiting
 	// (the rest of a pong or close frame): they go out, in order, before
 	// the next message. Guarded by wmu.
-	ctl pending
+	ctl       pending
+	ctlQueued atomic.Bool // ctl holds bytes: flushControl's look without wmu
 	// A ping's payload waiting for its pong, guarded by pmu (held only
 	// to copy these few bytes): the reader records it, whoever holds wmu
 	// next writes the pong. RFC 6455 5.5.3 allows answering only the

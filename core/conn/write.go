@@ -28,6 +28,7 @@ func (c *Conn) WriteMessage(m *wire.Message) error {
 			return err
 		}
 		c.ctl.reset()
+		c.ctlQueued.Store(false)
 	}
 	mask := c.newMask()
 	total := m.Len()
@@ -189,6 +190,7 @@ func (c *Conn) queueControl(op ws.OpCode, payload []byte) bool {
 	n := putHeader(c.ctl.buf[c.ctl.n:], ws.Header{Fin: true, OpCode: op, Masked: true, Mask: mask, Length: int64(len(payload))})
 	maskCopy(c.ctl.buf[c.ctl.n+n:], payload, mask, 0)
 	c.ctl.n += n + len(payload)
+	c.ctlQueued.Store(true)
 	return true
 }
 
@@ -202,14 +204,19 @@ func (c *Conn) tryWriteControl() bool {
 		c.shutdown()
 		return false
 	}
-	return c.ctl.r == c.ctl.n
+	if c.ctl.r < c.ctl.n {
+		return false
+	}
+	c.ctl.reset()
+	c.ctlQueued.Store(false)
+	return true
 }
 
 // flushControl writes the pong owed and any control frames queued, if the
 // write lock is free and the socket takes them without waiting: a server
 // that floods pings and reads nothing gets fewer pongs, and nobody waits.
 func (c *Conn) flushControl() {
-	if c.ctl.n == 0 && !c.pongOwed.Load() {
+	if !c.ctlQueued.Load() && !c.pongOwed.Load() {
 		return
 	}
 	if !c.wmu.TryLock() {
