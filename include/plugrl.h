@@ -139,7 +139,9 @@ typedef enum plugrl_status {
   PLUGRL_INTERNAL = 13,
   /* plugrl_interrupt() ended the call, or found no call running and ended
   ** the next plugrl_infer or plugrl_runner_act before it sent anything
-  ** (the connection is then unchanged). A call interrupted while it waited
+  ** (the connection is then unchanged, unless the interrupt landed just as
+  ** the call before completed: then it had ended the connection, and the
+  ** next call reconnects). One interrupt ends at most one call. A call interrupted while it waited
   ** on the server drops the connection, since the stream may be in the
   ** middle of a message: feedback owed on it is never sent (SPEC 7.6), and
   ** the next infer reconnects and returns PLUGRL_RECONNECTED (the runner

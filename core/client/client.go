@@ -304,9 +304,13 @@ func (c *Client) lost(err error, during string) error {
 		c.phase = phaseStopped
 		return e
 	case KindInterrupted:
-		c.intr.Store(false) // taken
-		e.Msg += "; the connection was dropped (any feedback owed is never sent, SPEC 7.6) and the next infer reconnects"
-		return e
+		if c.intr.Swap(false) { // taken: one interrupt ends one call
+			e.Msg += "; the connection was dropped (any feedback owed is never sent, SPEC 7.6) and the next infer reconnects"
+			return e
+		}
+		// An interrupt that an earlier call took (it landed as that call
+		// completed) had ended this connection: now it is just a lost
+		// connection, and reconnecting below is what SPEC 7 asks.
 	case KindServer, KindProtocol, KindTimeout, KindClosed, KindNoMemory:
 		return e
 	}
@@ -423,7 +427,7 @@ func (c *Client) block() error {
 	c.blocking.Store(true)
 	if c.intr.Swap(false) {
 		c.blocking.Store(false)
-		return newErr(KindInterrupted, nil, "an interrupt was pending: nothing was sent and the connection is unchanged")
+		return newErr(KindInterrupted, nil, "an interrupt was pending: nothing was sent")
 	}
 	select { // a wake-up left by an interrupt already taken
 	case <-c.wake:
