@@ -1,0 +1,1265 @@
+/*
+** hostile.c - libplugrl against a server that lies, floods or stalls.
+**
+**   hostile --list | --list-all
+**   hostile --case NAME [--n N] [--obs-bytes B] ws://127.0.0.1:PORT
+**
+** Each case runs in its own process against its own plugrl-hostile server
+** (tests/hostile.sh starts the scenario --list names for the case, passes
+** its URL and stops it afterwards), through the real C API only. A case
+** prints exactly one result line on stdout:
+**
+**   case=NAME status=PLUGRL_X took_ms=T deadline_ms=D overshoot_ms=O peak_rss_kb=K result=PASS|FAIL [key=value...]
+**
+** took_ms is the measured call (the one the case is about); deadline_ms is
+** the deadline it must keep ("0" for a call that must fail at once, "-"
+** where there is none) and overshoot_ms = took_ms - deadline_ms; peak_rss_kb
+** is getrusage(RUSAGE_SELF).ru_maxrss at the end of the case (each case is
+** its own process, so it is that case's peak). Why a case failed goes to
+** stderr. Exit status: 0 when the case passed, 1 when it failed, 2 on a
+** usage error.
+**
+** --list prints one line per case: NAME SCENARIO [plugrl-hostile flags...].
+** --list-all adds cases CTest does not run (none at present; the flag in
+** the case table). interrupt-once, the reproducer of a fixed bug, is one
+** of the default cases: one plugrl_interrupt must end at most one call.
+** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
+** tokens (4200000), errmsg-threads (200000) and interrupt-once (200);
+** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
+** in the environment traces every infer of the interrupt cases on stderr.
+**
+** Limits: memory cases must keep peak RSS under RSS_LIMIT_KB (64 MB)
+** (not rlimit, whose honest uncapped 512 MiB action is stopped by the
+** address-space limit instead; its peak is reported);
+** deadline cases must return within OVERSHOOT_LIMIT_MS (250 ms) after
+** their deadline, and not before it; interrupt-latency must end 99 % of
+** blocked calls within INTERRUPT_LIMIT_US (10 ms) and every one within 10
+** times that (see interrupt_case).
+*/
+#define _GNU_SOURCE /* sigaltstack flags, pthread_kill, getrusage fields */
+#include <plugrl.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RSS_LIMIT_KB 65536L
+#define OVERSHOOT_LIMIT_MS 250.0
+#define UNDERSHOOT_LIMIT_MS 25.0 /* a timeout this long before its deadline is a failure too */
+#define AT_ONCE_MS 250.0         /* "at once": a refusal within this */
+#define INTERRUPT_LIMIT_US 10000.0
+#define IDLE_CPU_LIMIT_PCT 0.5
+
+/* ------------------------------------------------------------------------ */
+/* Utilities                                                                */
+/* ------------------------------------------------------------------------ */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_us(long us) {
+  struct timespec ts;
+  ts.tv_sec = us / 1000000L;
+  ts.tv_nsec = (us % 1000000L) * 1000L;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static long peak_rss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss; /* kilobytes on Linux */
+}
+
+static double cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* A field of /proc/self/status in kB ("VmSize", "VmRSS"), or -1. */
+static long proc_status_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long v = -1;
+  size_t n = strlen(field);
+  if (f == NULL) return -1;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, field, n) == 0 && line[n] == ':') {
+      v = strtol(line + n + 1, NULL, 10);
+      break;
+    }
+  }
+  fclose(f);
+  return v;
+}
+
+static const char *status_name(plugrl_status s) {
+  static const char *const names[] = {
+      "PLUGRL_OK",           "PLUGRL_STOPPED",          "PLUGRL_RECONNECTED",  "PLUGRL_TIMEOUT",
+      "PLUGRL_SERVER_ERROR", "PLUGRL_PROTOCOL_ERROR",   "PLUGRL_INVALID_ARGUMENT", "PLUGRL_OUT_OF_ORDER",
+      "PLUGRL_CONNECT_FAILED", "PLUGRL_CLOSED",         "PLUGRL_BUSY",         "PLUGRL_BUFFER_TOO_SMALL",
+      "PLUGRL_NO_MEMORY",    "PLUGRL_INTERNAL",         "PLUGRL_INTERRUPTED",
+  };
+  if ((int)s < 0 || (size_t)s >= sizeof names / sizeof names[0]) return "PLUGRL_UNKNOWN";
+  return names[s];
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The result of a case                                                     */
+/* ------------------------------------------------------------------------ */
+
+static struct {
+  const char *name;
+  plugrl_status status;
+  double took_ms;
+  double deadline_ms; /* < 0: none */
+  int check_rss;
+  int failed;
+  char extra[1024];
+} R = {NULL, PLUGRL_OK, 0, -1, 0, 0, ""};
+
+static void fail(const char *fmt, ...) {
+  va_list ap;
+  R.failed = 1;
+  fprintf(stderr, "hostile %s: FAIL: ", R.name);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+static void extra(const char *fmt, ...) {
+  va_list ap;
+  size_t used = strlen(R.extra);
+  if (used + 2 >= sizeof R.extra) return;
+  R.extra[used++] = ' ';
+  R.extra[used] = '\0';
+  va_start(ap, fmt);
+  vsnprintf(R.extra + used, sizeof R.extra - used, fmt, ap);
+  va_end(ap);
+}
+
+/* Checks that a call returned want; the message comes from c if given. */
+static int expect(const char *what, plugrl_status got, plugrl_status want, plugrl_client *c) {
+  if (got == want) return 1;
+  fail("%s returned %s, want %s%s%s", what, status_name(got), status_name(want), c ? "; errmsg: " : "",
+       c ? plugrl_errmsg(c) : "");
+  return 0;
+}
+
+/* Checks a measured deadline: took within [deadline - UNDERSHOOT, deadline + OVERSHOOT]. */
+static void check_deadline(const char *what, double took, double deadline) {
+  double over = took - deadline;
+  if (over > OVERSHOOT_LIMIT_MS)
+    fail("%s took %.1f ms against a deadline of %.0f ms: %.1f ms over (limit %.0f)", what, took, deadline, over,
+         OVERSHOOT_LIMIT_MS);
+  if (deadline > 0 && over < -UNDERSHOOT_LIMIT_MS)
+    fail("%s returned after %.1f ms, %.1f ms before its deadline of %.0f ms", what, took, -over, deadline);
+}
+
+static void at_once(const char *what, double took) {
+  if (took > AT_ONCE_MS) fail("%s took %.1f ms; it should fail at once (limit %.0f ms)", what, took, AT_ONCE_MS);
+}
+
+static void print_result(void) {
+  char dl[32], over[32];
+  long rss = peak_rss_kb();
+  if (R.check_rss && rss >= RSS_LIMIT_KB) fail("peak RSS %ld kB is over the limit of %ld kB", rss, RSS_LIMIT_KB);
+  if (R.deadline_ms < 0) {
+    snprintf(dl, sizeof dl, "-");
+    snprintf(over, sizeof over, "-");
+  } else {
+    snprintf(dl, sizeof dl, "%.0f", R.deadline_ms);
+    snprintf(over, sizeof over, "%.1f", R.took_ms - R.deadline_ms);
+  }
+  printf("case=%s status=%s took_ms=%.1f deadline_ms=%s overshoot_ms=%s peak_rss_kb=%ld result=%s%s\n", R.name,
+         status_name(R.status), R.took_ms, dl, over, rss, R.failed ? "FAIL" : "PASS", R.extra);
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observations and clients                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One float64 state array "s" of shape [n, width], zeros, and env
+** indices 0..n-1 with step ids 0. */
+typedef struct obsbuf {
+  size_t n;
+  int64_t shape[2];
+  double *data;
+  int64_t *idx, *steps;
+  float *rewards;
+  uint8_t *flags;
+  plugrl_array arr;
+  plugrl_observation obs;
+} obsbuf;
+
+static int obs_init(obsbuf *o, size_t n, size_t width) {
+  size_t i;
+  memset(o, 0, sizeof *o);
+  o->n = n;
+  o->shape[0] = (int64_t)n;
+  o->shape[1] = (int64_t)width;
+  o->data = calloc(n * width, sizeof(double));
+  o->idx = calloc(n, sizeof(int64_t));
+  o->steps = calloc(n, sizeof(int64_t));
+  o->rewards = calloc(n, sizeof(float));
+  o->flags = calloc(n, 1);
+  if (!o->data || !o->idx || !o->steps || !o->rewards || !o->flags) {
+    fail("out of memory for an observation of %zu x %zu", n, width);
+    return 0;
+  }
+  for (i = 0; i < n; i++) o->idx[i] = (int64_t)i;
+  o->arr.name = "s";
+  o->arr.data = o->data;
+  o->arr.dtype = PLUGRL_DTYPE_F64;
+  o->arr.ndim = 2;
+  o->arr.shape = o->shape;
+  o->obs.states = &o->arr;
+  o->obs.num_states = 1;
+  return 1;
+}
+
+static void obs_free(obsbuf *o) {
+  free(o->data);
+  free(o->idx);
+  free(o->steps);
+  free(o->rewards);
+  free(o->flags);
+}
+
+static plugrl_status infer(plugrl_client *c, obsbuf *o, plugrl_action *a) {
+  return plugrl_infer(c, o->idx, o->steps, o->n, &o->obs, NULL, a);
+}
+
+static plugrl_status feedback(plugrl_client *c, obsbuf *o) {
+  return plugrl_feedback(c, o->idx, o->steps, o->n, &o->obs, o->rewards, o->flags, o->flags, NULL);
+}
+
+static void options(plugrl_options *opt, const char *url) {
+  plugrl_options_init(opt);
+  opt->url = url;
+}
+
+/* Opens; on failure reports it and closes the handle. */
+static plugrl_client *open_ok(const plugrl_options *opt) {
+  plugrl_client *c = NULL;
+  plugrl_status s = plugrl_open(opt, &c);
+  if (s != PLUGRL_OK) {
+    fail("plugrl_open(%s) returned %s: %s", opt->url ? opt->url : "NULL", status_name(s),
+         c ? plugrl_errmsg(c) : "(no handle)");
+    R.status = s;
+    plugrl_close(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* One infer + feedback for n envs of one state each. */
+static int exchange(plugrl_client *c, obsbuf *o) {
+  plugrl_action a;
+  if (!expect("plugrl_infer", infer(c, o, &a), PLUGRL_OK, c)) return 0;
+  if (!expect("plugrl_feedback", feedback(c, o), PLUGRL_OK, c)) return 0;
+  return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory attacks                                                           */
+/* ------------------------------------------------------------------------ */
+
+static long opt_n = -1;           /* --n */
+static long opt_obs_bytes = -1;   /* --obs-bytes */
+
+/* huge-length: a frame claiming 2^62 bytes is refused on its header. */
+static void case_huge_length(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0;
+  R.check_rss = 1;
+  R.deadline_ms = 0;
+  options(&opt, url);
+  opt.receive_timeout_ms = 10000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_infer", R.status, PLUGRL_PROTOCOL_ERROR, c);
+  at_once("plugrl_infer", R.took_ms);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* huge-length-nocap: no message cap, so the frame is read as it trickles
+** in until the receive deadline; memory follows the bytes received. */
+static void case_huge_length_nocap(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0;
+  long rss0;
+  R.check_rss = 1;
+  R.deadline_ms = 2000;
+  options(&opt, url);
+  opt.max_message_size = -1;
+  opt.receive_timeout_ms = 2000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  rss0 = proc_status_kb("VmRSS");
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  extra("rss_before_kb=%ld rss_after_kb=%ld rss_growth_kb=%ld", rss0, proc_status_kb("VmRSS"), peak_rss_kb() - rss0);
+  expect("plugrl_infer", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_infer", R.took_ms, R.deadline_ms);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* endless-header: the handshake response never ends; open fails on the
+** handshake cap, long before the connect deadline. */
+static void case_endless_header(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  double t0;
+  R.check_rss = 1;
+  R.deadline_ms = 0;
+  options(&opt, url);
+  t0 = now_ms();
+  R.status = plugrl_open(&opt, &c);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_open", R.status, PLUGRL_PROTOCOL_ERROR, c);
+  at_once("plugrl_open", R.took_ms);
+  expect("plugrl_close of the failed open", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
+/* zero-dim-action: an action of shape [4e18, n, 0], through the runner. */
+static void case_zero_dim_action(const char *url) {
+  enum { N = 4 };
+  plugrl_options opt;
+  plugrl_client *c;
+  plugrl_runner *r = NULL;
+  obsbuf o;
+  double actions[N];
+  double t0;
+  R.check_rss = 1;
+  R.deadline_ms = 0;
+  options(&opt, url);
+  opt.receive_timeout_ms = 10000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, N, 1)) return;
+  if (!expect("plugrl_runner_new", plugrl_runner_new(c, N, &r), PLUGRL_OK, c)) return;
+  t0 = now_ms();
+  R.status = plugrl_runner_act(r, &o.obs, actions, sizeof actions, PLUGRL_DTYPE_F64);
+  R.took_ms = now_ms() - t0;
+  if (R.status != PLUGRL_PROTOCOL_ERROR)
+    fail("plugrl_runner_act returned %s, want PLUGRL_PROTOCOL_ERROR; errmsg: %s", status_name(R.status),
+         plugrl_runner_errmsg(r));
+  at_once("plugrl_runner_act", R.took_ms);
+  expect("plugrl_runner_free", plugrl_runner_free(r), PLUGRL_OK, NULL);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* big-action-one-env: a true 8 MiB action for one env (under the 64 MiB
+** derived cap, since metadata has no H and D) is taken. */
+static void case_big_action_one_env(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0;
+  R.check_rss = 1;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.receive_timeout_ms = 20000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  if (expect("plugrl_infer", R.status, PLUGRL_OK, c)) {
+    int64_t bytes = a.horizon * a.num_envs * a.step_size * (int64_t)plugrl_dtype_size(a.dtype);
+    extra("action_bytes=%lld horizon=%lld", (long long)bytes, (long long)a.horizon);
+    if (a.num_envs != 1 || bytes < (8 << 20) - 64)
+      fail("the action is %lld bytes for %lld envs; want about 8 MiB for 1", (long long)bytes, (long long)a.num_envs);
+    expect("plugrl_feedback", feedback(c, &o), PLUGRL_OK, c);
+  }
+  extra("rss_after_feedback_kb=%ld", proc_status_kb("VmRSS"));
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* rlimit: address space capped at what the process has + 256 MiB, then a
+** true 512 MiB action with no message cap: PLUGRL_NO_MEMORY (or a
+** protocol error), never an abort; then a clean close. No 64 MB check
+** here: the action is honest and uncapped, so memory follows the bytes
+** received until the address-space limit stops it (the peak is reported). */
+static void case_rlimit(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  struct rlimit rl;
+  long vm;
+  double t0;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.max_message_size = -1;
+  opt.receive_timeout_ms = 60000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  vm = proc_status_kb("VmSize");
+  if (vm <= 0) {
+    fail("cannot read VmSize from /proc/self/status");
+    return;
+  }
+  rl.rlim_cur = rl.rlim_max = (rlim_t)vm * 1024 + ((rlim_t)256 << 20);
+  if (setrlimit(RLIMIT_AS, &rl) != 0) {
+    fail("setrlimit(RLIMIT_AS): %s", strerror(errno));
+    return;
+  }
+  extra("vmsize_kb=%ld rlimit_as_kb=%ld", vm, (long)(rl.rlim_cur / 1024));
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  if (R.status != PLUGRL_NO_MEMORY && R.status != PLUGRL_PROTOCOL_ERROR)
+    fail("plugrl_infer returned %s, want PLUGRL_NO_MEMORY (or PLUGRL_PROTOCOL_ERROR); errmsg: %s",
+         status_name(R.status), plugrl_errmsg(c));
+  else
+    fprintf(stderr, "hostile rlimit: plugrl_infer: %s: %s\n", status_name(R.status), plugrl_errmsg(c));
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Deadlines                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* no-metadata: the handshake completes, metadata never comes. */
+static void case_no_metadata(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  double t0, close_ms;
+  R.deadline_ms = 300;
+  options(&opt, url);
+  opt.metadata_timeout_ms = 300;
+  t0 = now_ms();
+  R.status = plugrl_open(&opt, &c);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_open", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_open", R.took_ms, R.deadline_ms);
+  t0 = now_ms();
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  close_ms = now_ms() - t0;
+  extra("close_ms=%.1f", close_ms);
+  check_deadline("plugrl_close after the failed open", close_ms, 0);
+}
+
+/* slow-handshake: the 101 response arrives a byte every 100 ms. */
+static void case_slow_handshake(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  double t0;
+  R.deadline_ms = 300;
+  options(&opt, url);
+  opt.connect_timeout_ms = 300;
+  t0 = now_ms();
+  R.status = plugrl_open(&opt, &c);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_open", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_open", R.took_ms, R.deadline_ms);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
+/* An infer whose action does not come within receive_timeout_ms. */
+static void receive_deadline(const char *url, int32_t timeout_ms) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0;
+  R.deadline_ms = timeout_ms;
+  options(&opt, url);
+  opt.receive_timeout_ms = timeout_ms;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_infer", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_infer", R.took_ms, R.deadline_ms);
+  t0 = now_ms();
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  extra("close_ms=%.1f", now_ms() - t0);
+  obs_free(&o);
+}
+
+static void case_receive_short(const char *url) { receive_deadline(url, 200); }
+static void case_receive_long(const char *url) { receive_deadline(url, 1500); }
+static void case_stall_mid_frame(const char *url) {
+  R.check_rss = 1;
+  receive_deadline(url, 1500);
+}
+
+/* no-read: the server never reads; a 4 MiB observation cannot be sent. */
+static void case_no_read(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0;
+  long bytes = opt_obs_bytes > 0 ? opt_obs_bytes : 4L << 20;
+  R.check_rss = 1;
+  R.deadline_ms = 300;
+  options(&opt, url);
+  opt.send_timeout_ms = 300;
+  /* If the whole message fitted into the socket buffers, the infer would
+  ** wait for an action instead: bound that wait too, so that it shows as
+  ** a huge overshoot rather than a hang. */
+  opt.receive_timeout_ms = 5000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, (size_t)bytes / sizeof(double))) return;
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  extra("obs_bytes=%ld", bytes);
+  expect("plugrl_infer", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_infer", R.took_ms, R.deadline_ms);
+  t0 = now_ms();
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  extra("close_ms=%.1f", now_ms() - t0);
+  obs_free(&o);
+}
+
+/* ping-flood: pings as fast as the socket takes them, no action ever;
+** then close with a short close deadline. */
+static void case_ping_flood(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  double t0, close_ms;
+  R.check_rss = 1;
+  R.deadline_ms = 1500;
+  options(&opt, url);
+  opt.receive_timeout_ms = 1500;
+  opt.close_timeout_ms = 200;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_infer", R.status, PLUGRL_TIMEOUT, c);
+  check_deadline("plugrl_infer", R.took_ms, R.deadline_ms);
+  t0 = now_ms();
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  close_ms = now_ms() - t0;
+  extra("close_ms=%.1f close_deadline_ms=200 close_overshoot_ms=%.1f", close_ms, close_ms - 200);
+  if (close_ms - 200 > OVERSHOOT_LIMIT_MS) fail("plugrl_close took %.1f ms against a 200 ms close deadline", close_ms);
+  obs_free(&o);
+}
+
+/* close-no-reply: the server never answers the close frame. */
+static void case_close_no_reply(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  double t0;
+  R.deadline_ms = 300;
+  options(&opt, url);
+  opt.close_timeout_ms = 300;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  if (!exchange(c, &o)) return;
+  t0 = now_ms();
+  R.status = plugrl_close(c);
+  R.took_ms = now_ms() - t0;
+  expect("plugrl_close", R.status, PLUGRL_OK, NULL);
+  check_deadline("plugrl_close", R.took_ms, R.deadline_ms);
+  obs_free(&o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Interrupt latency                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Each iteration, the worker calls plugrl_infer (after the first, one
+** infer that must return PLUGRL_RECONNECTED at once, since the last
+** interrupt dropped the connection, and then) one that blocks on the
+** slow action; the main thread waits until that blocking call has been
+** running for 2 ms, takes t0 and interrupts it, directly or by a signal to
+** the worker whose handler calls plugrl_interrupt; the latency is from t0
+** to the call's return with PLUGRL_INTERRUPTED. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  plugrl_client *c;
+  obsbuf o;
+  long iterations;
+  long go;           /* iterations the main thread has started */
+  long done;         /* iterations the worker has finished */
+  unsigned long seq; /* calls begun */
+  int in_call;
+  int blocking;   /* the call running is the one that should block */
+  double call_ms; /* when the running call began */
+  double ret_ms;  /* when the last call returned */
+  plugrl_status last;
+  long reconnected, other, unexpected;
+} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, {0}, 0, 0, 0, 0, 0, 0, 0, 0, PLUGRL_OK, 0, 0, 0};
+
+static plugrl_client *volatile signal_client;
+
+static void on_sigusr1(int sig) {
+  (void)sig;
+  plugrl_interrupt(signal_client); /* async-signal-safe; keeps errno */
+}
+
+static plugrl_status worker_call(long i, int blocking) {
+  plugrl_action a;
+  plugrl_status s;
+  double t, t_call;
+  pthread_mutex_lock(&W.mu);
+  W.seq++;
+  W.in_call = 1;
+  W.blocking = blocking;
+  W.call_ms = t_call = now_ms();
+  pthread_cond_broadcast(&W.cond);
+  pthread_mutex_unlock(&W.mu);
+  s = infer(W.c, &W.o, &a);
+  t = now_ms();
+  if (getenv("HOSTILE_TRACE"))
+    fprintf(stderr, "trace %ld: %s infer: %s after %.3f ms: %s\n", i, blocking ? "blocking" : "reconnecting",
+            status_name(s), t - t_call, s == PLUGRL_OK ? "" : plugrl_errmsg(W.c));
+  pthread_mutex_lock(&W.mu);
+  W.in_call = 0;
+  W.ret_ms = t;
+  W.last = s;
+  pthread_cond_broadcast(&W.cond);
+  pthread_mutex_unlock(&W.mu);
+  return s;
+}
+
+static void *interrupt_worker(void *arg) {
+  long i;
+  (void)arg;
+  for (i = 0; i < W.iterations; i++) {
+    plugrl_status s;
+    pthread_mutex_lock(&W.mu);
+    while (W.go <= i) pthread_cond_wait(&W.cond, &W.mu);
+    pthread_mutex_unlock(&W.mu);
+    if (i > 0) {
+      s = worker_call(i, 0);
+      if (s == PLUGRL_RECONNECTED) {
+        W.reconnected++;
+      } else if (W.unexpected++ < 10) {
+        fprintf(stderr, "hostile %s: iteration %ld: the infer after an interrupt returned %s, not PLUGRL_RECONNECTED: %s\n",
+                R.name, i, status_name(s), plugrl_errmsg(W.c));
+      }
+    }
+    while ((s = worker_call(i, 1)) == PLUGRL_RECONNECTED) {
+    }
+    if (s != PLUGRL_INTERRUPTED && W.other++ < 10)
+      fprintf(stderr, "hostile %s: iteration %ld: the blocked infer returned %s, not PLUGRL_INTERRUPTED: %s\n", R.name,
+              i, status_name(s), plugrl_errmsg(W.c));
+    pthread_mutex_lock(&W.mu);
+    W.done = i + 1;
+    pthread_cond_broadcast(&W.cond);
+    pthread_mutex_unlock(&W.mu);
+  }
+  return NULL;
+}
+
+static void interrupt_case(const char *url, int by_signal, long n) {
+  plugrl_options opt;
+  pthread_t th;
+  double *lat;
+  long i, measured = 0, stuck = 0;
+  struct sigaction sa;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.max_reconnects = 3;
+  opt.reconnect_backoff_ms = 1;
+  if (!(W.c = open_ok(&opt)) || !obs_init(&W.o, 1, 1)) return;
+  lat = calloc((size_t)n, sizeof *lat);
+  if (lat == NULL) {
+    fail("out of memory");
+    return;
+  }
+  if (by_signal) {
+    signal_client = W.c;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sa.sa_flags = SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, &sa, NULL) != 0) {
+      fail("sigaction: %s", strerror(errno));
+      return;
+    }
+  }
+  W.iterations = n;
+  if (pthread_create(&th, NULL, interrupt_worker, NULL) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    double t0 = 0;
+    pthread_mutex_lock(&W.mu);
+    W.go = i + 1;
+    pthread_cond_broadcast(&W.cond);
+    while (W.done <= i) {
+      unsigned long seen;
+      if (!W.in_call) {
+        pthread_cond_wait(&W.cond, &W.mu);
+        continue;
+      }
+      seen = W.seq;
+      pthread_mutex_unlock(&W.mu);
+      sleep_us(2000);
+      pthread_mutex_lock(&W.mu);
+      if (!W.in_call || W.seq != seen) continue; /* that call returned */
+      if (!W.blocking) {
+        /* The reconnecting infer should return at once; one that still
+        ** runs after 500 ms is stuck (reported by the worker) and is
+        ** interrupted too, to go on. */
+        if (now_ms() - W.call_ms < 500) continue;
+        stuck++;
+      }
+      /* The call has been running for 2 ms: it waits on the server. */
+      pthread_mutex_unlock(&W.mu);
+      t0 = now_ms();
+      if (by_signal)
+        pthread_kill(th, SIGUSR1);
+      else
+        plugrl_interrupt(W.c);
+      pthread_mutex_lock(&W.mu);
+      while (W.in_call && W.seq == seen) pthread_cond_wait(&W.cond, &W.mu);
+      if (W.blocking && W.last == PLUGRL_INTERRUPTED) {
+        lat[measured++] = (W.ret_ms - t0) * 1e3;
+        if (lat[measured - 1] > INTERRUPT_LIMIT_US / 4)
+          fprintf(stderr, "hostile %s: iteration %ld: the interrupt took %.0f us\n", R.name, i, lat[measured - 1]);
+      }
+    }
+    pthread_mutex_unlock(&W.mu);
+  }
+  pthread_join(th, NULL);
+  R.status = PLUGRL_INTERRUPTED;
+  if (W.other) {
+    R.status = W.last;
+    fail("%ld of %ld blocked infers did not return PLUGRL_INTERRUPTED", W.other, n);
+  }
+  if (W.reconnected < n - 1)
+    fail("only %ld of the %ld infers after an interrupt returned PLUGRL_RECONNECTED (%ld were stuck)", W.reconnected,
+         n - 1, stuck);
+  if (measured > 0) {
+    double med, p99, max, sum = 0;
+    qsort(lat, (size_t)measured, sizeof *lat, cmp_double);
+    for (i = 0; i < measured; i++) sum += lat[i];
+    med = lat[measured / 2];
+    p99 = lat[(size_t)((double)(measured - 1) * 0.99)];
+    max = lat[measured - 1];
+    R.took_ms = max / 1e3;
+    extra("n=%ld reconnected=%ld interrupt_us_median=%.0f p99=%.0f max=%.0f mean=%.0f min=%.0f", measured,
+          W.reconnected, med, p99, max, sum / (double)measured, lat[0]);
+    /* The target is every interrupt within 10 ms. On a quiet machine the
+    ** slowest of 1000 takes a few ms; the interrupt passes through Go
+    ** threads that wait for a core on a loaded one (CI runs this beside
+    ** nothing else, a developer beside a build), so the test holds p99 to
+    ** the target and the slowest to 10 times it: a broken interrupt waits
+    ** the server's full 60 s. --figures reports the distribution. */
+    if (p99 > INTERRUPT_LIMIT_US || max > 10 * INTERRUPT_LIMIT_US)
+      fail("interrupts took median %.0f us, p99 %.0f us, max %.0f us (limits: p99 %.0f us, max %.0f us)", med, p99,
+           max, INTERRUPT_LIMIT_US, 10 * INTERRUPT_LIMIT_US);
+  } else {
+    fail("no interrupt was measured");
+  }
+  if (by_signal) signal(SIGUSR1, SIG_IGN);
+  expect("plugrl_close", plugrl_close(W.c), PLUGRL_OK, NULL);
+  obs_free(&W.o);
+  free(lat);
+}
+
+static void case_interrupt_latency(const char *url) { interrupt_case(url, 0, opt_n > 0 ? opt_n : 1000); }
+static void case_interrupt_signal(const char *url) { interrupt_case(url, 1, opt_n > 0 ? opt_n : 100); }
+
+/* ------------------------------------------------------------------------ */
+/* Handles                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* tokens: millions of open/close pairs never run out of handles, never
+** give the first handle's value again, and a closed handle stays dead. */
+static void case_tokens(const char *url) {
+  long n = opt_n > 0 ? opt_n : 4200000;
+  long i, repeats = 0;
+  plugrl_options opt;
+  plugrl_client *first = NULL, *prev = NULL, *c;
+  plugrl_action a;
+  obsbuf o;
+  double t0;
+  R.deadline_ms = -1;
+  options(&opt, NULL);
+  if (!obs_init(&o, 1, 1)) return;
+  t0 = now_ms();
+  for (i = 0; i < n; i++) {
+    plugrl_status s;
+    c = NULL;
+    s = plugrl_open(&opt, &c);
+    if (s != PLUGRL_INVALID_ARGUMENT || c == NULL) {
+      fail("open #%ld with url NULL returned %s and handle %p; want PLUGRL_INVALID_ARGUMENT and a handle", i,
+           status_name(s), (void *)c);
+      R.status = s;
+      break;
+    }
+    if (i == 0) {
+      first = c;
+    } else if (c == first || c == prev) {
+      if (repeats++ < 5)
+        fail("open #%ld returned handle %p, the value of the %s handle", i, (void *)c, c == first ? "first" : "previous");
+    }
+    s = plugrl_close(c);
+    if (s != PLUGRL_OK) {
+      fail("close #%ld returned %s", i, status_name(s));
+      R.status = s;
+      break;
+    }
+    if ((i & 4095) == 0 || i == n - 1) {
+      /* Spot checks: this handle and the first are dead. */
+      if (plugrl_close(c) != PLUGRL_CLOSED || plugrl_infer(c, o.idx, o.steps, 1, &o.obs, NULL, &a) != PLUGRL_CLOSED ||
+          plugrl_interrupt(c) != PLUGRL_CLOSED || plugrl_close(first) != PLUGRL_CLOSED ||
+          plugrl_interrupt(first) != PLUGRL_CLOSED) {
+        fail("after close #%ld, a call on a closed handle did not return PLUGRL_CLOSED", i);
+        break;
+      }
+    }
+    prev = c;
+  }
+  R.took_ms = now_ms() - t0;
+  extra("opens=%ld per_pair_us=%.2f first=%p last=%p", i, R.took_ms * 1e3 / (double)(i ? i : 1), (void *)first,
+        (void *)prev);
+  /* The last open still works, against the real server. */
+  if (!R.failed) {
+    options(&opt, url);
+    c = open_ok(&opt);
+    if (c) {
+      R.status = PLUGRL_OK;
+      if (c == first) fail("the final open returned the first handle's value");
+      if (exchange(c, &o)) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+    }
+  }
+  obs_free(&o);
+}
+
+/* fork: the child finds every inherited handle dead, and the parent's
+** connection is untouched. */
+static void case_fork(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  pid_t pid;
+  int st = 0, i;
+  double t0;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  if (!exchange(c, &o)) return;
+  fflush(stdout);
+  fflush(stderr);
+  t0 = now_ms();
+  pid = fork();
+  if (pid < 0) {
+    fail("fork: %s", strerror(errno));
+    return;
+  }
+  if (pid == 0) {
+    /* The child: only async-signal-safe work and the library's calls. */
+    plugrl_action a;
+    plugrl_client *c2 = NULL;
+    int bad = 0;
+    alarm(20); /* a hang is a failure, not a stuck test */
+    if (infer(c, &o, &a) != PLUGRL_CLOSED) bad |= 1;
+    if (feedback(c, &o) != PLUGRL_CLOSED) bad |= 2;
+    if (plugrl_close(c) != PLUGRL_CLOSED) bad |= 4;
+    if (plugrl_open(&opt, &c2) != PLUGRL_CLOSED) bad |= 8;
+    _exit(bad);
+  }
+  {
+    /* Wait up to 20 s for the child. */
+    int waited = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, WNOHANG)) == 0 && waited < 20000) {
+      sleep_us(1000);
+      waited++;
+    }
+    if (w == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      fail("the forked child hung in the library (killed after 20 s)");
+    }
+  }
+  R.took_ms = now_ms() - t0;
+  if (WIFSIGNALED(st)) {
+    fail("the forked child died of signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+    int b = WEXITSTATUS(st);
+    fail("in the forked child, these did not return PLUGRL_CLOSED:%s%s%s%s", b & 1 ? " plugrl_infer" : "",
+         b & 2 ? " plugrl_feedback" : "", b & 4 ? " plugrl_close" : "", b & 8 ? " plugrl_open" : "");
+  }
+  extra("child_ms=%.1f child_status=%d", R.took_ms, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+  for (i = 0; i < 10 && !R.failed; i++)
+    if (!exchange(c, &o)) break;
+  R.status = plugrl_close(c);
+  expect("plugrl_close", R.status, PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* errmsg-threads: messages are never seen half written. */
+static struct {
+  plugrl_client *c;
+  obsbuf *o;
+  long n;
+  atomic_int stop;    /* the reader is done */
+  atomic_long calls;  /* failing calls made */
+  long bad_status;
+} E;
+
+/* Thread A: failing calls on c, alternating two invalid arguments, until
+** the reader is done and at least E.n were made. */
+static void *errmsg_caller(void *arg) {
+  long i;
+  int64_t v;
+  int present;
+  plugrl_action a;
+  plugrl_client *c = (plugrl_client *)arg;
+  for (i = 0; !atomic_load(&E.stop) || i < E.n; i++) {
+    plugrl_status s = (i & 1) ? plugrl_infer(c, E.o->idx, E.o->steps, 0, &E.o->obs, NULL, &a)
+                              : plugrl_metadata_int(c, NULL, &v, &present);
+    if (s != PLUGRL_INVALID_ARGUMENT) E.bad_status++;
+    atomic_store(&E.calls, i + 1);
+  }
+  return NULL;
+}
+
+static void case_errmsg_threads(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c, *c2;
+  obsbuf o;
+  plugrl_action a;
+  int64_t v;
+  int present;
+  char *msg_key = NULL, *msg_n = NULL, *msg_busy = NULL;
+  long i, n = opt_n > 0 ? opt_n : 200000;
+  long seen_key = 0, seen_n = 0, seen_busy = 0, seen_empty = 0, torn = 0;
+  pthread_t th;
+  double t0;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  if (!(c = open_ok(&opt)) || !(c2 = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  E.o = &o;
+  /* The two invalid-argument messages, single-threaded. */
+  expect("plugrl_metadata_int(key NULL)", plugrl_metadata_int(c2, NULL, &v, &present), PLUGRL_INVALID_ARGUMENT, c2);
+  msg_key = strdup(plugrl_errmsg(c2));
+  expect("plugrl_infer(n 0)", plugrl_infer(c2, o.idx, o.steps, 0, &o.obs, NULL, &a), PLUGRL_INVALID_ARGUMENT, c2);
+  msg_n = strdup(plugrl_errmsg(c2));
+  if (!msg_key || !msg_n || !*msg_key || !*msg_n || strlen(msg_key) == strlen(msg_n)) {
+    fail("the two messages should be non-empty and of different lengths: \"%s\" and \"%s\"", msg_key ? msg_key : "",
+         msg_n ? msg_n : "");
+    return;
+  }
+  /* The busy message: what plugrl_errmsg gives while another thread is
+  ** inside a call on the handle (on c2, hammered by a thread). */
+  atomic_store(&E.stop, 0);
+  E.n = 1;
+  pthread_create(&th, NULL, errmsg_caller, c2);
+  t0 = now_ms();
+  while (msg_busy == NULL && now_ms() - t0 < 10000) {
+    const char *m = plugrl_errmsg(c2);
+    if (strcmp(m, msg_key) != 0 && strcmp(m, msg_n) != 0 && *m) msg_busy = strdup(m);
+  }
+  atomic_store(&E.stop, 1);
+  pthread_join(th, NULL);
+  if (msg_busy == NULL || strstr(msg_busy, "busy") == NULL) {
+    fail("found no busy message in 10 s (got \"%s\")", msg_busy ? msg_busy : "");
+    return;
+  }
+  fprintf(stderr, "messages: key NULL: \"%s\"\nmessages: n 0: \"%s\"\nmessages: busy: \"%s\"\n", msg_key, msg_n,
+          msg_busy);
+  E.bad_status = 0;
+  /* The test, on a fresh handle. Thread B (this one) starts once thread A
+  ** has made its first failing call, so the message is never "" again,
+  ** and A goes on until B is done. */
+  E.c = c;
+  E.n = n;
+  atomic_store(&E.stop, 0);
+  atomic_store(&E.calls, 0);
+  pthread_create(&th, NULL, errmsg_caller, c);
+  t0 = now_ms();
+  while (atomic_load(&E.calls) == 0) sched_yield();
+  for (i = 0; i < n; i++) {
+    const char *m = plugrl_errmsg(c);
+    if (strcmp(m, msg_key) == 0)
+      seen_key++;
+    else if (strcmp(m, msg_n) == 0)
+      seen_n++;
+    else if (strcmp(m, msg_busy) == 0)
+      seen_busy++;
+    else if (*m == '\0')
+      seen_empty++;
+    else if (torn++ < 5)
+      fail("plugrl_errmsg gave a message that is none of the known ones: \"%s\"", m);
+  }
+  atomic_store(&E.stop, 1);
+  pthread_join(th, NULL);
+  R.took_ms = now_ms() - t0;
+  R.status = PLUGRL_INVALID_ARGUMENT;
+  if (torn) fail("%ld of %ld messages were torn or unknown", torn, n);
+  if (seen_empty) fail("%ld messages were \"\" after the handle's first failing call", seen_empty);
+  if (seen_key == 0 || seen_n == 0)
+    fail("the reader never saw one of the two messages (%ld and %ld times): the threads did not overlap", seen_key,
+         seen_n);
+  if (E.bad_status) fail("%ld failing calls returned something else than PLUGRL_INVALID_ARGUMENT", E.bad_status);
+  extra("errmsg_calls=%ld failing_calls=%ld key_msg=%ld n_msg=%ld busy=%ld empty=%ld torn=%ld", n,
+        atomic_load(&E.calls), seen_key, seen_n, seen_busy, seen_empty, torn);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  expect("plugrl_close", plugrl_close(c2), PLUGRL_OK, NULL);
+  free(msg_key);
+  free(msg_n);
+  free(msg_busy);
+  obs_free(&o);
+}
+
+/* idle-cpu: 64 open, idle clients cost next to no CPU. */
+static void case_idle_cpu(const char *url) {
+  enum { CLIENTS = 64 };
+  plugrl_options opt;
+  plugrl_client *c[CLIENTS];
+  int i, opened = 0;
+  double cpu0, t0, cpu, wall, pct;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  for (i = 0; i < CLIENTS; i++) {
+    if (!(c[i] = open_ok(&opt))) break;
+    opened++;
+  }
+  if (opened == CLIENTS) {
+    sleep_us(200000); /* let the opens' own work settle */
+    cpu0 = cpu_ms();
+    t0 = now_ms();
+    sleep_us(5000000);
+    cpu = cpu_ms() - cpu0;
+    wall = now_ms() - t0;
+    pct = 100.0 * cpu / wall;
+    R.took_ms = wall;
+    R.status = PLUGRL_OK;
+    extra("clients=%d cpu_ms=%.1f cpu_pct=%.3f", CLIENTS, cpu, pct);
+    if (pct > IDLE_CPU_LIMIT_PCT)
+      fail("%d idle clients used %.1f ms of CPU in %.0f ms: %.3f%% of a core (limit %.1f%%)", CLIENTS, cpu, wall, pct,
+           IDLE_CPU_LIMIT_PCT);
+  }
+  for (i = 0; i < opened; i++) expect("plugrl_close", plugrl_close(c[i]), PLUGRL_OK, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reproducers (not in --list: run them by name)                            */
+/* ------------------------------------------------------------------------ */
+
+/* One infer at a time on a worker thread, for interrupting it. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  plugrl_client *c;
+  obsbuf *o;
+  long req, started, done;
+  plugrl_status st;
+  char msg[512];
+} J = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, PLUGRL_OK, ""};
+
+static void *job_worker(void *arg) {
+  (void)arg;
+  for (;;) {
+    plugrl_action a;
+    plugrl_status s;
+    long k;
+    pthread_mutex_lock(&J.mu);
+    while (J.req == J.done) pthread_cond_wait(&J.cond, &J.mu);
+    k = J.req;
+    if (k < 0) {
+      pthread_mutex_unlock(&J.mu);
+      return NULL;
+    }
+    J.started = k;
+    pthread_cond_broadcast(&J.cond);
+    pthread_mutex_unlock(&J.mu);
+    s = infer(J.c, J.o, &a);
+    pthread_mutex_lock(&J.mu);
+    J.st = s;
+    snprintf(J.msg, sizeof J.msg, "%s", s == PLUGRL_OK ? "" : plugrl_errmsg(J.c));
+    J.done = k;
+    pthread_cond_broadcast(&J.cond);
+    pthread_mutex_unlock(&J.mu);
+  }
+}
+
+/* interrupt-once: ONE plugrl_interrupt, sent while an infer is
+** reconnecting (at offsets from 0 to 4 ms into the call), must end at
+** most one call. The calls after it (receive_timeout_ms 30) are made until
+** one waits out its deadline on a live connection (PLUGRL_TIMEOUT); every
+** PLUGRL_INTERRUPTED among them and the interrupted call is counted. */
+static void case_interrupt_once(const char *url) {
+  plugrl_options opt;
+  pthread_t th;
+  plugrl_action a;
+  obsbuf o;
+  long k, n = opt_n > 0 ? opt_n : 200, doubled = 0;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.max_reconnects = 3;
+  opt.reconnect_backoff_ms = 1;
+  opt.receive_timeout_ms = 30;
+  if (!(J.c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  J.o = &o;
+  pthread_create(&th, NULL, job_worker, NULL);
+  /* Drop the connection: the next infer reconnects. */
+  expect("plugrl_infer", infer(J.c, &o, &a), PLUGRL_TIMEOUT, J.c);
+  for (k = 1; k <= n && !R.failed; k++) {
+    plugrl_status s, seq[8];
+    char msgs[8][512];
+    int calls = 0, interrupted = 0, j;
+    long d_us = (k % 81) * 50;
+    pthread_mutex_lock(&J.mu);
+    J.req = k;
+    pthread_cond_broadcast(&J.cond);
+    while (J.started != k) pthread_cond_wait(&J.cond, &J.mu);
+    pthread_mutex_unlock(&J.mu);
+    sleep_us(d_us);
+    plugrl_interrupt(J.c);
+    pthread_mutex_lock(&J.mu);
+    while (J.done != k) pthread_cond_wait(&J.cond, &J.mu);
+    s = J.st;
+    snprintf(msgs[0], sizeof msgs[0], "%s", J.msg);
+    pthread_mutex_unlock(&J.mu);
+    seq[calls++] = s;
+    interrupted += s == PLUGRL_INTERRUPTED;
+    while (s != PLUGRL_TIMEOUT && calls < 8) {
+      s = infer(J.c, &o, &a);
+      snprintf(msgs[calls], sizeof msgs[calls], "%s", s == PLUGRL_OK ? "" : plugrl_errmsg(J.c));
+      seq[calls++] = s;
+      interrupted += s == PLUGRL_INTERRUPTED;
+    }
+    if (interrupted > 1 || s != PLUGRL_TIMEOUT) {
+      doubled += interrupted > 1;
+      if (doubled <= 3 || s != PLUGRL_TIMEOUT) {
+        fprintf(stderr, "hostile %s: iteration %ld: one plugrl_interrupt %.2f ms into a reconnecting infer, then:\n",
+                R.name, k, (double)d_us / 1e3);
+        for (j = 0; j < calls; j++)
+          fprintf(stderr, "    %s infer: %s: %s\n", j == 0 ? "interrupted" : "next", status_name(seq[j]), msgs[j]);
+      }
+      if (s != PLUGRL_TIMEOUT) fail("iteration %ld: 8 infers in a row did not wait out their deadline", k);
+    }
+  }
+  R.status = doubled ? PLUGRL_INTERRUPTED : PLUGRL_OK;
+  extra("iterations=%ld doubled=%ld", n, doubled);
+  if (doubled)
+    fail("in %ld of %ld iterations one plugrl_interrupt ended two calls (a later infer on a fresh connection "
+         "returned PLUGRL_INTERRUPTED as well)", doubled, n);
+  pthread_mutex_lock(&J.mu);
+  J.req = -1;
+  pthread_cond_broadcast(&J.cond);
+  pthread_mutex_unlock(&J.mu);
+  pthread_join(th, NULL);
+  expect("plugrl_close", plugrl_close(J.c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* main                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const struct kase {
+  const char *name;
+  const char *server; /* scenario and flags for plugrl-hostile */
+  void (*run)(const char *url);
+  int reproducer; /* not listed by --list (which lists what CTest runs); --list-all lists it */
+} cases[] = {
+    {"huge-length", "huge-length", case_huge_length, 0},
+    {"huge-length-nocap", "huge-length", case_huge_length_nocap, 0},
+    {"endless-header", "endless-header", case_endless_header, 0},
+    {"zero-dim-action", "zero-dim-action", case_zero_dim_action, 0},
+    {"big-action-one-env", "big-action-one-env --action-bytes 8388608", case_big_action_one_env, 0},
+    {"rlimit", "big-action-one-env --action-bytes 536870912", case_rlimit, 0},
+    {"no-metadata", "no-metadata", case_no_metadata, 0},
+    {"slow-handshake", "slow-handshake", case_slow_handshake, 0},
+    {"receive-short", "slow-action --action-delay 60s", case_receive_short, 0},
+    {"receive-long", "slow-action --action-delay 60s", case_receive_long, 0},
+    {"stall-mid-frame", "stall-mid-frame", case_stall_mid_frame, 0},
+    {"no-read", "no-read", case_no_read, 0},
+    {"ping-flood", "ping-flood", case_ping_flood, 0},
+    {"close-no-reply", "close-no-reply", case_close_no_reply, 0},
+    {"interrupt-latency", "slow-action --action-delay 60s", case_interrupt_latency, 0},
+    {"interrupt-signal", "slow-action --action-delay 60s", case_interrupt_signal, 0},
+    {"tokens", "normal", case_tokens, 0},
+    {"fork", "normal", case_fork, 0},
+    {"errmsg-threads", "normal", case_errmsg_threads, 0},
+    {"idle-cpu", "normal", case_idle_cpu, 0},
+    {"interrupt-once", "slow-action --action-delay 60s", case_interrupt_once, 0},
+};
+
+static int usage(const char *argv0) {
+  fprintf(stderr,
+          "usage: %s --list | --list-all\n"
+          "       %s --case NAME [--n N] [--obs-bytes B] ws://127.0.0.1:PORT\n",
+          argv0, argv0);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  const char *name = NULL, *url = NULL;
+  const struct kase *k = NULL;
+  size_t i;
+  int a;
+  for (a = 1; a < argc; a++) {
+    if (strcmp(argv[a], "--list") == 0 || strcmp(argv[a], "--list-all") == 0) {
+      for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!cases[i].reproducer || strcmp(argv[a], "--list-all") == 0) printf("%s %s\n", cases[i].name, cases[i].server);
+      return 0;
+    } else if (strcmp(argv[a], "--case") == 0 && a + 1 < argc) {
+      name = argv[++a];
+    } else if (strcmp(argv[a], "--n") == 0 && a + 1 < argc) {
+      opt_n = strtol(argv[++a], NULL, 10);
+    } else if (strcmp(argv[a], "--obs-bytes") == 0 && a + 1 < argc) {
+      opt_obs_bytes = strtol(argv[++a], NULL, 10);
+    } else if (argv[a][0] != '-' && url == NULL) {
+      url = argv[a];
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (name == NULL || url == NULL) return usage(argv[0]);
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (strcmp(cases[i].name, name) == 0) k = &cases[i];
+  if (k == NULL) {
+    fprintf(stderr, "%s: unknown case %s (--list lists them)\n", argv[0], name);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  R.name = k->name;
+  k->run(url);
+  print_result();
+  return R.failed ? 1 : 0;
+}

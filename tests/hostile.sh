@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# libplugrl against hostile servers: every case of tests/c/hostile.c, each
+# in its own process against its own plugrl-hostile server.
+#
+#   hostile.sh BIN_DIR [CASE...]            the CTest run (short counts)
+#   hostile.sh --figures BIN_DIR [CASE...]  full counts, then a markdown
+#                                           table of the results (README)
+#
+# BIN_DIR holds plugrl-hostile and hostile (build/bin). For each case (all
+# of `hostile --list` by default), this starts `plugrl-hostile --scenario S
+# [flags]` as --list gives them, reads the URL line it prints, runs
+# `hostile --case NAME [counts] URL` (killed after HOSTILE_CASE_TIMEOUT
+# seconds, 120 by default), stops the server, and prints the case's result
+# line. Exit status 1 if any case failed, crashed or hung.
+set -uo pipefail
+
+figures=0
+if [[ ${1:-} == --figures ]]; then
+  figures=1
+  shift
+fi
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 [--figures] BIN_DIR [CASE...]" >&2
+  exit 2
+fi
+bin=$1
+shift
+for exe in plugrl-hostile hostile; do
+  if [[ ! -x $bin/$exe ]]; then
+    echo "$0: $bin/$exe is not an executable (build it with ./build.sh)" >&2
+    exit 2
+  fi
+done
+case_timeout=${HOSTILE_CASE_TIMEOUT:-120}
+
+# The counts: CTest keeps the run short, --figures measures properly.
+case_args() {
+  case $1 in
+  interrupt-latency) if ((figures)); then echo "--n 1000"; else echo "--n 200"; fi ;;
+  interrupt-signal) echo "--n 100" ;;
+  esac
+}
+
+declare -A server_of
+all=()
+while read -r name scenario; do
+  [[ -n $name ]] || continue
+  server_of[$name]=$scenario
+  all+=("$name")
+done < <("$bin/hostile" --list-all)
+default=()
+while read -r name _; do [[ -n $name ]] && default+=("$name"); done < <("$bin/hostile" --list)
+cases=("$@")
+[[ ${#cases[@]} -gt 0 ]] || cases=("${default[@]}")
+for c in "${cases[@]}"; do
+  if [[ -z ${server_of[$c]:-} ]]; then
+    echo "$0: unknown case $c; the cases are: ${all[*]}" >&2
+    exit 2
+  fi
+done
+
+tmp=$(mktemp -d)
+pid=
+srv_in=
+stop_server() {
+  if [[ -n $srv_in ]]; then
+    exec {srv_in}>&-
+    srv_in=
+  fi
+  if [[ -n $pid ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=
+  fi
+}
+trap 'stop_server; rm -rf "$tmp"' EXIT
+
+# start_server SCENARIO [FLAGS...]: sets url. The server's stdin is a FIFO
+# this script holds open, so that the server exits if this script dies.
+start_server() {
+  local fifo=$tmp/stdin
+  rm -f "$fifo" "$tmp/url" "$tmp/server.err"
+  mkfifo "$fifo"
+  exec {srv_in}<>"$fifo"
+  # shellcheck disable=SC2086
+  "$bin/plugrl-hostile" --scenario "$@" <"$fifo" >"$tmp/url" 2>"$tmp/server.err" {srv_in}>&- &
+  pid=$!
+  url=
+  for _ in $(seq 200); do # up to 20 s
+    if [[ -s $tmp/url ]]; then
+      url=$(head -n 1 "$tmp/url" | grep -o 'ws://[^[:space:]]*' || true)
+      [[ -n $url ]] && return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$0: plugrl-hostile --scenario $* printed no URL; its output:" >&2
+  cat "$tmp/url" "$tmp/server.err" >&2
+  return 1
+}
+
+results=$tmp/results
+: >"$results"
+failed=()
+start=$(date +%s.%N)
+for c in "${cases[@]}"; do
+  # shellcheck disable=SC2086
+  if ! start_server ${server_of[$c]}; then
+    failed+=("$c")
+    echo "case=$c status=- took_ms=- deadline_ms=- overshoot_ms=- peak_rss_kb=- result=NO-SERVER" >>"$results"
+    stop_server
+    continue
+  fi
+  t0=$(date +%s.%N)
+  rc=0
+  # shellcheck disable=SC2046
+  timeout -k 5 "$case_timeout" "$bin/hostile" --case "$c" $(case_args "$c") "$url" \
+    >"$tmp/case.out" 2>"$tmp/case.err" {srv_in}>&- || rc=$?
+  t1=$(date +%s.%N)
+  stop_server
+  line=$(grep '^case=' "$tmp/case.out" | tail -n 1)
+  if [[ -z $line ]]; then
+    why="CRASH(rc=$rc)"
+    [[ $rc -eq 124 || $rc -eq 137 ]] && why="HUNG(killed after ${case_timeout}s)"
+    line="case=$c status=- took_ms=- deadline_ms=- overshoot_ms=- peak_rss_kb=- result=$why"
+  fi
+  echo "$line"
+  echo "$line" >>"$results"
+  if [[ $rc -ne 0 ]]; then
+    failed+=("$c")
+    echo "---- $c (exit $rc, $(awk "BEGIN{printf \"%.1f\", $t1-$t0}") s): stderr" >&2
+    tail -n 40 "$tmp/case.err" >&2
+    echo "---- plugrl-hostile stderr (last 20 lines)" >&2
+    tail -n 20 "$tmp/server.err" >&2
+  elif [[ -s $tmp/case.err ]]; then
+    sed "s/^/    /" "$tmp/case.err"
+  fi
+done
+end=$(date +%s.%N)
+
+if ((figures)); then
+  echo
+  echo "| case | status | deadline (ms) | elapsed (ms) | overshoot (ms) | peak RSS (MB) | result | notes |"
+  echo "|---|---|---:|---:|---:|---:|---|---|"
+  awk '{
+    delete f; notes = ""
+    for (i = 1; i <= NF; i++) {
+      k = substr($i, 1, index($i, "=") - 1); v = substr($i, index($i, "=") + 1)
+      f[k] = v
+      if (i > 7) notes = notes (notes == "" ? "" : " ") $i
+    }
+    rss = f["peak_rss_kb"] ~ /^[0-9]+$/ ? sprintf("%.1f", f["peak_rss_kb"] / 1024) : "-"
+    dl = f["deadline_ms"]; if (dl == "0") dl = "0 (at once)"
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f["case"], f["status"], dl, f["took_ms"], f["overshoot_ms"], rss, f["result"], notes
+  }' "$results"
+  echo
+  grep -o 'case=interrupt-[a-z]*\|interrupt_us_median=[0-9]* p99=[0-9]* max=[0-9]*' "$results" | paste -d' ' - - |
+    sed 's/^case=/interrupt latency (/; s/ interrupt_us_median=/): median /; s/ p99=/ us, p99 /; s/ max=/ us, max /; s/$/ us/'
+fi
+echo
+printf '%d cases in %.1f s; ' "${#cases[@]}" "$(awk "BEGIN{print $end-$start}")"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all passed"
