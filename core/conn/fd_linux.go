@@ -31,7 +31,15 @@ type fdConn struct {
 
 // timeoSlack is how far a socket timeout may run past a deadline before it
 // is set again: the kernel counts it in scheduler ticks anyway.
-const timeoSlack = 10 * time.Millisecond
+const timeoSlack = time.Millisecond
+
+// maxTimeo caps one socket timeout; a longer deadline takes several. The
+// kernel's timer wheel rounds a timeout of more than 63 ticks up to 8 ticks
+// or more (12.5 %): a 300 ms SO_RCVTIMEO fired 17-30 ms late here. At 50
+// ms a timeout stays on the wheel's first level for any HZ up to 1000, so
+// it fires within a tick; the waits this costs come only while a call is
+// blocked, once per maxTimeo.
+const maxTimeo = 50 * time.Millisecond
 
 // takeover moves a *net.TCPConn to an fdConn: a duplicate of its descriptor
 // in blocking mode; the original is closed, which removes it from Go's
@@ -215,6 +223,7 @@ func (f *fdConn) arm(opt int, cur *time.Duration, dl *deadline, ranOut bool) err
 		if want < time.Microsecond {
 			want = time.Microsecond // a zero timeval would mean none
 		}
+		want = min(want, maxTimeo)
 	}
 	switch {
 	case want == 0 && *cur == 0:
