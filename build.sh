@@ -52,6 +52,7 @@ usage() {
 
 debian_packages=(cmake make g++ pkg-config binutils python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
+debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 
 ensure_deps() {
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
@@ -239,7 +240,7 @@ stop_server() {
 
 # The main job: N MuJoCo cartpoles in a C++ env client learn to balance
 # through PlugRL against the bundled server's learner (the cross-entropy
-# method, core/learn/cem), after a baseline run against random actions.
+# method, internal/learn/cem), after a baseline run against random actions.
 # Everything is seeded. build/demo/ then holds both runs' episodes (CSV, and
 # the client's per-episode lines), the server's table, and the plot.
 run_cartpole_demo() {

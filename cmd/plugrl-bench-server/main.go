@@ -39,7 +39,7 @@ import (
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
-const stopReason = "plugrl-server-stop"
+const stopReason = wire.ReasonStop
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 

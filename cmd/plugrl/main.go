@@ -5,7 +5,7 @@
 //	             [--features reuse-feedback-obs] [--policy zero|probe|random|cem]
 //	             [--seed N] [--population N] [--elite-frac F] [--init-std S]
 //
-// serve runs the reference server (core/refserver) until SIGINT, SIGTERM or
+// serve runs the reference server (internal/refserver) until SIGINT, SIGTERM or
 // the end of the run (--stop-after exchanges), printing its ws:// URL as the
 // first line of stdout and a summary at the end.
 package main
@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/plugrl/libplugrl/core/learn/cem"
-	"github.com/plugrl/libplugrl/core/refserver"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/learn/cem"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // commands maps a subcommand to its entry point, which gets the remaining

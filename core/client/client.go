@@ -28,12 +28,12 @@ import (
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
-// The close reasons of SPEC 7 and the feature of SPEC 10.1.
+// The close reasons of SPEC 7 and the feature of SPEC 10.1 (defined in wire).
 const (
-	ReasonStop            = "plugrl-server-stop"
-	ReasonResync          = "plugrl-server-resync"
-	ReasonFeedbackTimeout = "Feedback timeout"
-	FeatureReuse          = "reuse-feedback-obs"
+	ReasonStop            = wire.ReasonStop
+	ReasonResync          = wire.ReasonResync
+	ReasonFeedbackTimeout = wire.ReasonFeedbackTimeout
+	FeatureReuse          = wire.FeatureReuse
 )
 
 // Level is a log message's severity.

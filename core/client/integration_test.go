@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/core/client"
-	"github.com/plugrl/libplugrl/core/refserver"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // serve starts a refserver for the test and returns its URL.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plugrl/libplugrl/core/refserver"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // The allocation test and the benchmarks run the server in a child process

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/core/client"
-	"github.com/plugrl/libplugrl/core/refserver"
 	"github.com/plugrl/libplugrl/core/runner"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // TestRunnerRidesThroughResyncAndStops runs 3 envs whose episodes end at

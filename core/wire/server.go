@@ -2,7 +2,7 @@ package wire
 
 // The server's side of the wire: decoders for the two messages a client
 // sends (infer, feedback) and encoders for the two a server sends (metadata,
-// action). core/refserver is built on them; a client never needs them, except
+// action). internal/refserver is built on them; a client never needs them, except
 // in tests.
 
 import (

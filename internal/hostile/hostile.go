@@ -3,7 +3,7 @@
 // A client library promises that the work and memory it spends follow the
 // bytes it has received and the limits its caller chose, never numbers a
 // server claims, and that every blocking call returns by its deadline. The
-// reference server (core/refserver) is well-behaved, so it cannot show
+// reference server (internal/refserver) is well-behaved, so it cannot show
 // either promise. This server can: it listens on 127.0.0.1, speaks just
 // enough HTTP and WebSocket to let a client in, and then breaks the protocol
 // in exactly one way, chosen by a Scenario — it lies about sizes, floods, or

@@ -25,11 +25,11 @@ import (
 
 // The close reasons and other constants of SPEC 7 and 10.1.
 const (
-	StopReason              = "plugrl-server-stop"
-	ResyncReason            = "plugrl-server-resync"
-	FeedbackTimeoutReason   = "Feedback timeout"
-	InternalErrorReason     = "Internal server error."
-	FeatureReuseFeedbackObs = "reuse-feedback-obs"
+	StopReason              = wire.ReasonStop
+	ResyncReason            = wire.ReasonResync
+	FeedbackTimeoutReason   = wire.ReasonFeedbackTimeout
+	InternalErrorReason     = wire.ReasonInternalError
+	FeatureReuseFeedbackObs = wire.FeatureReuse
 
 	// ServerName and Version are metadata's server and server_version.
 	ServerName = "plugrl-refserver"

@@ -15,8 +15,8 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
-	"github.com/plugrl/libplugrl/core/refserver"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // start runs a server for the test and returns it and its URL.

@@ -1,0 +1,17 @@
+package wire
+
+// The protocol's close reasons (SPEC 7) and features (SPEC 10), defined
+// once for the client and for the servers of internal/.
+const (
+	// ReasonStop: the server ended the run; a client exits, never reconnects.
+	ReasonStop = "plugrl-server-stop"
+	// ReasonResync: the server dropped the connection to resynchronise; a
+	// client reconnects and drops the feedback it owed (SPEC 7.2, 7.6).
+	ReasonResync = "plugrl-server-resync"
+	// ReasonFeedbackTimeout: the server waited too long for a feedback (SPEC 7.3).
+	ReasonFeedbackTimeout = "Feedback timeout"
+	// ReasonInternalError goes with close code 1011 (SPEC 7.4).
+	ReasonInternalError = "Internal server error."
+	// FeatureReuse: infer may reuse an env's last fed-back observation (SPEC 10.1).
+	FeatureReuse = "reuse-feedback-obs"
+)
