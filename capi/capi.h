@@ -23,7 +23,6 @@ typedef const plugrl_episode plugrl_cepisode;
 #define PLUGRL__SLOT_BITS 20
 #define PLUGRL__TOKEN_TAG ((uint64_t)1 << 62)
 
-const char *plugrl__status_name(int status);
 plugrl_client *plugrl__client_token(uintptr_t id);
 plugrl_runner *plugrl__runner_token(uintptr_t id);
 void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message);

@@ -10,12 +10,12 @@ package main
 */
 import "C"
 
-// version must match PLUGRL_VERSION_STRING in plugrl.h; versionNumber its
-// PLUGRL_VERSION_NUMBER. A test checks both against the header.
-const (
-	version       = "0.1.0"
-	versionNumber = 1000
-)
+import "github.com/plugrl/libplugrl/core/client"
+
+// The version is plugrl.h's: PLUGRL_VERSION_STRING and
+// PLUGRL_VERSION_NUMBER, read here through cgo, so the library cannot
+// disagree with the header it was built with.
+var versionCString = (*C.plugrl_cchar)(C.CString(C.PLUGRL_VERSION_STRING))
 
 func main() {}
 
@@ -23,7 +23,7 @@ func main() {}
 func plugrl_version() *C.plugrl_cchar { return versionCString }
 
 //export plugrl_version_number
-func plugrl_version_number() C.int { return versionNumber }
+func plugrl_version_number() C.int { return C.PLUGRL_VERSION_NUMBER }
 
 //export plugrl_status_str
 func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
@@ -34,16 +34,16 @@ func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
 	return unknownStatus
 }
 
-// The static names of helpers.c, looked up once: a call back into C from
-// every plugrl_status_str cost as much as the call into Go itself.
+// The names of client.Kinds as static C strings, made once: the table is
+// the one place a status is named.
 var (
-	statusNames   [C.PLUGRL_INTERRUPTED + 1]*C.plugrl_cchar
-	unknownStatus = (*C.plugrl_cchar)(C.plugrl__status_name(-1))
+	statusNames   [len(client.Kinds)]*C.plugrl_cchar
+	unknownStatus = (*C.plugrl_cchar)(C.CString("unknown status"))
 )
 
 func init() {
-	for i := range statusNames {
-		statusNames[i] = (*C.plugrl_cchar)(C.plugrl__status_name(C.int(i)))
+	for i, k := range client.Kinds {
+		statusNames[i] = (*C.plugrl_cchar)(C.CString(k.Name))
 	}
 }
 

@@ -287,7 +287,7 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 // the static "internal error" text instead.
 func recoverString(s **C.plugrl_cchar) {
 	if recover() != nil {
-		*s = (*C.plugrl_cchar)(C.plugrl__status_name(C.PLUGRL_INTERNAL))
+		*s = statusNames[C.PLUGRL_INTERNAL]
 	}
 }
 
@@ -298,28 +298,12 @@ func recoverPlain(st *C.plugrl_status) {
 	}
 }
 
-var statusOfKind = map[client.Kind]C.plugrl_status{
-	client.KindInternal:    C.PLUGRL_INTERNAL,
-	client.KindStopped:     C.PLUGRL_STOPPED,
-	client.KindReconnected: C.PLUGRL_RECONNECTED,
-	client.KindTimeout:     C.PLUGRL_TIMEOUT,
-	client.KindServer:      C.PLUGRL_SERVER_ERROR,
-	client.KindProtocol:    C.PLUGRL_PROTOCOL_ERROR,
-	client.KindInvalid:     C.PLUGRL_INVALID_ARGUMENT,
-	client.KindOutOfOrder:  C.PLUGRL_OUT_OF_ORDER,
-	client.KindConnect:     C.PLUGRL_CONNECT_FAILED,
-	client.KindClosed:      C.PLUGRL_CLOSED,
-	client.KindBusy:        C.PLUGRL_BUSY,
-	client.KindNoMemory:    C.PLUGRL_NO_MEMORY,
-	client.KindInterrupted: C.PLUGRL_INTERRUPTED,
-}
-
+// statusOf is the plugrl_status of err: a client.Kind's value is its
+// status (see client.Kinds).
 func statusOf(err error) C.plugrl_status {
 	var e *client.Error
-	if errors.As(err, &e) {
-		if st, ok := statusOfKind[e.Kind]; ok {
-			return st
-		}
+	if errors.As(err, &e) && e.Kind > client.KindOK && int(e.Kind) < len(client.Kinds) {
+		return C.plugrl_status(e.Kind)
 	}
 	return C.PLUGRL_INTERNAL
 }
@@ -330,6 +314,5 @@ var (
 	deadHandleMsg   = (*C.plugrl_cchar)(C.CString("not an open handle: NULL, already closed or freed, never returned by libplugrl, or inherited across fork()"))
 	busyMsg         = (*C.plugrl_cchar)(C.CString("busy: another thread is inside a call on this handle; a handle serves one thread at a time"))
 	noMemoryMsg     = (*C.plugrl_cchar)(C.CString("out of memory: no room to copy this handle's message"))
-	versionCString  = (*C.plugrl_cchar)(C.CString(version))
 	unknownDTypeMsg = "dtype %d is not a plugrl_dtype value (1..12)"
 )

@@ -9,45 +9,55 @@ import (
 )
 
 // Kind classifies what went wrong, so a caller can decide what to do next.
-// The C API maps each kind to a status code.
+// A Kind's value is the C API's plugrl_status of the same name
+// (include/plugrl.h): TestKindsMatchHeader checks the two against each
+// other, and the C API converts one to the other by value.
 type Kind int
 
-// The kinds, in the order of the C API's statuses.
+// The kinds, numbered as plugrl_status.
 const (
-	KindInternal    Kind = iota + 1
-	KindStopped          // the server ended the run (plugrl-server-stop): exit, do not reconnect
-	KindReconnected      // the connection was replaced; held feedback was dropped; start again with Infer
-	KindTimeout          // a deadline passed
-	KindServer           // the server failed: close 1011, or a text frame (SPEC 7.4)
-	KindProtocol         // the server sent something malformed
-	KindInvalid          // the caller passed something wrong; nothing was sent
-	KindOutOfOrder       // a call in the wrong order (SPEC 4.2); nothing was sent
-	KindConnect          // could not connect (after every allowed attempt)
-	KindClosed           // the client was closed
-	KindBusy             // another goroutine is inside a call on this client
-	KindNoMemory         // memory for a server's message could not be had
-	KindInterrupted      // Interrupt ended the call (or the call found one pending)
+	KindOK             Kind = iota // not an error: plugrl_status 0
+	KindStopped                    // the server ended the run (plugrl-server-stop): exit, do not reconnect
+	KindReconnected                // the connection was replaced; held feedback was dropped; start again with Infer
+	KindTimeout                    // a deadline passed
+	KindServer                     // the server failed: close 1011, or a text frame (SPEC 7.4)
+	KindProtocol                   // the server sent something malformed
+	KindInvalid                    // the caller passed something wrong; nothing was sent
+	KindOutOfOrder                 // a call in the wrong order (SPEC 4.2); nothing was sent
+	KindConnect                    // could not connect (after every allowed attempt)
+	KindClosed                     // the client was closed
+	KindBusy                       // another goroutine is inside a call on this client
+	KindBufferTooSmall             // a caller's buffer is too small (the C API's copies)
+	KindNoMemory                   // memory for a server's message could not be had
+	KindInternal                   // a bug in the library
+	KindInterrupted                // Interrupt ended the call (or the call found one pending)
+	numKinds
 )
 
-var kindNames = map[Kind]string{
-	KindInternal:    "internal error",
-	KindStopped:     "stopped by server",
-	KindReconnected: "reconnected",
-	KindTimeout:     "timeout",
-	KindServer:      "server error",
-	KindProtocol:    "protocol error",
-	KindInvalid:     "invalid argument",
-	KindOutOfOrder:  "call out of order",
-	KindConnect:     "connection failed",
-	KindClosed:      "closed",
-	KindBusy:        "busy",
-	KindNoMemory:    "out of memory",
-	KindInterrupted: "interrupted",
+// Kinds is the one table of what each Kind is called: its plugrl_status
+// constant in plugrl.h and its English name, which plugrl_status_str
+// returns and every error message starts with.
+var Kinds = [numKinds]struct{ C, Name string }{
+	KindOK:             {"PLUGRL_OK", "ok"},
+	KindStopped:        {"PLUGRL_STOPPED", "stopped by server"},
+	KindReconnected:    {"PLUGRL_RECONNECTED", "reconnected"},
+	KindTimeout:        {"PLUGRL_TIMEOUT", "timeout"},
+	KindServer:         {"PLUGRL_SERVER_ERROR", "server error"},
+	KindProtocol:       {"PLUGRL_PROTOCOL_ERROR", "protocol error"},
+	KindInvalid:        {"PLUGRL_INVALID_ARGUMENT", "invalid argument"},
+	KindOutOfOrder:     {"PLUGRL_OUT_OF_ORDER", "call out of order"},
+	KindConnect:        {"PLUGRL_CONNECT_FAILED", "connection failed"},
+	KindClosed:         {"PLUGRL_CLOSED", "closed or invalid handle"},
+	KindBusy:           {"PLUGRL_BUSY", "busy"},
+	KindBufferTooSmall: {"PLUGRL_BUFFER_TOO_SMALL", "buffer too small"},
+	KindNoMemory:       {"PLUGRL_NO_MEMORY", "out of memory"},
+	KindInternal:       {"PLUGRL_INTERNAL", "internal error"},
+	KindInterrupted:    {"PLUGRL_INTERRUPTED", "interrupted"},
 }
 
 func (k Kind) String() string {
-	if s, ok := kindNames[k]; ok {
-		return s
+	if k >= 0 && k < numKinds {
+		return Kinds[k].Name
 	}
 	return fmt.Sprintf("kind %d", int(k))
 }
