@@ -25,6 +25,8 @@
 # PLUGRL_BENCH_FLOOR_CHUNK (the floor's --chunk, default 0: one send per
 # frame).
 set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 bin=${1:?usage: tests/bench.sh BIN_DIR}
 reps=${PLUGRL_BENCH_REPS:-5}
@@ -66,11 +68,7 @@ run_one() {
   taskset -c 0 "$bin/plugrl-bench-server" --envs "$envs" --warmup "${warmup}s" --seconds "${window}s" \
     >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
-  for _ in $(seq 200); do
-    url=$(head -n 1 "$tmp/server.out" 2>/dev/null | grep -o 'ws://[^[:space:]]*' || true)
-    [[ -n $url ]] && break
-    sleep 0.02
-  done
+  url=$(wait_url "$tmp/server.out" "$spid") || url=
   [[ -n $url ]] || {
     echo "tests/bench.sh: the bench server did not start: $(cat "$tmp/server.err")" >&2
     exit 1

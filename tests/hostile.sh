@@ -13,6 +13,8 @@
 # seconds, 120 by default), stops the server, and prints the case's result
 # line. Exit status 1 if any case failed, crashed or hung.
 set -uo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 figures=0
 if [[ ${1:-} == --figures ]]; then
@@ -85,15 +87,7 @@ start_server() {
   # shellcheck disable=SC2086
   "$bin/plugrl-hostile" --scenario "$@" <"$fifo" >"$tmp/url" 2>"$tmp/server.err" {srv_in}>&- &
   pid=$!
-  url=
-  for _ in $(seq 200); do # up to 20 s
-    if [[ -s $tmp/url ]]; then
-      url=$(head -n 1 "$tmp/url" | grep -o 'ws://[^[:space:]]*' || true)
-      [[ -n $url ]] && return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  url=$(wait_url "$tmp/url" "$pid") && return 0
   echo "$0: plugrl-hostile --scenario $* printed no URL; its output:" >&2
   cat "$tmp/url" "$tmp/server.err" >&2
   return 1

@@ -8,6 +8,8 @@
 # runs COMMAND ARGS... URL, stops the server and exits with COMMAND's
 # status. The server's output is shown when the command fails.
 set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [[ $# -lt 3 ]]; then
   echo "usage: $0 PLUGRL_BIN [serve flags...] -- COMMAND [ARGS...]" >&2
@@ -45,17 +47,7 @@ trap cleanup EXIT
 "$server" serve --addr 127.0.0.1:0 "${flags[@]}" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 
-url=
-for _ in $(seq 200); do # up to 20 s
-  if [[ -s $tmp/out ]]; then
-    url=$(head -n 1 "$tmp/out" | grep -o 'wss\?://[^[:space:]]*' || true)
-    [[ -n $url ]] && break
-  fi
-  if ! kill -0 "$pid" 2>/dev/null; then
-    break
-  fi
-  sleep 0.1
-done
+url=$(wait_url "$tmp/out" "$pid") || url=
 if [[ -z $url ]]; then
   echo "$0: the server printed no ws:// URL; its output:" >&2
   cat "$tmp/out" "$tmp/err" >&2

@@ -9,6 +9,8 @@
 #
 # Skipped (exit 0, with a message) where chrt -f is not permitted.
 set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bin=${1:?usage: sched_fifo.sh BIN_DIR}
 if ! chrt -f 50 true 2>/dev/null; then
   echo "sched_fifo.sh: SKIPPED: chrt -f 50 is not permitted here (needs CAP_SYS_NICE or an rtprio limit)"
@@ -29,11 +31,10 @@ run() { # CLIENT_CORE ENVS CAMS IMG STATE
   taskset -c 0 "$bin/plugrl-bench-server" --envs "$envs" --warmup 0.2s --seconds 0.5s \
     >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
-  for _ in $(seq 200); do
-    url=$(head -n 1 "$tmp/server.out" 2>/dev/null | grep -o 'ws://[^[:space:]]*' || true)
-    [[ -n $url ]] && break
-    sleep 0.02
-  done
+  url=$(wait_url "$tmp/server.out" "$spid") || {
+    echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
+    exit 1
+  }
   local rc=0
   timeout -s KILL 30 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs "$envs" \
     --cams "$cams" --img "$img" --state "$state" >"$tmp/client.out" 2>&1 || rc=$?
