@@ -1,7 +1,7 @@
 // Command plugrl-bench-server is the lean server of `./build.sh bench`: it
 // measures how many infer/action/feedback exchanges per second one client
 // achieves, the same way for every client, so that libplugrl can be put
-// beside the transport floor (examples/cpp/bench_floor.cpp) that sends
+// beside the transport floor (bench/bench_floor.cpp) that sends
 // frames of exactly the same sizes with no encoding at all.
 //
 //	plugrl-bench-server [--addr 127.0.0.1:0] --envs N [--horizon 8] [--action-dim 7]
@@ -260,7 +260,7 @@ func metadataMessage(horizon, dim int) ([]byte, error) {
 	return m.AppendTo(nil), nil
 }
 
-// workloadSizes encodes the bench workload (examples/cpp/bench_client.cpp's)
+// workloadSizes encodes the bench workload (bench/bench_client.cpp's)
 // with core/wire and returns the infer's and the feedback's lengths.
 func workloadSizes(n, cams, img, state int) (infer, feedback int, err error) {
 	var obs wire.Observation
