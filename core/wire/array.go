@@ -134,7 +134,7 @@ func (a *Array) Len() int {
 }
 
 // ToHost rewrites a decoded array in place so that its data is aligned for
-// its item size and in host byte order. It may move Data up to 7 bytes
+// its item size and in host byte order, and its bools are 0 or 1. It may move Data up to 7 bytes
 // towards lower addresses, over the "data" key and bin header that precede
 // it in the message; callers must have finished reading those bytes, which
 // every decoder here has once the array is returned.
@@ -158,6 +158,16 @@ func (a *Array) toHost(window int) {
 	if a.DType.Swapped() {
 		swapInPlace(a.Data, size)
 		a.DType.Order = NativeOrder
+	}
+	if a.DType.Kind == 'b' {
+		// numpy's |b1 is one byte, 0 or 1, and so is C's plugrl bool and
+		// C++'s bool, where any other byte is undefined behaviour: a
+		// server's 2 becomes 1 here, where it is read.
+		for i, v := range a.Data {
+			if v > 1 {
+				a.Data[i] = 1
+			}
+		}
 	}
 }
 

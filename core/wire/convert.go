@@ -22,6 +22,13 @@ func Convert(dst []byte, to DType, src []byte, from DType, count int) error {
 	}
 	if from.Kind == to.Kind && from.Size == to.Size {
 		copy(dst, src[:count*from.Size])
+		if to.Kind == 'b' { // a bool byte is 0 or 1 whatever the source held
+			for i, v := range dst[:count] {
+				if v > 1 {
+					dst[i] = 1
+				}
+			}
+		}
 		return nil
 	}
 	aligned := count > 0 && aligned(src, from.Size) && aligned(dst, to.Size)

@@ -232,3 +232,31 @@ func TestActionDecodeKeepsNoData(t *testing.T) {
 		t.Fatal("the shortcut gave the wrong chunk")
 	}
 }
+
+// TestBoolActionNormalised: a |b1 action byte of 2 reads as 1 (C's and
+// C++'s bool hold 0 or 1; anything else is undefined behaviour there), and
+// Convert from bool to bool does the same.
+func TestBoolActionNormalised(t *testing.T) {
+	var m Message
+	chunk := Array{DType: Bool, Shape: []int{1, 1, 3}, Data: []byte{2, 0, 255}}
+	if err := EncodeAction(&m, []int64{0}, &chunk); err != nil {
+		t.Fatal(err)
+	}
+	var a Action
+	for i := 0; i < 2; i++ { // the full decode, then the same-structure shortcut
+		msg := m.AppendTo(nil)
+		if err := a.Decode(msg); err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Chunk.Data; got[0] != 1 || got[1] != 0 || got[2] != 1 {
+			t.Fatalf("decode %d: bool bytes %v, want [1 0 1]", i, got)
+		}
+	}
+	dst := make([]byte, 3)
+	if err := Convert(dst, Bool, []byte{7, 0, 1}, Bool, 3); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != 1 || dst[1] != 0 || dst[2] != 1 {
+		t.Fatalf("Convert bool to bool: %v, want [1 0 1]", dst)
+	}
+}
