@@ -31,7 +31,10 @@
 **             library owns (C memory, never Go memory) and stays valid
 **             until the next call on the same handle, unless stated
 **             otherwise. Pointers the caller passes in are read during the
-**             call only and never kept.
+**             call only and never kept. A pointer is NULL or a real address,
+**             also where its count is 0: not a small made-up value such as
+**             Rust's dangling pointer of an empty slice (0x1, 0x8), which
+**             the Go runtime inside takes for a corrupt pointer and aborts.
 **   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
 **             byte order.
 **   Blocking. Calls that talk to the server block the calling thread up to

@@ -1,0 +1,351 @@
+//! The safe crate against real servers: `plugrl serve` (the reference
+//! server) and `plugrl-hostile` (a server that stalls on purpose), both
+//! from PLUGRL_BIN_DIR (default: the repository's build/bin).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use plugrl::{Client, Dtype, Error, Feedback, FeedbackOutcome, Flow, Infer, Observation, Runner};
+use plugrl_examples::probe::ProbeEnvs;
+use plugrl_examples::testing::{bin_dir, say, Server};
+
+/// What `plugrl serve --policy probe` sends at step k for env j, value d.
+fn probe_value(k: usize, env: i64, d: usize) -> f64 {
+    (10000 * k) as f64 + (10 * env) as f64 + d as f64
+}
+
+fn probe_server(dtype: &str) -> Server {
+    Server::serve(&[
+        "--policy",
+        "probe",
+        "--horizon",
+        "4",
+        "--action-dim",
+        "2",
+        "--action-dtype",
+        dtype,
+        "--features",
+        "reuse-feedback-obs",
+    ])
+}
+
+fn connect(server: &Server) -> Client {
+    Client::builder(&server.url)
+        .connect_timeout(Duration::from_secs(10))
+        .receive_timeout(Duration::from_secs(30))
+        .open()
+        .expect("connect to plugrl serve")
+}
+
+#[test]
+fn metadata_getters() {
+    let server = probe_server("float32");
+    let client = connect(&server);
+    assert_eq!(client.protocol_version(), Some(1));
+    assert_eq!(client.action_horizon(), Some(4));
+    assert_eq!(client.action_dim(), Some(2));
+    assert_eq!(client.metadata_int("action_dim"), Some(2));
+    assert!(client
+        .metadata_string("server")
+        .is_some_and(|s| !s.is_empty()));
+    assert!(client.metadata_string("policy").is_some());
+    // Absent, or of another type: None, never a zero or an empty string.
+    assert_eq!(client.metadata_string("no-such-key"), None);
+    assert_eq!(client.metadata_int("no-such-key"), None);
+    assert_eq!(client.metadata_int("server"), None);
+    assert_eq!(client.metadata_string("action_dim"), None);
+    assert_eq!(client.metadata_int("with\0nul"), None);
+    assert!(client.has_feature("reuse-feedback-obs"));
+    assert!(!client.has_feature("no-such-feature"));
+    assert_eq!(client.metadata_json("action_dim").as_deref(), Some("2"));
+    assert_eq!(
+        client.metadata_json("features").as_deref(),
+        Some(r#"["reuse-feedback-obs"]"#)
+    );
+    let all = client.metadata_json_all();
+    assert!(
+        all.starts_with('{') && all.contains("\"action_horizon\""),
+        "{all}"
+    );
+}
+
+#[test]
+fn low_level_infer_view_copy_and_feedback() {
+    let server = probe_server("float32");
+    let mut client = connect(&server);
+    let t = [0.0f64, 0.0];
+    let mut obs = Observation::new();
+    obs.state("t", &t, &[2, 1]).unwrap();
+    let envs = [2i64, 0];
+
+    let Infer::Action(view) = client.infer(&envs, &[0, 0], &obs, None).unwrap() else {
+        panic!("no action");
+    };
+    assert_eq!(view.dtype(), Dtype::F32);
+    assert_eq!(view.shape(), &[4, 2, 2]);
+    assert_eq!(view.env_ids(), &envs);
+    assert_eq!(
+        (view.horizon(), view.num_envs(), view.step_size()),
+        (4, 2, 2)
+    );
+    assert_eq!(view.len(), 16);
+    // Time-major [H, n, d], row j is env envs[j].
+    let data = view.as_slice::<f32>().unwrap();
+    for k in 0..4 {
+        for (j, &env) in envs.iter().enumerate() {
+            for d in 0..2 {
+                assert_eq!(data[(k * 2 + j) * 2 + d] as f64, probe_value(k, env, d));
+            }
+        }
+    }
+    assert_eq!(view.step::<f32>(3, 0).unwrap(), &[30020.0, 30021.0]);
+    assert!(matches!(
+        view.step::<f32>(4, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Another element type is refused without a copy, converted with one.
+    assert!(matches!(
+        view.as_slice::<f64>(),
+        Err(Error::InvalidArgument(_))
+    ));
+    let as_f64 = view.to_vec::<f64>().unwrap();
+    assert_eq!(as_f64[15], probe_value(3, 0, 1));
+
+    // Infer again while a feedback is owed: refused, nothing sent.
+    let e = client.infer(&envs, &[0, 0], &obs, None).unwrap_err();
+    assert!(matches!(e, Error::OutOfOrder(_)), "{e}");
+
+    // Lengths are checked before the library is called.
+    let e = client
+        .feedback(&Feedback {
+            env_indices: &envs,
+            step_ids: &[0, 0],
+            next_obs: &obs,
+            rewards: &[4.0],
+            terminated: &[false, false],
+            truncated: &[false, false],
+            episode: None,
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+
+    let t_after = [4.0f64, 4.0];
+    let mut next = Observation::new();
+    next.state("t", &t_after, &[2, 1]).unwrap();
+    let sent = client
+        .feedback(&Feedback {
+            env_indices: &envs,
+            step_ids: &[0, 0],
+            next_obs: &next,
+            rewards: &[4.0, 4.0],
+            terminated: &[false, false],
+            truncated: &[false, false],
+            episode: None,
+        })
+        .unwrap();
+    assert_eq!(sent, FeedbackOutcome::Sent);
+
+    // The server offers reuse-feedback-obs and neither episode ended: env
+    // 2's observation is not sent again; obs holds only env 0's row.
+    assert!(client.can_reuse(2).unwrap());
+    let only_env0 = [4.0f64];
+    let mut partial = Observation::new();
+    partial.state("t", &only_env0, &[1, 1]).unwrap();
+    let Infer::Action(view) = client
+        .infer(&envs, &[1, 1], &partial, Some(&[true, false]))
+        .unwrap()
+    else {
+        panic!("no action");
+    };
+    assert_eq!(view.env_ids(), &envs);
+}
+
+#[test]
+fn runner_steps_probe_envs_and_reports_episodes() {
+    let server = probe_server("float64");
+    let mut client = connect(&server);
+    let n = 3;
+    let mut probe = ProbeEnvs::new(n, 2);
+    let mut runner = Runner::new(&mut client, n).unwrap();
+    assert_eq!(runner.step_size(), Some(2));
+    assert_eq!(runner.client().action_dim(), Some(2));
+
+    let (rewards, truncated) = (vec![1.0; n], vec![false; n]);
+    let mut terminated = vec![false; n];
+    let mut actions: Vec<i32> = Vec::new(); // converted from float64
+    let mut episodes = Vec::new();
+    for _ in 0..21 {
+        let flow = runner
+            .act(&probe.observation().unwrap(), &mut actions)
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        assert_eq!(actions.len(), n * 2);
+        for i in 0..n {
+            for d in 0..2 {
+                // The step within the chunk varies; env and value do not.
+                assert_eq!(actions[i * 2 + d] % 10000, (10 * i + d) as i32);
+            }
+        }
+        let as_f64: Vec<f64> = actions.iter().map(|&v| v as f64).collect();
+        probe.step(&as_f64, &mut terminated);
+        let next = probe.observation().unwrap();
+        let flow = runner
+            .report(&next, &rewards, &terminated, &truncated, None)
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        episodes.extend_from_slice(runner.episodes());
+        probe.reset_ended(&terminated);
+    }
+    // 21 steps: env 0 ends 7 episodes of 3 steps, env 1 four of 5, env 2
+    // three of 7.
+    let count = |env: usize| episodes.iter().filter(|e| e.env == env).count();
+    assert_eq!((count(0), count(1), count(2)), (7, 4, 3));
+    for e in &episodes {
+        let len = ProbeEnvs::episode_length(e.env);
+        assert_eq!((e.episode_return, e.length as f64), (len, len), "{e:?}");
+    }
+
+    // The lengths of report's slices are checked before the library reads them.
+    let next = probe.observation().unwrap();
+    let e = runner
+        .report(&next, &rewards[..2], &terminated, &truncated, None)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}
+
+#[test]
+fn interrupt_before_a_call_and_after_drop() {
+    let server = probe_server("float32");
+    let mut client = connect(&server);
+    let stop = client.interrupter();
+    let t = [0.0f64];
+    let mut obs = Observation::new();
+    obs.state("t", &t, &[1, 1]).unwrap();
+
+    // No call running: the next infer returns Interrupted at once, sending
+    // nothing, and the connection is unchanged.
+    stop.interrupt().unwrap();
+    let e = client.infer(&[0], &[0], &obs, None).unwrap_err();
+    assert!(matches!(e, Error::Interrupted(_)), "{e}");
+    assert!(matches!(
+        client.infer(&[0], &[0], &obs, None).unwrap(),
+        Infer::Action(_)
+    ));
+
+    let runner_stop = {
+        let runner = Runner::new(&mut client, 1).unwrap();
+        runner.interrupter()
+    };
+    assert!(runner_stop.is_runner());
+    // Dropped handles answer Closed: the library looks handles up, it
+    // never dereferences them.
+    assert!(matches!(runner_stop.interrupt(), Err(Error::Closed(_))));
+    drop(client);
+    let e = stop.interrupt().unwrap_err();
+    assert!(matches!(e, Error::Closed(_)), "{e}");
+    assert_eq!(e.to_string(), e.status_name());
+}
+
+#[test]
+fn interrupt_from_another_thread_ends_a_blocked_act() {
+    let hostile = bin_dir().join("plugrl-hostile");
+    if !hostile.is_file() {
+        say(&format!(
+            "SKIPPED interrupt_from_another_thread_ends_a_blocked_act: no {}",
+            hostile.display()
+        ));
+        return;
+    }
+    // slow-action: metadata at once, then every action only after 60 s.
+    let server = Server::start(
+        &hostile,
+        &[
+            "-scenario",
+            "slow-action",
+            "-action-delay",
+            "60s",
+            "-addr",
+            "127.0.0.1:0",
+        ],
+    )
+    .expect("start plugrl-hostile");
+    let mut client = Client::builder(&server.url)
+        .receive_timeout(Duration::from_secs(120))
+        .open()
+        .unwrap();
+    let mut runner = Runner::new(&mut client, 2).unwrap();
+    let stop = runner.interrupter();
+    let waker = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        stop.interrupt()
+    });
+    let x = [0.0f64; 2];
+    let mut obs = Observation::new();
+    obs.state("x", &x, &[2, 1]).unwrap();
+    let mut actions: Vec<f64> = Vec::new();
+    let started = Instant::now();
+    let e = runner.act(&obs, &mut actions).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(e, Error::Interrupted(_)), "{e}");
+    assert!(took < Duration::from_secs(10), "interrupted after {took:?}");
+    waker.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_client_moves_to_another_thread() {
+    let server = probe_server("float32");
+    let client = connect(&server);
+    let steps = thread::spawn(move || {
+        let mut client = client; // Send: moved here
+        let mut runner = Runner::new(&mut client, 1).unwrap();
+        let t = [0.0f64];
+        let mut obs = Observation::new();
+        obs.state("t", &t, &[1, 1]).unwrap();
+        let mut actions: Vec<f32> = Vec::new();
+        assert_eq!(runner.act(&obs, &mut actions).unwrap(), Flow::Continue);
+        actions.len()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(steps, 2);
+}
+
+#[test]
+fn a_stopped_run_is_a_flow_not_an_error() {
+    // --stop-after 3: the server ends the run after three exchanges.
+    let server = Server::serve(&[
+        "--policy",
+        "zero",
+        "--horizon",
+        "1",
+        "--action-dim",
+        "1",
+        "--stop-after",
+        "3",
+    ]);
+    let mut client = connect(&server);
+    let mut runner = Runner::new(&mut client, 1).unwrap();
+    let t = [0.0f64];
+    let mut actions: Vec<f64> = Vec::new();
+    let mut acts = 0;
+    let stopped = loop {
+        let mut obs = Observation::new();
+        obs.state("t", &t, &[1, 1]).unwrap();
+        if runner.act(&obs, &mut actions).unwrap().is_stopped() {
+            break true;
+        }
+        acts += 1;
+        if runner
+            .report(&obs, &[0.0], &[false], &[false], None)
+            .unwrap()
+            .is_stopped()
+        {
+            break true;
+        }
+        if acts > 100 {
+            break false;
+        }
+    };
+    assert!(stopped, "the run did not stop");
+    assert!((3..=4).contains(&acts), "{acts} acts");
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Rust crates of examples/rust against the libplugrl built in build/:
+#
+#   rust.sh REPO_ROOT
+#
+# runs, in examples/rust, `cargo fmt --check`, `cargo clippy --all-targets
+# -- -D warnings` and `cargo test` (unit tests, doctests, the Rust probe
+# client under plugrl-conformance four times, the cartpole learning test).
+# The build goes to build/rust-target (cached between runs, out of the
+# source tree), two jobs at a time. plugrl-sys finds the library through
+# build/lib/pkgconfig/plugrl.pc; the tests find `plugrl` in build/bin.
+#
+# Prints a SKIPPED line and exits 0 only when cargo is not installed; any
+# other problem (no build/, no clippy or rustfmt) fails.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 REPO_ROOT" >&2
+  exit 2
+fi
+root=$(cd "$1" && pwd)
+build=$root/build
+ws=$root/examples/rust
+
+# rustup installs cargo in ~/.cargo/bin, which a non-login shell may lack.
+if ! command -v cargo >/dev/null && [[ -x ${CARGO_HOME:-$HOME/.cargo}/bin/cargo ]]; then
+  PATH=${CARGO_HOME:-$HOME/.cargo}/bin:$PATH
+fi
+if ! command -v cargo >/dev/null; then
+  echo "SKIPPED: rust.sh: cargo is not installed"
+  exit 0
+fi
+for f in "$build/lib/libplugrl.so" "$build/lib/pkgconfig/plugrl.pc" "$build/bin/plugrl"; do
+  if [[ ! -e $f ]]; then
+    echo "$0: $f does not exist; build libplugrl first (./build.sh)" >&2
+    exit 1
+  fi
+done
+
+export PKG_CONFIG_PATH=$build/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PLUGRL_BIN_DIR=$build/bin
+export CARGO_TARGET_DIR=$build/rust-target
+export CARGO_BUILD_JOBS=2 # the CI machine has 2 cores
+# The tests' own parallelism: the checker runs and the learning test each
+# start a server and a client.
+export RUST_TEST_THREADS=2
+cd "$ws"
+
+step() {
+  printf '==> %s\n' "$*"
+  local start=$SECONDS
+  "$@"
+  printf '==> %s: %d s\n' "$1 $2" $((SECONDS - start))
+}
+
+# --locked: the committed Cargo.lock is used as is, never updated.
+step cargo fmt --check
+step cargo clippy --locked --workspace --all-targets -j 2 -- -D warnings
+step cargo test --locked --workspace -j 2
