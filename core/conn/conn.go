@@ -220,9 +220,8 @@ type Conn struct {
 
 	// A Receive with a timeout of watchedTimeout or more stores its
 	// deadline (mono) here, and the poller ends the connection when it
-	// passes; recvTimedOut then says so.
+	// passes. Each takes it with a swap, so exactly one of them decides.
 	recvDeadline atomic.Int64
-	recvTimedOut atomic.Bool
 
 	// The socket may be shut down from any goroutine (Interrupt) but
 	// must not be once Close released it (its descriptor number may

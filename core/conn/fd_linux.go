@@ -26,6 +26,10 @@ type fdConn struct {
 	// deadline is not yet fixed: Write first tries without waiting, and
 	// only a write that would wait reads the clock (see beginWrite).
 	wlazy time.Duration
+	// wlock guards the write side's state (wlazy, wto): with TLS,
+	// crypto/tls writes on its own from within a read (a key update, an
+	// alert) while a message may be written.
+	wlock sync.Mutex
 	once  sync.Once
 }
 
@@ -95,6 +99,13 @@ func (f *fdConn) Read(p []byte) (int, error) {
 			}
 			return int(n), nil
 		case syscall.EINTR:
+			// With a socket timeout set, Linux ends the wait with EINTR
+			// at every signal, SA_RESTART or not: a signal every few ms
+			// would restart the timeout for ever unless the deadline is
+			// checked here.
+			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, false); err != nil {
+				return 0, err
+			}
 		case syscall.EAGAIN: // SO_RCVTIMEO ran out
 			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, true); err != nil {
 				return 0, err
@@ -133,8 +144,18 @@ func (f *fdConn) tryRead(p []byte) (int, error) {
 // (and the clock read) only when a send would wait: the bound then counts
 // from there, after sends that took no waiting.
 func (f *fdConn) beginWrite(timeout time.Duration) {
+	f.wlock.Lock()
 	f.wdl.set(time.Time{})
 	f.wlazy = timeout
+	f.wlock.Unlock()
+}
+
+// setWriteDeadline is SetWriteDeadline on the descriptor.
+func (f *fdConn) setWriteDeadline(t time.Time) {
+	f.wlock.Lock()
+	f.wdl.set(t)
+	f.wlazy = 0
+	f.wlock.Unlock()
 }
 
 // dontWaitMax bounds the sends made with RawSyscall (not telling the
@@ -142,6 +163,8 @@ func (f *fdConn) beginWrite(timeout time.Duration) {
 const dontWaitMax = 64 << 10
 
 func (f *fdConn) Write(p []byte) (int, error) {
+	f.wlock.Lock()
+	defer f.wlock.Unlock()
 	done := 0
 	if f.wlazy > 0 {
 		if len(p) > 0 {
@@ -180,7 +203,17 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		switch e {
 		case 0:
 			done += int(n)
-		case syscall.EINTR:
+			// A server that takes a little in every socket timeout
+			// would otherwise stretch the send past its deadline.
+			if done < len(p) {
+				if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+					return done, err
+				}
+			}
+		case syscall.EINTR: // as in Read
+			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+				return done, err
+			}
 		case syscall.EAGAIN: // SO_SNDTIMEO ran out
 			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, true); err != nil {
 				return done, err

@@ -15,7 +15,8 @@ type fdConn struct {
 	wlazy    time.Duration
 }
 
-func (f *fdConn) beginWrite(time.Duration) {}
+func (f *fdConn) beginWrite(time.Duration)   {}
+func (f *fdConn) setWriteDeadline(time.Time) {}
 
 func (d *dialConn) takeover() error { return nil }
 

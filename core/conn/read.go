@@ -32,8 +32,9 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 		runtime.Gosched()
 	}
 	var deadline time.Time
+	watched := timeout >= watchedTimeout
 	switch {
-	case timeout >= watchedTimeout:
+	case watched:
 		// The poller enforces it (see pollLoop): the read blocks with no
 		// socket timeout, which spares the kernel a timer on every wait.
 		c.recvDeadline.Store(int64(now + timeout))
@@ -42,10 +43,10 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 	}
 	_ = c.tr.SetReadDeadline(deadline)
 	msg, err := c.readMessage()
-	if c.recvDeadline.Load() != 0 {
-		c.recvDeadline.Store(0)
-	}
-	if c.recvTimedOut.Load() {
+	// Whoever takes the deadline first decides: this Receive (it ended in
+	// time) or the poller (it ends the connection: a timeout, even if a
+	// message arrived at the last moment).
+	if watched && c.recvDeadline.Swap(0) == 0 {
 		return nil, fmt.Errorf("%w: no message within %v; the connection was closed", ErrTimeout, timeout)
 	}
 	if err != nil {
@@ -104,10 +105,9 @@ func (c *Conn) pollLoop() {
 			return
 		case <-t.C:
 		}
-		if d := c.recvDeadline.Load(); d != 0 && int64(mono()) >= d {
+		if d := c.recvDeadline.Load(); d != 0 && int64(mono()) >= d && c.recvDeadline.CompareAndSwap(d, 0) {
 			// A Receive waits past its deadline: end the connection,
 			// which wakes it (it reports the timeout).
-			c.recvTimedOut.Store(true)
 			c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
 			c.shutdown()
 			continue
@@ -233,7 +233,7 @@ func (c *Conn) readMessage() ([]byte, error) {
 		}
 		// The cap is checked against the length the header claims before
 		// a byte of it is read or allocated.
-		if c.max > 0 && int64(n)+h.Length > c.max {
+		if c.max > 0 && h.Length > c.max-int64(n) { // (a sum could overflow)
 			return nil, c.protocolFail(ws.StatusMessageTooBig, fmt.Errorf("%w: the server sent a frame header announcing a message of %d bytes; the limit is %d (max_message_size, or the size the request's action can have)", ErrTooBig, int64(n)+h.Length, c.max))
 		}
 		if n, err = c.readPayload(n, h.Length); err != nil {

@@ -98,7 +98,7 @@ func (d *dialConn) Write(p []byte) (int, error) {
 func (d *dialConn) SetDeadline(t time.Time) error {
 	if d.fd != nil {
 		d.fd.rdl.set(t)
-		d.fd.wdl.set(t)
+		d.fd.setWriteDeadline(t)
 		return nil
 	}
 	return d.Conn.SetDeadline(t)
@@ -114,8 +114,7 @@ func (d *dialConn) SetReadDeadline(t time.Time) error {
 
 func (d *dialConn) SetWriteDeadline(t time.Time) error {
 	if d.fd != nil {
-		d.fd.wdl.set(t)
-		d.fd.wlazy = 0
+		d.fd.setWriteDeadline(t)
 		return nil
 	}
 	return d.Conn.SetWriteDeadline(t)
