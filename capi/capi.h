@@ -36,9 +36,10 @@ extern volatile int plugrl__forked;
 int plugrl__interrupt_fd(void);
 int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target);
 void plugrl__slot_retire(uint32_t index);
-int plugrl__slot_take(uint32_t index);
-/* The slot's flag, for Go to read with sync/atomic (C memory, never freed). */
-int *plugrl__slot_flag(uint32_t index);
+uint64_t plugrl__slot_take(uint32_t index);
+/* The slot's raised token, for Go to read with sync/atomic (C memory,
+** never freed). */
+uint64_t *plugrl__slot_raised(uint32_t index);
 
 /* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
 ** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when

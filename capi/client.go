@@ -71,6 +71,14 @@ func (h *clientHandle) interrupt() {
 	}
 }
 
+// interruptBlocked interrupts the call blocked on the client now, if any,
+// and leaves no interrupt pending (see client.InterruptBlocked).
+func (h *clientHandle) interruptBlocked() {
+	if c := h.cl.Load(); c != nil {
+		c.InterruptBlocked()
+	}
+}
+
 //export plugrl_options_init
 func plugrl_options_init(o *C.plugrl_options) (st C.plugrl_status) {
 	defer recoverPlain(&st)
@@ -177,6 +185,11 @@ func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_statu
 	if h.shape == nil {
 		return C.PLUGRL_NO_MEMORY
 	}
+	// Busy until open returns: the token is out (in *out) before the
+	// dial, and a plugrl_close racing with this open (misuse, but
+	// possible) waits for it instead of freeing what it uses.
+	h.busy.Store(true)
+	defer h.busy.Store(false)
 	id, ok := register(h, 0)
 	if !ok {
 		C.free(unsafe.Pointer(h.shape))

@@ -36,8 +36,11 @@ void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double 
 
 typedef struct slot {
   _Atomic uint64_t token;  /* the live handle's token; 0: none */
-  _Atomic uint64_t target; /* the token whose flag plugrl_interrupt raises */
-  _Atomic int flag;        /* an interrupt not yet taken by Go */
+  _Atomic uint64_t target; /* the token whose slot plugrl_interrupt raises */
+  /* An interrupt not yet taken by Go: the token it was raised for (0:
+  ** none). A token, not a flag, so that an interrupt raised as the slot
+  ** was being reused for another handle is not taken by that handle. */
+  _Atomic uint64_t raised;
 } slot;
 
 static _Atomic(slot *) slot_pages[SLOT_PAGES];
@@ -78,7 +81,7 @@ int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target) {
   if (s == NULL) {
     return -1;
   }
-  atomic_store(&s->flag, 0);
+  atomic_store(&s->raised, 0);
   atomic_store(&s->target, target);
   atomic_store(&s->token, token);
   return 0;
@@ -88,18 +91,18 @@ void plugrl__slot_retire(uint32_t index) {
   slot *s = slot_of(index, 0);
   if (s != NULL) {
     atomic_store(&s->token, 0);
-    atomic_store(&s->flag, 0);
+    atomic_store(&s->raised, 0);
   }
 }
 
-int *plugrl__slot_flag(uint32_t index) {
+uint64_t *plugrl__slot_raised(uint32_t index) {
   slot *s = slot_of(index, 0);
-  return s ? (int *)&s->flag : NULL;
+  return s ? (uint64_t *)&s->raised : NULL;
 }
 
-int plugrl__slot_take(uint32_t index) {
+uint64_t plugrl__slot_take(uint32_t index) {
   slot *s = slot_of(index, 0);
-  return s != NULL && atomic_exchange(&s->flag, 0) != 0;
+  return s != NULL ? atomic_exchange(&s->raised, 0) : 0;
 }
 
 /* The slot whose token is token, or NULL. */
@@ -121,7 +124,7 @@ static plugrl_status raise_interrupt(uint64_t token) {
   if (t == NULL) {
     return PLUGRL_CLOSED;
   }
-  atomic_store(&t->flag, 1);
+  atomic_store(&t->raised, target);
   if (interrupt_fd >= 0) {
     int saved = errno; /* a signal handler must leave errno as it found it */
     uint64_t one = 1;
@@ -222,7 +225,11 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   static _Atomic(pthread_create_fn) real;
   pthread_create_fn create = atomic_load(&real);
   if (create == NULL) {
-    create = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    /* RTLD_DEFAULT, not RTLD_NEXT: this wrapper is not in the dynamic
+    ** symbol table, so the default search finds what every other
+    ** pthread_create caller gets, interposers (sanitizers, preloads)
+    ** included. */
+    create = (pthread_create_fn)dlsym(RTLD_DEFAULT, "pthread_create");
     if (create == NULL) {
       return EAGAIN;
     }

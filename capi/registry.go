@@ -59,9 +59,11 @@ type slotEntry struct {
 // plugrl_interrupt) with target, the token whose flag an interrupt of h
 // raises (0: h's own). It fails only when memory or slots ran out.
 func register(h handle, target uintptr) (uintptr, bool) {
-	interruptOnce.Do(startInterruptWatcher)
 	registry.Lock()
 	defer registry.Unlock()
+	if !startInterruptWatcher() {
+		return 0, false // no eventfd: plugrl_interrupt would reach nobody
+	}
 	var slot uint32
 	if n := len(registry.free); n > 0 {
 		slot = registry.free[n-1]
@@ -89,7 +91,7 @@ func register(h handle, target uintptr) (uintptr, bool) {
 	e.h = h
 	b := h.base()
 	b.id, b.slot = token, slot
-	b.iflag = (*int32)(unsafe.Pointer(C.plugrl__slot_flag(C.uint32_t(slot))))
+	b.raised = (*uint64)(unsafe.Pointer(C.plugrl__slot_raised(C.uint32_t(slot))))
 	return token, true
 }
 
@@ -127,15 +129,22 @@ func lookup(p unsafe.Pointer) handle {
 
 // The interrupt watcher: one goroutine for the process, blocked (in Go's
 // network poller: no thread, no wake-ups) on the eventfd that
-// plugrl_interrupt writes to. It takes the flags plugrl_interrupt raised
-// and interrupts those clients.
-var interruptOnce sync.Once
+// plugrl_interrupt writes to. It takes the interrupts plugrl_interrupt
+// raised and interrupts those clients. Started by the first handle (with
+// the registry locked); if the eventfd cannot be made (no descriptors
+// left), that handle fails with PLUGRL_NO_MEMORY and the next one tries
+// again.
+var interruptWatcher bool
 
-func startInterruptWatcher() {
+func startInterruptWatcher() bool {
+	if interruptWatcher {
+		return true
+	}
 	fd := C.plugrl__interrupt_fd()
 	if fd < 0 {
-		return // plugrl_interrupt then finds no mailbox: documented as PLUGRL_NO_MEMORY at open
+		return false
 	}
+	interruptWatcher = true
 	f := os.NewFile(uintptr(fd), "plugrl-interrupt")
 	go func() {
 		var b [8]byte
@@ -147,14 +156,17 @@ func startInterruptWatcher() {
 			takeInterrupts()
 		}
 	}()
+	return true
 }
 
 func takeInterrupts() {
 	registry.RLock()
 	var hit []*clientHandle
 	for i := range registry.slots {
-		if C.plugrl__slot_take(C.uint32_t(i)) != 0 {
-			if ch, ok := registry.slots[i].h.(*clientHandle); ok {
+		if raised := uint64(C.plugrl__slot_take(C.uint32_t(i))); raised != 0 {
+			// Only for the handle it was raised for, not a later one
+			// in the same slot.
+			if ch, ok := registry.slots[i].h.(*clientHandle); ok && uint64(ch.id) == raised {
 				hit = append(hit, ch)
 			}
 		}
@@ -173,9 +185,10 @@ type handleBase struct {
 	busy    atomic.Bool
 	closing atomic.Bool // close (or free) has begun: no new call may enter
 	closed  atomic.Bool
-	// iflag is the slot's interrupt flag in C memory, which
-	// plugrl_interrupt raises (for a runner, its client's is raised).
-	iflag *int32
+	// raised is the slot's interrupt mailbox in C memory: the token
+	// plugrl_interrupt raised an interrupt for (for a runner, its
+	// client's is raised), or 0.
+	raised *uint64
 
 	// The last message, in Go memory under msgMu. plugrl_errmsg copies
 	// it, under the same lock, into a buffer of the calling thread's
@@ -236,7 +249,7 @@ func (h *handleBase) leave() { h.busy.Store(false) }
 // that the watcher has not taken yet, so that a call that starts after
 // plugrl_interrupt returned always sees it: one atomic load per call.
 func (h *handleBase) takeInterrupt() bool {
-	return h.iflag != nil && atomic.LoadInt32(h.iflag) != 0 && atomic.SwapInt32(h.iflag, 0) != 0
+	return h.raised != nil && atomic.LoadUint64(h.raised) != 0 && atomic.SwapUint64(h.raised, 0) == uint64(h.id)
 }
 
 // beginClose starts closing the handle: no call enters any more, the call

@@ -115,7 +115,9 @@ func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
 	}
 	// A call running on another thread is interrupted, and free waits for
 	// it: freeing never leaks.
-	if !h.beginClose(h.client.interrupt) {
+	// (Only a blocked call is interrupted: the client lives on, and must
+	// not be left with an interrupt pending for its next user.)
+	if !h.beginClose(h.client.interruptBlocked) {
 		return C.PLUGRL_CLOSED
 	}
 	unregister(h)

@@ -263,7 +263,8 @@ typedef struct plugrl_options {
 ** The derived message size cap (max_message_size 0): an action may take
 ** H x n x action_dim x 8 bytes plus 64 bytes per env and 64 KiB for its
 ** structure, when metadata gives action_horizon and action_dim (H and
-** action_dim from metadata, n the envs of the infer); otherwise 64 MiB.
+** action_dim from metadata, n the envs of the infer), but never more than
+** 64 MiB, which is the cap otherwise: metadata is the server's word too.
 ** Metadata may take 4 MiB. A frame announcing more is refused before any
 ** of it is read (PLUGRL_PROTOCOL_ERROR), and receive memory grows only as
 ** bytes arrive. A receive buffer over 1 MiB is freed after the call that

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,8 +75,9 @@ type Options struct {
 	// MaxMessageSize caps every message the client receives. Zero (the
 	// default) derives the cap of an action from the request and the
 	// metadata: H x n x action_dim x 8 bytes plus room for the message's
-	// structure when metadata gives action_horizon and action_dim, else
-	// DefaultMaxMessageSize; metadata gets DefaultMaxMetadataSize.
+	// structure when metadata gives action_horizon and action_dim, never
+	// more than DefaultMaxMessageSize, which is the cap otherwise;
+	// metadata gets DefaultMaxMetadataSize.
 	// Negative: no cap at all (SPEC 1.1's default, for trusted servers).
 	MaxMessageSize int64
 	// MaxHandshakeSize caps the handshake response; 0: 256 KiB.
@@ -158,14 +160,18 @@ type Client struct {
 	reconnects int // successful reconnects over the client's life
 
 	// Interrupt's state, shared with any goroutine. intr is an interrupt
-	// no call has taken yet; blocking says a call is in a blocking
+	// no call has taken yet. blocking says a call is in a blocking
 	// section, where Interrupt also ends what it waits on: the live
-	// connection, a dial (dialCancel) or a backoff sleep (wake).
+	// connection, a dial (dialCancel) or a backoff sleep (wake). imu
+	// guards blocking, live and dialCancel together, so that an Interrupt
+	// acts on one call's state as it is at one instant, never on the
+	// next call's dial with an earlier call's interrupt.
 	intr       atomic.Bool
-	blocking   atomic.Bool
 	closing    atomic.Bool
-	live       atomic.Pointer[conn.Conn]
-	dialCancel atomic.Pointer[context.CancelFunc]
+	imu        sync.Mutex
+	blocking   bool
+	live       *conn.Conn
+	dialCancel context.CancelFunc
 	wake       chan struct{}
 }
 
@@ -198,11 +204,8 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.dialCancel.Store(&cancel)
-	defer c.dialCancel.Store(nil)
-	if c.intr.Load() {
-		cancel() // an interrupt came before the cancel was published
-	}
+	c.setDialCancel(cancel)
+	defer c.setDialCancel(nil)
 	cn, err := conn.Dial(ctx, conn.Options{
 		URL:              c.opts.URL,
 		APIKey:           c.opts.APIKey,
@@ -216,22 +219,19 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	if err != nil {
 		return c.classify(err, "connecting to "+c.opts.URL)
 	}
-	c.live.Store(cn)
-	if c.intr.Load() {
-		cn.Interrupt() // an interrupt came before the connection was published
-	}
+	c.setLive(cn)
 	if !deadline.IsZero() {
 		metaTimeout = min(metaTimeout, max(time.Until(deadline), time.Millisecond))
 	}
 	raw, err := cn.Receive(metaTimeout)
 	if err != nil {
-		c.live.Store(nil)
+		c.setLive(nil)
 		cn.Abort()
 		return c.classify(err, "waiting for metadata")
 	}
 	meta, err := wire.DecodeMetadata(raw)
 	if err != nil {
-		c.live.Store(nil)
+		c.setLive(nil)
 		cn.Abort()
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
@@ -264,9 +264,11 @@ func (c *Client) actionCap(n int) int64 {
 	}
 	const structure = 64 << 10 // keys, typestr, shape, extra keys
 	if h.Value > math.MaxInt64/16/int64(n)/d.Value {
-		return math.MaxInt64
+		return DefaultMaxMessageSize
 	}
-	return h.Value*d.Value*int64(n)*8 + int64(n)*64 + structure
+	// Metadata is the server's word too: the derived cap is never above
+	// the default one; a caller expecting larger actions says so.
+	return min(h.Value*d.Value*int64(n)*8+int64(n)*64+structure, DefaultMaxMessageSize)
 }
 
 // classify turns a connection error into a client error without acting on it.
@@ -331,7 +333,7 @@ func (c *Client) lost(err error, during string) error {
 // is out of step, or gone) and forgets what was held on it.
 func (c *Client) dropConnection() {
 	if c.conn != nil {
-		c.live.Store(nil)
+		c.setLive(nil)
 		c.conn.Abort()
 		c.conn = nil
 	}
@@ -403,17 +405,30 @@ func (c *Client) sleep(d time.Duration) error {
 // anything). It may be called from any goroutine, any number of times. A
 // call interrupted while it waited on the server drops the connection
 // (the stream may be mid-message); SPEC 7.6 holds: feedback owed on it is
-// never sent, and the next Infer reconnects.
-func (c *Client) Interrupt() {
-	c.intr.Store(true)
-	if !c.blocking.Load() {
+// never sent, and the next Infer reconnects. One interrupt ends at most
+// one call.
+func (c *Client) Interrupt() { c.interrupt(true) }
+
+// InterruptBlocked interrupts the call that is blocked now, if any, and
+// leaves nothing pending otherwise: for a closer that waits for a call to
+// end and must not leave an interrupt behind for the next user.
+func (c *Client) InterruptBlocked() { c.interrupt(false) }
+
+func (c *Client) interrupt(pending bool) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if !c.blocking {
+		if pending {
+			c.intr.Store(true)
+		}
 		return
 	}
-	if cn := c.live.Load(); cn != nil {
-		cn.Interrupt()
+	c.intr.Store(true)
+	if c.live != nil {
+		c.live.Interrupt()
 	}
-	if f := c.dialCancel.Load(); f != nil {
-		(*f)()
+	if c.dialCancel != nil {
+		c.dialCancel()
 	}
 	select {
 	case c.wake <- struct{}{}:
@@ -421,22 +436,64 @@ func (c *Client) Interrupt() {
 	}
 }
 
-// block begins a blocking section; it returns KindInterrupted (taking
-// the interrupt) when one is pending.
+// block begins a blocking section of a call that an interrupt pending
+// from before may refuse: it returns KindInterrupted (taking the
+// interrupt) when one is.
 func (c *Client) block() error {
-	c.blocking.Store(true)
+	c.imu.Lock()
+	defer c.imu.Unlock()
 	if c.intr.Swap(false) {
-		c.blocking.Store(false)
 		return newErr(KindInterrupted, nil, "an interrupt was pending: nothing was sent")
 	}
-	select { // a wake-up left by an interrupt already taken
-	case <-c.wake:
-	default:
-	}
+	c.beginBlocking()
 	return nil
 }
 
-func (c *Client) unblock() { c.blocking.Store(false) }
+// blockOwed begins a blocking section that a pending interrupt does not
+// refuse (a feedback is owed): only one that comes during it, or a
+// reconnect it needs, is interrupted.
+func (c *Client) blockOwed() {
+	c.imu.Lock()
+	c.beginBlocking()
+	c.imu.Unlock()
+}
+
+// beginBlocking marks the section; imu must be held.
+func (c *Client) beginBlocking() {
+	c.blocking = true
+	select { // a wake-up left by an interrupt of an earlier section
+	case <-c.wake:
+	default:
+	}
+}
+
+func (c *Client) unblock() {
+	c.imu.Lock()
+	c.blocking = false
+	c.imu.Unlock()
+}
+
+// setLive publishes the connection a blocking section waits on; one that
+// an interrupt already hit during the section is interrupted at once.
+func (c *Client) setLive(cn *conn.Conn) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	c.live = cn
+	if cn != nil && c.blocking && c.intr.Load() {
+		cn.Interrupt()
+	}
+}
+
+// setDialCancel publishes (or, with nil, withdraws) the cancel of a dial
+// in progress, as setLive does a connection.
+func (c *Client) setDialCancel(cancel context.CancelFunc) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	c.dialCancel = cancel
+	if cancel != nil && c.blocking && c.intr.Load() {
+		cancel()
+	}
+}
 
 // enter guards against concurrent use and calls on a finished client.
 func (c *Client) enter() error {
@@ -604,6 +661,12 @@ func (c *Client) Feedback(f *Feedback) error {
 	if err := wire.EncodeFeedback(&c.feedbackMsg, f); err != nil {
 		return invalidErr(err)
 	}
+	// From here the call may wait (on the send, or on a reconnect if the
+	// connection ended): an interrupt that comes now ends it. One pending
+	// from before is not taken (the feedback is owed, and the runner's
+	// bookkeeping has moved on), except by a reconnect.
+	c.blockOwed()
+	defer c.unblock()
 	// The connection may have closed while the caller stepped its envs:
 	// then the feedback must not be sent anywhere (SPEC 7.6). Poll reads
 	// what arrived meanwhile (a caller back within microseconds of the
@@ -624,13 +687,7 @@ func (c *Client) Feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	// A pending interrupt is not taken here (the feedback is owed, and
-	// the runner's bookkeeping has moved on); one that comes while the
-	// send waits on the server ends it.
-	c.blocking.Store(true)
-	err := c.conn.WriteMessage(&c.feedbackMsg)
-	c.unblock()
-	if err != nil {
+	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
 		return c.lost(err, "sending feedback")
 	}
 	c.phase = phaseIdle
@@ -664,10 +721,11 @@ func (c *Client) Close() error {
 	defer c.leave()
 	c.intr.Store(false)
 	if c.conn != nil {
-		c.blocking.Store(true)
+		c.blockOwed()
+		c.setLive(c.conn) // Interrupt cuts the wait for the server's answer short
 		c.conn.Close(c.opts.CloseTimeout)
+		c.setLive(nil)
 		c.unblock()
-		c.live.Store(nil)
 		c.conn = nil
 	}
 	c.phase = phaseClosed
