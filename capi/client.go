@@ -47,13 +47,12 @@ type clientHandle struct {
 
 // lastClient is the handle the last lookup found: a thread calls the same
 // handle over and over, and this spares each call the registry's lock. A
-// closed handle is never returned from it (nor is its token reused), nor
-// is anything in a forked child.
+// closed handle is never returned from it (nor is its token reused).
 var lastClient atomic.Pointer[clientHandle]
 
 func lookupClient(p *C.plugrl_client) *clientHandle {
 	id := uintptr(unsafe.Pointer(p))
-	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() && C.plugrl__forked == 0 {
+	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() {
 		return h
 	}
 	h, _ := lookup(unsafe.Pointer(p)).(*clientHandle)
@@ -79,8 +78,8 @@ func (h *clientHandle) interruptBlocked() {
 	}
 }
 
-//export plugrl_options_init
-func plugrl_options_init(o *C.plugrl_options) (st C.plugrl_status) {
+//export plugrl__go_options_init
+func plugrl__go_options_init(o *C.plugrl_options) (st C.plugrl_status) {
 	defer recoverPlain(&st)
 	if o == nil {
 		return C.PLUGRL_INVALID_ARGUMENT
@@ -171,16 +170,13 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	return opts, nil
 }
 
-//export plugrl_open
-func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_status) {
+//export plugrl__go_open
+func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_status) {
 	defer recoverPlain(&st)
 	if out == nil {
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
 	*out = nil
-	if C.plugrl__forked != 0 {
-		return C.PLUGRL_CLOSED // the Go runtime does not survive fork()
-	}
 	h := &clientHandle{shape: (*C.int64_t)(C.calloc(C.PLUGRL_MAX_DIMS, 8))}
 	if h.shape == nil {
 		return C.PLUGRL_NO_MEMORY
@@ -223,8 +219,8 @@ func plugrl_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_statu
 	return C.PLUGRL_OK
 }
 
-//export plugrl_close
-func plugrl_close(p *C.plugrl_client) (st C.plugrl_status) {
+//export plugrl__go_close
+func plugrl__go_close(p *C.plugrl_client) (st C.plugrl_status) {
 	defer recoverPlain(&st)
 	h := lookupClient(p)
 	if h == nil {
@@ -247,8 +243,8 @@ func plugrl_close(p *C.plugrl_client) (st C.plugrl_status) {
 	return C.PLUGRL_OK
 }
 
-//export plugrl_errmsg
-func plugrl_errmsg(p *C.plugrl_client) (s *C.plugrl_cchar) {
+//export plugrl__go_errmsg
+func plugrl__go_errmsg(p *C.plugrl_client) (s *C.plugrl_cchar) {
 	defer recoverString(&s)
 	h := lookupClient(p)
 	if h == nil {
@@ -278,8 +274,8 @@ func use(p *C.plugrl_client) (*clientHandle, C.plugrl_status) {
 	return h, C.PLUGRL_OK
 }
 
-//export plugrl_metadata_int
-func plugrl_metadata_int(p *C.plugrl_client, key *C.plugrl_cchar, value *C.int64_t, present *C.int) (st C.plugrl_status) {
+//export plugrl__go_metadata_int
+func plugrl__go_metadata_int(p *C.plugrl_client, key *C.plugrl_cchar, value *C.int64_t, present *C.int) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -328,8 +324,8 @@ func (h *clientHandle) copyOut(s []byte, buf *C.char, size C.size_t, length *C.s
 	return C.PLUGRL_OK
 }
 
-//export plugrl_metadata_string
-func plugrl_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
+//export plugrl__go_metadata_string
+func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -355,8 +351,8 @@ func plugrl_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char
 	return h.copyOut(s, buf, size, length)
 }
 
-//export plugrl_metadata_has_feature
-func plugrl_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar, present *C.int) (st C.plugrl_status) {
+//export plugrl__go_metadata_has_feature
+func plugrl__go_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar, present *C.int) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -373,8 +369,8 @@ func plugrl_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar, pr
 	return C.PLUGRL_OK
 }
 
-//export plugrl_metadata_json
-func plugrl_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
+//export plugrl__go_metadata_json
+func plugrl__go_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -404,8 +400,8 @@ func plugrl_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, 
 	return h.copyOut(js, buf, size, length)
 }
 
-//export plugrl_infer
-func plugrl_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, n C.size_t,
+//export plugrl__go_infer
+func plugrl__go_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, n C.size_t,
 	obs *C.plugrl_cobservation, reuse *C.plugrl_cuint8, action *C.plugrl_action) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
@@ -485,8 +481,8 @@ func (h *clientHandle) exportAction(a *wire.Action, out *C.plugrl_action) C.plug
 	return C.PLUGRL_OK
 }
 
-//export plugrl_action_copy
-func plugrl_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
+//export plugrl__go_action_copy
+func plugrl__go_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -521,8 +517,8 @@ func plugrl_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.size_t
 	return C.PLUGRL_OK
 }
 
-//export plugrl_feedback
-func plugrl_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, m C.size_t,
+//export plugrl__go_feedback
+func plugrl__go_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, m C.size_t,
 	next *C.plugrl_cobservation, rewards *C.plugrl_cfloat, terminated *C.plugrl_cuint8, truncated *C.plugrl_cuint8,
 	episode *C.plugrl_cepisode) (st C.plugrl_status) {
 	h, st := use(p)
@@ -572,8 +568,8 @@ func plugrl_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C
 	return C.PLUGRL_OK
 }
 
-//export plugrl_can_reuse
-func plugrl_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.plugrl_status) {
+//export plugrl__go_can_reuse
+func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.plugrl_status) {
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st

@@ -19,14 +19,14 @@ var versionCString = (*C.plugrl_cchar)(C.CString(C.PLUGRL_VERSION_STRING))
 
 func main() {}
 
-//export plugrl_version
-func plugrl_version() *C.plugrl_cchar { return versionCString }
+//export plugrl__go_version
+func plugrl__go_version() *C.plugrl_cchar { return versionCString }
 
-//export plugrl_version_number
-func plugrl_version_number() C.int { return C.PLUGRL_VERSION_NUMBER }
+//export plugrl__go_version_number
+func plugrl__go_version_number() C.int { return C.PLUGRL_VERSION_NUMBER }
 
-//export plugrl_status_str
-func plugrl_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
+//export plugrl__go_status_str
+func plugrl__go_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
 	defer recoverString(&s)
 	if status >= 0 && int(status) < len(statusNames) {
 		return statusNames[status]
@@ -47,8 +47,8 @@ func init() {
 	}
 }
 
-//export plugrl_dtype_size
-func plugrl_dtype_size(dtype C.plugrl_dtype) (n C.size_t) {
+//export plugrl__go_dtype_size
+func plugrl__go_dtype_size(dtype C.plugrl_dtype) (n C.size_t) {
 	defer func() {
 		if recover() != nil {
 			n = 0

@@ -107,11 +107,11 @@ func unregister(h handle) {
 	}
 }
 
-// lookup finds the live handle whose token is p; nil for anything else,
-// and for every handle in a forked child.
+// lookup finds the live handle whose token is p; nil for anything else.
+// (A forked child never gets here: see exports.c.)
 func lookup(p unsafe.Pointer) handle {
 	token := uint64(uintptr(p))
-	if token&^(genMask<<slotBits|(maxSlots-1)) != tokenTag || C.plugrl__forked != 0 {
+	if token&^(genMask<<slotBits|(maxSlots-1)) != tokenTag {
 		return nil
 	}
 	slot := token & (maxSlots - 1)

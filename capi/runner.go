@@ -38,7 +38,7 @@ var lastRunner atomic.Pointer[runnerHandle]
 
 func lookupRunner(p *C.plugrl_runner) *runnerHandle {
 	id := uintptr(unsafe.Pointer(p))
-	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() && C.plugrl__forked == 0 {
+	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() {
 		return h
 	}
 	h, _ := lookup(unsafe.Pointer(p)).(*runnerHandle)
@@ -65,8 +65,8 @@ func useRunner(p *C.plugrl_runner) (*runnerHandle, C.plugrl_status) {
 	return h, C.PLUGRL_OK
 }
 
-//export plugrl_runner_new
-func plugrl_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_runner) (st C.plugrl_status) {
+//export plugrl__go_runner_new
+func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_runner) (st C.plugrl_status) {
 	c, st := use(cp)
 	if st != C.PLUGRL_OK {
 		return st
@@ -106,8 +106,8 @@ func (h *runnerHandle) episode(e runner.Episode) {
 	}
 }
 
-//export plugrl_runner_free
-func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
+//export plugrl__go_runner_free
+func plugrl__go_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
 	defer recoverPlain(&st)
 	h := lookupRunner(p)
 	if h == nil {
@@ -126,8 +126,8 @@ func plugrl_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
 	return C.PLUGRL_OK
 }
 
-//export plugrl_runner_errmsg
-func plugrl_runner_errmsg(p *C.plugrl_runner) (s *C.plugrl_cchar) {
+//export plugrl__go_runner_errmsg
+func plugrl__go_runner_errmsg(p *C.plugrl_runner) (s *C.plugrl_cchar) {
 	defer recoverString(&s)
 	h := lookupRunner(p)
 	if h == nil {
@@ -136,8 +136,8 @@ func plugrl_runner_errmsg(p *C.plugrl_runner) (s *C.plugrl_cchar) {
 	return h.errmsg()
 }
 
-//export plugrl_runner_on_episode
-func plugrl_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, user unsafe.Pointer) (st C.plugrl_status) {
+//export plugrl__go_runner_on_episode
+func plugrl__go_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, user unsafe.Pointer) (st C.plugrl_status) {
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -148,8 +148,8 @@ func plugrl_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, user u
 	return C.PLUGRL_OK
 }
 
-//export plugrl_runner_step_size
-func plugrl_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known *C.int) (st C.plugrl_status) {
+//export plugrl__go_runner_step_size
+func plugrl__go_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known *C.int) (st C.plugrl_status) {
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -181,8 +181,8 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 	return C.PLUGRL_OK
 }
 
-//export plugrl_runner_act
-func plugrl_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actions unsafe.Pointer, size C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
+//export plugrl__go_runner_act
+func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actions unsafe.Pointer, size C.size_t, dtype C.plugrl_dtype) (st C.plugrl_status) {
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -211,8 +211,8 @@ func plugrl_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actions u
 	return C.PLUGRL_OK
 }
 
-//export plugrl_runner_report
-func plugrl_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, rewards *C.plugrl_cdouble,
+//export plugrl__go_runner_report
+func plugrl__go_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, rewards *C.plugrl_cdouble,
 	terminated *C.plugrl_cuint8, truncated *C.plugrl_cuint8, success *C.plugrl_cuint8) (st C.plugrl_status) {
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {

@@ -1,0 +1,177 @@
+/* The exported functions of plugrl.h: each checks, in C, that the process
+** is not a child forked after the library was loaded, then calls its Go
+** implementation (plugrl__go_*, in client.go, runner.go and main.go).
+**
+** Why in C: a forked child has only the thread that called fork(); the Go
+** runtime's other threads are gone, and entering Go there can wait for
+** ever for one of them (a scheduler lock, a P, a garbage collection in
+** progress at the fork). So the child never enters Go: every call returns
+** PLUGRL_CLOSED (or a static answer), and nothing touches the parent's
+** connections. plugrl_interrupt, plugrl_runner_interrupt and
+** plugrl_fix_signal_handlers are C already (helpers.c). */
+#include "capi.h"
+#include "_cgo_export.h"
+
+static const char forked_msg[] =
+    "libplugrl cannot be used in a child forked after it was loaded: its handles belong to the parent";
+
+plugrl_status plugrl_options_init(plugrl_options *options) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_options_init(options);
+}
+
+plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_open(options, client);
+}
+
+plugrl_status plugrl_close(plugrl_client *client) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_close(client);
+}
+
+const char *plugrl_errmsg(plugrl_client *client) {
+  if (plugrl__forked) {
+    return forked_msg;
+  }
+  return plugrl__go_errmsg(client);
+}
+
+plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_t *value, int *present) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_metadata_int(client, key, value, present);
+}
+
+plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_metadata_string(client, key, buf, size, length, present);
+}
+
+plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *feature, int *present) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_metadata_has_feature(client, feature, present);
+}
+
+plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_metadata_json(client, key, buf, size, length, present);
+}
+
+plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t n, const plugrl_observation *obs, const uint8_t *reuse, plugrl_action *action) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_infer(client, env_indices, step_ids, n, obs, reuse, action);
+}
+
+plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_action_copy(client, dst, dst_size, dtype);
+}
+
+plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m, const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated, const uint8_t *truncated, const plugrl_episode *episode) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_feedback(client, env_indices, step_ids, m, next_obs, rewards, terminated, truncated, episode);
+}
+
+plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_can_reuse(client, env, yes);
+}
+
+const char *plugrl_version(void) {
+  if (plugrl__forked) {
+    return PLUGRL_VERSION_STRING;
+  }
+  return plugrl__go_version();
+}
+
+int plugrl_version_number(void) {
+  if (plugrl__forked) {
+    return PLUGRL_VERSION_NUMBER;
+  }
+  return plugrl__go_version_number();
+}
+
+const char *plugrl_status_str(plugrl_status status) {
+  if (plugrl__forked) {
+    return forked_msg;
+  }
+  return plugrl__go_status_str(status);
+}
+
+size_t plugrl_dtype_size(plugrl_dtype dtype) {
+  if (plugrl__forked) {
+    return 0;
+  }
+  return plugrl__go_dtype_size(dtype);
+}
+
+plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_new(client, num_envs, runner);
+}
+
+plugrl_status plugrl_runner_free(plugrl_runner *runner) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_free(runner);
+}
+
+const char *plugrl_runner_errmsg(plugrl_runner *runner) {
+  if (plugrl__forked) {
+    return forked_msg;
+  }
+  return plugrl__go_runner_errmsg(runner);
+}
+
+plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn fn, void *user) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_on_episode(runner, fn, user);
+}
+
+plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_step_size(runner, step_size, known);
+}
+
+plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions, size_t actions_size, plugrl_dtype dtype) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_act(runner, obs, actions, actions_size, dtype);
+}
+
+plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards, const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
+}
