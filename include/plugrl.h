@@ -315,9 +315,10 @@ plugrl_status plugrl_close(plugrl_client *client);
 ** PLUGRL_INTERRUPTED within milliseconds (see that status for the state
 ** of the connection). If no call is running, the next plugrl_infer or
 ** plugrl_runner_act on client returns PLUGRL_INTERRUPTED at once without
-** sending anything; plugrl_feedback and plugrl_runner_report are never
+** sending anything; plugrl_feedback and plugrl_runner_report are not
 ** refused for an interrupt that came before them (their feedback is
-** owed), but one that comes while they wait on the server ends them.
+** owed) unless the connection had ended and they must reconnect, and one
+** that comes while they wait on the server ends them.
 ** Returns PLUGRL_OK, or PLUGRL_CLOSED for a NULL or dead handle.
 */
 plugrl_status plugrl_interrupt(plugrl_client *client);
@@ -417,8 +418,8 @@ typedef struct plugrl_action {
 **
 ** On PLUGRL_OK, *action views the chunk until the next call on client.
 ** Blocks up to send_timeout_ms + receive_timeout_ms, plus
-** reconnect_timeout_ms when the connection had ended and it reconnects
-** first. Returns PLUGRL_RECONNECTED when the
+** reconnect_timeout_ms when it reconnects (because the connection had
+** ended before the call, or ended during it). Returns PLUGRL_RECONNECTED when the
 ** connection was replaced (infer again), PLUGRL_STOPPED at the end of the
 ** run.
 */
@@ -483,6 +484,12 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes);
 ** step_ids and info.episode, reuses observations when the server offers
 ** it, and rides through resyncs and reconnects (dropping what it must)
 ** without returning PLUGRL_RECONNECTED.
+**
+** Memory: each env keeps its current chunk, at the size the server sent
+** it, in memory from malloc (a chunk over 1 MiB is freed once stepped
+** through). Envs inferred at different times can each hold a chunk of up
+** to one message's cap at once (see max_message_size): a runner's total
+** follows the bytes received, up to num_envs x that cap.
 */
 typedef struct plugrl_runner plugrl_runner;
 
