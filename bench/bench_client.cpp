@@ -20,8 +20,9 @@
 // (bench_floor.cpp), which sends frames of the same sizes with no encoding.
 //
 // The second form measures the cost of one C call into the library: K calls
-// each of plugrl_version_number, plugrl_status_str and plugrl_metadata_int
-// (on an open client), printed in ns per call.
+// each of plugrl_version_number, plugrl_status_str, plugrl_metadata_int and
+// plugrl_stats (on an open client, after a few exchanges so that the
+// round-trip histogram is not empty), printed in ns per call.
 #include <plugrl.h>
 
 #include <cerrno>
@@ -136,12 +137,26 @@ int time_calls(plugrl_client *c, long long k) {
     }
   }
   double meta_ns = seconds_since(t0) * 1e9 / double(k);
+
+  plugrl_statistics st;
+  st.size = sizeof st;
+  t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < k; i++) {
+    if (plugrl_stats(c, &st) != PLUGRL_OK) {
+      std::fprintf(stderr, "%s: plugrl_stats: %s\n", kProg, plugrl_errmsg(c));
+      return 1;
+    }
+    sink = sink + int(st.exchanges);
+  }
+  double stats_ns = seconds_since(t0) * 1e9 / double(k);
   (void)sink;
   std::printf("calls %lld each\n", k);
   std::printf("plugrl_version_number ns/call %.1f\n", version_ns);
   std::printf("plugrl_status_str ns/call %.1f\n", status_ns);
   std::printf("plugrl_metadata_int ns/call %.1f (action_horizon %s %lld)\n", meta_ns,
               present ? "=" : "absent", (long long)value);
+  std::printf("plugrl_stats ns/call %.1f (exchanges %llu, rtt p50 %.1f us, p99 %.1f us, max %.1f us)\n", stats_ns,
+              (unsigned long long)st.exchanges, st.rtt_p50_us, st.rtt_p99_us, st.rtt_max_us);
   return 0;
 }
 
@@ -162,12 +177,6 @@ int main(int argc, char **argv) {
     plugrl_close(c);
     return 1;
   }
-  if (args.calls > 0) {
-    rc = time_calls(c, args.calls);
-    plugrl_close(c);
-    return rc;
-  }
-
   // The workload, filled once.
   const size_t n = size_t(args.envs), img_bytes = n * size_t(args.img) * size_t(args.img) * 3;
   std::vector<std::vector<uint8_t>> pixels(size_t(args.cams), std::vector<uint8_t>(img_bytes));
@@ -193,6 +202,21 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; i++) env_indices[i] = int64_t(i);
   std::vector<float> rewards(n, 0.0f);
   std::vector<uint8_t> terminated(n, 0), truncated(n, 0);
+
+  if (args.calls > 0) {
+    // A few exchanges first, so that plugrl_stats has a histogram to read.
+    for (int i = 0; i < 100; i++) {
+      plugrl_action action;
+      if (plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action) != PLUGRL_OK ||
+          plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
+                          truncated.data(), nullptr) != PLUGRL_OK) {
+        break;
+      }
+    }
+    rc = time_calls(c, args.calls);
+    plugrl_close(c);
+    return rc;
+  }
 
   long long exchanges = 0;
   plugrl_status st = PLUGRL_OK;

@@ -175,3 +175,17 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
   }
   return plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
 }
+
+plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_stats(client, out);
+}
+
+plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_stats(runner, out);
+}

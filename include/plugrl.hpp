@@ -39,7 +39,8 @@
 ** the Observation. ActionView points into library memory that is valid only
 ** until the next call on its Client.
 **
-** THREADS. As for plugrl.h: one thread per handle at a time.
+** THREADS. As for plugrl.h: one thread per handle at a time, except
+** interrupt() and stats(), which any thread may call at any time.
 */
 #ifndef PLUGRL_HPP
 #define PLUGRL_HPP
@@ -707,6 +708,16 @@ class Client {
     return yes != 0;
   }
 
+  /* plugrl_stats: the client's live counters (see plugrl_statistics). Any
+  ** thread, at any time, also during a call on this client; no allocation.
+  ** Throws Error only for a closed or failed client. */
+  plugrl_statistics stats() const {
+    plugrl_statistics st{};
+    st.size = sizeof st;
+    detail::check_client(plugrl_stats(h_, &st), h_);
+    return st;
+  }
+
  private:
   using CopyFn = plugrl_status (*)(plugrl_client *, const char *, char *, std::size_t, std::size_t *, int *);
 
@@ -788,6 +799,15 @@ class Runner {
   plugrl_runner *handle() const noexcept { return h_; }
   std::size_t num_envs() const noexcept { return n_; }
   std::string errmsg() const { return detail::safe(plugrl_runner_errmsg(h_)); }
+
+  /* plugrl_runner_stats: the client's counters plus episodes and
+  ** env_steps. Any thread, at any time, also during act or report. */
+  plugrl_statistics stats() const {
+    plugrl_statistics st{};
+    st.size = sizeof st;
+    detail::check_runner(plugrl_runner_stats(h_, &st), h_);
+    return st;
+  }
 
   /* Elements per env per step of the server's actions, once known. */
   std::optional<int64_t> step_size() const {

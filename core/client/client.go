@@ -158,6 +158,7 @@ type Client struct {
 	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)
 
 	reconnects int // successful reconnects over the client's life
+	stats      stats
 
 	// Interrupt's state, shared with any goroutine. intr is an interrupt
 	// no call has taken yet. blocking says a call is in a blocking
@@ -215,6 +216,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		MaxMessageSize:   c.metadataCap(),
 		MaxHandshakeSize: c.opts.MaxHandshakeSize,
 		Alloc:            c.opts.Alloc,
+		Counters:         &c.stats.io,
 	})
 	if err != nil {
 		return c.classify(err, "connecting to "+c.opts.URL)
@@ -300,7 +302,7 @@ func (c *Client) classify(err error, during string) *Error {
 func (c *Client) lost(err error, during string) error {
 	e := c.classify(err, during)
 	held := c.phase == phaseHolding
-	c.dropConnection()
+	c.dropConnection(causeOf(err))
 	switch e.Kind {
 	case KindStopped:
 		c.phase = phaseStopped
@@ -330,12 +332,17 @@ func (c *Client) lost(err error, during string) error {
 }
 
 // dropConnection ends the connection without waiting for the server (it
-// is out of step, or gone) and forgets what was held on it.
-func (c *Client) dropConnection() {
+// is out of step, or gone) and forgets what was held on it; cause is why,
+// for the reconnect that follows.
+func (c *Client) dropConnection(cause ReconnectCause) {
 	if c.conn != nil {
 		c.setLive(nil)
 		c.conn.Abort()
 		c.conn = nil
+		c.stats.cause = cause
+	}
+	if n := c.envs.outstanding(); n > 0 {
+		c.stats.rowsDropped.Add(uint64(n))
 	}
 	c.envs.clear()
 	c.phase = phaseDisconnected
@@ -364,6 +371,7 @@ func (c *Client) reconnect() error {
 		err := c.connect(context.Background(), deadline)
 		if err == nil {
 			c.reconnects++
+			c.stats.reconnects[c.stats.cause].Add(1)
 			c.logf(LevelInfo, "reconnected to %s (attempt %d)", c.opts.URL, attempt)
 			return nil
 		}
@@ -540,6 +548,21 @@ func (c *Client) CanReuse(env int64) bool {
 // the receive buffer and is valid until the next call on this client. On
 // ErrReconnected nothing is owed: build a fresh request and infer again.
 func (c *Client) Infer(req *Request) (*wire.Action, error) {
+	a, err := c.infer(req)
+	if err != nil {
+		c.countErr(err)
+	}
+	return a, err
+}
+
+// countErr counts an interrupted call for Stats.
+func (c *Client) countErr(err error) {
+	if KindOf(err) == KindInterrupted {
+		c.stats.interrupts.Add(1)
+	}
+}
+
+func (c *Client) infer(req *Request) (*wire.Action, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
@@ -560,9 +583,14 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 		}
 		return nil, newErr(KindReconnected, nil, "reconnected; build a fresh request and infer again")
 	}
+	reused := 0
 	if req.Reuse != nil {
 		for i, r := range req.Reuse {
-			if r && i < len(req.EnvIndices) && !c.CanReuse(req.EnvIndices[i]) {
+			if !r || i >= len(req.EnvIndices) {
+				continue
+			}
+			reused++
+			if !c.CanReuse(req.EnvIndices[i]) {
 				why := "the server does not offer reuse-feedback-obs"
 				if c.ReuseOffered() {
 					why = "it has no non-terminal feedback on this connection"
@@ -577,24 +605,31 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 	if err := c.conn.WriteMessage(&c.inferMsg); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
+	if reused > 0 {
+		c.stats.rowsReused.Add(uint64(reused))
+	}
 	c.conn.SetMaxMessageSize(c.actionCap(len(req.EnvIndices)))
 	raw, err := c.conn.Receive(c.opts.ReceiveTimeout)
 	if err != nil {
 		if errors.Is(err, conn.ErrTimeout) {
 			// The stream is now out of step: an action may still come.
-			c.dropConnection()
+			c.dropConnection(CauseTimeout)
 			return nil, newErr(KindTimeout, err, "waiting for an action; the connection was closed and the next infer reconnects")
 		}
 		return nil, c.lost(err, "waiting for an action")
 	}
+	// The round trip: from the start of the wait, which began as the
+	// infer's last byte went out (Receive read the clock then), to now.
+	rtt := conn.Mono() - c.conn.ReceiveStarted()
 	if err := c.action.Decode(raw); err != nil {
-		c.dropConnection()
+		c.dropConnection(CauseOther)
 		return nil, newErr(KindProtocol, err, "the server's reply to infer")
 	}
 	if err := c.checkAction(req.EnvIndices); err != nil {
-		c.dropConnection()
+		c.dropConnection(CauseOther)
 		return nil, err
 	}
+	c.stats.recordRTT(rtt)
 	if c.action.EnvIDs == nil { // the Ray dialect of SPEC 5.3
 		c.reqEnv = append(c.reqEnv[:0], req.EnvIndices...)
 		c.action.EnvIDs = c.reqEnv
@@ -643,6 +678,14 @@ func (c *Client) checkAction(sent []int64) error {
 // may be any that hold an action chunk on this connection. On
 // ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
 func (c *Client) Feedback(f *Feedback) error {
+	err := c.feedback(f)
+	if err != nil {
+		c.countErr(err)
+	}
+	return err
+}
+
+func (c *Client) feedback(f *Feedback) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
@@ -688,8 +731,11 @@ func (c *Client) Feedback(f *Feedback) error {
 		c.envs.set(e, flags)
 	}
 	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
+		// Its envs' flags were cleared above: count them here.
+		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
 		return c.lost(err, "sending feedback")
 	}
+	c.stats.feedbacks.Add(1)
 	c.phase = phaseIdle
 	return nil
 }
@@ -769,6 +815,18 @@ func (f *envFlags) set(e int64, v uint8) {
 	f.other[e] = v
 }
 
+// outstanding counts the envs holding an action chunk not yet fed back.
+func (f *envFlags) outstanding() int {
+	n := 0
+	for _, v := range f.dense {
+		n += int(v & envOutstanding)
+	}
+	for _, v := range f.other {
+		n += int(v & envOutstanding)
+	}
+	return n
+}
+
 func (f *envFlags) clear() {
 	clear(f.dense)
 	clear(f.other)
@@ -780,6 +838,6 @@ func (f *envFlags) clear() {
 // reconnects.
 func (c *Client) Abandon() {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
-		c.dropConnection()
+		c.dropConnection(CauseOther)
 	}
 }

@@ -83,7 +83,8 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		return nil
 	}
 	c.tr.BeginWrite(wait)
-	_, err := c.tr.Write(c.ctl.bytes())
+	n, err := c.tr.Write(c.ctl.bytes())
+	c.counters.Sent.Add(uint64(n))
 	c.ctl.reset()
 	c.ctlQueued.Store(false)
 	return err

@@ -110,6 +110,17 @@ type Options struct {
 	// write as the transport floor's does; a larger message is written in
 	// pieces of this size. Zero means 16 MiB.
 	WriteBufferSize int
+	// Counters, if set, is added to as bytes go out and come in; it may be
+	// shared by several connections in turn (a client's reconnects).
+	Counters *Counters
+}
+
+// Counters count the bytes a connection wrote to and read from its
+// transport once the WebSocket handshake was done: whole frames, headers
+// and control frames included (not the HTTP handshake, not TLS records'
+// overhead). Any goroutine may read them.
+type Counters struct {
+	Sent, Received atomic.Uint64
 }
 
 // CloseError is a close frame received from the server.
@@ -215,6 +226,7 @@ type Conn struct {
 	rb        []byte // bytes read from the transport, rb[rr:rw] not yet parsed
 	rr, rw    int
 	rbuf      []byte        // the message buffer, from alloc
+	counters  *Counters     // never nil
 	lastRecv  time.Duration // monotonic (mono) start of the last Receive
 	lastYield time.Duration // mono time of Receive's last yield
 
@@ -301,6 +313,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		// bytes sit in the dialer's reader and come first.
 		n, _ := br.Read(c.rb)
 		c.rw = n
+		c.counters.Received.Add(uint64(n))
 	}
 	go c.pollLoop()
 	return c, nil
@@ -330,7 +343,12 @@ func newConn(tr transport, o Options) *Conn {
 	if alloc == nil {
 		alloc = HeapAllocator{}
 	}
+	counters := o.Counters
+	if counters == nil {
+		counters = new(Counters)
+	}
 	return &Conn{
+		counters: counters,
 		tr:       tr,
 		alloc:    alloc,
 		max:      o.MaxMessageSize,
@@ -347,6 +365,15 @@ func newConn(tr transport, o Options) *Conn {
 // SetMaxMessageSize sets the cap on the next received messages; zero or
 // negative removes it. It belongs to the goroutine that calls Receive.
 func (c *Conn) SetMaxMessageSize(n int64) { c.max = n }
+
+// ReceiveStarted is the monotonic time (see Mono) at which the last
+// successful Receive began: for a message that answers one just written,
+// when the wait for it began. It belongs to the goroutine that calls
+// Receive.
+func (c *Conn) ReceiveStarted() time.Duration { return c.lastRecv }
+
+// Mono is the monotonic clock ReceiveStarted reads: one clock read.
+func Mono() time.Duration { return mono() }
 
 // Err returns why the connection failed, or nil while it is healthy.
 func (c *Conn) Err() error {

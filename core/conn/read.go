@@ -143,6 +143,7 @@ func (c *Conn) drain() {
 	if c.rw < len(c.rb) {
 		n, err := c.tr.TryRead(c.rb[c.rw:])
 		c.rw += n
+		c.counters.Received.Add(uint64(n))
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -187,6 +188,7 @@ func (c *Conn) fill(need int) error {
 	for c.rw-c.rr < need {
 		n, err := c.tr.Read(c.rb[c.rw:])
 		c.rw += n
+		c.counters.Received.Add(uint64(n))
 		if err != nil && c.rw-c.rr < need {
 			return err
 		}
@@ -316,6 +318,7 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 		case want >= len(c.rb)/2: // a big payload: straight into rbuf
 			var err error
 			k, err = c.tr.Read(c.rbuf[n : n+want])
+			c.counters.Received.Add(uint64(k))
 			if err != nil && k == 0 {
 				return n, err
 			}

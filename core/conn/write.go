@@ -136,7 +136,9 @@ func putHeader(b []byte, h ws.Header) int {
 // flush writes p, waiting as BeginWrite allowed; a failure fails the
 // connection. wmu must be held.
 func (c *Conn) flush(p []byte) error {
-	if _, err := c.tr.Write(p); err != nil {
+	n, err := c.tr.Write(p)
+	c.counters.Sent.Add(uint64(n))
+	if err != nil {
 		if e := c.Err(); e != nil {
 			return e // interrupted, or failed by the reader meanwhile
 		}
@@ -199,6 +201,7 @@ func (c *Conn) queueControl(op ws.OpCode, payload []byte) bool {
 func (c *Conn) tryWriteControl() bool {
 	n, err := c.tr.TryWrite(c.ctl.bytes())
 	c.ctl.r += n
+	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		c.fail(fmt.Errorf("%w: writing a control frame: %v", ErrLost, err))
 		c.shutdown()

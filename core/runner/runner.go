@@ -27,6 +27,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/conn"
@@ -100,6 +101,29 @@ type Runner struct {
 	fb       wire.Feedback
 	episode  wire.Episode
 	restarts int
+
+	// For Stats, which any goroutine may call.
+	episodes, steps atomic.Uint64
+}
+
+// Stats is a snapshot of a runner's counters: its client's, and its own.
+// They never reset.
+type Stats struct {
+	client.Stats
+	// Episodes counts episodes that ended (terminated or truncated) in a
+	// Report.
+	Episodes uint64
+	// EnvSteps counts env steps reported: N for every Report accepted.
+	EnvSteps uint64
+}
+
+// Stats returns the runner's counters and its client's (see
+// client.Client.Stats). Unlike the runner's other methods it may be called
+// from any goroutine at any time, also while another is inside Act or
+// Report; it allocates nothing and takes no lock. Each field is read
+// atomically, but not all of them at one instant.
+func (r *Runner) Stats() Stats {
+	return Stats{Stats: r.c.Stats(), Episodes: r.episodes.Load(), EnvSteps: r.steps.Load()}
 }
 
 // New creates a runner over a connected client.
@@ -342,10 +366,11 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		return &client.Error{Kind: client.KindInvalid, Msg: "Report", Err: err}
 	}
 	r.acted = false
+	r.steps.Add(uint64(n))
 	r.idx, r.rows, r.stepIDs, r.rewards = r.idx[:0], r.rows[:0], r.stepIDs[:0], r.rewards[:0]
 	r.term, r.trunc = r.term[:0], r.trunc[:0]
 	r.epRet, r.epLen, r.epSucc, r.epMask = r.epRet[:0], r.epLen[:0], r.epSucc[:0], r.epMask[:0]
-	anyDone := false
+	anyDone, ended := false, 0
 	for i := range r.envs {
 		e := &r.envs[i]
 		e.step++
@@ -370,6 +395,7 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		r.epMask = append(r.epMask, done)
 		if done {
 			anyDone = true
+			ended++
 			k := len(r.epRet) - 1
 			r.epRet[k], r.epLen[k], r.epSucc[k] = e.epReturn, e.epLen, succ
 			if r.cfg.OnEpisode != nil {
@@ -383,6 +409,9 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		if cap(e.chunk) > keepChunk {
 			r.freeChunk(i)
 		}
+	}
+	if ended > 0 {
+		r.episodes.Add(uint64(ended))
 	}
 	if len(r.idx) == 0 {
 		return nil

@@ -47,6 +47,7 @@ func TestRunnerRidesThroughResyncAndStops(t *testing.T) {
 	if err := r.Report(obs, rewards, term, none, nil); !errors.Is(err, client.ErrOutOfOrder) {
 		t.Fatalf("Report before Act: %v", err)
 	}
+	reports := 0
 	for step := 0; ; step++ {
 		err := r.Act(obs, out)
 		if errors.Is(err, client.ErrStopped) {
@@ -59,6 +60,7 @@ func TestRunnerRidesThroughResyncAndStops(t *testing.T) {
 			t0[i]++
 			term[i] = int(t0[i]) == 3+3*i
 		}
+		reports++
 		err = r.Report(obs, rewards, term, none, nil)
 		if errors.Is(err, client.ErrStopped) {
 			break
@@ -84,6 +86,13 @@ func TestRunnerRidesThroughResyncAndStops(t *testing.T) {
 		}
 	}
 	st := s.Stats()
+	rs := r.Stats()
+	if rs.EnvSteps != uint64(n*reports) || rs.Episodes != uint64(len(episodes)) {
+		t.Errorf("runner stats: %d env steps, %d episodes; want %d, %d", rs.EnvSteps, rs.Episodes, n*reports, len(episodes))
+	}
+	if rs.Reconnects[client.CauseResync] != 1 || rs.RowsReused < uint64(st.ReusedRows) || st.ReusedRows == 0 || rs.FeedbackRowsDropped == 0 || rs.Exchanges == 0 || rs.Exchanges != c.Stats().Exchanges {
+		t.Errorf("runner stats %+v; server reused %d rows", rs, st.ReusedRows)
+	}
 	if st.Orphans != 0 {
 		t.Errorf("server saw %d feedback rows for envs with no action on their connection", st.Orphans)
 	}

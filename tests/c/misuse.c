@@ -497,6 +497,13 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
   EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
   EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &flag, &flag, NULL), PLUGRL_CLOSED);
   EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_CLOSED);
+  {
+    plugrl_statistics st;
+    st.size = sizeof st;
+    EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_CLOSED);
+    EXPECT_C(c, plugrl_stats(c, NULL), PLUGRL_CLOSED);
+    EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_CLOSED);
+  }
   EXPECT_C(c, plugrl_close(c), PLUGRL_CLOSED);
   {
     plugrl_runner *nr = (plugrl_runner *)0x1;
@@ -774,6 +781,94 @@ static void test_runner(plugrl_client *c) {
   test_dead_handle((plugrl_client *)0x1234, r); /* r is dead now */
 }
 
+/* plugrl_stats and plugrl_runner_stats: bad arguments, a size from an
+** older (smaller) struct, and the counts of real exchanges. */
+static void test_stats(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  plugrl_statistics st, part;
+  obs_x ox;
+  int64_t env = 0, sid = 0;
+  float rew = 1;
+  uint8_t no = 0, no2[2] = {0, 0}, none2[2] = {0, 0};
+  double actions[4], rw[2] = {1, 1};
+  plugrl_action a;
+  int i;
+
+  EXPECT_C(c, open_client(url, 0, 10000, &c), PLUGRL_OK);
+  CHECK(PLUGRL_STATS_SIZE_V1 == sizeof(plugrl_statistics)); /* the first version */
+  EXPECT_C(c, plugrl_stats(c, NULL), PLUGRL_INVALID_ARGUMENT);
+  st.size = 0;
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_INVALID_ARGUMENT);
+  st.size = PLUGRL_STATS_SIZE_V1 - 8;
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_INVALID_ARGUMENT);
+  memset(&st, 0xff, sizeof st);
+  st.size = sizeof st;
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.size == sizeof st && st.exchanges == 0 && st.feedbacks == 0 && st.bytes_sent == 0 &&
+        st.bytes_received > 0 && st.reconnects == 0 && st.interrupts == 0 && st.rtt_max_us == 0 &&
+        st.episodes == 0 && st.env_steps == 0);
+
+  for (i = 0; i < 3; i++) {
+    EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK);
+    EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_OK);
+  }
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.exchanges == 3 && st.feedbacks == 3 && st.bytes_sent > 6 * 10 && st.bytes_received > 3 * 10);
+  CHECK(st.rtt_last_us > 0 && st.rtt_p50_us > 0 && st.rtt_p50_us <= st.rtt_p99_us && st.rtt_p99_us <= st.rtt_max_us &&
+        st.rtt_last_us <= st.rtt_max_us && st.rtt_max_us < 10e6);
+  CHECK(st.reconnects == 0 && st.feedback_rows_dropped == 0 && st.rows_reused == 0 && st.interrupts == 0);
+  printf("       exchanges %llu, sent %llu B, received %llu B, rtt last %.1f p50 %.1f p99 %.1f max %.1f us\n",
+         (unsigned long long)st.exchanges, (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
+         st.rtt_last_us, st.rtt_p50_us, st.rtt_p99_us, st.rtt_max_us);
+
+  /* A size no header ever had (smaller than the first version's): refused,
+  ** and nothing is written. */
+  memset(&part, 0xab, sizeof part);
+  part.size = offsetof(plugrl_statistics, rtt_last_us);
+  EXPECT_C(c, plugrl_stats(c, &part), PLUGRL_INVALID_ARGUMENT);
+  CHECK(part.exchanges == 0xababababababababULL);
+  /* A newer caller's larger struct: the fields this library knows are
+  ** written, the bytes beyond them are not. */
+  {
+    unsigned char big[sizeof(plugrl_statistics) + 16];
+    plugrl_statistics *bs = (plugrl_statistics *)(void *)big;
+    memset(big, 0xab, sizeof big);
+    bs->size = sizeof big;
+    EXPECT_C(c, plugrl_stats(c, bs), PLUGRL_OK);
+    CHECK(bs->size == sizeof big && bs->exchanges == 3 && big[sizeof(plugrl_statistics)] == 0xab &&
+          big[sizeof big - 1] == 0xab);
+  }
+
+  /* An interrupt that ends the next infer: counted. */
+  EXPECT_N(plugrl_interrupt(c), PLUGRL_OK);
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_INTERRUPTED);
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.interrupts == 1 && st.exchanges == 3);
+
+  /* A runner: its client's numbers plus its own. */
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_stats(r, NULL), PLUGRL_INVALID_ARGUMENT);
+  st.size = 8;
+  EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_INVALID_ARGUMENT);
+  for (i = 0; i < 3; i++) {
+    EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+    no2[1] = (uint8_t)(i == 2); /* env 1's episode ends at the third step */
+    EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rw, no2, none2, NULL), PLUGRL_OK);
+  }
+  st.size = sizeof st;
+  EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_OK);
+  CHECK(st.env_steps == 6 && st.episodes == 1 && st.exchanges >= 4 && st.interrupts == 1);
+  memset(&part, 0, sizeof part);
+  part.size = sizeof part;
+  EXPECT_C(c, plugrl_stats(c, &part), PLUGRL_OK);
+  CHECK(part.exchanges == st.exchanges && part.episodes == 0 && part.env_steps == 0);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_CLOSED);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  EXPECT_N(plugrl_stats(c, &st), PLUGRL_CLOSED);
+}
+
 /* A runner whose client was closed first. */
 static void test_runner_after_close(const char *url) {
   plugrl_client *c = NULL;
@@ -806,6 +901,7 @@ static void test_connected(const char *url) {
   test_infer_args(c);
   test_order(c);
   test_runner(c);
+  test_stats(url);
 
   /* A closed handle: dead, and its value is not handed out again. */
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
@@ -895,6 +991,13 @@ static void test_busy(void) {
     EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_BUSY);
+    {
+      /* plugrl_stats is the exception: any thread, during a call. */
+      plugrl_statistics st;
+      st.size = sizeof st;
+      EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+      CHECK(st.exchanges == 0 && st.bytes_sent > 0);
+    }
   }
   pthread_join(th, NULL);
   /* The blocked call ends at its deadline, not before and not never. */

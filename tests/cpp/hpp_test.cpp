@@ -149,6 +149,12 @@ void test_low_level(const std::string &url) {
   CHECK(a.num_envs == 2);
   CHECK(client.feedback({0, 1}, {1, 0}, obs, rewards, trunc, trunc) == PLUGRL_OK);
 
+  // Live statistics: one reused row so far, round trips measured.
+  plugrl_statistics st = client.stats();
+  CHECK(st.size == sizeof st && st.exchanges >= 2 && st.feedbacks >= 2 && st.rows_reused == 1);
+  CHECK(st.rtt_p50_us > 0 && st.rtt_p50_us <= st.rtt_p99_us && st.rtt_p99_us <= st.rtt_max_us);
+  CHECK(st.episodes == 0 && st.env_steps == 0);
+
   // Moves: the moved-from client is empty, and calls on it throw CLOSED.
   plugrl::Client moved(std::move(client));
   CHECK(!client.is_open() && moved.is_open());  // NOLINT(bugprone-use-after-move)
@@ -156,6 +162,7 @@ void test_low_level(const std::string &url) {
   CHECK(moved.action_dim() == 3);
   moved.close();
   EXPECT_ERROR(PLUGRL_CLOSED, moved.has_feature("x"));
+  EXPECT_ERROR(PLUGRL_CLOSED, moved.stats());
 }
 
 void test_runner(const std::string &url) {
@@ -208,10 +215,14 @@ void test_runner(const std::string &url) {
   CHECK(steps > 10 && episodes > 3);
   // Stopped for good: act keeps saying so.
   CHECK(!runner.act(obs, actions));
+  plugrl_statistics st = runner.stats();
+  CHECK(st.env_steps == static_cast<uint64_t>(steps) * n && st.episodes >= static_cast<uint64_t>(episodes));
+  CHECK(st.exchanges > 0 && st.exchanges == client.stats().exchanges);
 
   plugrl::Runner other(std::move(runner));
   CHECK(runner.handle() == nullptr && other.handle() != nullptr);  // NOLINT(bugprone-use-after-move)
   EXPECT_ERROR(PLUGRL_CLOSED, runner.step_size());
+  EXPECT_ERROR(PLUGRL_CLOSED, runner.stats());
 }
 
 }  // namespace

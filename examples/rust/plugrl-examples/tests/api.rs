@@ -205,6 +205,22 @@ fn runner_steps_probe_envs_and_reports_episodes() {
         assert_eq!((e.episode_return, e.length as f64), (len, len), "{e:?}");
     }
 
+    // Live statistics: 21 steps of 3 envs, the episodes above, and the
+    // client's exchanges with their round trips.
+    let st = runner.stats().unwrap();
+    assert_eq!(st.env_steps, 21 * n as u64, "{st:?}");
+    assert_eq!(st.episodes, episodes.len() as u64, "{st:?}");
+    assert!(
+        st.exchanges > 0 && st.feedbacks > 0 && st.bytes_sent > 0,
+        "{st:?}"
+    );
+    assert!(
+        st.rtt_p50 > Duration::ZERO && st.rtt_p50 <= st.rtt_p99 && st.rtt_p99 <= st.rtt_max,
+        "{st:?}"
+    );
+    let cst = runner.client().stats().unwrap();
+    assert_eq!((cst.exchanges, cst.env_steps), (st.exchanges, 0));
+
     // The lengths of report's slices are checked before the library reads them.
     let next = probe.observation().unwrap();
     let e = runner

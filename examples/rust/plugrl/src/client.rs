@@ -772,6 +772,17 @@ impl Client {
         }
         Ok(yes != 0)
     }
+
+    /// The client's live counters (`plugrl_stats`): exchanges, bytes,
+    /// reconnects by cause, round-trip times... Cheap enough for every
+    /// control step: no allocation, well under a microsecond.
+    pub fn stats(&self) -> Result<crate::Stats, Error> {
+        crate::stats::read(
+            // SAFETY: raw is live; the struct is writable and its size is set.
+            |out| unsafe { sys::plugrl_stats(self.raw, out) },
+            |status| Error::from_client(status, self.raw),
+        )
+    }
 }
 
 /// An action chunk as received (`plugrl_action`): a view of library memory

@@ -95,6 +95,7 @@ mod error;
 mod interrupt;
 mod observation;
 mod runner;
+mod stats;
 
 pub use client::{
     ActionView, Client, ClientBuilder, EpisodeStats, Feedback, FeedbackOutcome, Infer, LogLevel,
@@ -105,6 +106,7 @@ pub use interrupt::Interrupt;
 pub use observation::Observation;
 pub use plugrl_sys as sys;
 pub use runner::{Episode, Flow, Runner};
+pub use stats::Stats;
 
 // The workspace README's Rust example compiles (doctests only).
 #[cfg(doctest)]

@@ -206,6 +206,16 @@ impl<'c> Runner<'c> {
         self.raw
     }
 
+    /// The runner's live counters (`plugrl_runner_stats`): its client's,
+    /// plus the episodes that ended and the env steps reported.
+    pub fn stats(&self) -> Result<crate::Stats, Error> {
+        crate::stats::read(
+            // SAFETY: raw is live; the struct is writable and its size is set.
+            |out| unsafe { sys::plugrl_runner_stats(self.raw, out) },
+            |status| Error::from_runner(status, self.raw),
+        )
+    }
+
     /// Elements per env per step of the server's actions, once known (from
     /// metadata `action_dim`, or after the first action).
     pub fn step_size(&self) -> Option<usize> {
