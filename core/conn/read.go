@@ -112,13 +112,19 @@ func (c *Conn) pollLoop() {
 			c.shutdown()
 			continue
 		}
-		if c.rmu.TryLock() { // else the caller is reading
-			if c.Err() == nil {
-				c.drain()
+		// Only with both sides free: a caller is reading, or writing,
+		// and over TLS a read may have to write (a key update) and wait
+		// for that writer; the poller never waits.
+		if c.wmu.TryLock() {
+			if c.rmu.TryLock() {
+				if c.Err() == nil {
+					c.drain()
+				}
+				c.rmu.Unlock()
 			}
-			c.rmu.Unlock()
+			c.flushControlLocked()
+			c.wmu.Unlock()
 		}
-		c.flushControl()
 		next := idlePoll
 		if d := c.recvDeadline.Load(); d != 0 {
 			next = min(next, max(time.Duration(d)-mono(), 0))
