@@ -215,8 +215,8 @@ int plugrl_fix_signal_handlers(void) {
 ** So inside libplugrl.so, pthread_create is this function: runtime/cgo's
 ** calls bind to it at link time (it is hidden, and the version script
 ** exports nothing but plugrl_*), and nothing outside the library sees it.
-** A thread created from a real-time thread is created SCHED_OTHER,
-** priority 0; from any other thread, exactly as asked.
+** A thread created from a real-time (or SCHED_DEADLINE) thread is created
+** SCHED_OTHER, priority 0; from any other thread, exactly as asked.
 */
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
@@ -237,7 +237,10 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   }
   int policy;
   struct sched_param param;
-  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || (policy != SCHED_FIFO && policy != SCHED_RR)) {
+  /* Real-time (SCHED_FIFO, SCHED_RR) and SCHED_DEADLINE, whose threads
+  ** cannot even create threads that inherit it: create SCHED_OTHER. */
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy == SCHED_OTHER || policy == SCHED_BATCH ||
+      policy == SCHED_IDLE) {
     return create(thread, attr, start, arg);
   }
   pthread_attr_t own;
