@@ -3,6 +3,7 @@
 //
 // Usage:
 //   plugrl_bench_client --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]
+//                       [--handles H] [--window-file PATH]
 //   plugrl_bench_client --url ws://HOST:PORT --calls K
 //
 // The first form sends the same workload on every exchange until the server
@@ -18,6 +19,12 @@
 // the library and the transport, not of an environment. `./build.sh bench`
 // runs it against cmd/plugrl-bench-server beside the transport floor
 // (bench_floor.cpp), which sends frames of the same sizes with no encoding.
+// With --handles H it runs H threads, each with its own plugrl_client and
+// its own copy of the workload, against a server serving H connections.
+// At the end it prints its CPU time per exchange, "cpu_us_per_exchange X",
+// over the server's window, which it reads from PATH (the server's output)
+// after the server has stopped it; without --window-file, over the run
+// after its first 20 % of exchanges (bench_cpu.hpp).
 //
 // The second form measures the cost of one C call into the library: K calls
 // each of plugrl_version_number, plugrl_status_str, plugrl_metadata_int and
@@ -32,24 +39,30 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "bench_cpu.hpp"
 
 namespace {
 
 constexpr const char *kProg = "plugrl_bench_client";
 
 struct Args {
-  std::string url;
-  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0;
+  std::string url, window_file;
+  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0, handles = 1;
 };
 
 void usage(FILE *out) {
   std::fprintf(out,
                "usage: %s --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]\n"
+               "                 [--handles H] [--window-file PATH]\n"
                "       %s --url ws://HOST:PORT --calls K\n"
                "Sends N envs' observation (C u8 [N,S,S,3] images, f64 [N,D] state, text) on\n"
                "every infer and feedback until the server stops the run, then prints\n"
-               "exchanges/s. With --calls, times K calls of cheap library functions.\n",
+               "exchanges/s and CPU time per exchange (over the window the server printed to\n"
+               "PATH). --handles: H threads, a client each. With --calls, times K calls of\n"
+               "cheap library functions.\n",
                kProg, kProg);
 }
 
@@ -90,6 +103,10 @@ int parse(int argc, char **argv, Args &a) {
       ok = parse_int(arg, val, 0, 8192, a.img);
     } else if (!std::strcmp(arg, "--state")) {
       ok = parse_int(arg, val, 0, 1 << 20, a.state);
+    } else if (!std::strcmp(arg, "--handles")) {
+      ok = parse_int(arg, val, 1, 4096, a.handles);
+    } else if (!std::strcmp(arg, "--window-file")) {
+      a.window_file = val;
     } else if (!std::strcmp(arg, "--calls")) {
       ok = parse_int(arg, val, 1, 1LL << 40, a.calls);
     } else {
@@ -160,13 +177,55 @@ int time_calls(plugrl_client *c, long long k) {
   return 0;
 }
 
-}  // namespace
+// The workload of one client, filled once.
+struct Workload {
+  size_t n;
+  std::vector<std::vector<uint8_t>> pixels;
+  std::vector<std::string> cam_names;
+  std::vector<double> state;
+  int64_t img_shape[4], state_shape[2];
+  std::vector<plugrl_array> images, states;
+  std::vector<const char *> text;
+  plugrl_observation obs;
+  std::vector<int64_t> env_indices, step_ids;
+  std::vector<float> rewards;
+  std::vector<uint8_t> terminated, truncated;
 
-int main(int argc, char **argv) {
-  Args args;
-  int rc = parse(argc, argv, args);
-  if (rc != 0) return rc < 0 ? 0 : rc;
+  explicit Workload(const Args &args)
+      : n(size_t(args.envs)),
+        pixels(size_t(args.cams), std::vector<uint8_t>(n * size_t(args.img) * size_t(args.img) * 3)),
+        state(n * size_t(args.state)),
+        img_shape{int64_t(n), args.img, args.img, 3},
+        state_shape{int64_t(n), args.state},
+        text(n, "pick up the red block"),
+        env_indices(n),
+        step_ids(n, 0),
+        rewards(n, 0.0f),
+        terminated(n, 0),
+        truncated(n, 0) {
+    for (size_t k = 0; k < pixels.size(); k++) {
+      for (size_t i = 0; i < pixels[k].size(); i++) pixels[k][i] = uint8_t(i * 7 + k);
+      cam_names.push_back("cam" + std::to_string(k));
+    }
+    for (size_t i = 0; i < state.size(); i++) state[i] = 0.001 * double(i);
+    for (size_t k = 0; k < pixels.size(); k++) {
+      images.push_back(plugrl_array{cam_names[k].c_str(), pixels[k].data(), PLUGRL_DTYPE_U8, 4, img_shape});
+    }
+    if (args.state > 0) states.push_back(plugrl_array{"state", state.data(), PLUGRL_DTYPE_F64, 2, state_shape});
+    obs = plugrl_observation{images.data(), images.size(), states.data(), states.size(), text.data(), 0};
+    for (size_t i = 0; i < n; i++) env_indices[i] = int64_t(i);
+  }
 
+  plugrl_status exchange(plugrl_client *c) {
+    plugrl_action action;
+    plugrl_status st = plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action);
+    if (st != PLUGRL_OK) return st;
+    return plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
+                           truncated.data(), nullptr);
+  }
+};
+
+plugrl_client *open_client(const Args &args) {
   plugrl_options opt;
   plugrl_options_init(&opt);
   opt.url = args.url.c_str();
@@ -175,70 +234,72 @@ int main(int argc, char **argv) {
   if (plugrl_open(&opt, &c) != PLUGRL_OK) {
     std::fprintf(stderr, "%s: %s\n", kProg, plugrl_errmsg(c));
     plugrl_close(c);
-    return 1;
+    return nullptr;
   }
-  // The workload, filled once.
-  const size_t n = size_t(args.envs), img_bytes = n * size_t(args.img) * size_t(args.img) * 3;
-  std::vector<std::vector<uint8_t>> pixels(size_t(args.cams), std::vector<uint8_t>(img_bytes));
-  std::vector<std::string> cam_names;
-  for (size_t k = 0; k < pixels.size(); k++) {
-    for (size_t i = 0; i < img_bytes; i++) pixels[k][i] = uint8_t(i * 7 + k);
-    cam_names.push_back("cam" + std::to_string(k));
-  }
-  std::vector<double> state(n * size_t(args.state));
-  for (size_t i = 0; i < state.size(); i++) state[i] = 0.001 * double(i);
-  const int64_t img_shape[4] = {int64_t(n), args.img, args.img, 3};
-  const int64_t state_shape[2] = {int64_t(n), args.state};
-  std::vector<plugrl_array> images;
-  for (size_t k = 0; k < pixels.size(); k++) {
-    images.push_back(plugrl_array{cam_names[k].c_str(), pixels[k].data(), PLUGRL_DTYPE_U8, 4, img_shape});
-  }
-  std::vector<plugrl_array> states;
-  if (args.state > 0) states.push_back(plugrl_array{"state", state.data(), PLUGRL_DTYPE_F64, 2, state_shape});
-  std::vector<const char *> text(n, "pick up the red block");
-  const plugrl_observation obs = {images.data(), images.size(), states.data(), states.size(), text.data(), 0};
+  return c;
+}
 
-  std::vector<int64_t> env_indices(n), step_ids(n, 0);
-  for (size_t i = 0; i < n; i++) env_indices[i] = int64_t(i);
-  std::vector<float> rewards(n, 0.0f);
-  std::vector<uint8_t> terminated(n, 0), truncated(n, 0);
+// One client's run until the server stops it; false on any other end. The
+// thread that owns meter samples the CPU time for the whole process.
+bool run_one(const Args &args, bench::Counter &count, bench::CpuMeter *meter,
+             const std::vector<bench::Counter> &counts) {
+  plugrl_client *c = open_client(args);
+  if (!c) return false;
+  Workload w(args);
+  plugrl_status st;
+  while ((st = w.exchange(c)) == PLUGRL_OK) {
+    count.add();
+    if (meter) meter->tick([&] { return bench::total(counts); });
+  }
+  if (st != PLUGRL_STOPPED) {
+    std::fprintf(stderr, "%s: %s after %lld exchanges: %s\n", kProg, plugrl_status_str(st),
+                 count.n.load(std::memory_order_relaxed), plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+  return st == PLUGRL_STOPPED;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Args args;
+  int rc = parse(argc, argv, args);
+  if (rc != 0) return rc < 0 ? 0 : rc;
 
   if (args.calls > 0) {
+    plugrl_client *c = open_client(args);
+    if (!c) return 1;
+    Workload w(args);
     // A few exchanges first, so that plugrl_stats has a histogram to read.
-    for (int i = 0; i < 100; i++) {
-      plugrl_action action;
-      if (plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action) != PLUGRL_OK ||
-          plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
-                          truncated.data(), nullptr) != PLUGRL_OK) {
-        break;
-      }
+    for (int i = 0; i < 100 && w.exchange(c) == PLUGRL_OK; i++) {
     }
     rc = time_calls(c, args.calls);
     plugrl_close(c);
     return rc;
   }
 
-  long long exchanges = 0;
-  plugrl_status st = PLUGRL_OK;
+  bench::CpuMeter meter;
+  std::vector<bench::Counter> counts(size_t(args.handles));
+  meter.sample(0);
   auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    plugrl_action action;
-    st = plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action);
-    if (st != PLUGRL_OK) break;
-    st = plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
-                         truncated.data(), nullptr);
-    if (st != PLUGRL_OK) break;
-    exchanges++;
+  bool ok = true;
+  if (args.handles == 1) {
+    ok = run_one(args, counts[0], &meter, counts);
+  } else {
+    std::vector<char> oks(counts.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t h = 0; h < counts.size(); h++) {
+      threads.emplace_back([&, h] { oks[h] = run_one(args, counts[h], h == 0 ? &meter : nullptr, counts); });
+    }
+    for (std::thread &t : threads) t.join();
+    for (char k : oks) ok = ok && k;
   }
+  long long exchanges = bench::total(counts);
+  meter.sample(exchanges);
   double elapsed = seconds_since(t0);
-  if (st != PLUGRL_STOPPED) {
-    std::fprintf(stderr, "%s: %s after %lld exchanges: %s\n", kProg, plugrl_status_str(st), exchanges,
-                 plugrl_errmsg(c));
-    plugrl_close(c);
-    return 1;
-  }
-  plugrl_close(c);
+  if (!ok) return 1;
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
   std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
+  meter.print(args.window_file);
   return 0;
 }

@@ -4,6 +4,7 @@
 //
 // Usage:
 //   plugrl_bench_floor --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]
+//                      [--handles N] [--window-file PATH]
 //
 // It connects with a hand-written WebSocket handshake (TCP_NODELAY), reads
 // the server's first frame (metadata) and then, until the server closes the
@@ -21,6 +22,13 @@
 // `plugrl-bench-server --sizes ...` prints them. The server
 // (cmd/plugrl-bench-server) measures exchanges/s identically for this
 // client and for plugrl_bench_client; this one prints its own count too.
+//
+// With --handles N it runs N such connections, each on its own thread
+// (bench_client's --handles counterpart). At the end it prints its CPU time
+// per exchange, "cpu_us_per_exchange X", over the server's window, which
+// it reads from PATH (the server's output) after the server has stopped
+// it; without --window-file, over the run after its first 20 % of
+// exchanges (bench_cpu.hpp).
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -36,7 +44,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "bench_cpu.hpp"
 
 namespace {
 
@@ -264,15 +275,49 @@ bool parse_size(const char *flag, const char *s, size_t &out) {
   return true;
 }
 
+// One connection's run, until the server closes it; returns its elapsed time.
+// The thread that owns meter samples the CPU time for the whole process.
+void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bench::Counter &count,
+             bench::CpuMeter *meter, const std::vector<bench::Counter> &counts) {
+  Floor f;
+  f.chunk = chunk;
+  // libplugrl's infer and feedback carry the same observation arrays, so
+  // one source buffer serves both, as the caller's memory does there.
+  size_t most = infer > feedback ? infer : feedback;
+  f.src.resize(most);
+  for (size_t i = 0; i < most; i++) f.src[i] = uint8_t(i * 7);
+  f.sbuf.resize(chunk ? chunk : most + 14);
+  f.fd = connect_to(url);
+  read_handshake(f);
+  if (f.read_frame() != 0x2) {
+    std::fprintf(stderr, "%s: the server's first frame is not binary (metadata)\n", kProg);
+    std::exit(1);
+  }
+  for (;;) {
+    f.send_frame(infer);
+    int op;
+    while ((op = f.read_frame()) == 0x9 || op == 0xa) {
+    }  // a ping is not answered: the bench server sends none
+    if (op == 0x8) break;
+    f.send_frame(feedback);
+    count.add();
+    if (meter) meter->tick([&] { return bench::total(counts); });
+  }
+  f.close_frame();
+  close(f.fd);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string url;
-  size_t infer = 0, feedback = 0, chunk = 0;
+  std::string url, window_file;
+  size_t infer = 0, feedback = 0, chunk = 0, handles = 1;
   for (int i = 1; i < argc; i++) {
     if (i + 1 >= argc) {
       std::fprintf(stderr,
-                   "usage: %s --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]\n", kProg);
+                   "usage: %s --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]\n"
+                   "       [--handles N] [--window-file PATH]\n",
+                   kProg);
       return 2;
     }
     const char *arg = argv[i], *val = argv[++i];
@@ -285,6 +330,11 @@ int main(int argc, char **argv) {
       ok = parse_size(arg, val, feedback);
     } else if (!std::strcmp(arg, "--chunk")) {
       ok = parse_size(arg, val, chunk);
+    } else if (!std::strcmp(arg, "--handles")) {
+      ok = parse_size(arg, val, handles) && handles >= 1 && handles <= 4096;
+      if (!ok) std::fprintf(stderr, "%s: --handles wants 1..4096\n", kProg);
+    } else if (!std::strcmp(arg, "--window-file")) {
+      window_file = val;
     } else {
       std::fprintf(stderr, "%s: unknown option: %s\n", kProg, arg);
       return 2;
@@ -300,36 +350,25 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  Floor f;
-  f.chunk = chunk;
-  // libplugrl's infer and feedback carry the same observation arrays, so
-  // one source buffer serves both, as the caller's memory does there.
-  size_t most = infer > feedback ? infer : feedback;
-  f.src.resize(most);
-  for (size_t i = 0; i < most; i++) f.src[i] = uint8_t(i * 7);
-  f.sbuf.resize(chunk ? chunk : most + 14);
-  f.fd = connect_to(url);
-  read_handshake(f);
-  if (f.read_frame() != 0x2) {
-    std::fprintf(stderr, "%s: the server's first frame is not binary (metadata)\n", kProg);
-    return 1;
-  }
-
-  long long exchanges = 0;
+  bench::CpuMeter meter;
+  std::vector<bench::Counter> counts(handles);
+  meter.sample(0);
   auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    f.send_frame(infer);
-    int op;
-    while ((op = f.read_frame()) == 0x9 || op == 0xa) {
-    }  // a ping is not answered: the bench server sends none
-    if (op == 0x8) break;
-    f.send_frame(feedback);
-    exchanges++;
+  if (handles == 1) {
+    run_one(url, infer, feedback, chunk, counts[0], &meter, counts);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t h = 0; h < handles; h++) {
+      threads.emplace_back(run_one, std::cref(url), infer, feedback, chunk, std::ref(counts[h]),
+                           h == 0 ? &meter : nullptr, std::cref(counts));
+    }
+    for (std::thread &t : threads) t.join();
   }
+  long long exchanges = bench::total(counts);
+  meter.sample(exchanges);
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  f.close_frame();
-  close(f.fd);
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
   std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
+  meter.print(window_file);
   return 0;
 }

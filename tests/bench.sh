@@ -4,6 +4,21 @@
 #
 #   tests/bench.sh BIN_DIR
 #
+# Environment (the last two are opt-in and make the run several minutes):
+#
+#   PLUGRL_BENCH_REPS         interleaved repetitions (default 5)
+#   PLUGRL_BENCH_SECONDS      the measured window in s (default 1.5)
+#   PLUGRL_BENCH_WARMUP       the warm-up before it in s (default 0.5)
+#   PLUGRL_BENCH_FLOOR_CHUNK  the floor's --chunk (default 0: one send per frame)
+#   PLUGRL_BENCH_FIFO=1       every cell also with server and client under
+#                             SCHED_FIFO (chrt -f 50, both at 50, pinned as
+#                             usual); where chrt -f is not permitted, says so
+#                             and runs the normal cells only
+#   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
+#                             connections at once, served each on its own
+#                             goroutine; the clients run N threads (libplugrl:
+#                             a plugrl_client each; floor: a raw socket each)
+#
 # For the SMALL workload (1 env, no image, state 8) and the LARGE one (16
 # envs, 2 cameras of 224x224x3, state 32), both with H=8 and D=7 actions,
 # it runs build/bin/plugrl-bench-server against
@@ -16,14 +31,27 @@
 #
 # with both processes pinned to core 0 (same-core: the CPU cost of an
 # exchange) and with the server on core 0 and the client on core 1 (split:
-# the latency), in interleaved repetitions. The server measures exchanges/s
-# the same way for both clients. Prints every run and a table of medians
-# with the library/floor ratio.
+# the latency), in interleaved repetitions. For every run:
 #
-# Environment: PLUGRL_BENCH_REPS (default 5), PLUGRL_BENCH_SECONDS (the
-# measured window, default 1.5), PLUGRL_BENCH_WARMUP (default 0.5),
-# PLUGRL_BENCH_FLOOR_CHUNK (the floor's --chunk, default 0: one send per
-# frame).
+#   ex/s        the server's count of exchanges in its window (all
+#               connections together)
+#   cpu us/ex   the client process's CPU time (CLOCK_PROCESS_CPUTIME_ID)
+#               per exchange over the server's window: the server prints the
+#               window in CLOCK_MONOTONIC ns before it stops the client,
+#               which then reads it from the server's output
+#               (--window-file) and interpolates its own 1 ms samples of
+#               CPU time and exchange count at its ends (bench/bench_cpu.hpp)
+#   turnaround  timed at the server, every exchange in the window: from
+#               having written an action to having read the next infer (the
+#               client's library work; its env step is nothing here)
+#   infer->fb   timed at the server: from having read an infer to having
+#               read its feedback
+#   per-conn    N-handle cells: the fewest and the most exchanges one
+#               connection made in the window (evenness)
+#
+# Prints every run and one table: medians of the repetitions, with the
+# min-max of throughput and CPU; latency percentiles (p50/p90/p99/p99.9/
+# p99.99/max, us) are the medians of each run's.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -44,13 +72,32 @@ command -v taskset >/dev/null || {
   exit 1
 }
 
-# name envs cams img state
-workloads=("SMALL 1 0 0 8" "LARGE 16 2 224 32")
+fifo=${PLUGRL_BENCH_FIFO:-0}
+handles=${PLUGRL_BENCH_HANDLES:-}
+for n in $handles; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || {
+    echo "tests/bench.sh: PLUGRL_BENCH_HANDLES wants counts, got \"$handles\"" >&2
+    exit 1
+  }
+done
+
+# name envs cams img state conns
+workloads=("SMALL 1 0 0 8 1" "LARGE 16 2 224 32 1")
+for n in $handles; do workloads+=("SMALLx$n 1 0 0 8 $n"); done
 pinnings=(same split)
 cores=$(nproc)
 if [[ $cores -lt 2 ]]; then
   echo "tests/bench.sh: one core only: the split runs are skipped" >&2
   pinnings=(same)
+fi
+scheds=(other)
+if [[ $fifo == 1 ]]; then
+  if chrt -f 50 true 2>/dev/null; then
+    scheds+=(fifo)
+  else
+    echo "tests/bench.sh: NOTE: PLUGRL_BENCH_FIFO=1 but chrt -f 50 is not permitted here (needs CAP_SYS_NICE" \
+      "or an rtprio limit): SCHED_FIFO cells skipped, normal scheduling only" >&2
+  fi
 fi
 
 tmp=$(mktemp -d)
@@ -61,12 +108,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run_one CLIENT PINNING ENVS CAMS IMG STATE: prints the server's exchanges/s.
+# A run that hangs (a real-time process starving another) is killed.
+limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
+
+# run_one CLIENT PINNING SCHED CONNS ENVS CAMS IMG STATE: prints the run's
+# metrics (see metrics below), space-separated.
 run_one() {
-  local client=$1 pin=$2 envs=$3 cams=$4 img=$5 state=$6 ccore=0 url=
+  local client=$1 pin=$2 sched=$3 conns=$4 envs=$5 cams=$6 img=$7 state=$8 ccore=0 url=
   [[ $pin == split ]] && ccore=1
-  taskset -c 0 "$bin/plugrl-bench-server" --envs "$envs" --warmup "${warmup}s" --seconds "${window}s" \
-    >"$tmp/server.out" 2>"$tmp/server.err" &
+  local rt=()
+  [[ $sched == fifo ]] && rt=(chrt -f 50)
+  timeout -s KILL "$limit" taskset -c 0 "${rt[@]}" "$bin/plugrl-bench-server" --envs "$envs" --conns "$conns" \
+    --warmup "${warmup}s" --seconds "${window}s" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
   url=$(wait_url "$tmp/server.out" "$spid") || url=
   [[ -n $url ]] || {
@@ -75,59 +128,103 @@ run_one() {
   }
   local rc=0
   if [[ $client == floor ]]; then
-    taskset -c "$ccore" "$bin/plugrl_bench_floor" --url "$url" --infer-bytes "$infer_bytes" \
-      --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+    timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
+      --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --handles "$conns" \
+      --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   else
-    taskset -c "$ccore" "$bin/plugrl_bench_client" --url "$url" --envs "$envs" --cams "$cams" --img "$img" \
-      --state "$state" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+    timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
+      --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
+      --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   fi
   wait "$spid" || rc=$?
   spid=
   if [[ $rc -ne 0 ]]; then
-    echo "tests/bench.sh: $client run failed ($rc):" >&2
-    cat "$tmp/client.err" "$tmp/server.err" >&2
-    exit 1
+    echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed after $limit s):" >&2
+    sort "$tmp/client.err" | uniq -c | head -n 5 >&2
+    head -n 5 "$tmp/server.err" >&2
+    # Under SCHED_FIFO a failure is a finding (a real-time client starving
+    # what it waits for), not a broken bench: the cell says "nan".
+    [[ $sched == fifo ]] || exit 1
+    echo "tests/bench.sh: (recorded as nan)" >&2
+    echo nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan
+    return 0
   fi
-  sed -n 's/^exchanges\/s //p' "$tmp/server.out" | tail -n 1
+  local rate cpu turn ifb conn
+  rate=$(sed -n 's/^exchanges\/s //p' "$tmp/server.out" | tail -n 1)
+  cpu=$(sed -n 's/^cpu_us_per_exchange //p' "$tmp/client.out" | tail -n 1)
+  turn=$(sed -n 's/^latency_us turnaround //p' "$tmp/server.out" | awk '{print $2, $4, $6, $8, $10, $12}')
+  ifb=$(sed -n 's/^latency_us infer_feedback //p' "$tmp/server.out" | awk '{print $2, $4, $6, $8, $10, $12}')
+  conn=$(sed -n 's/^conn_exchanges min \([0-9]*\) max \([0-9]*\)$/\1 \2/p' "$tmp/server.out")
+  echo "$rate ${cpu:-nan} $turn $ifb $conn"
 }
+metrics=(rate cpu t50 t90 t99 t999 t9999 tmax f50 f90 f99 f999 f9999 fmax cmin cmax)
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+spread() { tr ' ' '\n' | grep . | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.6g-%.6g", lo, hi}'; }
 
 declare -A runs
 start=$SECONDS
 echo "libplugrl vs. the transport floor: $reps interleaved repetitions of ${window} s windows (after ${warmup} s warm-up), $cores cores"
 for wl in "${workloads[@]}"; do
-  read -r name envs cams img state <<<"$wl"
+  read -r name envs cams img state conns <<<"$wl"
   read -r infer_bytes feedback_bytes < <("$bin/plugrl-bench-server" --sizes --envs "$envs" --cams "$cams" --img "$img" \
     --state "$state" | sed 's/infer=\([0-9]*\) feedback=\([0-9]*\).*/\1 \2/')
   eval "bytes_$name='$infer_bytes/$feedback_bytes'"
 done
 for ((rep = 1; rep <= reps; rep++)); do
   for wl in "${workloads[@]}"; do
-    read -r name envs cams img state <<<"$wl"
+    read -r name envs cams img state conns <<<"$wl"
     IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
-    for pin in "${pinnings[@]}"; do
-      order=(floor libplugrl)
-      ((rep % 2 == 0)) && order=(libplugrl floor)
-      line="rep $rep $name $pin:"
-      for client in "${order[@]}"; do
-        r=$(run_one "$client" "$pin" "$envs" "$cams" "$img" "$state")
-        runs[$name/$pin/$client]+=" $r"
-        line+=" $client $r"
+    for sched in "${scheds[@]}"; do
+      for pin in "${pinnings[@]}"; do
+        order=(floor libplugrl)
+        ((rep % 2 == 0)) && order=(libplugrl floor)
+        line="rep $rep $name $pin $sched:"
+        for client in "${order[@]}"; do
+          out=$(run_one "$client" "$pin" "$sched" "$conns" "$envs" "$cams" "$img" "$state")
+          read -r -a vals <<<"$out"
+          for k in "${!metrics[@]}"; do runs[$name/$pin/$sched/$client/${metrics[$k]}]+=" ${vals[$k]}"; done
+          line+=" $client ${vals[0]} ex/s ${vals[1]} cpu-us/ex"
+        done
+        echo "  $line"
       done
-      echo "  $line"
     done
   done
 done
 
+med() { median <<<"${runs[$1/$2]}"; }
+# lat KEY t|f: the medians of the six percentiles, joined by /.
+lat() {
+  local out= q
+  for q in 50 90 99 999 9999 max; do out+=$(printf '%.1f/' "$(med "$1" "$2$q")"); done
+  echo "${out%/}"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; }
+
 echo
-printf '%-8s %-10s %16s %16s %8s\n' workload pinning "floor ex/s" "libplugrl ex/s" lib/floor
+printf '%-9s %-5s %-5s %-9s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
+  lib/fl "cpu-us/ex" "(min-max)" lib/fl "turnaround us p50/90/99/99.9/99.99/max" "infer->feedback us (same)" \
+  "per-conn ex min/max"
 for wl in "${workloads[@]}"; do
-  read -r name _ <<<"$wl"
-  for pin in "${pinnings[@]}"; do
-    f=$(median <<<"${runs[$name/$pin/floor]}")
-    l=$(median <<<"${runs[$name/$pin/libplugrl]}")
-    printf '%-8s %-10s %16.1f %16.1f %8.3f\n' "$name" "$pin" "$f" "$l" "$(awk -v l="$l" -v f="$f" 'BEGIN {print l / f}')"
+  read -r name _ _ _ _ conns <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=$name/$pin/$sched/floor
+      fr=$(med "$fkey" rate) fc=$(med "$fkey" cpu)
+      for client in floor libplugrl; do
+        key=$name/$pin/$sched/$client
+        r=$(med "$key" rate) c=$(med "$key" cpu)
+        rr=- cr=- per=-
+        if [[ $client == libplugrl ]]; then
+          rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
+        fi
+        [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
+        printf '%-9s %-5s %-5s %-9s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
+          "$r" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$c" "($(spread <<<"${runs[$key/cpu]}"))" "$cr" \
+          "$(lat "$key" t)" "$(lat "$key" f)" "$per"
+      done
+    done
   done
 done
-echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
+echo " lib/fl: libplugrl/floor, throughput and CPU per exchange; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"

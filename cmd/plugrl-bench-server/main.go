@@ -1,21 +1,46 @@
 // Command plugrl-bench-server is the lean server of `./build.sh bench`: it
-// measures how many infer/action/feedback exchanges per second one client
-// achieves, the same way for every client, so that libplugrl can be put
-// beside the transport floor (bench/bench_floor.cpp) that sends
-// frames of exactly the same sizes with no encoding at all.
+// measures how many infer/action/feedback exchanges per second its clients
+// achieve, and how long each half of an exchange takes, the same way for
+// every client, so that libplugrl can be put beside the transport floor
+// (bench/bench_floor.cpp) that sends frames of exactly the same sizes with
+// no encoding at all.
 //
 //	plugrl-bench-server [--addr 127.0.0.1:0] --envs N [--horizon 8] [--action-dim 7]
-//	                    [--warmup 500ms] [--seconds 2s]
+//	                    [--warmup 500ms] [--seconds 2s] [--conns 1]
 //	plugrl-bench-server --sizes --envs N --cams C --img S --state D
 //
-// Serving, it prints its ws:// URL as the first line of stdout, accepts one
-// connection, sends metadata (action_horizon, action_dim), and then loops:
-// read one data frame (the infer; its bytes are not parsed, so the floor
-// client's frames, which are not msgpack, are served the same way), send a
-// precomputed action message ([H, n, D] <f4 zeros, env_ids 0..n-1), read
-// one data frame (the feedback). After the warm-up it counts exchanges for
-// the window, then closes with 1001 "plugrl-server-stop" and prints
-// "exchanges/s X" as the last line of stdout. The loop allocates nothing.
+// Serving, it prints its ws:// URL as the first line of stdout, accepts
+// --conns connections, sends each metadata (action_horizon, action_dim), and
+// then serves each on its own goroutine: read one data frame (the infer; its
+// bytes are not parsed, so the floor client's frames, which are not msgpack,
+// are served the same way), send a precomputed action message ([H, n, D]
+// <f4 zeros, env_ids 0..n-1), read one data frame (the feedback). The
+// window is the same for every connection: it opens --warmup after the
+// last connection's metadata went out and lasts --seconds; an exchange
+// counts when its feedback is read inside it. A connection's first exchange
+// to end after the window closes it with 1001 "plugrl-server-stop". Before
+// the first close, the server prints the window as CLOCK_MONOTONIC
+// nanoseconds:
+//
+//	window_ns START END
+//
+// so that a client on the same machine, which has just been stopped and
+// reads this output (bench.sh points it at the file), can measure its CPU
+// time over exactly the server's window. At the end it prints
+//
+//	C exchanges in W s
+//	exchanges/s X                     (all connections together)
+//	conn_exchanges min A max B        (the evenness across connections)
+//	latency_us turnaround p50 .. p90 .. p99 .. p99.9 .. p99.99 .. max ..
+//	latency_us infer_feedback p50 .. (same percentiles)
+//
+// turnaround is, for each exchange in the window, the time from having
+// written the previous action to having read this infer: the client's side
+// of the loop (reading the action, its feedback, the env step, which is
+// nothing here, and its next infer). infer_feedback is the time from having
+// read an infer to having read its feedback: the server's action write, the
+// client's reading of it and its feedback. Both are taken with the monotonic
+// clock into arrays allocated before the run; the loop allocates nothing.
 //
 // With --sizes it prints the payload sizes libplugrl's encoder (core/wire)
 // gives the bench workload's infer and feedback, and the action's, as
@@ -29,10 +54,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/gobwas/ws"
 
@@ -40,6 +70,12 @@ import (
 )
 
 const stopReason = wire.ReasonStop
+
+// latencyPerSecond bounds the latency samples kept: no loopback WebSocket
+// exchange takes less than 2 us, so the arrays are never full in practice;
+// were they, the samples would be the window's first ones (and the server
+// says how many it dropped).
+const latencyPerSecond = 500_000
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -52,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dim := fs.Int("action-dim", 7, "action width D")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "exchanges before the window are not counted")
 	window := fs.Duration("seconds", 2*time.Second, "length of the measured window")
+	conns := fs.Int("conns", 1, "connections to accept and serve, each on its own goroutine")
 	sizes := fs.Bool("sizes", false, "print the workload's infer/feedback/action payload sizes and exit")
 	cams := fs.Int("cams", 0, "with --sizes: images cam0..cam{C-1}")
 	img := fs.Int("img", 0, "with --sizes: image side S ([N, S, S, 3] u8)")
@@ -62,8 +99,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if *envs < 1 || *horizon < 1 || *dim < 1 {
-		fmt.Fprintln(stderr, "plugrl-bench-server: --envs, --horizon and --action-dim must be positive")
+	if *envs < 1 || *horizon < 1 || *dim < 1 || *conns < 1 {
+		fmt.Fprintln(stderr, "plugrl-bench-server: --envs, --horizon, --action-dim and --conns must be positive")
+		return 2
+	}
+	if *window <= 0 || *warmup < 0 {
+		fmt.Fprintln(stderr, "plugrl-bench-server: --seconds must be positive and --warmup not negative")
 		return 2
 	}
 	action, err := actionMessage(*envs, *horizon, *dim)
@@ -95,71 +136,121 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
 	}
-	nc, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		fmt.Fprintln(stderr, "plugrl-bench-server:", err)
-		return 1
+	// A client that dies before connecting must not leave the server
+	// waiting for ever.
+	if tl, ok := ln.(*net.TCPListener); ok {
+		_ = tl.SetDeadline(time.Now().Add(60 * time.Second))
 	}
-	defer nc.Close()
+	perConn := max(1024, int(window.Seconds()*latencyPerSecond)/(*conns))
+	servers := make([]*server, 0, *conns)
+	defer func() {
+		for _, s := range servers {
+			s.nc.Close()
+		}
+	}()
+	for len(servers) < *conns {
+		nc, err := ln.Accept()
+		if err != nil {
+			ln.Close()
+			fmt.Fprintln(stderr, "plugrl-bench-server:", err)
+			return 1
+		}
+		s, err := accept(nc, meta, perConn)
+		if err != nil {
+			ln.Close()
+			nc.Close()
+			fmt.Fprintln(stderr, "plugrl-bench-server:", err)
+			return 1
+		}
+		servers = append(servers, s)
+	}
+	ln.Close()
+
+	w := newWindow(*warmup, *window)
+	stop := frame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusGoingAway, stopReason))
+	var once sync.Once
+	announce := func() {
+		// Written before any connection is stopped: a client that reads
+		// this output after its stop finds the line there.
+		fmt.Fprintf(stdout, "window_ns %d %d\n", w.mono(w.start), w.mono(w.end))
+		if f, ok := stdout.(*os.File); ok {
+			_ = f.Sync()
+		}
+	}
+	actionFrame := frame(ws.OpBinary, action)
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.serve(actionFrame, w, func() { once.Do(announce) })
+			// End the run as a PlugRL server does, then wait briefly for
+			// the client's close (its next infer may come first).
+			_ = s.send(stop)
+			_ = s.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+			for s.readMessage() == nil {
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			fmt.Fprintln(stderr, "plugrl-bench-server:", err)
+			return 1
+		}
+	}
+	report(stdout, servers, w.length)
+	return 0
+}
+
+// accept upgrades nc and sends the metadata.
+func accept(nc net.Conn, meta []byte, latencies int) (*server, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := ws.Upgrade(nc); err != nil {
-		fmt.Fprintln(stderr, "plugrl-bench-server: handshake:", err)
-		return 1
+		return nil, fmt.Errorf("handshake: %w", err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10)}
+	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
+		turn: make([]uint32, 0, latencies), inferFeedback: make([]uint32, 0, latencies)}
 	if err := s.send(frame(ws.OpBinary, meta)); err != nil {
-		fmt.Fprintln(stderr, "plugrl-bench-server: metadata:", err)
-		return 1
+		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	actionFrame := frame(ws.OpBinary, action)
+	return s, nil
+}
 
-	var (
-		count      int
-		start, now time.Time
-		counting   bool
-	)
-	begin := time.Now()
-	for {
-		if err := s.readMessage(); err != nil {
-			fmt.Fprintln(stderr, "plugrl-bench-server: reading an infer:", err)
-			return 1
-		}
-		if err := s.send(actionFrame); err != nil {
-			fmt.Fprintln(stderr, "plugrl-bench-server: sending an action:", err)
-			return 1
-		}
-		if err := s.readMessage(); err != nil {
-			fmt.Fprintln(stderr, "plugrl-bench-server: reading a feedback:", err)
-			return 1
-		}
-		now = time.Now()
-		if !counting {
-			if now.Sub(begin) >= *warmup {
-				counting, start = true, now
-			}
-			continue
-		}
-		count++
-		if now.Sub(start) >= *window {
-			break
-		}
+// window is the measured interval, as offsets from base on Go's monotonic
+// clock, which is also how every exchange is timed.
+type window struct {
+	base       time.Time
+	baseMono   int64 // CLOCK_MONOTONIC at base, in ns
+	start, end time.Duration
+	length     time.Duration
+}
+
+func newWindow(warmup, length time.Duration) *window {
+	// Go's monotonic readings are not CLOCK_MONOTONIC's values, which the
+	// clients read; the two are tied once, here, to well under a
+	// microsecond.
+	m := clockMonotonic()
+	return &window{base: time.Now(), baseMono: m, start: warmup, end: warmup + length, length: length}
+}
+
+func (w *window) since() time.Duration { return time.Since(w.base) }
+func (w *window) mono(d time.Duration) int64 {
+	return w.baseMono + int64(d)
+}
+
+func clockMonotonic() int64 {
+	var ts syscall.Timespec
+	const clockMonotonicID = 1 // CLOCK_MONOTONIC in <linux/time.h>
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonicID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return 0
 	}
-	elapsed := now.Sub(start)
-	// End the run as a PlugRL server does, then wait briefly for the
-	// client's close (its next infer may come first).
-	_ = s.send(frame(ws.OpClose, ws.NewCloseFrameBody(ws.StatusGoingAway, stopReason)))
-	_ = nc.SetReadDeadline(time.Now().Add(3 * time.Second))
-	for s.readMessage() == nil {
-	}
-	rate := float64(count) / elapsed.Seconds()
-	fmt.Fprintf(stdout, "%d exchanges in %.3f s\n", count, elapsed.Seconds())
-	fmt.Fprintf(stdout, "exchanges/s %.1f\n", rate)
-	return 0
+	return ts.Nano()
 }
 
 type server struct {
@@ -168,6 +259,106 @@ type server struct {
 	hdr  [ws.MaxHeaderSize]byte
 	ctrl [ws.MaxControlFramePayloadSize]byte
 	sink []byte
+
+	count int // exchanges in the window
+	// Latencies of the window's exchanges in ns (saturated at ~4.3 s),
+	// appended within their preallocated capacity; dropped counts those
+	// that did not fit.
+	turn, inferFeedback []uint32
+	dropped             int
+}
+
+// serve runs exchanges until the first whose feedback is read after the
+// window, then calls stopping and returns (the caller closes).
+func (s *server) serve(actionFrame []byte, w *window, stopping func()) error {
+	var sent time.Duration // when the previous action was written; 0: none yet
+	for {
+		if err := s.readMessage(); err != nil {
+			return fmt.Errorf("reading an infer: %w", err)
+		}
+		infer := w.since()
+		if err := s.send(actionFrame); err != nil {
+			return fmt.Errorf("sending an action: %w", err)
+		}
+		prev := sent
+		sent = w.since()
+		if err := s.readMessage(); err != nil {
+			return fmt.Errorf("reading a feedback: %w", err)
+		}
+		fb := w.since()
+		if fb >= w.end {
+			stopping()
+			return nil
+		}
+		if fb < w.start {
+			continue
+		}
+		s.count++
+		if prev == 0 || len(s.turn) == cap(s.turn) {
+			s.dropped++
+			continue
+		}
+		s.turn = append(s.turn, saturate(infer-prev))
+		s.inferFeedback = append(s.inferFeedback, saturate(fb-infer))
+	}
+}
+
+func saturate(d time.Duration) uint32 {
+	if d < 0 {
+		return 0
+	}
+	if d > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(d)
+}
+
+// report prints the run's totals, evenness and latency percentiles.
+func report(out io.Writer, servers []*server, length time.Duration) {
+	total, least, most, dropped := 0, math.MaxInt, 0, 0
+	var turn, ifb []uint32
+	for _, s := range servers {
+		total += s.count
+		least, most = min(least, s.count), max(most, s.count)
+		dropped += s.dropped
+		turn = append(turn, s.turn...)
+		ifb = append(ifb, s.inferFeedback...)
+	}
+	fmt.Fprintf(out, "%d exchanges in %.3f s\n", total, length.Seconds())
+	fmt.Fprintf(out, "exchanges/s %.1f\n", float64(total)/length.Seconds())
+	fmt.Fprintf(out, "conn_exchanges min %d max %d\n", least, most)
+	fmt.Fprintf(out, "latency_us turnaround %s\n", percentiles(turn))
+	fmt.Fprintf(out, "latency_us infer_feedback %s\n", percentiles(ifb))
+	if dropped > len(servers) {
+		// One per connection is expected: a first exchange has no
+		// previous action.
+		fmt.Fprintf(out, "latency_unrecorded %d\n", dropped)
+	}
+}
+
+// quantiles are those percentiles prints, as fractions and as labels.
+var quantiles = []struct {
+	q     float64
+	label string
+}{{0.5, "p50"}, {0.9, "p90"}, {0.99, "p99"}, {0.999, "p99.9"}, {0.9999, "p99.99"}, {1, "max"}}
+
+// percentiles sorts ns (nanoseconds) and returns "p50 X p90 X ... max X"
+// in microseconds, nearest rank; "p50 nan ..." when there is none.
+func percentiles(ns []uint32) string {
+	slices.Sort(ns)
+	var b strings.Builder
+	for i, q := range quantiles {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		v := math.NaN()
+		if len(ns) > 0 {
+			k := int(math.Ceil(q.q*float64(len(ns)))) - 1
+			v = float64(ns[max(0, min(k, len(ns)-1))]) / 1e3
+		}
+		fmt.Fprintf(&b, "%s %.1f", q.label, v)
+	}
+	return b.String()
 }
 
 var errClosed = errors.New("the client closed the connection")

@@ -4,10 +4,16 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
+	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
 
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -68,6 +74,165 @@ func TestServesAndStops(t *testing.T) {
 	<-copied // the server's output is complete
 	if exchanges == 0 || !strings.Contains(out.String(), "exchanges/s ") {
 		t.Fatalf("%d exchanges; server printed %q", exchanges, out.String())
+	}
+	// The window comes before the totals (it is written before the stop),
+	// and the latencies after them.
+	o := out.String()
+	w, r := strings.Index(o, "window_ns "), strings.Index(o, "exchanges/s ")
+	if w < 0 || w > r || !strings.Contains(o, "latency_us turnaround p50 ") ||
+		!strings.Contains(o, "latency_us infer_feedback p50 ") || !strings.Contains(o, "conn_exchanges min ") {
+		t.Fatalf("server printed %q", o)
+	}
+	var start, end int64
+	if _, err := fmt.Sscanf(o[w:], "window_ns %d %d", &start, &end); err != nil || end-start != int64(200*time.Millisecond) {
+		t.Fatalf("window %d..%d (%v) in %q", start, end, err, o)
+	}
+}
+
+// TestConns: with --conns N the server serves N clients at once, counts
+// every one of them, and reports the least and the most served.
+func TestConns(t *testing.T) {
+	const n = 3
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"--conns", "3", "--warmup", "20ms", "--seconds", "200ms"}, pw, io.Discard)
+		pw.Close()
+	}()
+	br := bufio.NewReader(pr)
+	url, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&out, br); close(copied) }()
+	counts := make(chan int, n)
+	for range n {
+		go func() {
+			c, err := client.Dial(context.Background(), client.Options{URL: strings.TrimSpace(url), MaxReconnects: -1})
+			if err != nil {
+				t.Error(err)
+				counts <- 0
+				return
+			}
+			defer c.Close()
+			envs, zeros, flags := []int64{0}, []int64{0}, []bool{false}
+			obs := wire.Observation{}
+			k := 0
+			for {
+				_, err := c.Infer(&wire.Infer{EnvIndices: envs, StepIDs: zeros, Obs: &obs})
+				if err == nil {
+					err = c.Feedback(&wire.Feedback{EnvIndices: envs, StepIDs: zeros, Obs: &obs, Rewards: make([]float32, 1), Terminated: flags, Truncated: flags})
+				}
+				if err != nil {
+					if !errors.Is(err, client.ErrStopped) {
+						t.Error(err)
+					}
+					counts <- k
+					return
+				}
+				k++
+			}
+		}()
+	}
+	for range n {
+		if k := <-counts; k == 0 {
+			t.Fatal("a client made no exchange")
+		}
+	}
+	if rc := <-done; rc != 0 {
+		t.Fatalf("exit status %d", rc)
+	}
+	<-copied
+	var least, most int
+	o := out.String()
+	i := strings.Index(o, "conn_exchanges ")
+	if i < 0 {
+		t.Fatalf("server printed %q", o)
+	}
+	if _, err := fmt.Sscanf(o[i:], "conn_exchanges min %d max %d", &least, &most); err != nil || least == 0 || most < least {
+		t.Fatalf("min %d max %d (%v) in %q", least, most, err, o)
+	}
+}
+
+// TestPercentiles: nearest rank, in microseconds, from nanoseconds.
+func TestPercentiles(t *testing.T) {
+	ns := make([]uint32, 10000)
+	for i := range ns {
+		ns[i] = uint32(len(ns)-i) * 1000 // 10000 us .. 1 us, unsorted
+	}
+	want := "p50 5000.0 p90 9000.0 p99 9900.0 p99.9 9990.0 p99.99 9999.0 max 10000.0"
+	if got := percentiles(ns); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := percentiles(nil); !strings.HasPrefix(got, "p50 NaN") {
+		t.Fatalf("empty: %q", got)
+	}
+	if saturate(-1) != 0 || saturate(time.Hour) != math.MaxUint32 || saturate(time.Microsecond) != 1000 {
+		t.Fatal("saturate")
+	}
+}
+
+// TestServeAllocs: a steady-state exchange allocates nothing, latency
+// recording included (a raw client that allocates nothing either drives
+// the server's loop over a window on a real socket).
+func TestServeAllocs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
+		turn: make([]uint32, 0, 1<<20), inferFeedback: make([]uint32, 0, 1<<20)}
+	action, err := actionMessage(1, 8, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actionFrame := frame(ws.OpBinary, action)
+	// A masked client frame of 400 bytes (the key is zero: the server does
+	// not unmask).
+	msg := append([]byte{0x82, 0x80 | 126, 400 >> 8, 400 & 0xff, 0, 0, 0, 0}, make([]byte, 400)...)
+	reply := make([]byte, len(actionFrame))
+	go func() {
+		for {
+			if _, err := cc.Write(msg); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(cc, reply); err != nil {
+				return
+			}
+			if _, err := cc.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	w := newWindow(50*time.Millisecond, 300*time.Millisecond)
+	// Warm the loop up (buffers, the poller) before counting.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := s.serve(actionFrame, w, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if s.count < 100 || len(s.turn) == 0 {
+		t.Fatalf("%d exchanges, %d latencies", s.count, len(s.turn))
+	}
+	// A handful of allocations may come from the runtime (the poller's
+	// first wait); none may come per exchange.
+	if n := after.Mallocs - before.Mallocs; n > 10 {
+		t.Fatalf("%d allocations over %d exchanges", n, s.count)
 	}
 }
 
