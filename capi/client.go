@@ -45,21 +45,11 @@ type clientHandle struct {
 	copy   cBuffer // an aligned copy of an action the decoder could not align
 }
 
-// lastClient is the handle the last lookup found: a thread calls the same
-// handle over and over, and this spares each call the registry's lock. A
-// closed handle is never returned from it (nor is its token reused).
+// lastClient is lookupCached's cache for clients.
 var lastClient atomic.Pointer[clientHandle]
 
 func lookupClient(p *C.plugrl_client) *clientHandle {
-	id := uintptr(unsafe.Pointer(p))
-	if h := lastClient.Load(); h != nil && h.id == id && !h.closed.Load() {
-		return h
-	}
-	h, _ := lookup(unsafe.Pointer(p)).(*clientHandle)
-	if h != nil {
-		lastClient.Store(h)
-	}
-	return h
+	return lookupCached(unsafe.Pointer(p), &lastClient)
 }
 
 // interrupt interrupts the call running on the client, if any, or the

@@ -127,6 +127,24 @@ func lookup(p unsafe.Pointer) handle {
 	return e.h
 }
 
+// lookupCached is lookup for one kind of handle, T, with a cache of the
+// last one found: a thread calls the same handle over and over, and the
+// cache spares each call the registry's lock. A closed handle is never
+// returned from it (nor is its token reused).
+func lookupCached[T any, H interface {
+	*T
+	handle
+}](p unsafe.Pointer, last *atomic.Pointer[T]) H {
+	if h := H(last.Load()); h != nil && h.base().id == uintptr(p) && !h.base().closed.Load() {
+		return h
+	}
+	h, _ := lookup(p).(H)
+	if h != nil {
+		last.Store((*T)(h))
+	}
+	return h
+}
+
 // The interrupt watcher: one goroutine for the process, blocked (in Go's
 // network poller: no thread, no wake-ups) on the eventfd that
 // plugrl_interrupt writes to. It takes the interrupts plugrl_interrupt

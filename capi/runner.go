@@ -33,19 +33,11 @@ type runnerHandle struct {
 	user      unsafe.Pointer
 }
 
-// lastRunner is lookupRunner's lastClient.
+// lastRunner is lookupCached's cache for runners.
 var lastRunner atomic.Pointer[runnerHandle]
 
 func lookupRunner(p *C.plugrl_runner) *runnerHandle {
-	id := uintptr(unsafe.Pointer(p))
-	if h := lastRunner.Load(); h != nil && h.id == id && !h.closed.Load() {
-		return h
-	}
-	h, _ := lookup(unsafe.Pointer(p)).(*runnerHandle)
-	if h != nil {
-		lastRunner.Store(h)
-	}
-	return h
+	return lookupCached(unsafe.Pointer(p), &lastRunner)
 }
 
 // useRunner enters a runner handle and its client for a call.
