@@ -767,8 +767,7 @@ func (c *Client) Close() error {
 	defer c.leave()
 	c.intr.Store(false)
 	if c.conn != nil {
-		c.blockOwed()
-		c.setLive(c.conn) // Interrupt cuts the wait for the server's answer short
+		c.blockOwed() // Interrupt cuts the wait for the server's answer short
 		c.conn.Close(c.opts.CloseTimeout)
 		c.setLive(nil)
 		c.unblock()

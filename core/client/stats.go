@@ -111,19 +111,19 @@ func bucketMid(i int) time.Duration {
 // reads them. Each is atomic on its own; a snapshot is not atomic across
 // them.
 type stats struct {
-	io                 conn.Counters
-	feedbacks          atomic.Uint64
-	reconnects         [NumReconnectCauses]atomic.Uint64
-	rowsDropped        atomic.Uint64
-	rowsReused         atomic.Uint64
-	interrupts         atomic.Uint64
-	rttCount           atomic.Uint64 // = exchanges
-	rttLast, rttMax    atomic.Int64  // ns
-	rttMinUS, rttMaxUS atomic.Uint64 // µs, bounding the occupied buckets; min is +1 (0: none yet)
-	hist               [histBuckets]atomic.Uint64
-	groups             [histGroups]atomic.Uint64 // sums of hist's groups of subBuckets buckets
-	cause              ReconnectCause            // why the connection ended; caller's goroutine only
-	_                  [0]func()                 // not comparable
+	io              conn.Counters
+	feedbacks       atomic.Uint64
+	reconnects      [NumReconnectCauses]atomic.Uint64
+	rowsDropped     atomic.Uint64
+	rowsReused      atomic.Uint64
+	interrupts      atomic.Uint64
+	rttCount        atomic.Uint64 // = exchanges
+	rttLast, rttMax atomic.Int64  // ns
+	rttMinUS        atomic.Uint64 // µs +1 of the shortest: the first occupied bucket (0: none yet)
+	hist            [histBuckets]atomic.Uint64
+	groups          [histGroups]atomic.Uint64 // sums of hist's groups of subBuckets buckets
+	cause           ReconnectCause            // why the connection ended; caller's goroutine only
+	_               [0]func()                 // not comparable
 }
 
 // recordRTT adds one round trip of d: a few atomic operations, no
@@ -137,7 +137,6 @@ func (s *stats) recordRTT(d time.Duration) {
 	s.rttLast.Store(ns)
 	if ns > s.rttMax.Load() {
 		s.rttMax.Store(ns) // one writer: no compare-and-swap needed
-		s.rttMaxUS.Store(us)
 	}
 	if m := s.rttMinUS.Load(); m == 0 || us+1 < m {
 		s.rttMinUS.Store(us + 1)
@@ -191,7 +190,7 @@ func (c *Client) Stats() Stats {
 	}
 	out.RTTLast = time.Duration(s.rttLast.Load())
 	out.RTTMax = time.Duration(s.rttMax.Load())
-	lo, hi := s.rttMinUS.Load(), s.rttMaxUS.Load()
+	lo, hi := s.rttMinUS.Load(), uint64(out.RTTMax)/1000
 	if lo == 0 { // cannot happen once n > 0; kept safe
 		return out
 	}

@@ -66,6 +66,11 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 // up to keepReceiveBuffer bytes is kept for the next Receive; a larger one
 // is freed, so that one big message does not pin its memory.
 func (c *Conn) Release() {
+	// rbuf changes only on this goroutine (Receive), so a buffer small
+	// enough to keep costs no lock: the common case, twice an exchange.
+	if cap(c.rbuf) <= keepReceiveBuffer {
+		return
+	}
 	c.rmu.Lock()
 	if cap(c.rbuf) > keepReceiveBuffer {
 		c.alloc.Free(c.rbuf)

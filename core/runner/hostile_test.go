@@ -132,3 +132,42 @@ func TestRunnerZeroDimAction(t *testing.T) {
 		t.Fatal("Act on a [4e18, n, 0] action did not return")
 	}
 }
+
+// noMemory is an Allocator that has none.
+type noMemory struct{}
+
+func (noMemory) Grow([]byte, int, int) []byte { return nil }
+func (noMemory) Free([]byte)                  {}
+
+// TestRunnerNoMemory: when a chunk's memory cannot be had, Act returns
+// KindNoMemory (not a panic, not an abort), the connection the action came
+// on is dropped (its feedback is never owed), and the runner is still
+// usable: the next Act reconnects and tries again.
+func TestRunnerNoMemory(t *testing.T) {
+	s, err := hostile.Listen(hostile.Config{Scenario: hostile.Normal, H: 4, D: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: s.URL(), ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := runner.New(c, runner.Config{Envs: 1, Alloc: noMemory{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	state := make([]float64, 1)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 1}, Data: wire.BytesOf(state)}}}}
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}
+	for i := 0; i < 2; i++ {
+		if err := r.Act(obs, out); !errors.Is(err, client.ErrNoMemory) {
+			t.Fatalf("act %d: got %v, want out of memory", i, err)
+		}
+	}
+	if st := c.Stats(); st.Reconnects[client.CauseOther] != 1 {
+		t.Fatalf("reconnects after the dropped connection: %v, want one (the second act's)", st.Reconnects)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/frames"
 )
 
 const (
@@ -492,7 +492,7 @@ func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 			return fmt.Errorf("client message longer than MaxMessage (%d bytes)", c.s.cfg.MaxMessage)
 		}
 		n := len(buf)
-		if buf, err = readPayload(c.br, buf, h.Length); err != nil {
+		if buf, err = frames.ReadPayload(c.br, buf, h.Length); err != nil {
 			return err
 		}
 		ws.Cipher(buf[n:], h.Mask, 0)
@@ -509,24 +509,6 @@ func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 		}
 		buf = nil
 	}
-}
-
-// readPayload appends n bytes from r to buf, growing buf as bytes arrive
-// rather than trusting the declared length.
-func readPayload(r io.Reader, buf []byte, n int64) ([]byte, error) {
-	for n > 0 {
-		chunk := min(n, 1<<20)
-		l := len(buf)
-		buf = slices.Grow(buf, int(chunk))[:l+int(chunk)]
-		if _, err := io.ReadFull(r, buf[l:]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return buf[:l], err
-		}
-		n -= chunk
-	}
-	return buf, nil
 }
 
 // alive returns an error once the server is closed or the connection's

@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/frames"
 )
 
 // conn is one client connection. Its handler goroutine is the only reader;
@@ -748,7 +749,7 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 			op, started = h.OpCode, true
 		}
 		n := len(buf)
-		if buf, err = readPayload(c.br, buf, h.Length); err != nil {
+		if buf, err = frames.ReadPayload(c.br, buf, h.Length); err != nil {
 			return 0, nil, err
 		}
 		ws.Cipher(buf[n:], h.Mask, 0)
@@ -756,22 +757,4 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 			return op, buf, nil
 		}
 	}
-}
-
-// readPayload appends n bytes from r to buf, growing buf as bytes arrive
-// rather than trusting the declared length.
-func readPayload(r io.Reader, buf []byte, n int64) ([]byte, error) {
-	for n > 0 {
-		chunk := min(n, 1<<20)
-		l := len(buf)
-		buf = slices.Grow(buf, int(chunk))[:l+int(chunk)]
-		if _, err := io.ReadFull(r, buf[l:]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return buf[:l], err
-		}
-		n -= chunk
-	}
-	return buf, nil
 }
