@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/gobwas/ws v1.5.0
+	github.com/klauspost/compress v1.20.4
 	github.com/tinylib/msgp v1.6.5
 )
 

@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -154,8 +156,17 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		}
 		opts.TLS = cfg
 	}
-	if full.ledger_path != nil && logf != nil {
-		logf(client.LevelWarn, "options.ledger_path is set, but the exchange ledger is not implemented yet: nothing is recorded")
+	path := os.Getenv("PLUGRL_LEDGER")
+	if full.ledger_path != nil {
+		path = C.GoString(full.ledger_path)
+	}
+	if path != "" {
+		level, err := ledgerLevel(int32(full.ledger_level))
+		if err != nil {
+			return opts, err
+		}
+		opts.LedgerPath, opts.LedgerLevel = ledgerFile(path), level
+		opts.Version = C.PLUGRL_VERSION_STRING
 	}
 	return opts, nil
 }
@@ -574,4 +585,34 @@ func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.p
 		*yes = 1
 	}
 	return C.PLUGRL_OK
+}
+
+// ledgerLevel reads options.ledger_level, or PLUGRL_LEDGER_LEVEL for 0.
+func ledgerLevel(v int32) (ledger.Level, error) {
+	switch v {
+	case 0:
+		env := os.Getenv("PLUGRL_LEDGER_LEVEL")
+		l, ok := ledger.ParseLevel(env)
+		if !ok {
+			return l, fmt.Errorf("PLUGRL_LEDGER_LEVEL is %q; want digest or full", env)
+		}
+		return l, nil
+	case C.PLUGRL_LEDGER_DIGEST:
+		return ledger.Digest, nil
+	case C.PLUGRL_LEDGER_FULL:
+		return ledger.Full, nil
+	}
+	return ledger.Digest, fmt.Errorf("options.ledger_level is %d; want 0, PLUGRL_LEDGER_DIGEST (1) or PLUGRL_LEDGER_FULL (2)", v)
+}
+
+// ledgerSeq numbers the ledgers a process writes into a directory.
+var ledgerSeq atomic.Int64
+
+// ledgerFile is the file for a ledger path: the path itself, or, for an
+// existing directory, a file of this handle's own in it.
+func ledgerFile(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), ledgerSeq.Add(1)))
+	}
+	return path
 }

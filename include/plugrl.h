@@ -247,8 +247,8 @@ typedef struct plugrl_options {
   int32_t disable_reuse;       /* nonzero: never use reuse-feedback-obs */
   int64_t max_message_size;    /* cap on one received message in bytes. 0 (default): derived,
                                   see below; -1: no cap (SPEC 1.1's default; trusted servers only) */
-  const char *ledger_path;     /* reserved for the exchange ledger; not implemented yet:
-                                  a non-NULL value is accepted, logged as ignored */
+  const char *ledger_path;     /* record a step ledger here (see "The step ledger" below);
+                                  NULL: the environment variable PLUGRL_LEDGER, if set */
   plugrl_log_fn log;           /* NULL: no logging */
   void *log_user;              /* passed to log */
   int32_t send_timeout_ms;     /* sending one message, counted from when the server stops
@@ -257,7 +257,34 @@ typedef struct plugrl_options {
   int32_t reconnect_timeout_ms;/* all attempts of one reconnect, backoff included; default 30000 */
   int32_t max_handshake_size;  /* bytes read before the WebSocket handshake completes, TLS
                                   included; default 262144 */
+  int32_t ledger_level;        /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: the environment
+                                  variable PLUGRL_LEDGER_LEVEL ("digest" or "full"), else digest */
 } plugrl_options;
+
+/*
+** The step ledger. With options.ledger_path (or PLUGRL_LEDGER) set, the
+** client records every message it sends and receives, with a monotonic
+** timestamp, and its connections' lives (connect and metadata, closes with
+** code and reason, reconnects and why, feedback dropped and for which envs,
+** interrupts) into a zstd-compressed file that `plugrl ledger` summarises,
+** audits against the SPEC, turns into the bridge server's episode log, and
+** exports (docs/LEDGER.md). A path naming an existing directory gets one
+** file per handle, plugrl-<pid>-<n>.ledger; any other path is created or
+** truncated, so give each handle its own.
+**
+** PLUGRL_LEDGER_DIGEST (the default) keeps every message whole except
+** observation arrays, which are kept as a CRC-32C per env row;
+** PLUGRL_LEDGER_FULL keeps every byte, so a ledger can become a dataset.
+**
+** The calling thread only copies (and digests) into a bounded queue (8 MiB);
+** a background thread compresses and writes it at least every 100 ms. A
+** full queue never stalls the call: the record is dropped and the ledger
+** says how many were. A process killed without plugrl_close leaves a
+** ledger readable up to its last written block. A ledger file that cannot
+** be created makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT.
+*/
+#define PLUGRL_LEDGER_DIGEST 1
+#define PLUGRL_LEDGER_FULL 2
 
 /*
 ** The derived message size cap (max_message_size 0): an action may take

@@ -274,7 +274,10 @@ class Options {
   Options &close_timeout_ms(int32_t v) { o_.close_timeout_ms = v; return *this; }
   Options &reconnect_timeout_ms(int32_t v) { o_.reconnect_timeout_ms = v; return *this; }
   Options &max_handshake_size(int32_t v) { o_.max_handshake_size = v; return *this; }
+  /* Record a step ledger at this path (a directory: one file per client). */
   Options &ledger_path(std::string v) { ledger_ = std::move(v); return *this; }
+  /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: PLUGRL_LEDGER_LEVEL, else digest. */
+  Options &ledger_level(int32_t v) { o_.ledger_level = v; return *this; }
   /* Sets (or, with an empty function, clears) the log callback. */
   Options &log(LogFn fn) {
     log_ = fn ? std::make_shared<LogFn>(std::move(fn)) : nullptr;

@@ -4,6 +4,10 @@
 //	             [--action-dtype float32|float64] [--stop-after N]
 //	             [--features reuse-feedback-obs] [--policy zero|probe|random|cem]
 //	             [--seed N] [--population N] [--elite-frac F] [--init-std S]
+//	             [--episode-log FILE]
+//	plugrl ledger summary|audit|episodes|dump FILE
+//	plugrl ledger compare FILE SERVER_EPISODE_LOG
+//	plugrl ledger export FILE --npz DIR
 //
 // serve runs the reference server (internal/refserver) until SIGINT, SIGTERM or
 // the end of the run (--stop-after exchanges), printing its ws:// URL as the
@@ -34,7 +38,8 @@ var commands = map[string]struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 	summary string
 }{
-	"serve": {serve, "run the reference PlugRL training server"},
+	"serve":  {serve, "run the reference PlugRL training server"},
+	"ledger": {ledgerCmd, "read a client's ledger: summary, audit, episodes, compare, dump, export"},
 }
 
 // policyOptions are the serve flags a policy's constructor may use.
@@ -114,6 +119,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
+	episodeLog := fs.String("episode-log", "", "write the bridge server's episode log (CSV: step,slot,episode,return,length) to this file")
 	seed := fs.Int64("seed", 1, "seed of the random and cem policies")
 	population := fs.Int("population", 32, "cem: candidate policies per iteration")
 	eliteFrac := fs.Float64("elite-frac", 0.2, "cem: fraction of the population the next iteration is fit to")
@@ -165,6 +171,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Policy:          p.make(policyOptions{seed: *seed, population: *population, eliteFrac: *eliteFrac, initStd: *initStd, out: stdout}),
 		FeedbackTimeout: *feedbackTimeout,
 		MaxLog:          -1, // a long run would otherwise keep every message
+	}
+	if *episodeLog != "" {
+		f, err := os.Create(*episodeLog)
+		if err != nil {
+			fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		cfg.EpisodeLog = f
 	}
 	if !*quiet {
 		logger := log.New(stderr, "plugrl serve: ", log.LstdFlags|log.Lmicroseconds)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
+	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -91,6 +92,14 @@ type Options struct {
 	// Logf, if set, receives what the client does on its own: reconnects,
 	// dropped feedback, warnings.
 	Logf func(level Level, msg string)
+
+	// LedgerPath, if set, records every message and connection event into
+	// a ledger file there (docs/LEDGER.md), at LedgerLevel. The file is
+	// created (or truncated) by Dial and closed by Close.
+	LedgerPath  string
+	LedgerLevel ledger.Level
+	// Version is the library version a ledger's first record names.
+	Version string
 }
 
 func (o *Options) setDefaults() {
@@ -159,6 +168,8 @@ type Client struct {
 
 	reconnects int // successful reconnects over the client's life
 	stats      stats
+	ledger     *ledger.Writer // nil: no ledger
+	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
 
 	// Interrupt's state, shared with any goroutine. intr is an interrupt
 	// no call has taken yet. blocking says a call is in a blocking
@@ -180,7 +191,16 @@ type Client struct {
 func Dial(ctx context.Context, o Options) (*Client, error) {
 	o.setDefaults()
 	c := &Client{opts: o, wake: make(chan struct{}, 1)}
+	if o.LedgerPath != "" {
+		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version})
+		if err != nil {
+			return nil, newErr(KindInvalid, err, "opening the ledger")
+		}
+		c.ledger = w
+	}
 	if err := c.connect(ctx, time.Time{}); err != nil {
+		c.ledger.Closed("local", 0, "", err.Error(), nil)
+		c.ledger.Close()
 		return nil, err
 	}
 	return c, nil
@@ -237,6 +257,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		cn.Abort()
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
+	c.ledger.Connected(c.opts.URL, raw)
 	cn.Release()
 	c.conn, c.meta = cn, meta
 	c.phase = phaseIdle
@@ -302,7 +323,7 @@ func (c *Client) classify(err error, during string) *Error {
 func (c *Client) lost(err error, during string) error {
 	e := c.classify(err, during)
 	held := c.phase == phaseHolding
-	c.dropConnection(causeOf(err))
+	c.dropConnection(causeOf(err), err)
 	switch e.Kind {
 	case KindStopped:
 		c.phase = phaseStopped
@@ -334,18 +355,35 @@ func (c *Client) lost(err error, during string) error {
 // dropConnection ends the connection without waiting for the server (it
 // is out of step, or gone) and forgets what was held on it; cause is why,
 // for the reconnect that follows.
-func (c *Client) dropConnection(cause ReconnectCause) {
+func (c *Client) dropConnection(cause ReconnectCause, err error) {
 	if c.conn != nil {
 		c.setLive(nil)
 		c.conn.Abort()
 		c.conn = nil
 		c.stats.cause = cause
+		if c.ledger != nil {
+			c.ledgerClosed(err)
+		}
 	}
+	c.owedLost = c.owedLost[:0]
 	if n := c.envs.outstanding(); n > 0 {
 		c.stats.rowsDropped.Add(uint64(n))
 	}
 	c.envs.clear()
 	c.phase = phaseDisconnected
+}
+
+// ledgerClosed records the end of the connection by err, with the envs
+// whose owed feedback goes with it.
+func (c *Client) ledgerClosed(err error) {
+	dropped := append([]int64(nil), c.owedLost...)
+	dropped = c.envs.appendOutstanding(dropped)
+	var ce *conn.CloseError
+	if errors.As(err, &ce) {
+		c.ledger.Closed("server", int(ce.Code), ce.Reason, err.Error(), dropped)
+		return
+	}
+	c.ledger.Closed("local", 0, "", err.Error(), dropped)
 }
 
 // reconnect tries up to MaxReconnects times with exponential backoff, all
@@ -354,6 +392,7 @@ func (c *Client) reconnect() error {
 	if c.opts.MaxReconnects < 0 {
 		return newErr(KindConnect, nil, "the connection ended and reconnecting is disabled")
 	}
+	c.ledger.Reconnecting(c.stats.cause.String())
 	deadline := time.Now().Add(c.opts.ReconnectTimeout)
 	wait := c.opts.ReconnectBackoff
 	var last error
@@ -559,6 +598,7 @@ func (c *Client) Infer(req *Request) (*wire.Action, error) {
 func (c *Client) countErr(err error) {
 	if KindOf(err) == KindInterrupted {
 		c.stats.interrupts.Add(1)
+		c.ledger.Interrupted()
 	}
 }
 
@@ -605,6 +645,7 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 	if err := c.conn.WriteMessage(&c.inferMsg); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
+	c.ledger.Sent(&c.inferMsg, req.Obs)
 	if reused > 0 {
 		c.stats.rowsReused.Add(uint64(reused))
 	}
@@ -613,20 +654,22 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 	if err != nil {
 		if errors.Is(err, conn.ErrTimeout) {
 			// The stream is now out of step: an action may still come.
-			c.dropConnection(CauseTimeout)
+			c.dropConnection(CauseTimeout, err)
 			return nil, newErr(KindTimeout, err, "waiting for an action; the connection was closed and the next infer reconnects")
 		}
 		return nil, c.lost(err, "waiting for an action")
 	}
+	c.ledger.Received(raw) // before Decode, which aligns the data in place
 	// The round trip: from the start of the wait, which began as the
 	// infer's last byte went out (Receive read the clock then), to now.
 	rtt := conn.Mono() - c.conn.ReceiveStarted()
 	if err := c.action.Decode(raw); err != nil {
-		c.dropConnection(CauseOther)
-		return nil, newErr(KindProtocol, err, "the server's reply to infer")
+		e := newErr(KindProtocol, err, "the server's reply to infer")
+		c.dropConnection(CauseOther, e)
+		return nil, e
 	}
 	if err := c.checkAction(req.EnvIndices); err != nil {
-		c.dropConnection(CauseOther)
+		c.dropConnection(CauseOther, err)
 		return nil, err
 	}
 	c.stats.recordRTT(rtt)
@@ -733,8 +776,12 @@ func (c *Client) feedback(f *Feedback) error {
 	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
+		if c.ledger != nil {
+			c.owedLost = append(c.owedLost[:0], f.EnvIndices...)
+		}
 		return c.lost(err, "sending feedback")
 	}
+	c.ledger.Sent(&c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
 	c.phase = phaseIdle
 	return nil
@@ -767,6 +814,9 @@ func (c *Client) Close() error {
 	defer c.leave()
 	c.intr.Store(false)
 	if c.conn != nil {
+		if c.ledger != nil {
+			c.ledger.Closed("client", 1000, "", "", c.envs.appendOutstanding(nil))
+		}
 		c.blockOwed() // Interrupt cuts the wait for the server's answer short
 		c.conn.Close(c.opts.CloseTimeout)
 		c.setLive(nil)
@@ -774,7 +824,7 @@ func (c *Client) Close() error {
 		c.conn = nil
 	}
 	c.phase = phaseClosed
-	return nil
+	return c.ledger.Close()
 }
 
 // envFlags holds each env index's flags on the current connection: a slice
@@ -814,6 +864,21 @@ func (f *envFlags) set(e int64, v uint8) {
 	f.other[e] = v
 }
 
+// appendOutstanding appends the envs holding an action chunk to dst.
+func (f *envFlags) appendOutstanding(dst []int64) []int64 {
+	for e, v := range f.dense {
+		if v&envOutstanding != 0 {
+			dst = append(dst, int64(e))
+		}
+	}
+	for e, v := range f.other {
+		if v&envOutstanding != 0 {
+			dst = append(dst, e)
+		}
+	}
+	return dst
+}
+
 // outstanding counts the envs holding an action chunk not yet fed back.
 func (f *envFlags) outstanding() int {
 	n := 0
@@ -831,12 +896,14 @@ func (f *envFlags) clear() {
 	clear(f.other)
 }
 
+var errAbandoned = errors.New("the caller abandoned the action (no memory for it, or a shape it cannot step)")
+
 // Abandon drops the connection because the caller cannot use the action it
 // received (the runner found no memory for it, or a shape it cannot
 // step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
 // reconnects.
 func (c *Client) Abandon() {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
-		c.dropConnection(CauseOther)
+		c.dropConnection(CauseOther, errAbandoned)
 	}
 }

@@ -144,6 +144,21 @@ func (s *stats) recordRTT(d time.Duration) {
 	s.rttCount.Add(1) // last: a reader that sees the count sees the bucket
 }
 
+// String names the cause, as the ledger records it.
+func (rc ReconnectCause) String() string {
+	switch rc {
+	case CauseResync:
+		return "resync"
+	case CauseFeedbackTimeout:
+		return "feedback-timeout"
+	case CauseTimeout:
+		return "timeout"
+	case CauseLost:
+		return "lost"
+	}
+	return "other"
+}
+
 // causeOf is the reconnect cause of a connection error.
 func causeOf(err error) ReconnectCause {
 	var ce *conn.CloseError

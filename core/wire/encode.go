@@ -70,6 +70,30 @@ func (m *Message) Segment(i int) []byte {
 	return m.head[s.start:s.end]
 }
 
+// ObsRowBytes reports whether segment i is observation data (rows of an
+// image or state array of obs, the observation the message was encoded
+// from) and, if it is, the size of one row: the ledger digests such a
+// segment row by row instead of recording it.
+func (m *Message) ObsRowBytes(i int, obs *Observation) (rowBytes int, ok bool) {
+	s := &m.segs[i]
+	if s.ext == nil || obs == nil {
+		return 0, false
+	}
+	var g []NamedArray
+	switch s.src.kind {
+	case srcImage:
+		g = obs.Images
+	case srcState:
+		g = obs.States
+	default:
+		return 0, false
+	}
+	if int(s.src.idx) >= len(g) {
+		return 0, false
+	}
+	return g[s.src.idx].Array.RowBytes(), true
+}
+
 // AppendTo appends the whole encoded message to dst: for tests and for
 // peers that want one buffer.
 func (m *Message) AppendTo(dst []byte) []byte {

@@ -287,6 +287,9 @@ func (c *conn) loop() {
 		if c.s.features[FeatureReuseFeedbackObs] {
 			c.cache.remember(fb)
 		}
+		if c.s.episodes != nil {
+			c.s.episodes.feedback(fb)
+		}
 		c.s.record(rec)
 		c.s.count(func(st *Stats) {
 			st.FeedbackRows += len(fb.EnvIndices)

@@ -11,6 +11,7 @@ package refserver
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"strconv"
@@ -82,6 +83,10 @@ type Config struct {
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
 	MaxLog int
+	// EpisodeLog, when set, receives the episode log of the bridge server
+	// (CSV: step,slot,episode,return,length; see episodes.go), to compare
+	// with a client's ledger (plugrl ledger compare).
+	EpisodeLog io.Writer
 	// Logf, when set, receives one line per notable event: connections,
 	// closes and why, feedback for envs with no outstanding action.
 	Logf func(format string, args ...any)
@@ -159,6 +164,7 @@ type Server struct {
 	quit   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
+	episodes  *episodeLog // nil without Config.EpisodeLog
 	infers    atomic.Int64
 	exchanges atomic.Int64
 	stopOnce  sync.Once
@@ -191,6 +197,9 @@ func New(cfg Config) *Server {
 	}
 	if s.policy == nil {
 		s.policy = ZeroPolicy{}
+	}
+	if cfg.EpisodeLog != nil {
+		s.episodes = newEpisodeLog(cfg.EpisodeLog)
 	}
 	for _, f := range cfg.Features {
 		s.features[f] = true

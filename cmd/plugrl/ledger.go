@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/plugrl/libplugrl/internal/ledgertool"
+)
+
+const ledgerUsage = `usage: plugrl ledger <verb> FILE [...]
+  summary FILE                      connections, exchanges, envs, episodes, chunk sizes,
+                                    reconnects and why, latency percentiles, bytes
+  audit FILE                        check every SPEC rule a ledger shows; exit 1 on a violation
+  episodes FILE                     the episode log (CSV: step,slot,episode,return,length)
+  compare FILE SERVER_EPISODE_LOG   missing, extra and differing episodes; exit 1 on any
+  dump [--arrays] FILE              one JSON line per record (--arrays: values too)
+  export FILE --npz DIR             per-env trajectories of a full ledger as .npy files`
+
+// ledgerCmd runs `plugrl ledger`. Exit status: 0 fine, 1 the ledger shows a
+// problem (violations, differences), 2 usage or an unreadable file.
+func ledgerCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, ledgerUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("plugrl ledger "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	arrays := fs.Bool("arrays", false, "dump: whole arrays, not summaries")
+	npzDir := fs.String("npz", "", "export: the directory to write .npy files into")
+	// Flags may come before or after the file.
+	var pos []string
+	rest := args[1:]
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	want := 1
+	if verb == "compare" {
+		want = 2
+	}
+	if len(pos) != want {
+		fmt.Fprintf(stderr, "plugrl ledger %s: want %d file argument(s), got %d\n%s\n", verb, want, len(pos), ledgerUsage)
+		return 2
+	}
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	fail := func(err error) int {
+		out.Flush()
+		fmt.Fprintf(stderr, "plugrl ledger %s: %v\n", verb, err)
+		return 2
+	}
+	file := pos[0]
+	warnTruncated := func(truncated bool) {
+		if truncated {
+			fmt.Fprintf(stderr, "plugrl ledger: %s is truncated (its writer stopped without closing it): read up to its last whole block\n", file)
+		}
+	}
+	switch verb {
+	case "summary":
+		s, a := ledgertool.NewSummary(), ledgertool.NewAuditor()
+		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { s.Add(ev); a.Add(ev); return nil })
+		if err != nil {
+			return fail(err)
+		}
+		s.Truncated, s.Episodes = truncated, a.Episodes
+		s.Print(out)
+		return 0
+	case "audit":
+		a := ledgertool.NewAuditor()
+		n := 0
+		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); n++; return nil })
+		if err != nil {
+			return fail(err)
+		}
+		warnTruncated(truncated)
+		for _, v := range a.Violations {
+			fmt.Fprintln(out, v)
+		}
+		if len(a.Violations) > 0 {
+			fmt.Fprintf(out, "%d violation(s) in %d records\n", len(a.Violations), n)
+			return 1
+		}
+		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, len(a.Episodes))
+		return 0
+	case "episodes":
+		a := ledgertool.NewAuditor()
+		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); return nil })
+		if err != nil {
+			return fail(err)
+		}
+		warnTruncated(truncated)
+		if err := ledgertool.WriteEpisodes(out, a.Episodes); err != nil {
+			return fail(err)
+		}
+		return 0
+	case "compare":
+		a := ledgertool.NewAuditor()
+		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); return nil })
+		if err != nil {
+			return fail(err)
+		}
+		warnTruncated(truncated)
+		f, err := os.Open(pos[1])
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		server, err := ledgertool.ReadEpisodes(f)
+		if err != nil {
+			return fail(err)
+		}
+		diffs := ledgertool.CompareEpisodes(a.Episodes, server)
+		for _, d := range diffs {
+			switch d.What {
+			case "missing":
+				fmt.Fprintf(out, "missing: env %d episode %d (server: return %g, length %d) is not in the ledger\n", d.Server.Slot, d.Server.Episode, d.Server.Return, d.Server.Length)
+			case "extra":
+				fmt.Fprintf(out, "extra: env %d episode %d (ledger: return %g, length %d) is not in the server's log\n", d.Client.Slot, d.Client.Episode, d.Client.Return, d.Client.Length)
+			default:
+				fmt.Fprintf(out, "differs: env %d episode %d: ledger return %g length %d, server return %g length %d\n", d.Client.Slot, d.Client.Episode, d.Client.Return, d.Client.Length, d.Server.Return, d.Server.Length)
+			}
+		}
+		fmt.Fprintf(out, "%d episodes in the ledger, %d in the server's log, %d differences\n", len(a.Episodes), len(server), len(diffs))
+		if len(diffs) > 0 {
+			return 1
+		}
+		return 0
+	case "dump":
+		d := ledgertool.NewDumper(out, *arrays)
+		truncated, err := ledgertool.Walk(file, d.Add)
+		if err != nil {
+			return fail(err)
+		}
+		warnTruncated(truncated)
+		return 0
+	case "export":
+		if *npzDir == "" {
+			fmt.Fprintln(stderr, "plugrl ledger export: --npz DIR is required")
+			return 2
+		}
+		x := ledgertool.NewExporter()
+		truncated, err := ledgertool.Walk(file, x.Add)
+		if err != nil {
+			return fail(err)
+		}
+		warnTruncated(truncated)
+		files, err := x.Write(*npzDir)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(out, "wrote %d files to %s\n", len(files), *npzDir)
+		return 0
+	}
+	fmt.Fprintf(stderr, "plugrl ledger: unknown verb %q\n%s\n", verb, ledgerUsage)
+	return 2
+}

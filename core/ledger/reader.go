@@ -1,0 +1,333 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// ErrTruncated ends a ledger whose last block is incomplete or damaged: a
+// writer killed mid-run leaves one. Every record before it was read.
+var ErrTruncated = errors.New("ledger: truncated: the file ends inside a block (the writer was stopped before it closed the ledger)")
+
+// Record is one ledger record. Which fields are set depends on Kind (see
+// the Kind constants and docs/LEDGER.md); keys a reader does not know are
+// skipped.
+type Record struct {
+	Seq  int    // position in the ledger, from 0
+	Kind string // a Kind constant
+	Time int64  // nanoseconds since the ledger was opened
+	Conn int    // connection number, from 1 (connect, send, recv, close)
+
+	Wall    int64  // open: Unix time in nanoseconds
+	Level   string // open
+	Version string // open: the library's version
+	PID     int64  // open
+	URL     string // connect
+
+	Msg     []byte   // connect, send, recv: the message, with cuts at digest level
+	Len     int64    // send: the message's length on the wire
+	Cuts    []Cut    // send: where observation data was cut out
+	Digests []uint32 // send: one per cut row, in message order
+
+	By      string  // close: "server", "client" or "local"
+	Code    int64   // close
+	Reason  string  // close
+	Err     string  // close
+	Dropped []int64 // close: envs whose owed feedback was dropped
+	Cause   string  // reconnect
+	Count   int64   // lost: records
+	Bytes   int64   // lost: bytes
+}
+
+// Cut is a run of observation data a digest-level ledger left out of a
+// sent message: Len bytes at Offset of the original message, in rows of
+// RowBytes, each with one digest.
+type Cut struct {
+	Offset, Len, RowBytes int64
+}
+
+// Rows is the number of rows the cut holds.
+func (c Cut) Rows() int64 {
+	if c.RowBytes <= 0 {
+		return 0
+	}
+	return c.Len / c.RowBytes
+}
+
+// Reader reads a ledger's records in order.
+type Reader struct {
+	r     *bufio.Reader
+	dec   *zstd.Decoder
+	raw   []byte // the current block, decompressed
+	rest  []byte // its records not yet read
+	zbuf  []byte
+	seq   int
+	Block int // blocks read so far
+	// MaxMessage bounds a message Message reconstructs (the sum of its
+	// cuts): 1 GiB unless set.
+	MaxMessage int64
+}
+
+// NewReader checks the ledger header and returns a reader of its records.
+func NewReader(r io.Reader) (*Reader, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	var h [headerSize]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		return nil, fmt.Errorf("ledger: reading the header: %w", err)
+	}
+	if string(h[:len(magic)]) != magic {
+		return nil, errors.New("ledger: not a plugrl ledger (bad magic)")
+	}
+	if v := binary.LittleEndian.Uint16(h[len(magic):]); v != Version {
+		return nil, fmt.Errorf("ledger: format version %d, this reader knows %d", v, Version)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: zstd decoder: %w", err)
+	}
+	return &Reader{r: br, dec: dec, MaxMessage: 1 << 30}, nil
+}
+
+// Close releases the decoder.
+func (r *Reader) Close() { r.dec.Close() }
+
+// Next returns the next record: io.EOF after the last one of a whole file,
+// ErrTruncated (wrapped) after the last one of a file cut short, another
+// error for a damaged record. The record's slices are valid until the
+// next call.
+func (r *Reader) Next() (*Record, error) {
+	for len(r.rest) == 0 {
+		if err := r.nextBlock(); err != nil {
+			return nil, err
+		}
+	}
+	rec := &Record{Seq: r.seq}
+	rest, err := rec.decode(r.rest)
+	if err != nil {
+		r.rest = nil
+		return nil, fmt.Errorf("ledger: record %d (block %d): %w", r.seq, r.Block, err)
+	}
+	r.rest = rest
+	r.seq++
+	return rec, nil
+}
+
+func (r *Reader) nextBlock() error {
+	var h [blockHeader]byte
+	n, err := io.ReadFull(r.r, h[:])
+	if err == io.EOF {
+		return io.EOF
+	}
+	if err != nil {
+		return fmt.Errorf("%w (a block header of %d of %d bytes after block %d)", ErrTruncated, n, blockHeader, r.Block)
+	}
+	zlen, rawLen, sum := binary.LittleEndian.Uint32(h[0:]), binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:])
+	if zlen > maxBlock || rawLen > maxBlock {
+		return fmt.Errorf("%w (block %d claims %d bytes, %d raw: more than a writer writes)", ErrTruncated, r.Block, zlen, rawLen)
+	}
+	// Grow with the bytes that arrive, not with what the header claims.
+	r.zbuf = r.zbuf[:0]
+	lr := io.LimitReader(r.r, int64(zlen))
+	for {
+		if len(r.zbuf) == cap(r.zbuf) {
+			r.zbuf = append(r.zbuf, 0)[:len(r.zbuf)]
+		}
+		m, err := lr.Read(r.zbuf[len(r.zbuf):cap(r.zbuf)])
+		r.zbuf = r.zbuf[:len(r.zbuf)+m]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: reading block %d: %w", r.Block, err)
+		}
+	}
+	if len(r.zbuf) < int(zlen) {
+		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen)
+	}
+	if crc32.Checksum(r.zbuf, castagnoli) != sum {
+		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
+	}
+	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0])
+	if err != nil {
+		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
+	}
+	if len(raw) != int(rawLen) {
+		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
+	}
+	r.raw, r.rest = raw, raw
+	r.Block++
+	return nil
+}
+
+// decode reads one record from b.
+func (rec *Record) decode(b []byte) ([]byte, error) {
+	n, b, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	for ; n > 0; n-- {
+		var key []byte
+		key, b, err = msgp.ReadMapKeyZC(b)
+		if err != nil {
+			return nil, err
+		}
+		if b, err = rec.field(string(key), b); err != nil {
+			return nil, fmt.Errorf("key %q: %w", key, err)
+		}
+	}
+	if rec.Kind == "" {
+		return nil, errors.New("a record without a kind")
+	}
+	return b, nil
+}
+
+func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
+	str := func(dst *string) { *dst, rest, err = msgp.ReadStringBytes(b) }
+	num := func(dst *int64) { *dst, rest, err = msgp.ReadInt64Bytes(b) }
+	switch key {
+	case keyKind:
+		str(&rec.Kind)
+	case keyTime:
+		num(&rec.Time)
+	case keyConn:
+		var c int64
+		num(&c)
+		rec.Conn = int(c)
+	case keyWall:
+		num(&rec.Wall)
+	case keyLevel:
+		str(&rec.Level)
+	case keyVersion:
+		str(&rec.Version)
+	case keyPID:
+		num(&rec.PID)
+	case keyURL:
+		str(&rec.URL)
+	case keyMsg:
+		rec.Msg, rest, err = msgp.ReadBytesZC(b)
+	case keyLen:
+		num(&rec.Len)
+	case keyCuts:
+		return rec.readCuts(b)
+	case keyDigests:
+		var d []byte
+		if d, rest, err = msgp.ReadBytesZC(b); err == nil {
+			if len(d)%4 != 0 {
+				return nil, fmt.Errorf("%d digest bytes: not whole uint32s", len(d))
+			}
+			rec.Digests = make([]uint32, len(d)/4)
+			for i := range rec.Digests {
+				rec.Digests[i] = binary.LittleEndian.Uint32(d[4*i:])
+			}
+		}
+	case keyBy:
+		str(&rec.By)
+	case keyCode:
+		num(&rec.Code)
+	case keyReason:
+		str(&rec.Reason)
+	case keyErr:
+		str(&rec.Err)
+	case keyDropped:
+		var n uint32
+		if n, rest, err = msgp.ReadArrayHeaderBytes(b); err != nil {
+			return nil, err
+		}
+		if int(n) > len(rest) { // each entry takes a byte at least
+			return nil, fmt.Errorf("%d dropped envs in %d bytes", n, len(rest))
+		}
+		rec.Dropped = make([]int64, n)
+		for i := range rec.Dropped {
+			if rec.Dropped[i], rest, err = msgp.ReadInt64Bytes(rest); err != nil {
+				return nil, err
+			}
+		}
+	case keyCause:
+		str(&rec.Cause)
+	case keyCount:
+		num(&rec.Count)
+	case keyBytes:
+		num(&rec.Bytes)
+	default:
+		rest, err = msgp.Skip(b)
+	}
+	return rest, err
+}
+
+func (rec *Record) readCuts(b []byte) ([]byte, error) {
+	n, b, err := msgp.ReadArrayHeaderBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	if int(n) > len(b)/4 { // each cut takes four bytes at least
+		return nil, fmt.Errorf("%d cuts in %d bytes", n, len(b))
+	}
+	rec.Cuts = make([]Cut, n)
+	for i := range rec.Cuts {
+		var k uint32
+		if k, b, err = msgp.ReadArrayHeaderBytes(b); err != nil {
+			return nil, err
+		}
+		if k != 3 {
+			return nil, fmt.Errorf("cut %d has %d fields, want 3", i, k)
+		}
+		c := &rec.Cuts[i]
+		for _, dst := range []*int64{&c.Offset, &c.Len, &c.RowBytes} {
+			if *dst, b, err = msgp.ReadInt64Bytes(b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+// Message rebuilds a sent message as it was on the wire, with zeros where a
+// digest-level ledger cut observation data out; rows lists, per cut row in
+// message order, its digest. It checks that the cuts fit the record.
+func (r *Reader) Message(rec *Record) (msg []byte, err error) {
+	if len(rec.Cuts) == 0 {
+		return rec.Msg, nil
+	}
+	var total, rows int64 = int64(len(rec.Msg)), 0
+	prev := int64(0)
+	for i, c := range rec.Cuts {
+		if c.Len < 0 || c.RowBytes < 0 || c.Offset < prev || c.Offset-prev > int64(len(rec.Msg)) {
+			return nil, fmt.Errorf("record %d: cut %d (offset %d, %d bytes) does not fit the message", rec.Seq, i, c.Offset, c.Len)
+		}
+		if c.RowBytes > 0 && c.Len%c.RowBytes != 0 {
+			return nil, fmt.Errorf("record %d: cut %d of %d bytes is not whole rows of %d", rec.Seq, i, c.Len, c.RowBytes)
+		}
+		total += c.Len
+		if total > r.MaxMessage {
+			return nil, fmt.Errorf("record %d: its cuts make a message over %d bytes", rec.Seq, r.MaxMessage)
+		}
+		rows += c.Rows()
+		prev = c.Offset + c.Len
+	}
+	if rows != int64(len(rec.Digests)) {
+		return nil, fmt.Errorf("record %d: %d digests for %d cut rows", rec.Seq, len(rec.Digests), rows)
+	}
+	out := make([]byte, 0, total)
+	kept := rec.Msg
+	for _, c := range rec.Cuts {
+		take := c.Offset - int64(len(out))
+		if take > int64(len(kept)) {
+			return nil, fmt.Errorf("record %d: cut at %d is past the message's %d kept bytes", rec.Seq, c.Offset, len(rec.Msg))
+		}
+		out = append(out, kept[:take]...)
+		kept = kept[take:]
+		out = append(out, make([]byte, c.Len)...)
+	}
+	out = append(out, kept...)
+	if rec.Len != 0 && int64(len(out)) != rec.Len {
+		return nil, fmt.Errorf("record %d: rebuilt %d bytes, the message had %d", rec.Seq, len(out), rec.Len)
+	}
+	return out, nil
+}

@@ -1,0 +1,360 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Options configure a Writer. Zero values choose the defaults noted.
+type Options struct {
+	Level Level
+	// QueueBytes bounds the records waiting for the background writer:
+	// 8 MiB, at most 64 MiB. A record that does not fit is counted as
+	// lost instead of stalling the caller.
+	QueueBytes int
+	// FlushInterval is how often the background writer compresses and
+	// writes what is queued: 100 ms, at most 250 ms. A process killed
+	// without Close loses at most the records of the last interval.
+	FlushInterval time.Duration
+	// Version is the library version the open record names.
+	Version string
+}
+
+// Writer records one client's traffic into a ledger file. Its record
+// methods may be called from one goroutine at a time (the client's), and
+// Close from any; every method of a nil *Writer does nothing, so a client
+// without a ledger calls them unconditionally.
+type Writer struct {
+	level    Level
+	start    time.Time
+	conn     int // the current connection's number
+	file     *os.File
+	interval time.Duration
+	limit    int
+
+	mu        sync.Mutex // guards the queue and the lost counts; held for an append, never across I/O
+	queue     []byte
+	lostCount int
+	lostBytes int
+	closed    bool
+
+	flushMu sync.Mutex // one flush at a time (the ticker's or Close's)
+	spare   []byte
+	block   []byte
+	enc     *zstd.Encoder
+	werr    error // the first write error; later blocks are not written
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Create creates (or truncates) the ledger file at path and starts its
+// background writer.
+func Create(path string, o Options) (*Writer, error) {
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 8 << 20
+	}
+	o.QueueBytes = min(o.QueueBytes, maxBlock)
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	o.FlushInterval = min(o.FlushInterval, 250*time.Millisecond)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: zstd encoder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	if _, err := f.Write(appendHeader(nil)); err != nil {
+		f.Close()
+		enc.Close()
+		return nil, fmt.Errorf("ledger: writing %s: %w", path, err)
+	}
+	w := &Writer{
+		level: o.Level, start: time.Now(), file: f, interval: o.FlushInterval,
+		limit: o.QueueBytes, enc: enc,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	b := w.begin(KindOpen, 4)
+	b = msgp.AppendString(b, keyWall)
+	b = msgp.AppendInt64(b, w.start.UnixNano())
+	b = msgp.AppendString(b, keyLevel)
+	b = msgp.AppendString(b, o.Level.String())
+	b = msgp.AppendString(b, keyVersion)
+	b = msgp.AppendString(b, o.Version)
+	b = msgp.AppendString(b, keyPID)
+	b = msgp.AppendInt(b, os.Getpid())
+	w.queue = b
+	go w.run()
+	return w, nil
+}
+
+// Level is the level the ledger records at.
+func (w *Writer) Level() Level { return w.level }
+
+// begin appends the start of a record of kind with extra more keys to the
+// queue and returns it; mu must be held.
+func (w *Writer) begin(kind string, extra int) []byte {
+	b := msgp.AppendMapHeader(w.queue, uint32(2+extra))
+	b = msgp.AppendString(b, keyKind)
+	b = msgp.AppendString(b, kind)
+	b = msgp.AppendString(b, keyTime)
+	return msgp.AppendInt64(b, int64(time.Since(w.start)))
+}
+
+// reserve locks the queue for a record of at most size bytes. It returns
+// false, with the lock released, when the record does not fit (counting it
+// as lost) or the ledger is closed.
+func (w *Writer) reserve(size int) bool {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false
+	}
+	if len(w.queue)+size > w.limit {
+		w.lostCount++
+		w.lostBytes += size
+		w.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// Connected records a new connection and the metadata message it read.
+func (w *Writer) Connected(url string, metadata []byte) {
+	if w == nil || !w.reserve(len(metadata)+len(url)+64) {
+		return
+	}
+	w.conn++
+	b := w.begin(KindConnect, 3)
+	b = msgp.AppendString(b, keyConn)
+	b = msgp.AppendInt(b, w.conn)
+	b = msgp.AppendString(b, keyURL)
+	b = msgp.AppendString(b, url)
+	b = msgp.AppendString(b, keyMsg)
+	b = msgp.AppendBytes(b, metadata)
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// Sent records a message the client sent; obs is the observation it was
+// encoded from. At Digest level the observation's array data is cut out
+// and each of its rows digested.
+func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
+	if w == nil {
+		return
+	}
+	kept, cuts, rows := m.Len(), 0, 0
+	if w.level == Digest {
+		for i := 0; i < m.Segments(); i++ {
+			if rb, ok := m.ObsRowBytes(i, obs); ok {
+				n := len(m.Segment(i))
+				kept -= n
+				cuts++
+				if rb > 0 {
+					rows += n / rb
+				}
+			}
+		}
+	}
+	if !w.reserve(kept + 4*rows + 32*cuts + 64) {
+		return
+	}
+	keys := 3
+	if cuts > 0 {
+		keys = 5
+	}
+	b := w.begin(KindSend, keys)
+	b = msgp.AppendString(b, keyConn)
+	b = msgp.AppendInt(b, w.conn)
+	b = msgp.AppendString(b, keyLen)
+	b = msgp.AppendInt(b, m.Len())
+	b = msgp.AppendString(b, keyMsg)
+	b = msgp.AppendBytesHeader(b, uint32(kept))
+	for i := 0; i < m.Segments(); i++ {
+		if cuts > 0 {
+			if _, ok := m.ObsRowBytes(i, obs); ok {
+				continue
+			}
+		}
+		b = append(b, m.Segment(i)...)
+	}
+	if cuts > 0 {
+		b = msgp.AppendString(b, keyCuts)
+		b = msgp.AppendArrayHeader(b, uint32(cuts))
+		off := 0
+		for i := 0; i < m.Segments(); i++ {
+			seg := m.Segment(i)
+			if rb, ok := m.ObsRowBytes(i, obs); ok {
+				b = msgp.AppendArrayHeader(b, 3)
+				b = msgp.AppendInt(b, off)
+				b = msgp.AppendInt(b, len(seg))
+				b = msgp.AppendInt(b, rb)
+			}
+			off += len(seg)
+		}
+		b = msgp.AppendString(b, keyDigests)
+		b = msgp.AppendBytesHeader(b, uint32(4*rows))
+		for i := 0; i < m.Segments(); i++ {
+			rb, ok := m.ObsRowBytes(i, obs)
+			if !ok || rb == 0 {
+				continue
+			}
+			seg := m.Segment(i)
+			for r := 0; r+rb <= len(seg); r += rb {
+				b = binary.LittleEndian.AppendUint32(b, RowDigest(seg[r:r+rb]))
+			}
+		}
+	}
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// Received records a message received after the metadata, as it arrived.
+func (w *Writer) Received(msg []byte) {
+	if w == nil || !w.reserve(len(msg)+64) {
+		return
+	}
+	b := w.begin(KindRecv, 2)
+	b = msgp.AppendString(b, keyConn)
+	b = msgp.AppendInt(b, w.conn)
+	b = msgp.AppendString(b, keyMsg)
+	b = msgp.AppendBytes(b, msg)
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// Closed records the end of the current connection: by "server" (its close
+// frame's code and reason), "client" (Close: 1000) or "local" (the client
+// dropped it: a lost link, a timeout, a protocol error, an interrupt, or
+// the caller abandoning it), with the error and the envs whose owed
+// feedback will never be sent (SPEC 7.6).
+func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64) {
+	if w == nil || !w.reserve(len(reason)+len(err)+9*len(dropped)+96) {
+		return
+	}
+	b := w.begin(KindClose, 6)
+	b = msgp.AppendString(b, keyConn)
+	b = msgp.AppendInt(b, w.conn)
+	b = msgp.AppendString(b, keyBy)
+	b = msgp.AppendString(b, by)
+	b = msgp.AppendString(b, keyCode)
+	b = msgp.AppendInt(b, code)
+	b = msgp.AppendString(b, keyReason)
+	b = msgp.AppendString(b, reason)
+	b = msgp.AppendString(b, keyErr)
+	b = msgp.AppendString(b, err)
+	b = msgp.AppendString(b, keyDropped)
+	b = msgp.AppendArrayHeader(b, uint32(len(dropped)))
+	for _, e := range dropped {
+		b = msgp.AppendInt64(b, e)
+	}
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// Reconnecting records that the client starts reconnecting, and why.
+func (w *Writer) Reconnecting(cause string) {
+	if w == nil || !w.reserve(len(cause)+48) {
+		return
+	}
+	b := w.begin(KindReconnect, 1)
+	b = msgp.AppendString(b, keyCause)
+	b = msgp.AppendString(b, cause)
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// Interrupted records a call ended by an interrupt.
+func (w *Writer) Interrupted() {
+	if w == nil || !w.reserve(32) {
+		return
+	}
+	w.queue = w.begin(KindInterrupt, 0)
+	w.mu.Unlock()
+}
+
+// Close writes what is queued and an end record, and closes the file. It
+// may be called from any goroutine, more than once.
+func (w *Writer) Close() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return w.werr
+	}
+	w.queue = w.begin(KindEnd, 0)
+	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	w.flush()
+	err := w.file.Close()
+	w.enc.Close()
+	return errors.Join(w.werr, err)
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			w.flush()
+		}
+	}
+}
+
+// flush takes what is queued and writes it as one block.
+func (w *Writer) flush() {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	raw := w.queue
+	w.queue = w.spare[:0]
+	lostN, lostB := w.lostCount, w.lostBytes
+	w.lostCount, w.lostBytes = 0, 0
+	w.mu.Unlock()
+	if lostN > 0 { // after what was queued: by now those records are lost
+		raw = msgp.AppendMapHeader(raw, 4)
+		raw = msgp.AppendString(raw, keyKind)
+		raw = msgp.AppendString(raw, KindLost)
+		raw = msgp.AppendString(raw, keyTime)
+		raw = msgp.AppendInt64(raw, int64(time.Since(w.start)))
+		raw = msgp.AppendString(raw, keyCount)
+		raw = msgp.AppendInt(raw, lostN)
+		raw = msgp.AppendString(raw, keyBytes)
+		raw = msgp.AppendInt(raw, lostB)
+	}
+	defer func() { w.spare = raw[:0] }()
+	if len(raw) == 0 || w.werr != nil {
+		return
+	}
+	w.block = append(w.block[:0], make([]byte, blockHeader)...)
+	w.block = w.enc.EncodeAll(raw, w.block)
+	z := w.block[blockHeader:]
+	binary.LittleEndian.PutUint32(w.block[0:], uint32(len(z)))
+	binary.LittleEndian.PutUint32(w.block[4:], uint32(len(raw)))
+	binary.LittleEndian.PutUint32(w.block[8:], crc32.Checksum(z, castagnoli))
+	if _, err := w.file.Write(w.block); err != nil {
+		w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
+	}
+}

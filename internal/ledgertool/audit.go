@@ -1,0 +1,295 @@
+package ledgertool
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Violation is one SPEC rule a ledger shows broken.
+type Violation struct {
+	Seq    int    // the record's position in the ledger
+	Clause string // the SPEC section, e.g. "7.6"
+	Msg    string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("record %d: SPEC %s: %s", v.Seq, v.Clause, v.Msg)
+}
+
+// EpisodeRow is one line of the episode log (the bridge's columns: step,
+// slot, episode, return, length). Step is the ordinal, from 1, of the
+// feedback message that ended the episode; slot the env index; episode
+// the env's episode ordinal, from 0; return the sum of the rewards fed
+// back for the env over the episode; length info.episode.l when the client
+// sent it, else the number of chunks fed back.
+type EpisodeRow struct {
+	Step, Slot, Episode int64
+	Return              float64
+	Length              int64
+}
+
+// connection phases (SPEC 4.2: metadata (infer action feedback)*).
+const (
+	phaseIdle = iota
+	phaseAwaitAction
+	phaseHolding
+)
+
+// envState is what the audit knows of one env index.
+type envState struct {
+	// On the current connection.
+	holding    bool  // an action chunk not yet fed back
+	chunkStep  int64 // the step_id of the infer that asked for it
+	fedBack    bool  // a feedback named it
+	terminal   bool  // ... and ended its episode
+	nextObs    uint64
+	stepKnown  bool
+	nextStep   int64
+	heldOnConn int // the connection its last chunk came on (0: none held)
+
+	// The episode, across connections.
+	epSum     float64
+	epAbs     float64 // sum of |reward|, for the tolerance
+	epChunks  int64
+	epKnown   bool // every chunk of the episode so far was fed back on one connection
+	epOrdinal int64
+	horizon   int64 // the largest chunk seen this episode
+}
+
+// Auditor checks a ledger's records against the SPEC rules they show.
+// Feed it every event in order with Add, then read Violations and
+// Episodes.
+type Auditor struct {
+	Violations []Violation
+	Episodes   []EpisodeRow
+
+	conn      int
+	phase     int
+	meta      *wire.Metadata
+	envs      map[int64]*envState
+	infer     []int64 // the outstanding infer's env_indices
+	inferStep []int64
+	feedbacks int64
+}
+
+// NewAuditor returns an empty auditor.
+func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}} }
+
+func (a *Auditor) flag(ev *Event, clause, format string, args ...any) {
+	a.Violations = append(a.Violations, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (a *Auditor) env(e int64) *envState {
+	s := a.envs[e]
+	if s == nil {
+		s = &envState{epKnown: true}
+		a.envs[e] = s
+	}
+	return s
+}
+
+// Add audits one event.
+func (a *Auditor) Add(ev *Event) {
+	switch ev.Kind {
+	case ledger.KindConnect:
+		a.connect(ev)
+	case ledger.KindClose:
+		a.phase = phaseIdle
+	case ledger.KindSend:
+		switch {
+		case ev.DecodeErr != nil:
+			a.flag(ev, "5", "the client sent a message a server cannot decode: %v", ev.DecodeErr)
+		case ev.Infer != nil:
+			a.sendInfer(ev)
+		case ev.Feedback != nil:
+			a.sendFeedback(ev)
+		}
+	case ledger.KindRecv:
+		a.recv(ev)
+	}
+}
+
+func (a *Auditor) connect(ev *Event) {
+	a.conn, a.phase, a.meta = ev.Conn, phaseIdle, ev.Meta
+	if ev.DecodeErr != nil {
+		a.flag(ev, "5.1", "the server's first message is not metadata: %v", ev.DecodeErr)
+	}
+	for _, s := range a.envs {
+		// A connection ended: what was held on it is gone, and an episode
+		// that crossed it cannot be checked against its rewards.
+		s.holding, s.fedBack, s.terminal, s.stepKnown = false, false, false, false
+		if s.epChunks > 0 {
+			s.epKnown = false
+		}
+	}
+}
+
+func (a *Auditor) sendInfer(ev *Event) {
+	in := ev.Infer
+	if a.phase != phaseIdle {
+		a.flag(ev, "4.2", "an infer while %s: messages must alternate infer, action, feedback", phaseName(a.phase))
+	}
+	reuseOffered := a.meta != nil && a.meta.Has(wire.FeatureReuse)
+	row := 0
+	for i, e := range in.EnvIndices {
+		s := a.env(e)
+		reused := in.Reuse != nil && in.Reuse[i]
+		switch {
+		case reused && !reuseOffered:
+			a.flag(ev, "10.1", "env %d reuses its observation, but the server does not offer reuse-feedback-obs", e)
+		case reused && !s.fedBack:
+			a.flag(ev, "10.1", "env %d reuses an observation it never fed back on this connection", e)
+		case reused && s.terminal:
+			a.flag(ev, "10.1", "env %d reuses a terminal observation: its last feedback ended its episode", e)
+		case !reused && s.fedBack && !s.terminal && row < maxRows(ev):
+			if got := ev.ObsDigest(row); got != s.nextObs {
+				a.flag(ev, "5.4", "env %d's observation is not the one its last feedback sent: rows swapped, or the env changed between feedback and infer", e)
+			}
+		}
+		if !reused {
+			row++
+		}
+		if s.stepKnown && in.StepIDs[i] != s.nextStep {
+			a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode)", e, in.StepIDs[i], s.nextStep)
+		}
+		s.chunkStep = in.StepIDs[i]
+	}
+	a.infer = append(a.infer[:0], in.EnvIndices...)
+	a.phase = phaseAwaitAction
+}
+
+// maxRows is how many observation rows a send record carries.
+func maxRows(ev *Event) int {
+	n := 0
+	for _, d := range ev.RowDigest {
+		n = max(n, len(d))
+	}
+	if len(ev.RowDigest) == 0 {
+		return math.MaxInt
+	}
+	return n
+}
+
+func (a *Auditor) recv(ev *Event) {
+	if a.phase != phaseAwaitAction {
+		a.flag(ev, "4.2", "the server sent a message while %s", phaseName(a.phase))
+		return
+	}
+	a.phase = phaseHolding
+	if ev.DecodeErr != nil {
+		a.flag(ev, "5.3", "the server's reply is not an action: %v", ev.DecodeErr)
+		return
+	}
+	act := ev.Action
+	if act.EnvIDs != nil && !slices.Equal(act.EnvIDs, a.infer) {
+		a.flag(ev, "4.3", "action env_ids %v, the infer's env_indices %v (same envs, same order)", act.EnvIDs, a.infer)
+	}
+	if act.Envs() != len(a.infer) {
+		a.flag(ev, "5.3", "action shape %v for an infer of %d envs", act.Chunk.Shape, len(a.infer))
+	}
+	if m := a.meta; m != nil {
+		if h := m.ActionHorizon; h.Set && int64(act.Horizon()) != h.Value {
+			a.flag(ev, "5.1", "action horizon %d, metadata action_horizon %d", act.Horizon(), h.Value)
+		}
+		if d := m.ActionDim; d.Set {
+			w := 1
+			for _, v := range act.ActionShape() {
+				w *= v
+			}
+			if int64(w) != d.Value {
+				a.flag(ev, "5.1", "action shape %v, metadata action_dim %d", act.Chunk.Shape, d.Value)
+			}
+		}
+	}
+	for _, e := range a.infer {
+		s := a.env(e)
+		s.holding, s.heldOnConn = true, a.conn
+		s.horizon = max(s.horizon, int64(act.Horizon()))
+	}
+}
+
+func (a *Auditor) sendFeedback(ev *Event) {
+	fb := ev.Feedback
+	a.feedbacks++
+	if a.phase != phaseHolding {
+		a.flag(ev, "4.2", "a feedback while %s: each feedback answers one action", phaseName(a.phase))
+	}
+	a.phase = phaseIdle
+	for i, e := range fb.EnvIndices {
+		s := a.env(e)
+		switch {
+		case !s.holding && s.heldOnConn != 0 && s.heldOnConn != a.conn:
+			a.flag(ev, "7.6", "feedback for env %d, whose action came on connection %d, sent on connection %d: feedback must be dropped on a reconnect", e, s.heldOnConn, a.conn)
+			s.epKnown = false
+		case !s.holding:
+			a.flag(ev, "4.3", "feedback for env %d, which holds no action chunk on this connection", e)
+			s.epKnown = false
+		case fb.StepIDs[i] != s.chunkStep:
+			a.flag(ev, "5.2", "env %d's feedback step_id is %d, its chunk's infer said %d", e, fb.StepIDs[i], s.chunkStep)
+		}
+		s.holding = false
+		r := fb.Rewards[i]
+		s.epSum += r
+		s.epAbs += math.Abs(r)
+		s.epChunks++
+		done := fb.Terminated[i] || fb.Truncated[i]
+		ep := fb.Episode
+		masked := ep != nil && ep.Mask[i]
+		if masked && !done {
+			a.flag(ev, "5.4", "env %d sends info.episode (mask true) on a row that is neither terminated nor truncated", e)
+		}
+		if done {
+			length := s.epChunks
+			if masked && ep.Length != nil {
+				length = ep.Length[i]
+			}
+			if masked && s.epKnown {
+				a.checkEpisode(ev, e, s, ep, i)
+			}
+			a.Episodes = append(a.Episodes, EpisodeRow{Step: a.feedbacks, Slot: e, Episode: s.epOrdinal, Return: s.epSum, Length: length})
+			s.epOrdinal++
+			s.epSum, s.epAbs, s.epChunks, s.epKnown, s.horizon = 0, 0, 0, true, 0
+		}
+		s.fedBack, s.terminal = true, done
+		if !done && i < maxRows(ev) {
+			s.nextObs = ev.ObsDigest(i)
+		}
+		s.stepKnown = true
+		if done {
+			s.nextStep = 0
+		} else {
+			s.nextStep = fb.StepIDs[i] + 1
+		}
+	}
+}
+
+func (a *Auditor) checkEpisode(ev *Event, e int64, s *envState, ep *wire.Episode, i int) {
+	if ep.Return != nil {
+		tol := 1e-3 + 1e-4*s.epAbs
+		if d := math.Abs(ep.Return[i] - s.epSum); d > tol {
+			a.flag(ev, "5.4", "env %d's info.episode.r is %g, the rewards fed back over its episode sum to %g", e, ep.Return[i], s.epSum)
+		}
+	}
+	if ep.Length != nil {
+		l := ep.Length[i]
+		if l < s.epChunks {
+			a.flag(ev, "5.4", "env %d's info.episode.l is %d, but %d chunks were fed back over its episode", e, l, s.epChunks)
+		} else if s.horizon > 0 && l > s.epChunks*s.horizon {
+			a.flag(ev, "5.4", "env %d's info.episode.l is %d, more than its %d chunks of at most %d steps", e, l, s.epChunks, s.horizon)
+		}
+	}
+}
+
+func phaseName(p int) string {
+	switch p {
+	case phaseAwaitAction:
+		return "an action is awaited"
+	case phaseHolding:
+		return "a feedback is owed"
+	}
+	return "no action is outstanding"
+}

@@ -1,0 +1,131 @@
+package ledgertool
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// EpisodeHeader is the episode log's header line: the bridge server's
+// columns (plugrl-bridges' episode_log).
+var EpisodeHeader = []string{"step", "slot", "episode", "return", "length"}
+
+// WriteEpisodes writes rows as the episode log's CSV, header first.
+func WriteEpisodes(w io.Writer, rows []EpisodeRow) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(EpisodeHeader); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		rec := []string{
+			strconv.FormatInt(r.Step, 10), strconv.FormatInt(r.Slot, 10), strconv.FormatInt(r.Episode, 10),
+			strconv.FormatFloat(r.Return, 'g', -1, 64), strconv.FormatInt(r.Length, 10),
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// ReadEpisodes reads an episode log: a header naming at least slot,
+// episode, return and length (in any order; step is optional), then one
+// row per episode.
+func ReadEpisodes(r io.Reader) ([]EpisodeRow, error) {
+	cr := csv.NewReader(r)
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("episode log: reading the header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[h] = i
+	}
+	for _, need := range []string{"slot", "episode", "return", "length"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("episode log: no %q column in the header %v", need, head)
+		}
+	}
+	var rows []EpisodeRow
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("episode log: %w", err)
+		}
+		var row EpisodeRow
+		ints := []struct {
+			name string
+			dst  *int64
+		}{{"step", &row.Step}, {"slot", &row.Slot}, {"episode", &row.Episode}, {"length", &row.Length}}
+		for _, f := range ints {
+			i, ok := col[f.name]
+			if !ok {
+				continue
+			}
+			if *f.dst, err = strconv.ParseInt(rec[i], 10, 64); err != nil {
+				return nil, fmt.Errorf("episode log line %d: %s: %w", line, f.name, err)
+			}
+		}
+		if row.Return, err = strconv.ParseFloat(rec[col["return"]], 64); err != nil {
+			return nil, fmt.Errorf("episode log line %d: return: %w", line, err)
+		}
+		rows = append(rows, row)
+	}
+}
+
+// Difference is one way two episode logs disagree.
+type Difference struct {
+	What           string // "missing" (only in the server's log), "extra" (only in the client's), "differs"
+	Client, Server EpisodeRow
+}
+
+// CompareEpisodes matches episodes by (slot, episode) and reports those
+// that are in one log only or whose return or length differ. Returns are
+// equal within 1e-6 relative (both sides sum the same float32 chunk sums).
+func CompareEpisodes(client, server []EpisodeRow) []Difference {
+	type key struct{ slot, ep int64 }
+	idx := func(rows []EpisodeRow) map[key]EpisodeRow {
+		m := make(map[key]EpisodeRow, len(rows))
+		for _, r := range rows {
+			m[key{r.Slot, r.Episode}] = r
+		}
+		return m
+	}
+	cm, sm := idx(client), idx(server)
+	var out []Difference
+	for k, s := range sm {
+		c, ok := cm[k]
+		switch {
+		case !ok:
+			out = append(out, Difference{What: "missing", Server: s})
+		case c.Length != s.Length || math.Abs(c.Return-s.Return) > 1e-6*max(1, math.Abs(s.Return)):
+			out = append(out, Difference{What: "differs", Client: c, Server: s})
+		}
+	}
+	for k, c := range cm {
+		if _, ok := sm[k]; !ok {
+			out = append(out, Difference{What: "extra", Client: c})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Client, out[j].Client
+		if out[i].What == "missing" {
+			a = out[i].Server
+		}
+		if out[j].What == "missing" {
+			b = out[j].Server
+		}
+		if a.Slot != b.Slot {
+			return a.Slot < b.Slot
+		}
+		return a.Episode < b.Episode
+	})
+	return out
+}

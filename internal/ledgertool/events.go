@@ -1,0 +1,161 @@
+// Package ledgertool reads ledgers (core/ledger) and answers questions
+// about them: the summary, the audit against the SPEC, the episode log,
+// dumps and dataset exports that `plugrl ledger` prints.
+package ledgertool
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Event is one ledger record with its message decoded.
+type Event struct {
+	*ledger.Record
+	// Exactly one of these is set for a connect, send or recv record whose
+	// message decodes; DecodeErr says why one does not.
+	Meta      *wire.Metadata
+	Infer     *wire.InferMsg
+	Feedback  *wire.FeedbackMsg
+	Action    *wire.Action
+	DecodeErr error
+	// Wire is the sent message rebuilt (zeros where a digest-level ledger
+	// cut observation data), for send records.
+	Wire []byte
+	// RowDigest[k][r] is the digest of row r of the k-th observation array
+	// of a send record (images, then states, in message order); nil when
+	// the array's rows are empty.
+	RowDigest [][]uint32
+}
+
+// Walk reads the ledger at path and calls fn for each record, in order.
+// A truncated ledger (a writer killed mid-run) is not an error: Walk
+// returns truncated=true after the last whole record.
+func Walk(path string, fn func(ev *Event) error) (truncated bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	return WalkReader(f, fn)
+}
+
+// WalkReader is Walk over a reader.
+func WalkReader(r io.Reader, fn func(ev *Event) error) (truncated bool, err error) {
+	lr, err := ledger.NewReader(r)
+	if err != nil {
+		return false, err
+	}
+	defer lr.Close()
+	for {
+		rec, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if errors.Is(err, ledger.ErrTruncated) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		ev := &Event{Record: rec}
+		decode(lr, ev)
+		if err := fn(ev); err != nil {
+			return false, err
+		}
+	}
+}
+
+func decode(lr *ledger.Reader, ev *Event) {
+	switch ev.Kind {
+	case ledger.KindConnect:
+		ev.Meta, ev.DecodeErr = wire.DecodeMetadata(ev.Msg)
+	case ledger.KindRecv:
+		a := new(wire.Action)
+		msg := append([]byte(nil), ev.Msg...) // Decode works in place
+		if ev.DecodeErr = a.Decode(msg); ev.DecodeErr == nil {
+			ev.Action = a
+		}
+	case ledger.KindSend:
+		msg, err := lr.Message(ev.Record)
+		if err != nil {
+			ev.DecodeErr = err
+			return
+		}
+		ev.Wire = msg
+		kind, _, err := wire.Envelope(msg)
+		if err != nil {
+			ev.DecodeErr = err
+			return
+		}
+		var obs *wire.Observation
+		switch string(kind) {
+		case wire.TypeInfer:
+			if ev.Infer, ev.DecodeErr = wire.DecodeInfer(msg); ev.DecodeErr == nil {
+				obs = &ev.Infer.Obs
+			}
+		case wire.TypeFeedback:
+			if ev.Feedback, ev.DecodeErr = wire.DecodeFeedback(msg); ev.DecodeErr == nil {
+				obs = &ev.Feedback.Obs
+			}
+		default:
+			ev.DecodeErr = fmt.Errorf("a client sent a %q message", kind)
+		}
+		if obs != nil {
+			ev.DecodeErr = ev.digests(obs)
+		}
+	}
+}
+
+// digests fills RowDigest from the record's digests, or, in a full
+// ledger, from the data.
+func (ev *Event) digests(obs *wire.Observation) error {
+	next := ev.Digests
+	for _, g := range [2][]wire.NamedArray{obs.Images, obs.States} {
+		for i := range g {
+			a := &g[i].Array
+			rows, rb := a.Len(), a.RowBytes()
+			if rows <= 0 || rb == 0 {
+				ev.RowDigest = append(ev.RowDigest, nil)
+				continue
+			}
+			d := make([]uint32, rows)
+			if len(ev.Cuts) > 0 {
+				if len(next) < rows {
+					return fmt.Errorf("record %d: %d digests left for %s's %d rows", ev.Seq, len(next), g[i].Name, rows)
+				}
+				copy(d, next[:rows])
+				next = next[rows:]
+			} else {
+				for r := range d {
+					d[r] = ledger.RowDigest(a.Row(r))
+				}
+			}
+			ev.RowDigest = append(ev.RowDigest, d)
+		}
+	}
+	if len(next) != 0 {
+		return fmt.Errorf("record %d: %d digests more than the observation's rows", ev.Seq, len(next))
+	}
+	return nil
+}
+
+// ObsDigest combines the row digests of env row r across the observation's
+// arrays into one value: two rows with the same arrays' contents have the
+// same ObsDigest.
+func (ev *Event) ObsDigest(r int) uint64 {
+	h := uint64(14695981039346656037)
+	for _, d := range ev.RowDigest {
+		v := uint64(0xffffffff)
+		if r < len(d) {
+			v = uint64(d[r])
+		}
+		h ^= v
+		h *= 1099511628211
+	}
+	return h
+}

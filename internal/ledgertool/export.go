@@ -1,0 +1,258 @@
+package ledgertool
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Exporter collects, per env, the transitions of a full ledger: for each
+// chunk fed back, the observation the chunk started from, its action
+// chunk, the reward fed back for it and the flags. Write saves them as
+// .npy files numpy loads.
+type Exporter struct {
+	envs      map[int64]*trajectory
+	names     []string     // observation arrays, in message order
+	shapes    []arrayShape // their dtypes and row shapes
+	level     string
+	lastInfer []int64 // the env_indices of the infer the next action answers
+}
+
+type trajectory struct {
+	obs        [][]byte // per array, the rows appended
+	held       [][]byte // per array: the last observation seen (infer or feedback), for reuse
+	pending    [][]byte // the observation of the chunk in flight
+	action     []float64
+	actShape   []int
+	chunk      []float64 // the chunk in flight
+	reward     []float64
+	terminated []bool
+	truncated  []bool
+	steps      int
+}
+
+// NewExporter returns an empty exporter.
+func NewExporter() *Exporter { return &Exporter{envs: map[int64]*trajectory{}} }
+
+func (x *Exporter) env(e int64) *trajectory {
+	t := x.envs[e]
+	if t == nil {
+		t = &trajectory{}
+		x.envs[e] = t
+	}
+	return t
+}
+
+var errDigestLedger = errors.New("export needs a full ledger: this one is at digest level, it holds no observation data (record with level full)")
+
+// Add takes one event.
+func (x *Exporter) Add(ev *Event) error {
+	switch {
+	case ev.Kind == ledger.KindOpen:
+		x.level = ev.Level
+		if ev.Level != ledger.Full.String() {
+			return errDigestLedger
+		}
+	case ev.Infer != nil:
+		return x.infer(ev.Infer)
+	case ev.Action != nil:
+		x.action(ev.Action)
+	case ev.Feedback != nil:
+		return x.feedback(ev.Feedback)
+	}
+	return nil
+}
+
+// arrays lists an observation's arrays in message order, and checks they
+// are the ones seen so far.
+func (x *Exporter) arrays(o *wire.Observation) ([]*wire.Array, error) {
+	var out []*wire.Array
+	var names []string
+	for gi, g := range [2][]wire.NamedArray{o.Images, o.States} {
+		for i := range g {
+			out = append(out, &g[i].Array)
+			names = append(names, [2]string{"images.", "states."}[gi]+g[i].Name)
+		}
+	}
+	if x.names == nil {
+		x.names = names
+	} else if strings.Join(x.names, ",") != strings.Join(names, ",") {
+		return nil, fmt.Errorf("the observation's arrays changed from %v to %v: one trajectory file per array needs them fixed", x.names, names)
+	}
+	return out, nil
+}
+
+func (x *Exporter) infer(in *wire.InferMsg) error {
+	arrs, err := x.arrays(&in.Obs)
+	if err != nil {
+		return err
+	}
+	x.lastInfer = append(x.lastInfer[:0], in.EnvIndices...)
+	row := 0
+	for i, e := range in.EnvIndices {
+		t := x.env(e)
+		if in.Reuse != nil && in.Reuse[i] {
+			t.pending = t.held
+			continue
+		}
+		t.pending = make([][]byte, len(arrs))
+		for k, a := range arrs {
+			t.pending[k] = append([]byte(nil), a.Row(row)...)
+		}
+		row++
+	}
+	return nil
+}
+
+func (x *Exporter) action(a *wire.Action) {
+	h, n := a.Horizon(), a.Envs()
+	per := 1
+	for _, d := range a.ActionShape() {
+		per *= d
+	}
+	for j, e := range x.lastInfer {
+		if j >= n {
+			break
+		}
+		t := x.env(e)
+		t.chunk = t.chunk[:0]
+		for s := 0; s < h; s++ {
+			for k := 0; k < per; k++ {
+				t.chunk = append(t.chunk, a.Chunk.Float64((s*n+j)*per+k))
+			}
+		}
+		t.actShape = append([]int{h}, a.ActionShape()...)
+	}
+}
+
+func (x *Exporter) feedback(fb *wire.FeedbackMsg) error {
+	arrs, err := x.arrays(&fb.Obs)
+	if err != nil {
+		return err
+	}
+	for i, e := range fb.EnvIndices {
+		t := x.env(e)
+		if t.pending != nil && t.chunk != nil {
+			if t.obs == nil {
+				t.obs = make([][]byte, len(arrs))
+			}
+			for k := range t.pending {
+				t.obs[k] = append(t.obs[k], t.pending[k]...)
+			}
+			t.action = append(t.action, t.chunk...)
+			t.reward = append(t.reward, fb.Rewards[i])
+			t.terminated = append(t.terminated, fb.Terminated[i])
+			t.truncated = append(t.truncated, fb.Truncated[i])
+			t.steps++
+		}
+		t.pending, t.chunk = nil, nil
+		t.held = make([][]byte, len(arrs))
+		for k, a := range arrs {
+			t.held[k] = append([]byte(nil), a.Row(i)...)
+		}
+	}
+	x.shapes = shapesOf(arrs)
+	return nil
+}
+
+// shapes are each array's dtype and row shape, from the last feedback.
+type arrayShape struct {
+	dtype wire.DType
+	row   []int
+}
+
+func shapesOf(arrs []*wire.Array) []arrayShape {
+	out := make([]arrayShape, len(arrs))
+	for k, a := range arrs {
+		out[k] = arrayShape{a.DType, append([]int(nil), a.Shape[1:]...)}
+	}
+	return out
+}
+
+// Write saves env<E>_<array>.npy, env<E>_action.npy, env<E>_reward.npy,
+// env<E>_terminated.npy and env<E>_truncated.npy for each env into dir, and
+// returns the files written.
+func (x *Exporter) Write(dir string) ([]string, error) {
+	if x.level != ledger.Full.String() {
+		return nil, errDigestLedger
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	envs := make([]int64, 0, len(x.envs))
+	for e := range x.envs {
+		envs = append(envs, e)
+	}
+	sort.Slice(envs, func(i, j int) bool { return envs[i] < envs[j] })
+	var files []string
+	save := func(name, descr string, shape []int, data []byte) error {
+		p := filepath.Join(dir, name)
+		files = append(files, p)
+		return os.WriteFile(p, npy(descr, shape, data), 0o644)
+	}
+	for _, e := range envs {
+		t := x.envs[e]
+		if t.steps == 0 {
+			continue
+		}
+		T := t.steps
+		for k, name := range x.names {
+			s := x.shapes[k]
+			if err := save(fmt.Sprintf("env%d_%s.npy", e, name), s.dtype.String(), append([]int{T}, s.row...), t.obs[k]); err != nil {
+				return nil, err
+			}
+		}
+		if len(t.action)%T != 0 {
+			return nil, fmt.Errorf("env %d: action chunks of different sizes cannot be stacked", e)
+		}
+		if err := save(fmt.Sprintf("env%d_action.npy", e), "<f8", append([]int{T}, t.actShape...), f64bytes(t.action)); err != nil {
+			return nil, err
+		}
+		if err := save(fmt.Sprintf("env%d_reward.npy", e), "<f8", []int{T}, f64bytes(t.reward)); err != nil {
+			return nil, err
+		}
+		for _, f := range []struct {
+			name string
+			v    []bool
+		}{{"terminated", t.terminated}, {"truncated", t.truncated}} {
+			if err := save(fmt.Sprintf("env%d_%s.npy", e, f.name), "|b1", []int{T}, wire.BytesOf(f.v)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return files, nil
+}
+
+func f64bytes(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
+	}
+	return b
+}
+
+// npy encodes an array in NumPy's .npy format, version 1.0.
+func npy(descr string, shape []int, data []byte) []byte {
+	dims := ""
+	for _, d := range shape {
+		dims += fmt.Sprintf("%d, ", d)
+	}
+	if len(shape) > 1 {
+		dims = strings.TrimSuffix(dims, ", ")
+	}
+	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, dims)
+	// magic (6) + version (2) + header length (2) + header + '\n', padded to 64.
+	pad := 64 - (10+len(header)+1)%64
+	header += strings.Repeat(" ", pad%64) + "\n"
+	out := append([]byte("\x93NUMPY\x01\x00"), byte(len(header)), byte(len(header)>>8))
+	out = append(out, header...)
+	return append(out, data...)
+}

@@ -1,0 +1,181 @@
+package ledgertool
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+)
+
+// Summary is what `plugrl ledger summary` prints.
+type Summary struct {
+	Level, Version string
+	Opened         time.Time
+	Duration       time.Duration
+	Records        int
+	Truncated      bool
+	Clean          bool // the ledger ends with an end record
+
+	Connections, Exchanges, Feedbacks int
+	Envs                              int
+	Reconnects                        map[string]int // by cause
+	Closes                            map[string]int // by who closed and why
+	FeedbackDropped                   int            // env rows
+	Interrupts                        int
+	Lost, LostBytes                   int64
+	BytesSent, BytesReceived          int64
+	Chunks                            map[int]int // action horizon -> actions
+	Latency                           []time.Duration
+	Episodes                          []EpisodeRow
+
+	envs    map[int64]bool
+	inferAt int64
+}
+
+// NewSummary returns an empty summary; feed it events with Add.
+func NewSummary() *Summary {
+	return &Summary{Reconnects: map[string]int{}, Closes: map[string]int{}, Chunks: map[int]int{}, envs: map[int64]bool{}, inferAt: -1}
+}
+
+// Add counts one event.
+func (s *Summary) Add(ev *Event) {
+	s.Records++
+	s.Duration = time.Duration(ev.Time)
+	switch ev.Kind {
+	case ledger.KindOpen:
+		s.Level, s.Version, s.Opened = ev.Level, ev.Version, time.Unix(0, ev.Wall)
+	case ledger.KindConnect:
+		s.Connections++
+	case ledger.KindReconnect:
+		s.Reconnects[ev.Cause]++
+	case ledger.KindClose:
+		why := ev.By
+		switch {
+		case ev.By == "server":
+			why = fmt.Sprintf("server %d %q", ev.Code, ev.Reason)
+		case ev.Err != "":
+			why = ev.By + ": " + ev.Err
+		}
+		s.Closes[why]++
+		s.FeedbackDropped += len(ev.Dropped)
+	case ledger.KindInterrupt:
+		s.Interrupts++
+	case ledger.KindLost:
+		s.Lost += ev.Count
+		s.LostBytes += ev.Bytes
+	case ledger.KindEnd:
+		s.Clean = true
+	case ledger.KindSend:
+		s.BytesSent += ev.Len
+		switch {
+		case ev.Infer != nil:
+			s.inferAt = ev.Time
+			for _, e := range ev.Infer.EnvIndices {
+				s.envs[e] = true
+			}
+		case ev.Feedback != nil:
+			s.Feedbacks++
+		}
+	case ledger.KindRecv:
+		s.BytesReceived += int64(len(ev.Msg))
+		s.Exchanges++
+		if s.inferAt >= 0 {
+			s.Latency = append(s.Latency, time.Duration(ev.Time-s.inferAt))
+			s.inferAt = -1
+		}
+		if ev.Action != nil {
+			s.Chunks[ev.Action.Horizon()]++
+		}
+	}
+	s.Envs = len(s.envs)
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p / 100 * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+// Print writes the summary for a person.
+func (s *Summary) Print(w io.Writer) {
+	state := "closed cleanly"
+	switch {
+	case s.Truncated:
+		state = "TRUNCATED (the writer stopped without closing it; read up to its last whole block)"
+	case !s.Clean:
+		state = "no end record"
+	}
+	fmt.Fprintf(w, "ledger: %s level, library %s, opened %s, %d records over %v, %s\n",
+		s.Level, s.Version, s.Opened.UTC().Format(time.RFC3339), s.Records, s.Duration.Round(time.Millisecond), state)
+	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, s.Envs)
+	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
+	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", countsLine(s.Chunks))
+	if len(s.Latency) > 0 {
+		l := slices.Clone(s.Latency)
+		slices.Sort(l)
+		fmt.Fprintf(w, "infer->action latency: p50 %v  p90 %v  p99 %v  max %v  (n=%d)\n",
+			percentile(l, 50), percentile(l, 90), percentile(l, 99), l[len(l)-1], len(l))
+	}
+	fmt.Fprintf(w, "reconnects: %d%s\n", sumCounts(s.Reconnects), strCounts(s.Reconnects))
+	fmt.Fprintf(w, "closes:%s\n", strCounts(s.Closes))
+	fmt.Fprintf(w, "feedback rows dropped on a lost connection: %d; interrupts: %d\n", s.FeedbackDropped, s.Interrupts)
+	if s.Lost > 0 {
+		fmt.Fprintf(w, "NOT RECORDED: %d records (%d bytes): the ledger's queue was full\n", s.Lost, s.LostBytes)
+	}
+	fmt.Fprintf(w, "episodes: %d\n", len(s.Episodes))
+	if n := len(s.Episodes); n > 0 {
+		var sum, lsum float64
+		lo, hi := s.Episodes[0].Return, s.Episodes[0].Return
+		for _, e := range s.Episodes {
+			sum += e.Return
+			lsum += float64(e.Length)
+			lo, hi = min(lo, e.Return), max(hi, e.Return)
+		}
+		fmt.Fprintf(w, "  return: mean %.4g  min %.4g  max %.4g; length: mean %.4g\n", sum/float64(n), lo, hi, lsum/float64(n))
+		last := s.Episodes[max(0, n-10):]
+		fmt.Fprintf(w, "  last %d:", len(last))
+		for _, e := range last {
+			fmt.Fprintf(w, " env %d ep %d: %.4g/%d;", e.Slot, e.Episode, e.Return, e.Length)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func countsLine(m map[int]int) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	out := ""
+	for _, k := range keys {
+		out += fmt.Sprintf(" %d: %d", k, m[k])
+	}
+	return out
+}
+
+func strCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := ""
+	for _, k := range keys {
+		out += fmt.Sprintf(" [%s: %d]", k, m[k])
+	}
+	return out
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
