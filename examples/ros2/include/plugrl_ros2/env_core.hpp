@@ -1,0 +1,321 @@
+// env_core.hpp - the part of plugrl_env_node that needs no ROS.
+//
+// plugrl_env_node turns a robot's topics into PlugRL env-client traffic.
+// Everything it decides - which topic values form an observation, when a
+// value is too old to send, which command each env gets at a tick and what
+// it holds instead, when an episode ended and when its reset is complete -
+// lives here, in plain C++17 over plugrl.hpp, so that it builds and is
+// unit-tested (test/test_env_core.cpp) on machines without rclcpp. The node
+// (src/plugrl_env_node.cpp) only moves ROS messages in and out.
+//
+// Threads: the node's subscription callbacks write an InputState under the
+// node's mutex; the runner thread drains it into the Controller's own copy
+// (Controller::Hooks::snapshot) and works on that copy without a lock, so a
+// blocked infer never holds up the executor.
+#ifndef PLUGRL_ROS2_ENV_CORE_HPP
+#define PLUGRL_ROS2_ENV_CORE_HPP
+
+#include <plugrl.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plugrl_ros2 {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using Duration = Clock::duration;
+
+// ---------------------------------------------------------------- sources
+
+// What an observation source reads from its topic.
+enum class SourceKind {
+  JointPosition,  // sensor_msgs/JointState position, of the named joints
+  JointVelocity,  // ... velocity
+  JointEffort,    // ... effort
+  Float64Array,   // std_msgs/Float64MultiArray data
+  Image,          // sensor_msgs/Image, 8-bit, as u8 [H, W, C]
+  Text,           // std_msgs/String: the observation's text (one per env)
+};
+
+// "joint_position", "joint_velocity", "joint_effort", "float64_array",
+// "image", "text" -> the kind; anything else -> nullopt.
+std::optional<SourceKind> parse_source_kind(const std::string &name);
+const char *source_kind_name(SourceKind kind);
+// Whether the kind reads sensor_msgs/JointState.
+bool is_joint_kind(SourceKind kind);
+
+// One observation source: an array (or the text) of the observation, fed
+// by one topic per env.
+struct SourceSpec {
+  std::string name;   // the array's name in the observation, e.g. "qpos"
+  std::string topic;  // relative topic name, e.g. "joint_states"
+  SourceKind kind = SourceKind::Float64Array;
+  // Joint kinds: the joints to take, in this order. Empty: the first
+  // shape[0] entries of the message, in its order.
+  std::vector<std::string> joints;
+  // Per env: [d] (or [d0, d1, ...]) for states, [height, width, channels]
+  // for images; empty for text. Joint kinds with joints set may leave it
+  // empty: it is then [joints.size()].
+  std::vector<int64_t> shape;
+
+  // Elements per env: the product of shape (0 for text).
+  std::size_t elements() const;
+};
+
+// Fills in derived shapes and checks a list of sources: "" when they are
+// usable, else what is wrong (for the node to log and refuse to start).
+std::string normalize_sources(std::vector<SourceSpec> &sources);
+
+// topic for env namespace ns: "ns/topic", or topic when ns is empty.
+std::string env_topic(const std::string &ns, const std::string &topic);
+
+// ---------------------------------------------------------------- inputs
+
+// The latest value of every (source, env), the reward and done flags that
+// arrived since they were last drained, and reset answers. Not thread-safe
+// itself: the node guards its instance with a mutex.
+class InputState {
+ public:
+  InputState() = default;
+  InputState(std::vector<SourceSpec> sources, std::size_t num_envs);
+
+  std::size_t num_envs() const noexcept { return num_envs_; }
+  std::size_t num_sources() const noexcept { return sources_.size(); }
+  const SourceSpec &source(std::size_t i) const { return sources_.at(i); }
+
+  // Each put_* stores env's row of source src and stamps it with t. They
+  // return "" or, when the message does not fit the source (a joint
+  // missing, a wrong size or encoding), why; the row is then unchanged.
+  std::string put_joint_state(std::size_t src, std::size_t env, const std::vector<std::string> &names,
+                              const std::vector<double> &position, const std::vector<double> &velocity,
+                              const std::vector<double> &effort, TimePoint t);
+  std::string put_array(std::size_t src, std::size_t env, const double *data, std::size_t count, TimePoint t);
+  std::string put_image(std::size_t src, std::size_t env, uint32_t height, uint32_t width,
+                        const std::string &encoding, uint32_t step, const uint8_t *data, std::size_t size,
+                        TimePoint t);
+  std::string put_text(std::size_t src, std::size_t env, std::string text, TimePoint t);
+
+  // Reward and done topics: rewards add up, a true flag stays set, until
+  // drained into a Controller's copy; each stamps its arrival.
+  void add_reward(std::size_t env, double reward, TimePoint t);
+  void put_terminated(std::size_t env, bool value, TimePoint t);
+  void put_truncated(std::size_t env, bool value, TimePoint t);
+  // An answer of env's reset service.
+  void put_reset_answer(std::size_t env, bool success, TimePoint t);
+
+  // When (source, env) last got a value; nullopt: never.
+  std::optional<TimePoint> received(std::size_t src, std::size_t env) const;
+
+  // Copies every row and time into dst (whose sources and envs must match,
+  // or dst is made a copy), and moves the rewards, done flags and reset
+  // answers into it: dst accumulates them, this state starts from zero.
+  void drain_into(InputState &dst);
+
+  // Describes this state's arrays (over its own buffers) in obs.
+  void describe(plugrl::Observation &obs) const;
+
+  // Per-env step signals as drained so far.
+  struct Signals {
+    double reward = 0;           // sum since last taken
+    uint64_t rewards = 0;        // messages summed
+    bool terminated = false;     // latched
+    bool truncated = false;      // latched
+    std::optional<TimePoint> reward_at, terminated_at, truncated_at;  // last arrival
+    uint64_t reset_answers = 0;  // reset answers ever received
+    bool reset_ok = false;       // the last answer's success
+  };
+  Signals &signals(std::size_t env) { return signals_.at(env); }
+  const Signals &signals(std::size_t env) const { return signals_.at(env); }
+
+ private:
+  struct Row {
+    std::optional<TimePoint> at;
+  };
+  std::vector<SourceSpec> sources_;
+  std::size_t num_envs_ = 0;
+  std::vector<std::vector<double>> f64_;   // per source: [n, elements] (states)
+  std::vector<std::vector<uint8_t>> u8_;   // per source: [n, elements] (images)
+  std::vector<std::vector<std::string>> text_;  // per source: [n] (text)
+  std::vector<std::vector<Row>> rows_;     // per source: [n]
+  std::vector<Signals> signals_;           // [n]
+};
+
+// ---------------------------------------------------------------- readiness
+
+// Whether env's observation can be used at time now: every source has a
+// value, none older than max_age, and (when newer_than is set) every one
+// arrived after newer_than. "" when ready, else why not, naming the source.
+std::string obs_readiness(const InputState &in, std::size_t env, TimePoint now, Duration max_age,
+                          std::optional<TimePoint> newer_than);
+
+// Lockstep: whether env's step after a command sent at `since` is complete:
+// its observation and each step signal the node subscribes to (reward,
+// terminated, truncated; the flags say which) arrived after since.
+std::string step_readiness(const InputState &in, std::size_t env, TimePoint since, bool reward_topic,
+                           bool terminated_topic, bool truncated_topic);
+
+// ---------------------------------------------------------------- commands
+
+enum class HoldMode { Zeros, Last };
+std::optional<HoldMode> parse_hold_mode(const std::string &name);
+
+// Per-env commands: splits a step's actions into one command per env
+// (scaled, clipped), remembers the last one sent, and gives the safe hold.
+class CommandBook {
+ public:
+  CommandBook(std::size_t num_envs, HoldMode hold, double scale = 1.0, std::optional<double> lo = std::nullopt,
+              std::optional<double> hi = std::nullopt);
+
+  // actions holds num_envs * k values (env i's at i * k); sets each env's
+  // command and returns k, or 0 when the size is not a multiple of num_envs.
+  std::size_t set_from_actions(const std::vector<double> &actions);
+  const std::vector<double> &command(std::size_t env) const { return commands_.at(env); }
+  // What env holds when its observation is stale: zeros (of the last
+  // command's size) or the last command. Empty before any command.
+  std::vector<double> hold(std::size_t env) const;
+  bool has_command(std::size_t env) const { return sent_.at(env); }
+  // Applies scale and the clip to one value.
+  double shape_value(double v) const;
+
+ private:
+  HoldMode hold_;
+  double scale_;
+  std::optional<double> lo_, hi_;
+  std::vector<std::vector<double>> commands_;
+  std::vector<bool> sent_;
+};
+
+// One point of a trajectory of a chunk: step k's values, due at
+// (k + 1) * period after the chunk's start.
+struct TrajectoryPoint {
+  std::vector<double> values;
+  Duration time_from_start;
+};
+// The points of env's part of a chunk: `steps` steps of step_size values,
+// env's step k at chunk[k * step_size ...] (scaled and clipped by book).
+std::vector<TrajectoryPoint> trajectory_points(const double *chunk, std::size_t steps, std::size_t step_size,
+                                               Duration period, const CommandBook &book);
+
+// ---------------------------------------------------------------- episodes
+
+struct EpisodeRecord {
+  int64_t number;  // 1, 2, ... over all envs
+  std::size_t env;
+  double seconds;  // since the controller started
+  double episode_return;
+  int64_t length;
+  bool success;  // truncated, not terminated: it lasted
+};
+// The CSV of examples/plot_returns.py: episode,env,seconds,return,length,success.
+const char *episode_csv_header();
+std::string episode_csv_line(const EpisodeRecord &e);
+
+// The live statistics as one JSON object (the node's ~/stats topic).
+std::string stats_json(const plugrl_statistics &st, int64_t episodes, uint64_t holds, const char *phase);
+
+// ---------------------------------------------------------------- controller
+
+// How ticks come.
+enum class Mode {
+  Timer,     // a control timer: the robot publishes at its own rate; each
+             // tick uses the latest values that are fresh enough
+  Lockstep,  // each command makes the env take one step and publish its
+             // observation, reward and done flags once (a simulator); a
+             // step is complete when all have arrived after the command
+};
+
+// The runner thread's loop body: each wake() looks at the drained inputs
+// and does what can be done now - report a finished step, ask for resets,
+// wait for them, act and publish - or publishes the hold commands.
+class Controller {
+ public:
+  struct Config {
+    std::size_t num_envs = 1;
+    Mode mode = Mode::Timer;
+    // Timer: an observation older than this is stale. Lockstep: a step
+    // whose data has not come this long after its command is stale.
+    Duration max_obs_age = std::chrono::milliseconds(500);
+    // A reset not answered this long after its request is asked again.
+    Duration reset_timeout = std::chrono::seconds(5);
+    bool reward_topic = true, terminated_topic = true, truncated_topic = true;
+    int64_t max_episodes = 0;  // 0: no limit
+  };
+  enum class Level { Debug, Info, Warn, Error };
+  struct Hooks {
+    // Drains the node's shared InputState into dst (under the node's lock).
+    std::function<void(InputState &dst)> snapshot;
+    // plugrl::Runner::act / report; false: the server stopped the run.
+    std::function<bool(const plugrl::Observation &, std::vector<double> &)> act;
+    std::function<bool(const plugrl::Observation &, const std::vector<double> &, const std::vector<uint8_t> &,
+                       const std::vector<uint8_t> &, const std::vector<uint8_t> &)>
+        report;
+    // Publishes env's command; hold: it is the safe hold, not an action.
+    std::function<void(std::size_t env, const std::vector<double> &command, bool hold)> publish;
+    // Sends env's reset request (asynchronously: the answer comes through
+    // InputState::put_reset_answer).
+    std::function<void(std::size_t env)> request_reset;
+    std::function<void(const EpisodeRecord &)> on_episode;
+    std::function<void(Level, const std::string &)> log;
+  };
+  enum class Result {
+    Waiting,   // nothing to do yet (maybe holding)
+    Stepped,   // an action was published
+    Stopped,   // the server stopped the run
+    Finished,  // max_episodes episodes have ended
+  };
+  enum class Phase { Act, Report, Reset };
+
+  Controller(Config config, InputState inputs, CommandBook book, Hooks hooks);
+
+  // One wake of the runner thread at time now. Throws what act and report
+  // throw (plugrl::Error); the phase is then as it was before the call
+  // (act) or moves on as if the step was reported (report: the runner has
+  // counted it; feedback it could not send is dropped, SPEC 7.6).
+  Result wake(TimePoint now);
+
+  Phase phase() const noexcept { return phase_; }
+  const char *phase_name() const noexcept;
+  int64_t episodes() const noexcept { return episodes_; }
+  uint64_t holds() const noexcept { return holds_; }
+  const InputState &inputs() const noexcept { return in_; }
+  const CommandBook &commands() const noexcept { return book_; }
+
+ private:
+  // Publishes every env's hold (those that ever got a command), at most
+  // once per tick (timer) or per max_obs_age (lockstep); logs why.
+  void hold_all(TimePoint now, const std::string &why);
+  void warn_throttled(TimePoint now, const std::string &msg);
+  Result do_act(TimePoint now);
+  Result do_report(TimePoint now);
+  bool resets_done(TimePoint now);
+
+  Config cfg_;
+  InputState in_;
+  CommandBook book_;
+  Hooks hooks_;
+  Phase phase_ = Phase::Act;
+  plugrl::Observation obs_;
+  std::vector<double> actions_, rewards_;
+  std::vector<uint8_t> terminated_, truncated_, success_;
+  TimePoint start_;
+  std::optional<TimePoint> command_at_;  // the last action's publication
+  std::optional<TimePoint> last_hold_, last_warn_;
+  // Per env: the running episode, and its reset request.
+  std::vector<double> ep_return_;
+  std::vector<int64_t> ep_length_;
+  std::vector<bool> resetting_;
+  std::vector<TimePoint> reset_sent_;
+  std::vector<uint64_t> answers_at_request_;
+  int64_t episodes_ = 0;
+  uint64_t holds_ = 0;
+};
+
+}  // namespace plugrl_ros2
+
+#endif  // PLUGRL_ROS2_ENV_CORE_HPP

@@ -1,0 +1,579 @@
+// env_core.cpp - see include/plugrl_ros2/env_core.hpp.
+#include "plugrl_ros2/env_core.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace plugrl_ros2 {
+
+namespace {
+
+std::string seconds_str(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+// Channels of an 8-bit sensor_msgs/Image encoding; 0 for any other.
+int channels_of(const std::string &encoding) {
+  if (encoding == "mono8" || encoding == "8UC1") return 1;
+  if (encoding == "rgb8" || encoding == "bgr8" || encoding == "8UC3") return 3;
+  if (encoding == "rgba8" || encoding == "bgra8" || encoding == "8UC4") return 4;
+  return 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- sources
+
+std::optional<SourceKind> parse_source_kind(const std::string &name) {
+  if (name == "joint_position") return SourceKind::JointPosition;
+  if (name == "joint_velocity") return SourceKind::JointVelocity;
+  if (name == "joint_effort") return SourceKind::JointEffort;
+  if (name == "float64_array") return SourceKind::Float64Array;
+  if (name == "image") return SourceKind::Image;
+  if (name == "text") return SourceKind::Text;
+  return std::nullopt;
+}
+
+const char *source_kind_name(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::JointPosition: return "joint_position";
+    case SourceKind::JointVelocity: return "joint_velocity";
+    case SourceKind::JointEffort: return "joint_effort";
+    case SourceKind::Float64Array: return "float64_array";
+    case SourceKind::Image: return "image";
+    case SourceKind::Text: return "text";
+  }
+  return "?";
+}
+
+bool is_joint_kind(SourceKind kind) {
+  return kind == SourceKind::JointPosition || kind == SourceKind::JointVelocity || kind == SourceKind::JointEffort;
+}
+
+std::size_t SourceSpec::elements() const {
+  if (kind == SourceKind::Text) return 0;
+  std::size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+std::string normalize_sources(std::vector<SourceSpec> &sources) {
+  if (sources.empty()) return "no observation sources (set observation.names)";
+  std::set<std::string> names;
+  int texts = 0;
+  for (auto &s : sources) {
+    const std::string what = "observation \"" + s.name + "\" (" + source_kind_name(s.kind) + ")";
+    if (s.name.empty()) return "an observation source has an empty name";
+    if (!names.insert(s.name).second) return "observation \"" + s.name + "\" is listed twice";
+    if (s.topic.empty()) return what + " has no topic";
+    for (int64_t d : s.shape)
+      if (d <= 0) return what + " has a shape with a dimension <= 0";
+    switch (s.kind) {
+      case SourceKind::JointPosition:
+      case SourceKind::JointVelocity:
+      case SourceKind::JointEffort:
+        if (s.shape.empty() && !s.joints.empty()) s.shape = {static_cast<int64_t>(s.joints.size())};
+        if (s.shape.empty()) return what + " needs joints (or a size)";
+        if (!s.joints.empty() && s.elements() != s.joints.size())
+          return what + " has " + std::to_string(s.joints.size()) + " joints but a shape of " +
+                 std::to_string(s.elements()) + " elements";
+        break;
+      case SourceKind::Float64Array:
+        if (s.shape.empty()) return what + " needs a shape (or a size)";
+        break;
+      case SourceKind::Image:
+        if (s.shape.size() != 3) return what + " needs a shape [height, width, channels]";
+        if (s.shape[2] != 1 && s.shape[2] != 3 && s.shape[2] != 4) return what + " needs 1, 3 or 4 channels";
+        break;
+      case SourceKind::Text:
+        if (!s.shape.empty()) return what + " takes no shape";
+        if (++texts > 1) return "more than one text source: an observation has one text per env";
+        break;
+    }
+  }
+  return "";
+}
+
+std::string env_topic(const std::string &ns, const std::string &topic) {
+  if (ns.empty()) return topic;
+  if (ns.back() == '/') return ns + topic;
+  return ns + "/" + topic;
+}
+
+// ---------------------------------------------------------------- inputs
+
+InputState::InputState(std::vector<SourceSpec> sources, std::size_t num_envs)
+    : sources_(std::move(sources)), num_envs_(num_envs) {
+  const std::size_t m = sources_.size();
+  f64_.resize(m);
+  u8_.resize(m);
+  text_.resize(m);
+  rows_.resize(m);
+  for (std::size_t s = 0; s < m; s++) {
+    const std::size_t e = sources_[s].elements();
+    switch (sources_[s].kind) {
+      case SourceKind::Image: u8_[s].assign(num_envs * e, 0); break;
+      case SourceKind::Text: text_[s].assign(num_envs, std::string()); break;
+      default: f64_[s].assign(num_envs * e, 0.0); break;
+    }
+    rows_[s].assign(num_envs, Row{});
+  }
+  signals_.assign(num_envs, Signals{});
+}
+
+std::string InputState::put_joint_state(std::size_t src, std::size_t env, const std::vector<std::string> &names,
+                                        const std::vector<double> &position, const std::vector<double> &velocity,
+                                        const std::vector<double> &effort, TimePoint t) {
+  const SourceSpec &s = sources_.at(src);
+  const std::vector<double> *values = &position;
+  const char *field = "position";
+  if (s.kind == SourceKind::JointVelocity) {
+    values = &velocity;
+    field = "velocity";
+  } else if (s.kind == SourceKind::JointEffort) {
+    values = &effort;
+    field = "effort";
+  } else if (s.kind != SourceKind::JointPosition) {
+    return "observation \"" + s.name + "\" is not a joint source";
+  }
+  const std::size_t e = s.elements();
+  double *row = f64_[src].data() + env * e;
+  if (s.joints.empty()) {
+    if (values->size() < e)
+      return "JointState has " + std::to_string(values->size()) + " " + field + " values; \"" + s.name + "\" needs " +
+             std::to_string(e);
+    std::copy(values->begin(), values->begin() + static_cast<std::ptrdiff_t>(e), row);
+  } else {
+    // Check every joint first, so that a refused message changes nothing.
+    std::vector<std::size_t> at(e);
+    for (std::size_t j = 0; j < e; j++) {
+      auto it = std::find(names.begin(), names.end(), s.joints[j]);
+      if (it == names.end()) return "JointState has no joint \"" + s.joints[j] + "\" (for \"" + s.name + "\")";
+      at[j] = static_cast<std::size_t>(it - names.begin());
+      if (at[j] >= values->size())
+        return std::string("JointState has no ") + field + " for joint \"" + s.joints[j] + "\"";
+    }
+    for (std::size_t j = 0; j < e; j++) row[j] = (*values)[at[j]];
+  }
+  rows_[src][env].at = t;
+  return "";
+}
+
+std::string InputState::put_array(std::size_t src, std::size_t env, const double *data, std::size_t count,
+                                  TimePoint t) {
+  const SourceSpec &s = sources_.at(src);
+  const std::size_t e = s.elements();
+  if (s.kind != SourceKind::Float64Array) return "observation \"" + s.name + "\" is not a float64_array source";
+  if (count != e)
+    return "Float64MultiArray has " + std::to_string(count) + " values; \"" + s.name + "\" needs " +
+           std::to_string(e);
+  std::copy(data, data + count, f64_[src].data() + env * e);
+  rows_[src][env].at = t;
+  return "";
+}
+
+std::string InputState::put_image(std::size_t src, std::size_t env, uint32_t height, uint32_t width,
+                                  const std::string &encoding, uint32_t step, const uint8_t *data, std::size_t size,
+                                  TimePoint t) {
+  const SourceSpec &s = sources_.at(src);
+  if (s.kind != SourceKind::Image) return "observation \"" + s.name + "\" is not an image source";
+  const auto h = static_cast<std::size_t>(s.shape[0]), w = static_cast<std::size_t>(s.shape[1]),
+             c = static_cast<std::size_t>(s.shape[2]);
+  if (height != h || width != w)
+    return "image is " + std::to_string(height) + "x" + std::to_string(width) + "; \"" + s.name + "\" needs " +
+           std::to_string(h) + "x" + std::to_string(w);
+  if (static_cast<std::size_t>(channels_of(encoding)) != c)
+    return "image encoding \"" + encoding + "\" does not give " + std::to_string(c) + " 8-bit channels";
+  const std::size_t row_bytes = w * c;
+  if (step < row_bytes || size < (h - 1) * static_cast<std::size_t>(step) + row_bytes)
+    return "image data (" + std::to_string(size) + " bytes, step " + std::to_string(step) + ") is too short";
+  uint8_t *out = u8_[src].data() + env * h * row_bytes;
+  for (std::size_t y = 0; y < h; y++)  // rows may be padded: copy each
+    std::copy(data + y * step, data + y * step + row_bytes, out + y * row_bytes);
+  rows_[src][env].at = t;
+  return "";
+}
+
+std::string InputState::put_text(std::size_t src, std::size_t env, std::string text, TimePoint t) {
+  const SourceSpec &s = sources_.at(src);
+  if (s.kind != SourceKind::Text) return "observation \"" + s.name + "\" is not a text source";
+  text_[src][env] = std::move(text);
+  rows_[src][env].at = t;
+  return "";
+}
+
+void InputState::add_reward(std::size_t env, double reward, TimePoint t) {
+  Signals &s = signals_.at(env);
+  s.reward += reward;
+  s.rewards++;
+  s.reward_at = t;
+}
+
+void InputState::put_terminated(std::size_t env, bool value, TimePoint t) {
+  Signals &s = signals_.at(env);
+  s.terminated = s.terminated || value;
+  s.terminated_at = t;
+}
+
+void InputState::put_truncated(std::size_t env, bool value, TimePoint t) {
+  Signals &s = signals_.at(env);
+  s.truncated = s.truncated || value;
+  s.truncated_at = t;
+}
+
+void InputState::put_reset_answer(std::size_t env, bool success, TimePoint t) {
+  (void)t;
+  Signals &s = signals_.at(env);
+  s.reset_answers++;
+  s.reset_ok = success;
+}
+
+std::optional<TimePoint> InputState::received(std::size_t src, std::size_t env) const {
+  return rows_.at(src).at(env).at;
+}
+
+void InputState::drain_into(InputState &dst) {
+  if (dst.sources_.size() != sources_.size() || dst.num_envs_ != num_envs_) {
+    dst = InputState(sources_, num_envs_);
+  }
+  // The vectors keep their size, so dst's buffers stay where they are
+  // (an Observation describing them stays valid).
+  for (std::size_t s = 0; s < sources_.size(); s++) {
+    std::copy(f64_[s].begin(), f64_[s].end(), dst.f64_[s].begin());
+    std::copy(u8_[s].begin(), u8_[s].end(), dst.u8_[s].begin());
+    for (std::size_t i = 0; i < text_[s].size(); i++) dst.text_[s][i] = text_[s][i];
+    dst.rows_[s] = rows_[s];
+  }
+  for (std::size_t i = 0; i < num_envs_; i++) {
+    Signals &from = signals_[i];
+    Signals &to = dst.signals_[i];
+    to.reward += from.reward;
+    to.rewards += from.rewards;
+    to.terminated = to.terminated || from.terminated;
+    to.truncated = to.truncated || from.truncated;
+    if (from.reward_at) to.reward_at = from.reward_at;
+    if (from.terminated_at) to.terminated_at = from.terminated_at;
+    if (from.truncated_at) to.truncated_at = from.truncated_at;
+    if (from.reset_answers) {
+      to.reset_answers += from.reset_answers;
+      to.reset_ok = from.reset_ok;
+    }
+    from = Signals{};
+  }
+}
+
+void InputState::describe(plugrl::Observation &obs) const {
+  const auto n = static_cast<int64_t>(num_envs_);
+  for (std::size_t s = 0; s < sources_.size(); s++) {
+    const SourceSpec &spec = sources_[s];
+    std::vector<int64_t> shape{n};
+    shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
+    switch (spec.kind) {
+      case SourceKind::Image: obs.image(spec.name, u8_[s].data(), std::move(shape)); break;
+      case SourceKind::Text: obs.text(text_[s]); break;
+      default: obs.state(spec.name, f64_[s].data(), std::move(shape)); break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- readiness
+
+std::string obs_readiness(const InputState &in, std::size_t env, TimePoint now, Duration max_age,
+                          std::optional<TimePoint> newer_than) {
+  for (std::size_t s = 0; s < in.num_sources(); s++) {
+    const SourceSpec &spec = in.source(s);
+    auto at = in.received(s, env);
+    if (!at) return "no " + spec.name + " yet (topic " + spec.topic + ")";
+    if (now - *at > max_age)
+      return spec.name + " is " + seconds_str(now - *at) + " old (max_obs_age " + seconds_str(max_age) + ")";
+    if (newer_than && *at <= *newer_than) return "waiting for a new " + spec.name;
+  }
+  return "";
+}
+
+std::string step_readiness(const InputState &in, std::size_t env, TimePoint since, bool reward_topic,
+                           bool terminated_topic, bool truncated_topic) {
+  std::string why = obs_readiness(in, env, since, Duration::max(), since);
+  if (!why.empty()) return why;
+  const InputState::Signals &s = in.signals(env);
+  if (reward_topic && !(s.reward_at && *s.reward_at > since)) return "waiting for the reward";
+  if (terminated_topic && !(s.terminated_at && *s.terminated_at > since)) return "waiting for terminated";
+  if (truncated_topic && !(s.truncated_at && *s.truncated_at > since)) return "waiting for truncated";
+  return "";
+}
+
+// ---------------------------------------------------------------- commands
+
+std::optional<HoldMode> parse_hold_mode(const std::string &name) {
+  if (name == "zeros") return HoldMode::Zeros;
+  if (name == "last") return HoldMode::Last;
+  return std::nullopt;
+}
+
+CommandBook::CommandBook(std::size_t num_envs, HoldMode hold, double scale, std::optional<double> lo,
+                         std::optional<double> hi)
+    : hold_(hold), scale_(scale), lo_(lo), hi_(hi), commands_(num_envs), sent_(num_envs, false) {}
+
+double CommandBook::shape_value(double v) const {
+  v *= scale_;
+  if (!std::isfinite(v)) v = 0;  // never pass a NaN on to a robot
+  if (lo_) v = std::max(v, *lo_);
+  if (hi_) v = std::min(v, *hi_);
+  return v;
+}
+
+std::size_t CommandBook::set_from_actions(const std::vector<double> &actions) {
+  const std::size_t n = commands_.size();
+  if (n == 0 || actions.empty() || actions.size() % n != 0) return 0;
+  const std::size_t k = actions.size() / n;
+  for (std::size_t i = 0; i < n; i++) {
+    commands_[i].resize(k);
+    for (std::size_t j = 0; j < k; j++) commands_[i][j] = shape_value(actions[i * k + j]);
+    sent_[i] = true;
+  }
+  return k;
+}
+
+std::vector<double> CommandBook::hold(std::size_t env) const {
+  if (!sent_.at(env)) return {};
+  if (hold_ == HoldMode::Last) return commands_[env];
+  return std::vector<double>(commands_[env].size(), 0.0);
+}
+
+std::vector<TrajectoryPoint> trajectory_points(const double *chunk, std::size_t steps, std::size_t step_size,
+                                               Duration period, const CommandBook &book) {
+  std::vector<TrajectoryPoint> points(steps);
+  for (std::size_t k = 0; k < steps; k++) {
+    points[k].values.resize(step_size);
+    for (std::size_t j = 0; j < step_size; j++) points[k].values[j] = book.shape_value(chunk[k * step_size + j]);
+    points[k].time_from_start = period * static_cast<int64_t>(k + 1);
+  }
+  return points;
+}
+
+// ---------------------------------------------------------------- episodes
+
+const char *episode_csv_header() { return "episode,env,seconds,return,length,success"; }
+
+std::string episode_csv_line(const EpisodeRecord &e) {
+  char line[192];
+  std::snprintf(line, sizeof line, "%lld,%zu,%.3f,%.17g,%lld,%d", static_cast<long long>(e.number), e.env, e.seconds,
+                e.episode_return, static_cast<long long>(e.length), e.success ? 1 : 0);
+  return line;
+}
+
+std::string stats_json(const plugrl_statistics &st, int64_t episodes, uint64_t holds, const char *phase) {
+  std::ostringstream o;
+  o << "{\"exchanges\":" << st.exchanges << ",\"feedbacks\":" << st.feedbacks << ",\"bytes_sent\":" << st.bytes_sent
+    << ",\"bytes_received\":" << st.bytes_received << ",\"reconnects\":" << st.reconnects
+    << ",\"feedback_rows_dropped\":" << st.feedback_rows_dropped << ",\"interrupts\":" << st.interrupts
+    << ",\"rtt_last_us\":" << st.rtt_last_us << ",\"rtt_p50_us\":" << st.rtt_p50_us
+    << ",\"rtt_p99_us\":" << st.rtt_p99_us << ",\"rtt_max_us\":" << st.rtt_max_us
+    << ",\"env_steps\":" << st.env_steps << ",\"episodes\":" << episodes << ",\"holds\":" << holds
+    << ",\"phase\":\"" << phase << "\"}";
+  return o.str();
+}
+
+// ---------------------------------------------------------------- controller
+
+Controller::Controller(Config config, InputState inputs, CommandBook book, Hooks hooks)
+    : cfg_(config), in_(std::move(inputs)), book_(std::move(book)), hooks_(std::move(hooks)), start_(Clock::now()) {
+  const std::size_t n = cfg_.num_envs;
+  if (in_.num_envs() != n) throw std::invalid_argument("Controller: inputs for another number of envs");
+  rewards_.assign(n, 0.0);
+  terminated_.assign(n, 0);
+  truncated_.assign(n, 0);
+  success_.assign(n, 0);
+  ep_return_.assign(n, 0.0);
+  ep_length_.assign(n, 0);
+  resetting_.assign(n, false);
+  reset_sent_.assign(n, TimePoint{});
+  answers_at_request_.assign(n, 0);
+}
+
+const char *Controller::phase_name() const noexcept {
+  switch (phase_) {
+    case Phase::Act: return "act";
+    case Phase::Report: return "report";
+    case Phase::Reset: return "reset";
+  }
+  return "?";
+}
+
+void Controller::warn_throttled(TimePoint now, const std::string &msg) {
+  if (last_warn_ && now - *last_warn_ < std::chrono::seconds(1)) return;
+  last_warn_ = now;
+  if (hooks_.log) hooks_.log(Level::Warn, msg);
+}
+
+void Controller::hold_all(TimePoint now, const std::string &why) {
+  // A timer ticks at the control rate: hold at every tick. In lockstep a
+  // command is a step of the env: hold once per max_obs_age at most.
+  if (cfg_.mode == Mode::Lockstep && last_hold_ && now - *last_hold_ < cfg_.max_obs_age) return;
+  last_hold_ = now;
+  bool any = false;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    if (!book_.has_command(i)) continue;  // nothing was commanded yet: nothing to hold
+    hooks_.publish(i, book_.hold(i), true);
+    any = true;
+  }
+  if (any) {
+    holds_++;
+    warn_throttled(now, "holding the safe action: " + why);
+  }
+}
+
+Controller::Result Controller::wake(TimePoint now) {
+  hooks_.snapshot(in_);
+  if (phase_ == Phase::Report) {
+    Result r = do_report(now);
+    if (r != Result::Stepped) return r;
+  }
+  if (phase_ == Phase::Reset && !resets_done(now)) return Result::Waiting;
+  return do_act(now);
+}
+
+Controller::Result Controller::do_act(TimePoint now) {
+  // In lockstep an observation is as old as the env's last step, which is
+  // fine: it is the state the env is in.
+  const Duration max_age = cfg_.mode == Mode::Timer ? cfg_.max_obs_age : Duration::max();
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    std::string why = obs_readiness(in_, i, now, max_age, std::nullopt);
+    if (!why.empty()) {
+      hold_all(now, "env " + std::to_string(i) + ": " + why);
+      return Result::Waiting;
+    }
+  }
+  in_.describe(obs_);
+  if (!hooks_.act(obs_, actions_)) return Result::Stopped;
+  if (book_.set_from_actions(actions_) == 0)
+    throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
+                                                   " values, not a multiple of the " +
+                                                   std::to_string(cfg_.num_envs) + " envs");
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) hooks_.publish(i, book_.command(i), false);
+  command_at_ = Clock::now();
+  phase_ = Phase::Report;
+  return Result::Stepped;
+}
+
+Controller::Result Controller::do_report(TimePoint now) {
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    std::string why = cfg_.mode == Mode::Lockstep
+                          ? step_readiness(in_, i, *command_at_, cfg_.reward_topic, cfg_.terminated_topic,
+                                           cfg_.truncated_topic)
+                          : obs_readiness(in_, i, now, cfg_.max_obs_age, std::nullopt);
+    if (!why.empty()) {
+      if (cfg_.mode == Mode::Timer || now - *command_at_ > cfg_.max_obs_age)
+        hold_all(now, "env " + std::to_string(i) + ": " + why);
+      return Result::Waiting;
+    }
+  }
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    InputState::Signals &s = in_.signals(i);
+    rewards_[i] = s.reward;
+    terminated_[i] = s.terminated ? 1 : 0;
+    truncated_[i] = s.truncated ? 1 : 0;
+    success_[i] = truncated_[i] && !terminated_[i];
+    s.reward = 0;
+    s.rewards = 0;
+    s.terminated = s.truncated = false;
+  }
+  in_.describe(obs_);
+  bool running = true;
+  std::exception_ptr failure;
+  try {
+    running = hooks_.report(obs_, rewards_, terminated_, truncated_, success_);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (!running) return Result::Stopped;
+
+  // The step happened whatever became of its feedback: count it.
+  bool any_done = false, finished = false;
+  std::vector<std::size_t> ended;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    ep_return_[i] += rewards_[i];
+    ep_length_[i]++;
+    if (!terminated_[i] && !truncated_[i]) continue;
+    EpisodeRecord e{++episodes_, i, std::chrono::duration<double>(Clock::now() - start_).count(), ep_return_[i],
+                    ep_length_[i], success_[i] != 0};
+    if (hooks_.on_episode) hooks_.on_episode(e);
+    ep_return_[i] = 0;
+    ep_length_[i] = 0;
+    ended.push_back(i);
+    any_done = true;
+  }
+  if (cfg_.max_episodes > 0 && episodes_ >= cfg_.max_episodes) finished = true;
+  if (!finished) {
+    for (std::size_t i : ended) {
+      resetting_[i] = true;
+      answers_at_request_[i] = in_.signals(i).reset_answers;
+      reset_sent_[i] = Clock::now();
+      hooks_.request_reset(i);
+    }
+  }
+  phase_ = any_done ? Phase::Reset : Phase::Act;
+  if (failure) std::rethrow_exception(failure);
+  if (finished) return Result::Finished;
+  return Result::Stepped;
+}
+
+bool Controller::resets_done(TimePoint now) {
+  bool all = true;
+  std::string why;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    if (!resetting_[i]) continue;
+    InputState::Signals &s = in_.signals(i);
+    if (s.reset_answers > answers_at_request_[i]) {
+      if (!s.reset_ok) {
+        // Ask again, but not in a tight loop.
+        if (now - reset_sent_[i] >= std::chrono::seconds(1)) {
+          if (hooks_.log) hooks_.log(Level::Error, "the reset of env " + std::to_string(i) + " failed; asking again");
+          answers_at_request_[i] = s.reset_answers;
+          reset_sent_[i] = Clock::now();
+          hooks_.request_reset(i);
+        }
+        all = false;
+        why = "env " + std::to_string(i) + "'s reset failed";
+        continue;
+      }
+      // Answered: done once an observation newer than the request came
+      // (the one the reset produced, not one still on its way before it).
+      std::string not_yet = obs_readiness(in_, i, now, Duration::max(), reset_sent_[i]);
+      if (!not_yet.empty()) {
+        all = false;
+        why = "env " + std::to_string(i) + " reset: " + not_yet;
+        continue;
+      }
+      resetting_[i] = false;
+      // What arrived about the ended episode belongs to no step.
+      s.reward = 0;
+      s.rewards = 0;
+      s.terminated = s.truncated = false;
+      continue;
+    }
+    all = false;
+    why = "waiting for env " + std::to_string(i) + "'s reset";
+    if (now - reset_sent_[i] > cfg_.reset_timeout) {
+      if (hooks_.log)
+        hooks_.log(Level::Warn, "env " + std::to_string(i) + "'s reset was not answered in " +
+                                    seconds_str(cfg_.reset_timeout) + "; asking again");
+      reset_sent_[i] = Clock::now();
+      hooks_.request_reset(i);
+    }
+  }
+  if (!all) {
+    if (cfg_.mode == Mode::Timer) hold_all(now, why);
+    return false;
+  }
+  phase_ = Phase::Act;
+  return true;
+}
+
+}  // namespace plugrl_ros2
