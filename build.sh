@@ -29,7 +29,7 @@
 # Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make,
 # python3 with websockets, msgpack and numpy for the protocol checker, and
 # MuJoCo: libmujoco-dev, with libqhull-dev, libgl-dev and libopengl-dev for
-# its CMake package) are Debian packages: run as root, this script installs the missing ones;
+# its CMake package; ament-cmake and colcon for examples/ros2) are Debian packages: run as root, this script installs the missing ones;
 # otherwise it prints the apt-get line to run.
 set -euo pipefail
 
@@ -53,6 +53,11 @@ usage() {
 debian_packages=(cmake make g++ pkg-config binutils python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
+# colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is
+# not packaged for Debian, so its nodes build only under a sourced ROS 2)
+debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake python3-colcon-ros
+  python3-colcon-test-result python3-colcon-recursive-crawl python3-colcon-package-selection
+  python3-colcon-parallel-executor python3-colcon-output python3-colcon-library-path python3-colcon-defaults)
 
 ensure_deps() {
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
