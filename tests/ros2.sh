@@ -88,6 +88,8 @@ step "colcon build" colcon --log-base "$tmp/log" build "${colcon_args[@]}" --par
   --event-handlers console_cohesion+ \
   --cmake-args -Dplugrl_DIR="$tmp/prefix/lib/cmake/plugrl" -DPython3_EXECUTABLE="$python" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-Werror
+# test_learning runs the controller against this `plugrl serve`.
+export PLUGRL_SERVER_BIN=$build/bin/plugrl
 step "colcon test" colcon --log-base "$tmp/log" test "${colcon_args[@]}" --event-handlers console_cohesion+ \
   --ctest-args --output-on-failure
 # colcon test exits 0 even when a test fails; test-result does not.
