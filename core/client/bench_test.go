@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -62,20 +65,49 @@ func exchange(tb testing.TB, c *client.Client, w *workload) {
 
 // BenchmarkExchange is one infer/action/feedback cycle against the
 // reference server on loopback (H=8, D=7).
+// The /ledger=digest and /ledger=full cases record a ledger on the way.
 func BenchmarkExchange(b *testing.B) {
 	for _, wl := range workloads {
-		b.Run(wl.name, func(b *testing.B) {
-			c := dial(b, childServer(b), nil)
-			w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
-			exchange(b, c, w) // warm the buffers
-			b.SetBytes(int64(2 * (wl.envs*wl.cams*wl.img*wl.img*3 + wl.envs*wl.states*8)))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				exchange(b, c, w)
-			}
-		})
+		for _, lv := range ledgerCases {
+			b.Run(lv.name(wl.name), func(b *testing.B) {
+				c := dial(b, childServer(b), lv.options(b))
+				w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
+				exchange(b, c, w) // warm the buffers
+				b.SetBytes(int64(2 * (wl.envs*wl.cams*wl.img*wl.img*3 + wl.envs*wl.states*8)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					exchange(b, c, w)
+				}
+			})
+		}
 	}
+}
+
+// ledgerCase is a benchmark or allocation test's ledger: none, or one at
+// a level, written to the test's temporary directory.
+type ledgerCase struct {
+	on    bool
+	level ledger.Level
+}
+
+var ledgerCases = []ledgerCase{{false, 0}, {true, ledger.Digest}, {true, ledger.Full}}
+
+func (lc ledgerCase) options(tb testing.TB) func(*client.Options) {
+	if !lc.on {
+		return nil
+	}
+	return func(o *client.Options) {
+		o.LedgerPath = filepath.Join(tb.TempDir(), "bench.ledger")
+		o.LedgerLevel = lc.level
+	}
+}
+
+func (lc ledgerCase) name(workload string) string {
+	if !lc.on {
+		return workload
+	}
+	return workload + "/ledger=" + lc.level.String()
 }
 
 // TestExchangeAllocs proves that a steady-state exchange allocates nothing
@@ -85,14 +117,22 @@ func TestExchangeAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	for _, wl := range workloads {
-		t.Run(wl.name, func(t *testing.T) {
-			c := dial(t, childServer(t), nil)
-			w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
-			exchange(t, c, w)
-			allocs := testing.AllocsPerRun(50, func() { exchange(t, c, w) })
-			if allocs != 0 {
-				t.Fatalf("%s exchange allocates %v times", wl.name, allocs)
-			}
-		})
+		for _, lv := range ledgerCases {
+			t.Run(lv.name(wl.name), func(t *testing.T) {
+				c := dial(t, childServer(t), lv.options(t))
+				w := newWorkload(wl.envs, wl.cams, wl.img, wl.states, wl.text)
+				exchange(t, c, w)
+				// A ledger reaches its steady state once its writer has
+				// flushed a few blocks: both queue buffers have grown to
+				// an interval's records and zstd has built its tables.
+				for start := time.Now(); lv.on && time.Since(start) < 400*time.Millisecond; {
+					exchange(t, c, w)
+				}
+				allocs := testing.AllocsPerRun(50, func() { exchange(t, c, w) })
+				if allocs != 0 {
+					t.Fatalf("%s exchange allocates %v times", lv.name(wl.name), allocs)
+				}
+			})
+		}
 	}
 }

@@ -44,6 +44,8 @@ type Record struct {
 	Cause   string  // reconnect
 	Count   int64   // lost: records
 	Bytes   int64   // lost: bytes
+
+	patch int64 // how Msg is coded (see history)
 }
 
 // Cut is a run of observation data a digest-level ledger left out of a
@@ -69,6 +71,9 @@ type Reader struct {
 	rest  []byte // its records not yet read
 	zbuf  []byte
 	seq   int
+	conn  int     // the current connection
+	sends history // as the writer's (see history)
+	recvs history
 	Block int // blocks read so far
 	// MaxMessage bounds a message Message reconstructs (the sum of its
 	// cuts): 1 GiB unless set.
@@ -110,6 +115,22 @@ func (r *Reader) Next() (*Record, error) {
 	}
 	rec := &Record{Seq: r.seq}
 	rest, err := rec.decode(r.rest)
+	if err == nil {
+		switch rec.Kind {
+		case KindConnect:
+			r.conn = rec.Conn
+		}
+		switch rec.Kind {
+		case KindSend, KindRecv:
+			rec.Conn = r.conn // the connection of the last connect record
+		}
+		switch rec.Kind {
+		case KindSend:
+			rec.Msg, err = r.sends.decode(rec.Msg, int(rec.patch), 2)
+		case KindRecv:
+			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1)
+		}
+	}
 	if err != nil {
 		r.rest = nil
 		return nil, fmt.Errorf("ledger: record %d (block %d): %w", r.seq, r.Block, err)
@@ -214,6 +235,8 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		rec.Msg, rest, err = msgp.ReadBytesZC(b)
 	case keyLen:
 		num(&rec.Len)
+	case keyPatch:
+		num(&rec.patch)
 	case keyCuts:
 		return rec.readCuts(b)
 	case keyDigests:

@@ -44,6 +44,10 @@ type Writer struct {
 
 	mu        sync.Mutex // guards the queue and the lost counts; held for an append, never across I/O
 	queue     []byte
+	sends     history // the last two send records' messages, for patch coding
+	recvs     history // the last recv record's message
+	cuts      []Cut   // scratch for Sent
+	digests   []byte
 	lostCount int
 	lostBytes int
 	closed    bool
@@ -69,6 +73,7 @@ func Create(path string, o Options) (*Writer, error) {
 	}
 	o.FlushInterval = min(o.FlushInterval, 250*time.Millisecond)
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false),
 		zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd encoder: %w", err)
@@ -108,11 +113,39 @@ func (w *Writer) Level() Level { return w.level }
 // begin appends the start of a record of kind with extra more keys to the
 // queue and returns it; mu must be held.
 func (w *Writer) begin(kind string, extra int) []byte {
-	b := msgp.AppendMapHeader(w.queue, uint32(2+extra))
-	b = msgp.AppendString(b, keyKind)
-	b = msgp.AppendString(b, kind)
-	b = msgp.AppendString(b, keyTime)
-	return msgp.AppendInt64(b, int64(time.Since(w.start)))
+	return msgp.AppendInt64(append(w.queue, recordPrefix(kind, extra)...), int64(time.Since(w.start)))
+}
+
+// prefixes holds each record kind's first bytes for each count of extra
+// keys: the map header, the kind, and the time's key. Precomputed, as
+// every record on the caller's path starts with them.
+var (
+	prefixes                   = map[string][8][]byte{}
+	sendPrefixes, recvPrefixes [8][]byte
+)
+
+func init() {
+	for _, k := range []string{KindOpen, KindConnect, KindSend, KindRecv, KindClose, KindReconnect, KindInterrupt, KindLost, KindEnd} {
+		var p [8][]byte
+		for extra := range p {
+			b := msgp.AppendMapHeader(nil, uint32(2+extra))
+			b = msgp.AppendString(b, keyKind)
+			b = msgp.AppendString(b, k)
+			p[extra] = msgp.AppendString(b, keyTime)
+		}
+		prefixes[k] = p
+	}
+	sendPrefixes, recvPrefixes = prefixes[KindSend], prefixes[KindRecv]
+}
+
+func recordPrefix(kind string, extra int) []byte {
+	switch kind { // the caller's path: no map lookup
+	case KindSend:
+		return sendPrefixes[extra]
+	case KindRecv:
+		return recvPrefixes[extra]
+	}
+	return prefixes[kind][extra]
 }
 
 // reserve locks the queue for a record of at most size bytes. It returns
@@ -152,72 +185,78 @@ func (w *Writer) Connected(url string, metadata []byte) {
 
 // Sent records a message the client sent; obs is the observation it was
 // encoded from. At Digest level the observation's array data is cut out
-// and each of its rows digested.
+// and each of its rows digested. Everything here runs on the caller's
+// thread, so it is one pass over the message's segments: the kept bytes
+// go to the history's scratch, then into the record as a patch of an
+// earlier message when one has the same length (see history).
 func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
 	}
-	kept, cuts, rows := m.Len(), 0, 0
-	if w.level == Digest {
-		for i := 0; i < m.Segments(); i++ {
-			if rb, ok := m.ObsRowBytes(i, obs); ok {
-				n := len(m.Segment(i))
-				kept -= n
-				cuts++
-				if rb > 0 {
-					rows += n / rb
-				}
-			}
-		}
-	}
-	if !w.reserve(kept + 4*rows + 32*cuts + 64) {
+	h := &w.sends
+	if w.level == Full && m.Len() > maxDelta {
+		w.sentWhole(m)
 		return
 	}
-	keys := 3
-	if cuts > 0 {
+	h.scratch = h.scratch[:0]
+	w.cuts, w.digests = w.cuts[:0], w.digests[:0]
+	off := 0
+	for i := 0; i < m.Segments(); i++ {
+		seg := m.Segment(i)
+		if w.level == Digest {
+			if rb, ok := m.ObsRowBytes(i, obs); ok {
+				w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
+				for r := 0; rb > 0 && r+rb <= len(seg); r += rb {
+					w.digests = binary.LittleEndian.AppendUint32(w.digests, RowDigest(seg[r:r+rb]))
+				}
+				off += len(seg)
+				continue
+			}
+		}
+		h.scratch = append(h.scratch, seg...)
+		off += len(seg)
+	}
+	if !w.reserve(len(h.scratch) + len(w.digests) + 32*len(w.cuts) + 96) {
+		return
+	}
+	keys := 2
+	if len(w.cuts) > 0 {
 		keys = 5
 	}
 	b := w.begin(KindSend, keys)
-	b = msgp.AppendString(b, keyConn)
-	b = msgp.AppendInt(b, w.conn)
-	b = msgp.AppendString(b, keyLen)
-	b = msgp.AppendInt(b, m.Len())
-	b = msgp.AppendString(b, keyMsg)
-	b = msgp.AppendBytesHeader(b, uint32(kept))
-	for i := 0; i < m.Segments(); i++ {
-		if cuts > 0 {
-			if _, ok := m.ObsRowBytes(i, obs); ok {
-				continue
-			}
-		}
-		b = append(b, m.Segment(i)...)
-	}
-	if cuts > 0 {
+	b = h.appendCoded(b, 2)
+	if len(w.cuts) > 0 {
+		b = msgp.AppendString(b, keyLen)
+		b = msgp.AppendInt(b, m.Len())
 		b = msgp.AppendString(b, keyCuts)
-		b = msgp.AppendArrayHeader(b, uint32(cuts))
-		off := 0
-		for i := 0; i < m.Segments(); i++ {
-			seg := m.Segment(i)
-			if rb, ok := m.ObsRowBytes(i, obs); ok {
-				b = msgp.AppendArrayHeader(b, 3)
-				b = msgp.AppendInt(b, off)
-				b = msgp.AppendInt(b, len(seg))
-				b = msgp.AppendInt(b, rb)
-			}
-			off += len(seg)
+		b = msgp.AppendArrayHeader(b, uint32(len(w.cuts)))
+		for _, c := range w.cuts {
+			b = msgp.AppendArrayHeader(b, 3)
+			b = msgp.AppendInt64(b, c.Offset)
+			b = msgp.AppendInt64(b, c.Len)
+			b = msgp.AppendInt64(b, c.RowBytes)
 		}
 		b = msgp.AppendString(b, keyDigests)
-		b = msgp.AppendBytesHeader(b, uint32(4*rows))
-		for i := 0; i < m.Segments(); i++ {
-			rb, ok := m.ObsRowBytes(i, obs)
-			if !ok || rb == 0 {
-				continue
-			}
-			seg := m.Segment(i)
-			for r := 0; r+rb <= len(seg); r += rb {
-				b = binary.LittleEndian.AppendUint32(b, RowDigest(seg[r:r+rb]))
-			}
-		}
+		b = msgp.AppendBytes(b, w.digests)
+	}
+	w.queue = b
+	w.mu.Unlock()
+}
+
+// sentWhole records a full-level message too large to keep a copy of for
+// patching: its bytes go straight into the queue.
+func (w *Writer) sentWhole(m *wire.Message) {
+	if !w.reserve(m.Len() + 96) {
+		return
+	}
+	w.sends.forget()
+	b := w.begin(KindSend, 2)
+	b = msgp.AppendString(b, keyPatch)
+	b = msgp.AppendInt(b, 0)
+	b = msgp.AppendString(b, keyMsg)
+	b = msgp.AppendBytesHeader(b, uint32(m.Len()))
+	for i := 0; i < m.Segments(); i++ {
+		b = append(b, m.Segment(i)...)
 	}
 	w.queue = b
 	w.mu.Unlock()
@@ -225,15 +264,28 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 
 // Received records a message received after the metadata, as it arrived.
 func (w *Writer) Received(msg []byte) {
-	if w == nil || !w.reserve(len(msg)+64) {
+	if w == nil {
 		return
 	}
-	b := w.begin(KindRecv, 2)
-	b = msgp.AppendString(b, keyConn)
-	b = msgp.AppendInt(b, w.conn)
-	b = msgp.AppendString(b, keyMsg)
-	b = msgp.AppendBytes(b, msg)
-	w.queue = b
+	h := &w.recvs
+	if len(msg) > maxDelta {
+		if !w.reserve(len(msg) + 64) {
+			return
+		}
+		h.forget()
+		b := w.begin(KindRecv, 2)
+		b = msgp.AppendString(b, keyPatch)
+		b = msgp.AppendInt(b, 0)
+		b = msgp.AppendString(b, keyMsg)
+		w.queue = msgp.AppendBytes(b, msg)
+		w.mu.Unlock()
+		return
+	}
+	h.scratch = append(h.scratch[:0], msg...)
+	if !w.reserve(len(msg) + 64) {
+		return
+	}
+	w.queue = h.appendCoded(w.begin(KindRecv, 2), 1)
 	w.mu.Unlock()
 }
 

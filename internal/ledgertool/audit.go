@@ -121,10 +121,10 @@ func (a *Auditor) connect(ev *Event) {
 	for _, s := range a.envs {
 		// A connection ended: what was held on it is gone, and an episode
 		// that crossed it cannot be checked against its rewards.
-		s.holding, s.fedBack, s.terminal, s.stepKnown = false, false, false, false
-		if s.epChunks > 0 {
+		if s.holding || s.epChunks > 0 {
 			s.epKnown = false
 		}
+		s.holding, s.fedBack, s.terminal, s.stepKnown = false, false, false, false
 	}
 }
 

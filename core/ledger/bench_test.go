@@ -1,0 +1,83 @@
+package ledger
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// smallExchange encodes a SMALL exchange's messages (one env, 8 float64s,
+// H = 8 x 7 float32 action), as the client records them.
+func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, action []byte) {
+	state := make([]float64, 8)
+	obs = &wire.Observation{States: []wire.NamedArray{{Name: "state", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 8}, Data: wire.BytesOf(state)}}}}
+	env, steps := []int64{0}, []int64{0}
+	in, fb = new(wire.Message), new(wire.Message)
+	if err := wire.EncodeInfer(in, &wire.Infer{EnvIndices: env, StepIDs: steps, Obs: obs}); err != nil {
+		tb.Fatal(err)
+	}
+	f := []bool{false}
+	if err := wire.EncodeFeedback(fb, &wire.Feedback{EnvIndices: env, StepIDs: steps, Obs: obs, Rewards: []float32{1}, Terminated: f, Truncated: f}); err != nil {
+		tb.Fatal(err)
+	}
+	var am wire.Message
+	chunk := wire.Array{DType: wire.Float32, Shape: []int{8, 1, 7}, Data: make([]byte, 8*7*4)}
+	if err := wire.EncodeAction(&am, env, &chunk); err != nil {
+		tb.Fatal(err)
+	}
+	return in, fb, obs, am.AppendTo(nil)
+}
+
+// BenchmarkRecordExchange is the caller's share of recording one SMALL
+// exchange: two sends and a receive into the queue.
+func BenchmarkRecordExchange(b *testing.B) {
+	in, fb, obs, action := smallExchange(b)
+	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		w.Sent(in, obs)
+		w.Received(action)
+		w.Sent(fb, obs)
+		if i%1000 == 999 { // keep the queue from filling, off the clock
+			b.StopTimer()
+			w.flush()
+			b.StartTimer()
+		}
+	}
+}
+
+// BenchmarkFlush is the background writer's share: compressing and
+// writing the records of 1000 SMALL exchanges, per exchange.
+func BenchmarkFlush(b *testing.B) {
+	in, fb, obs, action := smallExchange(b)
+	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{QueueBytes: 64 << 20, FlushInterval: 250e6})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	b.ReportAllocs()
+	data := action[len(action)-8*7*4:]
+	for i := 0; i < b.N; i++ {
+		// A policy's actions change every time: vary their bytes as a
+		// float32 of real numbers would (mantissa bits).
+		for k := 0; k < len(data); k += 4 {
+			data[k] += byte(i + k)
+			data[k+1] ^= byte(i)
+		}
+		w.Sent(in, obs)
+		w.Received(action)
+		w.Sent(fb, obs)
+		if i%1000 == 999 {
+			w.flush()
+		}
+	}
+	b.StopTimer()
+	w.mu.Lock()
+	b.ReportMetric(float64(len(w.queue)), "queued-bytes")
+	w.mu.Unlock()
+}

@@ -1,0 +1,280 @@
+package ledger_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// request builds an infer of two envs with an image and a state array.
+func request() (*wire.Infer, []byte, []byte) {
+	img := make([]byte, 2*4*4*3)
+	for i := range img {
+		img[i] = byte(i * 7)
+	}
+	state := []float64{1, 2, 3, 4, 5, 6}
+	obs := &wire.Observation{
+		Images: []wire.NamedArray{{Name: "cam", Array: wire.Array{DType: wire.Uint8, Shape: []int{2, 4, 4, 3}, Data: img}}},
+		States: []wire.NamedArray{{Name: "q", Array: wire.Array{DType: wire.Float64, Shape: []int{2, 3}, Data: wire.BytesOf(state)}}},
+		Text:   []string{"a", "b"},
+	}
+	return &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs}, img, wire.BytesOf(state)
+}
+
+func readAll(t *testing.T, path string) ([]ledger.Record, [][]byte, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ledger.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var recs []ledger.Record
+	var msgs [][]byte
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return recs, msgs, err
+		}
+		var m []byte
+		if rec.Kind == ledger.KindSend {
+			if m, err = r.Message(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := *rec
+		c.Msg = append([]byte(nil), rec.Msg...)
+		recs = append(recs, c)
+		msgs = append(msgs, append([]byte(nil), m...))
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, level := range []ledger.Level{ledger.Digest, ledger.Full} {
+		t.Run(level.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l")
+			w, err := ledger.Create(path, ledger.Options{Level: level, Version: "v"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, img, state := request()
+			var m wire.Message
+			if err := wire.EncodeInfer(&m, in); err != nil {
+				t.Fatal(err)
+			}
+			w.Connected("ws://x", []byte("meta"))
+			w.Sent(&m, in.Obs)
+			w.Received([]byte("action"))
+			w.Interrupted()
+			w.Reconnecting("lost")
+			w.Closed("server", 1001, "plugrl-server-resync", "err", []int64{3, 4})
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil { // twice is fine
+				t.Fatal(err)
+			}
+			recs, msgs, err := readAll(t, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := ""
+			for _, r := range recs {
+				kinds += r.Kind + " "
+			}
+			if kinds != "open connect send recv interrupt reconnect close end " {
+				t.Fatalf("kinds: %s", kinds)
+			}
+			if recs[0].Level != level.String() || recs[0].Version != "v" || recs[0].PID != int64(os.Getpid()) {
+				t.Fatalf("open record: %+v", recs[0])
+			}
+			if string(recs[1].Msg) != "meta" || recs[1].Conn != 1 || string(recs[3].Msg) != "action" {
+				t.Fatalf("connect/recv: %+v %+v", recs[1], recs[3])
+			}
+			c := recs[6]
+			if c.By != "server" || c.Code != 1001 || c.Reason != "plugrl-server-resync" || len(c.Dropped) != 2 || c.Dropped[1] != 4 {
+				t.Fatalf("close record: %+v", c)
+			}
+			want := m.AppendTo(nil)
+			got := msgs[2]
+			send := recs[2]
+			if (level == ledger.Digest && send.Len != int64(len(want))) || len(got) != len(want) {
+				t.Fatalf("send: len %d, rebuilt %d, want %d", send.Len, len(got), len(want))
+			}
+			if level == ledger.Full {
+				if !bytes.Equal(got, want) || len(send.Cuts) != 0 {
+					t.Fatal("a full ledger changed the message")
+				}
+				return
+			}
+			// Digest: the observation data is cut out, the rest is kept.
+			if len(send.Msg) != len(want)-len(img)-len(state) {
+				t.Fatalf("kept %d bytes, want %d", len(send.Msg), len(want)-len(img)-len(state))
+			}
+			wantD := []uint32{
+				ledger.RowDigest(img[:48]), ledger.RowDigest(img[48:]),
+				ledger.RowDigest(state[:24]), ledger.RowDigest(state[24:]),
+			}
+			if len(send.Digests) != 4 {
+				t.Fatalf("digests %v", send.Digests)
+			}
+			for i := range wantD {
+				if send.Digests[i] != wantD[i] {
+					t.Fatalf("digest %d: %x, want %x", i, send.Digests[i], wantD[i])
+				}
+			}
+			if _, err := wire.DecodeInfer(got); err != nil {
+				t.Fatalf("the rebuilt message does not decode: %v", err)
+			}
+		})
+	}
+}
+
+// TestTruncated cuts a ledger at every length: the reader returns the
+// records of the whole blocks before the cut, then ErrTruncated, and never
+// fails otherwise.
+func TestTruncated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		w.Received(bytes.Repeat([]byte{byte(i)}, 100))
+		time.Sleep(5 * time.Millisecond) // a block each
+	}
+	w.Close()
+	full, _ := os.ReadFile(path)
+	whole, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 16; n < len(full); n++ {
+		cut := filepath.Join(t.TempDir(), "cut")
+		os.WriteFile(cut, full[:n], 0o644)
+		recs, _, err := readAll(t, cut)
+		if err != nil && !errors.Is(err, ledger.ErrTruncated) {
+			t.Fatalf("cut at %d: %v", n, err)
+		}
+		if len(recs) > len(whole) {
+			t.Fatalf("cut at %d: %d records, the whole file has %d", n, len(recs), len(whole))
+		}
+		for i := range recs {
+			if recs[i].Kind != whole[i].Kind || !bytes.Equal(recs[i].Msg, whole[i].Msg) {
+				t.Fatalf("cut at %d: record %d differs", n, i)
+			}
+		}
+	}
+}
+
+// TestQueueFull: a queue that cannot take a record drops it and says so.
+func TestQueueFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{QueueBytes: 4096, FlushInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		w.Received(make([]byte, 1000))
+	}
+	w.Close()
+	recs, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, lost := 0, int64(0)
+	for _, r := range recs {
+		switch r.Kind {
+		case ledger.KindRecv:
+			kept++
+		case ledger.KindLost:
+			lost += r.Count
+		}
+	}
+	if kept+int(lost) != 100 || lost == 0 {
+		t.Fatalf("kept %d, lost %d: want 100 together, some lost", kept, lost)
+	}
+}
+
+// TestFlushedWhileOpen: records reach the file within the flush interval,
+// without Close.
+func TestFlushedWhileOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Received([]byte("x"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		recs, _, err := readAll(t, path)
+		if err == nil && len(recs) == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records not in the file 5 s later: %v, %v", recs, err)
+		}
+	}
+}
+
+const childEnv = "PLUGRL_LEDGER_TEST_CHILD"
+
+// TestKilled kills a writer with SIGKILL mid-run and reads what it left.
+func TestKilled(t *testing.T) {
+	if path := os.Getenv(childEnv); path != "" {
+		w, err := ledger.Create(path, ledger.Options{})
+		if err != nil {
+			os.Exit(3)
+		}
+		for i := 0; ; i++ {
+			w.Received([]byte{byte(i), byte(i >> 8)})
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "killed")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilled$")
+	cmd.Env = append(os.Environ(), childEnv+"="+path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Let it write a few blocks, then kill it wherever it is.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 4096 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child wrote no blocks")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	recs, _, err := readAll(t, path)
+	if err != nil && !errors.Is(err, ledger.ErrTruncated) {
+		t.Fatal(err)
+	}
+	if len(recs) < 100 || recs[0].Kind != ledger.KindOpen || recs[len(recs)-1].Kind == ledger.KindEnd {
+		t.Fatalf("%d records read back (first %v)", len(recs), recs[0].Kind)
+	}
+	for i, r := range recs[1:] {
+		if r.Kind != ledger.KindRecv || r.Msg[0] != byte(i) {
+			t.Fatalf("record %d: %s %v: out of order", i+1, r.Kind, r.Msg)
+		}
+	}
+	t.Logf("%d records read back from a ledger killed mid-run (truncated: %v)", len(recs), err != nil)
+}

@@ -1,0 +1,203 @@
+package ledgertool_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/conn"
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/ledgertool"
+	"github.com/plugrl/libplugrl/internal/refserver"
+)
+
+// brokenClient speaks the protocol with none of core/client's checks, over
+// a real connection to the reference server, and records what it does
+// into a ledger exactly as core/client does: the way to make the ledgers a
+// broken client would leave.
+type brokenClient struct {
+	t   *testing.T
+	url string
+	cn  *conn.Conn
+	led *ledger.Writer
+	msg wire.Message
+}
+
+func newBroken(t *testing.T, cfg refserver.Config, level ledger.Level) (*brokenClient, string) {
+	t.Helper()
+	cfg.Horizon, cfg.ActionDim = 2, 1
+	s := refserver.New(cfg)
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	path := filepath.Join(t.TempDir(), "broken.ledger")
+	led, err := ledger.Create(path, ledger.Options{Level: level, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &brokenClient{t: t, url: url, led: led}
+	b.connect()
+	return b, path
+}
+
+func (b *brokenClient) connect() {
+	cn, err := conn.Dial(context.Background(), conn.Options{URL: b.url})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	meta, err := cn.Receive(5 * time.Second)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.led.Connected(b.url, meta)
+	b.cn = cn
+}
+
+// drop ends the connection as a client that lost it would, recording
+// which envs still held an action.
+func (b *brokenClient) drop(held ...int64) {
+	b.cn.Abort()
+	b.led.Closed("local", 0, "", "test: connection dropped", held)
+}
+
+func obs(rows ...float64) *wire.Observation {
+	return &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{
+		DType: wire.Float64, Shape: []int{len(rows), 1}, Data: wire.BytesOf(rows)}}}}
+}
+
+func (b *brokenClient) infer(envs, steps []int64, o *wire.Observation, reuse []bool) {
+	b.t.Helper()
+	if err := wire.EncodeInfer(&b.msg, &wire.Infer{EnvIndices: envs, StepIDs: steps, Obs: o, Reuse: reuse}); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := b.cn.WriteMessage(&b.msg); err != nil {
+		b.t.Fatal(err)
+	}
+	b.led.Sent(&b.msg, o)
+	raw, err := b.cn.Receive(5 * time.Second)
+	if err != nil {
+		return // the server closed: what was sent is recorded
+	}
+	b.led.Received(raw)
+}
+
+func (b *brokenClient) feedback(f *wire.Feedback) {
+	b.t.Helper()
+	if err := wire.EncodeFeedback(&b.msg, f); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := b.cn.WriteMessage(&b.msg); err != nil {
+		b.t.Fatal(err)
+	}
+	b.led.Sent(&b.msg, f.Obs)
+}
+
+func fb(envs, steps []int64, o *wire.Observation, rewards []float32, term []bool, ep *wire.Episode) *wire.Feedback {
+	return &wire.Feedback{EnvIndices: envs, StepIDs: steps, Obs: o, Rewards: rewards,
+		Terminated: term, Truncated: make([]bool, len(envs)), Episode: ep}
+}
+
+func audit(t *testing.T, b *brokenClient, path string) []ledgertool.Violation {
+	t.Helper()
+	b.cn.Abort()
+	if err := b.led.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a := ledgertool.NewAuditor()
+	truncated, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { a.Add(ev); return nil })
+	if err != nil || truncated {
+		t.Fatalf("reading the ledger: %v (truncated %v)", err, truncated)
+	}
+	return a.Violations
+}
+
+func wantViolation(t *testing.T, vs []ledgertool.Violation, clause, text string) {
+	t.Helper()
+	for _, v := range vs {
+		if v.Clause == clause && strings.Contains(v.Msg, text) {
+			t.Logf("found: %v", v)
+			return
+		}
+	}
+	t.Fatalf("no SPEC %s violation mentioning %q; got %v", clause, text, vs)
+}
+
+var no, yes = []bool{false}, []bool{true}
+
+func TestAuditCleanRun(t *testing.T) {
+	for _, level := range []ledger.Level{ledger.Digest, ledger.Full} {
+		b, path := newBroken(t, refserver.Config{Features: []string{wire.FeatureReuse}}, level)
+		e := []int64{0}
+		b.infer(e, []int64{0}, obs(1), nil)
+		b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, no, nil))
+		b.infer(e, []int64{1}, obs(), yes) // reuses the fed-back obs(2)
+		b.feedback(fb(e, []int64{1}, obs(3), []float32{2}, yes,
+			&wire.Episode{Return: []float64{3}, Length: []int64{4}, Mask: yes}))
+		b.infer(e, []int64{0}, obs(0), nil)
+		if vs := audit(t, b, path); len(vs) != 0 {
+			t.Fatalf("%v: a correct run has violations: %v", level, vs)
+		}
+	}
+}
+
+func TestAuditFeedbackResentAfterReconnect(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	e := []int64{0}
+	b.infer(e, []int64{0}, obs(1), nil)
+	b.drop(0)
+	b.connect()
+	b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, no, nil)) // the resend SPEC 7.6 forbids
+	wantViolation(t, audit(t, b, path), "7.6", "must be dropped on a reconnect")
+}
+
+func TestAuditEpisodeReturnNotTheRewardSum(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	e := []int64{0}
+	b.infer(e, []int64{0}, obs(1), nil)
+	b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, no, nil))
+	b.infer(e, []int64{1}, obs(2), nil)
+	b.feedback(fb(e, []int64{1}, obs(3), []float32{1}, yes,
+		&wire.Episode{Return: []float64{5}, Length: []int64{4}, Mask: yes})) // the rewards sum to 2
+	wantViolation(t, audit(t, b, path), "5.4", "info.episode.r is 5")
+}
+
+func TestAuditReuseOfTerminalObservation(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{Features: []string{wire.FeatureReuse}}, ledger.Digest)
+	e := []int64{0}
+	b.infer(e, []int64{0}, obs(1), nil)
+	b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, yes,
+		&wire.Episode{Return: []float64{1}, Length: []int64{1}, Mask: yes}))
+	b.infer(e, []int64{0}, obs(), yes) // the server closes for a resync; the ledger has it
+	wantViolation(t, audit(t, b, path), "10.1", "reuses a terminal observation")
+}
+
+func TestAuditSwappedEnvRows(t *testing.T) {
+	for _, level := range []ledger.Level{ledger.Digest, ledger.Full} {
+		b, path := newBroken(t, refserver.Config{}, level)
+		e := []int64{0, 1}
+		b.infer(e, []int64{0, 0}, obs(10, 20), nil)
+		b.feedback(fb(e, []int64{0, 0}, obs(11, 21), []float32{1, 1}, []bool{false, false}, nil))
+		b.infer(e, []int64{1, 1}, obs(21, 11), nil) // env 0 gets env 1's row and back
+		vs := audit(t, b, path)
+		wantViolation(t, vs, "5.4", "env 0's observation is not the one its last feedback sent")
+		wantViolation(t, vs, "5.4", "env 1's observation")
+	}
+}
+
+func TestAuditOrderAndStepIDs(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	e := []int64{0}
+	b.infer(e, []int64{0}, obs(1), nil)
+	b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, no, nil))
+	b.infer(e, []int64{7}, obs(2), nil) // step_ids should be 1
+	b.feedback(fb(e, []int64{7}, obs(3), []float32{1}, no, nil))
+	b.feedback(fb(e, []int64{7}, obs(3), []float32{1}, no, nil)) // a second feedback for one action
+	vs := audit(t, b, path)
+	wantViolation(t, vs, "5.2", "step_id is 7, want 1")
+	wantViolation(t, vs, "4.2", "a feedback while no action is outstanding")
+}
