@@ -472,6 +472,19 @@ static void test_options(void) {
   o.url = "";
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* A ledger that cannot be created, or an unknown ledger level: caller
+  ** errors, before connecting. */
+  plugrl_options_init(&o);
+  o.max_reconnects = -1;
+  o.url = "ws://127.0.0.1:1";
+  o.ledger_path = "/nonexistent-dir/x.ledger";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  o.ledger_path = "/tmp/plugrl-misuse.ledger";
+  o.ledger_level = 7;
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
 }
 
 /* Every function on a handle that is NULL, made up, or closed. */
