@@ -1,10 +1,13 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"unsafe"
+
+	"github.com/tinylib/msgp/msgp"
 )
 
 // MaxDims bounds the rank of an array on the wire. numpy's own limit is 64;
@@ -227,4 +230,202 @@ func float64s(b []byte) []float64 {
 
 func aligned(b []byte, size int) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
+}
+
+// DecodeArray decodes the ndarray map at b into a, whose Shape is backed by
+// shape (which must have room for MaxDims). a.Data is a view into b. Keys may
+// be bin (as numpy sends them) or str.
+func DecodeArray(b []byte, shape []int, a *Array) (rest []byte, err error) {
+	return decodeArray(b, shape, a, false)
+}
+
+// DecodeArrayHost is DecodeArray, then aligns and byte-swaps the data in
+// place so it can be read as host-order elements. It writes to b.
+func DecodeArrayHost(b []byte, shape []int, a *Array) (rest []byte, err error) {
+	return decodeArray(b, shape, a, true)
+}
+
+func decodeArray(b []byte, shape []int, a *Array, host bool) (rest []byte, err error) {
+	rest, window, err := decodeArrayRaw(b, shape, a)
+	if err == nil && host {
+		a.toHost(window)
+	}
+	return rest, err
+}
+
+// decodeArrayRaw decodes without touching b; window is the number of bytes
+// before the data that toHost may write over.
+func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, err error) {
+	n, rest, err := mapLen(b)
+	if err != nil {
+		return b, 0, err
+	}
+	var tagged, haveData, haveDtype, haveShape bool
+	var dtypeBytes []byte
+	a.Shape = shape[:0]
+	for i := 0; i < n; i++ {
+		var k []byte
+		if k, rest, err = readKey(rest); err != nil {
+			return b, 0, err
+		}
+		switch string(k) {
+		case "__ndarray__":
+			var v bool
+			if v, rest, err = msgp.ReadBoolBytes(rest); err != nil {
+				return b, 0, fmt.Errorf("__ndarray__: %v", err)
+			}
+			tagged = v
+		case "data":
+			before := len(rest)
+			if a.Data, rest, err = msgp.ReadBytesZC(rest); err != nil {
+				return b, 0, fmt.Errorf("data: %v", err)
+			}
+			// The key and the bin header just read are free to overwrite.
+			window = before - len(rest) - len(a.Data) + len(k) + 1
+			haveData = true
+		case "dtype":
+			switch msgp.NextType(rest) {
+			case msgp.StrType:
+				dtypeBytes, rest, err = msgp.ReadStringZC(rest)
+			default:
+				dtypeBytes, rest, err = msgp.ReadBytesZC(rest)
+			}
+			if err != nil {
+				return b, 0, fmt.Errorf("dtype: %v", err)
+			}
+			haveDtype = true
+		case "shape":
+			var dims int
+			if dims, rest, err = arrayLen(rest); err != nil {
+				return b, 0, fmt.Errorf("shape: %v", err)
+			}
+			if dims > MaxDims || dims > cap(shape) {
+				return b, 0, fmt.Errorf("shape has %d dimensions, at most %d are supported", dims, MaxDims)
+			}
+			a.Shape = shape[:dims]
+			for d := 0; d < dims; d++ {
+				var v int64
+				if v, rest, err = msgp.ReadInt64Bytes(rest); err != nil {
+					return b, 0, fmt.Errorf("shape[%d]: %v", d, err)
+				}
+				if v < 0 || v > maxCount {
+					return b, 0, fmt.Errorf("shape[%d] is %d, want a non-negative dimension", d, v)
+				}
+				a.Shape[d] = int(v)
+			}
+			haveShape = true
+		default:
+			if rest, err = msgp.Skip(rest); err != nil {
+				return b, 0, fmt.Errorf("key %q: %v", k, err)
+			}
+		}
+	}
+	switch {
+	case !tagged:
+		return b, 0, errors.New("map is not an ndarray: __ndarray__ is missing or false")
+	case !haveData:
+		return b, 0, errors.New("ndarray has no data")
+	case !haveDtype:
+		return b, 0, errors.New("ndarray has no dtype")
+	case !haveShape:
+		return b, 0, errors.New("ndarray has no shape")
+	}
+	if a.DType, err = ParseDType(dtypeBytes); err != nil {
+		return b, 0, err
+	}
+	if err = a.Check(); err != nil {
+		return b, 0, err
+	}
+	return rest, window, nil
+}
+
+// decodeInts reads a one-dimensional integer ndarray (any width, either byte
+// order) into int64s.
+func decodeInts(where string, b []byte) ([]int64, error) {
+	var shape [MaxDims]int
+	var a Array
+	if _, err := DecodeArray(b, shape[:], &a); err != nil {
+		return nil, malformed(where, err)
+	}
+	if (a.DType.Kind != 'i' && a.DType.Kind != 'u') || len(a.Shape) != 1 {
+		return nil, malformedf(where, "is %s of shape %v, want a one-dimensional integer array (\"<i8\")", a.DType, a.Shape)
+	}
+	out := make([]int64, a.Shape[0])
+	for i := range out {
+		v, ok := a.Int64(i)
+		if !ok {
+			return nil, malformedf(where, "[%d] does not fit an int64", i)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// decodeBools reads a one-dimensional |b1 ndarray.
+func decodeBools(where string, b []byte) ([]bool, error) {
+	var shape [MaxDims]int
+	var a Array
+	if _, err := DecodeArray(b, shape[:], &a); err != nil {
+		return nil, malformed(where, err)
+	}
+	if a.DType.Kind != 'b' || len(a.Shape) != 1 {
+		return nil, malformedf(where, "is %s of shape %v, want a one-dimensional \"|b1\" array", a.DType, a.Shape)
+	}
+	out := make([]bool, len(a.Data))
+	for i, v := range a.Data {
+		out[i] = v != 0
+	}
+	return out, nil
+}
+
+// Float64 returns element i (counting in C order) of a numeric array as a
+// float64, whatever its dtype and byte order; bools read as 0 or 1. It
+// panics if i is out of range or the dtype is not numeric.
+func (a *Array) Float64(i int) float64 {
+	s := a.element(i)
+	switch s.Kind {
+	case 'b':
+		if s.Bool {
+			return 1
+		}
+		return 0
+	case 'i':
+		return float64(s.Int)
+	case 'u':
+		return float64(s.Uint)
+	}
+	return s.Float
+}
+
+// Int64 returns element i of an integer or bool array, and false if the
+// value does not fit an int64 or the array holds floats that are not whole.
+func (a *Array) Int64(i int) (int64, bool) {
+	s := a.element(i)
+	if s.Kind == 'b' {
+		if s.Bool {
+			return 1, true
+		}
+		return 0, true
+	}
+	return s.AsInt()
+}
+
+func (a *Array) element(i int) Scalar {
+	if !a.DType.Numeric() {
+		panic(fmt.Sprintf("wire: element of a %s array", a.DType))
+	}
+	size := a.DType.ItemSize()
+	return elementScalar(a.DType, a.Data[i*size:(i+1)*size])
+}
+
+// SetFloat64 stores v as element i of a numeric array, in the array's dtype
+// and byte order: floats are rounded to the dtype's width, integers truncate
+// toward zero and saturate at the type's range (NaN becomes 0), bools store
+// v != 0. It panics if i is out of range or the dtype is not numeric.
+func (a *Array) SetFloat64(i int, v float64) {
+	if !a.DType.Numeric() {
+		panic(fmt.Sprintf("wire: SetFloat64 on a %s array", a.DType))
+	}
+	size := a.DType.ItemSize()
+	putScalar(a.Data[i*size:(i+1)*size], a.DType, Scalar{Kind: 'f', Float: v})
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -118,33 +119,63 @@ func firstBadQuadratic(idx []int64) int {
 	return -1
 }
 
-// checkEnvIndices checks a caller's env indices for EncodeInfer and
-// EncodeFeedback, using the Message's scratch s.
-func checkEnvIndices(s *indexSet, what string, idx []int64) error {
+// envIndicesRule is the rule for env_indices (SPEC 4.4), the same for a
+// caller's indices and a peer's: nil, or what is wrong with the first
+// negative or repeated index. s is scratch (see indexSet).
+func envIndicesRule(s *indexSet, idx []int64) error {
 	i := s.firstBad(idx)
 	switch {
 	case i < 0:
 		return nil
 	case idx[i] < 0:
-		return invalidf("%s: env_indices[%d] is %d; env indices are non-negative", what, i, idx[i])
+		return fmt.Errorf("env_indices[%d] is %d; env indices are non-negative", i, idx[i])
 	}
-	return invalidf("%s: env index %d appears twice", what, idx[i])
+	return fmt.Errorf("env index %d appears twice", idx[i])
+}
+
+// checkEnvIndices checks a caller's env indices for EncodeInfer and
+// EncodeFeedback, using the Message's scratch s.
+func checkEnvIndices(s *indexSet, what string, idx []int64) error {
+	if err := envIndicesRule(s, idx); err != nil {
+		return invalidf("%s: %v", what, err)
+	}
+	return nil
 }
 
 // serverIndexSets lends the server's decoders an indexSet: DecodeInfer and
 // DecodeFeedback are plain functions, called from many connections at once.
 var serverIndexSets = sync.Pool{New: func() any { return new(indexSet) }}
 
-// checkIndices checks a client's env indices, for the server's decoders.
-func checkIndices(where string, idx []int64) error {
+// checkIndices checks a client's env indices, for the server's decoders
+// (kind is the message's type).
+func checkIndices(kind string, idx []int64) error {
 	s := serverIndexSets.Get().(*indexSet)
-	i := s.firstBad(idx)
+	err := envIndicesRule(s, idx)
 	serverIndexSets.Put(s)
-	switch {
-	case i < 0:
-		return nil
-	case idx[i] < 0:
-		return malformedf(where, "[%d] is %d; env indices are non-negative (SPEC 4.4)", i, idx[i])
+	if err != nil {
+		return malformed(kind, err)
 	}
-	return malformedf(where, "env index %d appears twice", idx[i])
+	return nil
+}
+
+// decodeEnvs reads the env_indices and step_ids that infer and feedback
+// both carry: one length n >= 1, indices unique and non-negative.
+func decodeEnvs(kind string, rawIdx, rawSteps []byte) (idx, steps []int64, err error) {
+	if idx, err = decodeInts(kind+".env_indices", rawIdx); err != nil {
+		return nil, nil, err
+	}
+	n := len(idx)
+	if n == 0 {
+		return nil, nil, malformedf(kind+".env_indices", "is empty; every %s names at least one env", kind)
+	}
+	if err = checkIndices(kind, idx); err != nil {
+		return nil, nil, err
+	}
+	if steps, err = decodeInts(kind+".step_ids", rawSteps); err != nil {
+		return nil, nil, err
+	}
+	if len(steps) != n {
+		return nil, nil, malformedf(kind+".step_ids", "has %d entries for %d env_indices", len(steps), n)
+	}
+	return idx, steps, nil
 }

@@ -28,7 +28,7 @@ func quadraticServerCheck(where string, idx []int64) error {
 	seen := make(map[int64]struct{}, len(idx))
 	for i, v := range idx {
 		if v < 0 {
-			return malformedf(where, "[%d] is %d; env indices are non-negative (SPEC 4.4)", i, v)
+			return malformedf(where, "env_indices[%d] is %d; env indices are non-negative", i, v)
 		}
 		if _, dup := seen[v]; dup {
 			return malformedf(where, "env index %d appears twice", v)
@@ -52,7 +52,7 @@ func checkAgainstReference(t testing.TB, s *indexSet, idx []int64) {
 	if got, want := errText(checkEnvIndices(s, "infer", idx)), errText(quadraticCheck("infer", idx)); got != want {
 		t.Fatalf("%v: got %s, want %s", idx, got, want)
 	}
-	if got, want := errText(checkIndices("infer.env_indices", idx)), errText(quadraticServerCheck("infer.env_indices", idx)); got != want {
+	if got, want := errText(checkIndices("infer", idx)), errText(quadraticServerCheck("infer", idx)); got != want {
 		t.Fatalf("%v (server): got %s, want %s", idx, got, want)
 	}
 }

@@ -1,13 +1,10 @@
 package wire
 
-import (
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"math"
-	"strconv"
-	"unicode/utf8"
+// The metadata message (SPEC 5.1): Metadata and DecodeMetadata, the
+// client's side; EncodeMetadata, a server's. A new typed key is one field
+// of Metadata and one entry of metaKeys.
 
+import (
 	"github.com/tinylib/msgp/msgp"
 )
 
@@ -77,26 +74,58 @@ func DecodeMetadata(msg []byte) (*Metadata, error) {
 			return nil, malformed("metadata.data."+string(k), err)
 		}
 		val = val[:len(val)-len(rest)]
-		switch string(k) {
-		case "protocol_version":
-			m.ProtocolVersion = optInt(val)
-		case "server":
-			m.Server = optString(val)
-		case "server_version":
-			m.ServerVersion = optString(val)
-		case "algorithm":
-			m.Algorithm = optString(val)
-		case "policy":
-			m.Policy = optString(val)
-		case "action_horizon":
-			m.ActionHorizon = optInt(val)
-		case "action_dim":
-			m.ActionDim = optInt(val)
-		case "features":
-			m.Features = optStrings(val)
+		for _, f := range &metaKeys {
+			if f.key == string(k) {
+				f.decode(m, val)
+			}
 		}
 	}
 	return m, nil
+}
+
+// metaKeys are the typed keys of Metadata, in SPEC 5.1's order: a new typed
+// key is a field of Metadata and a row here, and DecodeMetadata and
+// EncodeMetadata both follow the table.
+var metaKeys = [...]metaKey{
+	optKey("protocol_version", func(d *Metadata) *Opt[int64] { return &d.ProtocolVersion }, optInt, (*Message).Int),
+	optKey("server", func(d *Metadata) *Opt[string] { return &d.Server }, optString, (*Message).Str),
+	optKey("server_version", func(d *Metadata) *Opt[string] { return &d.ServerVersion }, optString, (*Message).Str),
+	optKey("algorithm", func(d *Metadata) *Opt[string] { return &d.Algorithm }, optString, (*Message).Str),
+	optKey("policy", func(d *Metadata) *Opt[string] { return &d.Policy }, optString, (*Message).Str),
+	optKey("action_horizon", func(d *Metadata) *Opt[int64] { return &d.ActionHorizon }, optInt, (*Message).Int),
+	optKey("action_dim", func(d *Metadata) *Opt[int64] { return &d.ActionDim }, optInt, (*Message).Int),
+	optKey("features", func(d *Metadata) *Opt[[]string] { return &d.Features }, optStrings, (*Message).strs),
+}
+
+// metaKey is one typed key: decode sets its field from a value (absent
+// when the value has another type); encode appends the field's value to m
+// and reports whether it is set (m nil: only report).
+type metaKey struct {
+	key    string
+	decode func(d *Metadata, val []byte)
+	encode func(d *Metadata, m *Message) bool
+}
+
+func optKey[T any](key string, field func(*Metadata) *Opt[T], dec func([]byte) Opt[T], enc func(*Message, T)) metaKey {
+	return metaKey{
+		key:    key,
+		decode: func(d *Metadata, val []byte) { *field(d) = dec(val) },
+		encode: func(d *Metadata, m *Message) bool {
+			o := field(d)
+			if o.Set && m != nil {
+				enc(m, o.Value)
+			}
+			return o.Set
+		},
+	}
+}
+
+// strs appends a list of strings.
+func (m *Message) strs(ss []string) {
+	m.List(len(ss))
+	for _, s := range ss {
+		m.Str(s)
+	}
 }
 
 func optInt(b []byte) Opt[int64] {
@@ -188,193 +217,60 @@ func (m *Metadata) JSON(key string) (js []byte, ok bool, err error) {
 	return js, true, err
 }
 
-// maxJSONDepth bounds nesting, so a hostile message cannot exhaust the stack.
-const maxJSONDepth = 64
-
-// AppendJSON converts one msgpack value to JSON. Numpy values become what a
-// reader wants: an `__npgeneric__` scalar becomes the number, an ndarray
-// becomes {"dtype": ..., "shape": [...], "data": [flat values]} (text arrays
-// as strings). bin becomes a string when it is UTF-8 and base64 otherwise;
-// non-finite floats become null, as JSON has no spelling for them.
-func AppendJSON(dst, b []byte) (out, rest []byte, err error) {
-	return appendJSON(dst, b, 0, false)
+// MetaKey is one extra key of a metadata message, its value already
+// encoded as msgpack (msgp.AppendIntf makes one from a Go value).
+type MetaKey struct {
+	Key   string
+	Value []byte
 }
 
-// appendJSON converts the value at b; inKey is set while spelling a map key
-// that is not a string, whose JSON text is then quoted as a string.
-func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
-	if depth > maxJSONDepth {
-		return dst, b, errors.New("value nested deeper than 64 levels")
+// EncodeMetadata encodes a metadata message (SPEC 5.1) into m (which it
+// resets). The typed fields of md that are Set are written in SPEC 5.1's
+// order (md.Raw is ignored); then the extra keys, each replacing a typed key
+// of the same name in place, as the server merges its caller's keys over
+// the top. An extra key given twice keeps its last value.
+func EncodeMetadata(m *Message, md *Metadata, extra ...MetaKey) error {
+	m.Reset()
+	type kv struct {
+		key string
+		put func()
 	}
-	switch msgp.NextType(b) {
-	case msgp.NilType:
-		rest, err := msgp.ReadNilBytes(b)
-		return append(dst, "null"...), rest, err
-	case msgp.BoolType:
-		v, rest, err := msgp.ReadBoolBytes(b)
-		return strconv.AppendBool(dst, v), rest, err
-	case msgp.IntType, msgp.UintType, msgp.Float32Type, msgp.Float64Type:
-		s, rest, err := DecodeScalar(b)
-		return appendScalarJSON(dst, s), rest, err
-	case msgp.StrType:
-		v, rest, err := msgp.ReadStringZC(b)
-		return appendJSONString(dst, v), rest, err
-	case msgp.BinType:
-		v, rest, err := msgp.ReadBytesZC(b)
-		if utf8.Valid(v) {
-			return appendJSONString(dst, v), rest, err
-		}
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, v)
-		return append(dst, '"'), rest, err
-	case msgp.ArrayType:
-		n, rest, err := arrayLen(b)
-		if err != nil {
-			return dst, b, err
-		}
-		dst = append(dst, '[')
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if dst, rest, err = appendJSON(dst, rest, depth+1, inKey); err != nil {
-				return dst, b, err
+	var kvs []kv
+	add := func(key string, put func()) {
+		for i := range kvs {
+			if kvs[i].key == key {
+				kvs[i].put = put
+				return
 			}
 		}
-		return append(dst, ']'), rest, nil
-	case msgp.MapType:
-		if IsNPGeneric(b) {
-			s, rest, err := DecodeScalar(b)
-			return appendScalarJSON(dst, s), rest, err
-		}
-		if IsNDArray(b) {
-			return appendArrayJSON(dst, b)
-		}
-		n, rest, err := mapLen(b)
-		if err != nil {
-			return dst, b, err
-		}
-		dst = append(dst, '{')
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			switch msgp.NextType(rest) {
-			case msgp.StrType, msgp.BinType:
-				var k []byte
-				if k, rest, err = readKey(rest); err != nil {
-					return dst, b, err
-				}
-				dst = appendJSONString(dst, k)
-			default: // JSON keys are strings: spell the key as its JSON text
-				// Quoting escapes the key's JSON once more for every level
-				// of keys within keys, doubling its size each time: allow
-				// one level, so output stays linear in the input.
-				if inKey {
-					return dst, b, errors.New("a map key that is not a string holds another such key")
-				}
-				var key []byte
-				if key, rest, err = appendJSON(nil, rest, depth+1, true); err != nil {
-					return dst, b, err
-				}
-				dst = appendJSONString(dst, key)
-			}
-			dst = append(dst, ':')
-			if dst, rest, err = appendJSON(dst, rest, depth+1, inKey); err != nil {
-				return dst, b, err
+		kvs = append(kvs, kv{key, put})
+	}
+	if md != nil {
+		for _, f := range &metaKeys {
+			if f.encode(md, nil) {
+				add(f.key, func() { f.encode(md, m) })
 			}
 		}
-		return append(dst, '}'), rest, nil
-	case msgp.ExtensionType:
-		rest, err := msgp.Skip(b)
-		return append(dst, "null"...), rest, err
 	}
-	if len(b) == 0 {
-		return dst, b, msgp.ErrShortBytes
-	}
-	return dst, b, fmt.Errorf("byte 0x%02x starts no msgpack value", b[0])
-}
-
-func appendScalarJSON(dst []byte, s Scalar) []byte {
-	switch s.Kind {
-	case 'b':
-		return strconv.AppendBool(dst, s.Bool)
-	case 'i':
-		return strconv.AppendInt(dst, s.Int, 10)
-	case 'u':
-		return strconv.AppendUint(dst, s.Uint, 10)
-	}
-	if math.IsNaN(s.Float) || math.IsInf(s.Float, 0) {
-		return append(dst, "null"...)
-	}
-	return strconv.AppendFloat(dst, s.Float, 'g', -1, 64)
-}
-
-func appendArrayJSON(dst, b []byte) ([]byte, []byte, error) {
-	var shape [MaxDims]int
-	var a Array
-	rest, err := DecodeArray(b, shape[:], &a)
-	if err != nil {
-		return dst, b, err
-	}
-	dst = append(dst, `{"dtype":`...)
-	dst = appendJSONString(dst, a.DType.AppendTo(nil))
-	dst = append(dst, `,"shape":[`...)
-	for i, d := range a.Shape {
-		if i > 0 {
-			dst = append(dst, ',')
+	for _, e := range extra {
+		v := e.Value
+		if _, err := msgp.Skip(v); err != nil || len(v) == 0 {
+			return invalidf("metadata key %q: value is not one msgpack value", e.Key)
 		}
-		dst = strconv.AppendInt(dst, int64(d), 10)
-	}
-	dst = append(dst, `],"data":[`...)
-	if a.DType.Kind == 'U' {
-		for i, s := range DecodeUTF32(a.Data, a.DType) {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, []byte(s))
+		if rest, _ := msgp.Skip(v); len(rest) != 0 {
+			return invalidf("metadata key %q: value has %d bytes after one msgpack value", e.Key, len(rest))
 		}
-	} else {
-		size := a.DType.ItemSize()
-		for i := 0; i+size <= len(a.Data); i += size {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendScalarJSON(dst, elementScalar(a.DType, a.Data[i:]))
-		}
+		add(e.Key, func() { m.Raw(v) })
 	}
-	return append(dst, "]}"...), rest, nil
-}
-
-func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRune(s[i:])
-		switch {
-		case r == '"' || r == '\\':
-			dst = append(dst, '\\', byte(r))
-		case r < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, `\ufffd`...)
-		default:
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
+	m.Map(2)
+	m.Str("message_type")
+	m.Str(TypeMetadata)
+	m.Str("data")
+	m.Map(len(kvs))
+	for _, e := range kvs {
+		m.Str(e.key)
+		e.put()
 	}
-	return append(dst, '"')
-}
-
-// StringValue returns the bytes of a msgpack str (or bin) value.
-func StringValue(b []byte) ([]byte, bool) {
-	switch msgp.NextType(b) {
-	case msgp.StrType:
-		v, _, err := msgp.ReadStringZC(b)
-		return v, err == nil
-	case msgp.BinType:
-		v, _, err := msgp.ReadBytesZC(b)
-		return v, err == nil
-	}
-	return nil, false
+	m.Finish()
+	return nil
 }

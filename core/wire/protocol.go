@@ -1,5 +1,13 @@
 package wire
 
+// Message types of SPEC 2.
+const (
+	TypeMetadata = "metadata"
+	TypeInfer    = "infer"
+	TypeAction   = "action"
+	TypeFeedback = "feedback"
+)
+
 // The protocol's close reasons (SPEC 7) and features (SPEC 10), defined
 // once for the client and for the servers of internal/.
 const (

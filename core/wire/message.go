@@ -1,0 +1,319 @@
+package wire
+
+// Message, the encoded form every encoder writes: the msgpack structure in
+// its own buffer, array data referenced in place.
+
+import (
+	"math"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Message is one encoded message, held as a list of segments rather than one
+// buffer: the msgpack structure is written into the Message's own reusable
+// buffer, and array data is referenced where the caller keeps it. The
+// connection copies each segment once, masking as it goes, so an
+// observation's bytes are copied exactly once between the caller's memory
+// and the socket. A Message is reused across exchanges and allocates nothing
+// once its buffers have grown to the workload's size.
+type Message struct {
+	head    []byte
+	segs    []segment
+	mark    int // head[mark:] is not yet covered by a segment
+	total   int
+	rows    []int    // scratch for row selection
+	envs    indexSet // scratch for checking env_indices (indices.go)
+	typestr [24]byte // scratch for a dtype's text
+
+	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
+	src     segSrc  // the source of the next refs
+	srcBase []byte
+}
+
+type segment struct {
+	ext        []byte // caller memory; when nil, the segment is head[start:end]
+	start, end int
+	src        segSrc // where ext comes from, and at which offset (plan.go)
+	lo         int
+}
+
+// Reset empties m, keeping its buffers.
+func (m *Message) Reset() {
+	m.head = m.head[:0]
+	m.segs = m.segs[:0]
+	m.mark = 0
+	m.total = 0
+	m.plan.kind = planNone
+	m.setSrc(srcNone, 0, nil)
+}
+
+// Len is the encoded length in bytes.
+func (m *Message) Len() int { return m.total }
+
+// Segments is the number of segments; Segment(i) returns each in order.
+func (m *Message) Segments() int { return len(m.segs) }
+
+// Segment returns the i-th run of encoded bytes. It must not be modified.
+func (m *Message) Segment(i int) []byte {
+	s := m.segs[i]
+	if s.ext != nil {
+		return s.ext
+	}
+	return m.head[s.start:s.end]
+}
+
+// ObsRowBytes reports whether segment i is observation data (rows of an
+// image or state array of obs, the observation the message was encoded
+// from) and, if it is, the size of one row: the ledger digests such a
+// segment row by row instead of recording it.
+func (m *Message) ObsRowBytes(i int, obs *Observation) (rowBytes int, ok bool) {
+	s := &m.segs[i]
+	if s.ext == nil || obs == nil {
+		return 0, false
+	}
+	var g []NamedArray
+	switch s.src.kind {
+	case srcImage:
+		g = obs.Images
+	case srcState:
+		g = obs.States
+	default:
+		return 0, false
+	}
+	if int(s.src.idx) >= len(g) {
+		return 0, false
+	}
+	return g[s.src.idx].Array.RowBytes(), true
+}
+
+// AppendTo appends the whole encoded message to dst: for tests and for
+// peers that want one buffer.
+func (m *Message) AppendTo(dst []byte) []byte {
+	for i := range m.segs {
+		dst = append(dst, m.Segment(i)...)
+	}
+	return dst
+}
+
+// CopyTo copies the whole encoded message to the front of dst, which must
+// hold Len bytes, and returns Len: the connection's path for a message that
+// fits its buffer, one plain copy per segment.
+func (m *Message) CopyTo(dst []byte) int {
+	dst = dst[:m.total]
+	w := 0
+	for i := range m.segs {
+		s := &m.segs[i]
+		if s.ext != nil {
+			w += copy(dst[w:], s.ext)
+		} else {
+			w += copy(dst[w:], m.head[s.start:s.end])
+		}
+	}
+	return w
+}
+
+// seal closes the pending run of head bytes into a segment.
+func (m *Message) seal() {
+	if len(m.head) > m.mark {
+		m.segs = append(m.segs, segment{start: m.mark, end: len(m.head)})
+		m.total += len(m.head) - m.mark
+		m.mark = len(m.head)
+	}
+}
+
+// ref adds caller memory as a segment without copying it.
+func (m *Message) ref(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	m.seal()
+	m.segs = append(m.segs, segment{ext: b, src: m.src, lo: m.srcOffset(b)})
+	m.total += len(b)
+}
+
+// Finish seals the message; call it once the last value has been appended.
+func (m *Message) Finish() { m.seal() }
+
+// Raw appends already-encoded msgpack bytes (copied into the head).
+func (m *Message) Raw(b []byte) { m.head = append(m.head, b...) }
+
+// Map, Str, Key and friends append msgpack values to the structure. The
+// small cases (fixmap, fixarray, positive fixint) are written inline: an
+// exchange's structure is made of them.
+func (m *Message) Map(n int) {
+	if n < 16 {
+		m.head = append(m.head, 0x80|byte(n))
+		return
+	}
+	m.head = msgp.AppendMapHeader(m.head, uint32(n))
+}
+
+func (m *Message) List(n int) {
+	if n < 16 {
+		m.head = append(m.head, 0x90|byte(n))
+		return
+	}
+	m.head = msgp.AppendArrayHeader(m.head, uint32(n))
+}
+
+func (m *Message) Str(s string) { m.head = msgp.AppendString(m.head, s) }
+
+func (m *Message) Int(v int64) {
+	// msgpack-python packs a non-negative int as fixint or uint8/16/32/64;
+	// msgp.AppendInt64 would use int16 for 128..255 and so on. Python's
+	// choice is the one that makes shapes like [n, 224, 224, 3] byte-equal.
+	if v >= 0 {
+		if v < 128 {
+			m.head = append(m.head, byte(v))
+			return
+		}
+		m.head = msgp.AppendUint64(m.head, uint64(v))
+		return
+	}
+	m.head = msgp.AppendInt64(m.head, v)
+}
+
+// raw appends precomputed msgpack bytes (the constant keys below).
+func (m *Message) raw(b []byte) { m.head = append(m.head, b...) }
+
+// The constant parts of the messages, encoded once.
+var (
+	// An ndarray map up to its data's bin header: {__ndarray__: true, data:
+	// (SPEC 3.2, numpy's key order, keys as bin as numpy sends them).
+	ndarrayHead = func() []byte {
+		b := msgp.AppendMapHeader(nil, 4)
+		b = appendBinKey(b, "__ndarray__")
+		b = msgp.AppendBool(b, true)
+		return appendBinKey(b, "data")
+	}()
+	keyDType = appendBinKey(nil, "dtype")
+	keyShape = appendBinKey(nil, "shape")
+
+	strMessageType = msgp.AppendString(nil, "message_type")
+	strData        = msgp.AppendString(nil, "data")
+	strImages      = msgp.AppendString(nil, "images")
+	strStates      = msgp.AppendString(nil, "states")
+	strText        = msgp.AppendString(nil, "text")
+	strEnvIndices  = msgp.AppendString(nil, "env_indices")
+	strStepIDs     = msgp.AppendString(nil, "step_ids")
+	strReuse       = msgp.AppendString(nil, "reuse")
+	strInfer       = msgp.AppendString(nil, TypeInfer)
+	strFeedback    = msgp.AppendString(nil, TypeFeedback)
+	strObs         = msgp.AppendString(nil, "obs")
+	strRewards     = msgp.AppendString(nil, "rewards")
+	strTerminated  = msgp.AppendString(nil, "terminated")
+	strTruncated   = msgp.AppendString(nil, "truncated")
+	strInfo        = msgp.AppendString(nil, "info")
+)
+
+func appendBinKey(b []byte, k string) []byte {
+	b = msgp.AppendBytesHeader(b, uint32(len(k)))
+	return append(b, k...)
+}
+
+func (m *Message) Bool(v bool) { m.head = msgp.AppendBool(m.head, v) }
+
+func (m *Message) Float(v float64) { m.head = msgp.AppendFloat64(m.head, v) }
+
+func (m *Message) Nil() { m.head = msgp.AppendNil(m.head) }
+
+func (m *Message) binKey(k string) {
+	m.head = msgp.AppendBytesHeader(m.head, uint32(len(k)))
+	m.head = append(m.head, k...)
+}
+
+func (m *Message) binHeader(n int) { m.head = msgp.AppendBytesHeader(m.head, uint32(n)) }
+
+func (m *Message) dtypeStr(d DType) {
+	if d.Size < 10 {
+		// "<f8", "|u1": a fixstr of three bytes.
+		m.head = append(m.head, 0xa3, d.Order, d.Kind, '0'+byte(d.Size))
+		return
+	}
+	m.head = msgp.AppendStringFromBytes(m.head, d.AppendTo(m.typestr[:0]))
+}
+
+// arrayStart writes an ndarray map up to and including the data's bin
+// header; the caller then adds the data and calls arrayEnd for dtype and
+// shape (lead, when not negative, replaces the leading dimension).
+// Key order is numpy's: __ndarray__, data, dtype, shape (SPEC 3.2).
+func (m *Message) arrayStart(dataLen int) error {
+	if uint64(dataLen) > math.MaxUint32 {
+		return invalidf("array of %d bytes is larger than msgpack's 4 GiB bin limit", dataLen)
+	}
+	m.raw(ndarrayHead)
+	m.binHeader(dataLen)
+	return nil
+}
+
+func (m *Message) arrayEnd(d DType, lead int, shape []int) {
+	m.raw(keyDType)
+	m.dtypeStr(d)
+	m.raw(keyShape)
+	m.List(len(shape))
+	for i, v := range shape {
+		if i == 0 && lead >= 0 {
+			v = lead
+		}
+		m.Int(int64(v))
+	}
+}
+
+// Array appends a whole array; its data is referenced, not copied.
+func (m *Message) Array(a *Array) error {
+	if err := a.Check(); err != nil {
+		return invalidf("%v", err)
+	}
+	if err := m.arrayStart(len(a.Data)); err != nil {
+		return err
+	}
+	m.ref(a.Data)
+	m.arrayEnd(a.DType, -1, a.Shape)
+	return nil
+}
+
+// rowsArray appends the rows of a (along its leading axis) listed in rows,
+// referencing each contiguous run of rows once.
+func (m *Message) rowsArray(a *Array, rows []int) error {
+	rb := a.RowBytes()
+	if err := m.arrayStart(rb * len(rows)); err != nil {
+		return err
+	}
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j] == rows[j-1]+1 {
+			j++
+		}
+		m.ref(a.Data[rows[i]*rb : (rows[j-1]+1)*rb])
+		i = j
+	}
+	m.arrayEnd(a.DType, len(rows), a.Shape)
+	return nil
+}
+
+// int64s appends a one-dimensional <i8 array of vs.
+func (m *Message) int64s(vs []int64) {
+	_ = m.arrayStart(8 * len(vs))
+	m.ref(BytesOf(vs))
+	m.arrayEnd(Int64, -1, []int{len(vs)})
+}
+
+// int64sFrom is int64s of a request field the plan knows as kind.
+func (m *Message) int64sFrom(kind uint8, vs []int64) {
+	m.setSrc(kind, 0, BytesOf(vs))
+	m.int64s(vs)
+	m.setSrc(srcNone, 0, nil)
+}
+
+// bools appends a |b1 array, normalising every byte to 0 or 1 (a C caller's
+// bool may hold any nonzero value) by writing the bytes into the head.
+func (m *Message) bools(vs []bool) {
+	_ = m.arrayStart(len(vs))
+	for _, b := range BytesOf(vs) {
+		if b != 0 {
+			b = 1
+		}
+		m.head = append(m.head, b)
+	}
+	m.arrayEnd(Bool, -1, []int{len(vs)})
+}
