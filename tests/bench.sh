@@ -14,6 +14,8 @@
 #                             SCHED_FIFO (chrt -f 50, both at 50, pinned as
 #                             usual); where chrt -f is not permitted, says so
 #                             and runs the normal cells only
+#   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
+#                             clients (libplugrl recording a step ledger)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -28,6 +30,9 @@
 #              encoding at all
 #   libplugrl  plugrl_bench_client: the workload through libplugrl.so's
 #              plugrl_infer / plugrl_feedback
+#   ledger-digest, ledger-full
+#              the same, recording a step ledger (docs/LEDGER.md) at that
+#              level: their ratio is to libplugrl, the ledger's cost
 #
 # with both processes pinned to core 0 (same-core: the CPU cost of an
 # exchange) and with the server on core 0 and the client on core 1 (split:
@@ -85,6 +90,10 @@ done
 workloads=("SMALL 1 0 0 8 1" "LARGE 16 2 224 32 1")
 for n in $handles; do workloads+=("SMALLx$n 1 0 0 8 $n"); done
 pinnings=(same split)
+# The clients of every cell: the floor, libplugrl, and libplugrl recording a
+# step ledger at each level (PLUGRL_BENCH_LEDGER=0 leaves those out).
+clients=(floor libplugrl)
+[[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]] && clients+=(ledger-digest ledger-full)
 cores=$(nproc)
 if [[ $cores -lt 2 ]]; then
   echo "tests/bench.sh: one core only: the split runs are skipped" >&2
@@ -127,12 +136,14 @@ run_one() {
     exit 1
   }
   local rc=0
+  local ledger=()
+  [[ $client == ledger-* ]] && ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
   if [[ $client == floor ]]; then
     timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
       --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --handles "$conns" \
       --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   else
-    timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
+    timeout -s KILL "$limit" "${ledger[@]}" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
       --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
       --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   fi
@@ -177,8 +188,9 @@ for ((rep = 1; rep <= reps; rep++)); do
     IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
     for sched in "${scheds[@]}"; do
       for pin in "${pinnings[@]}"; do
-        order=(floor libplugrl)
-        ((rep % 2 == 0)) && order=(libplugrl floor)
+        # Each repetition starts with another client, so that none is
+        # always first after the workload changes.
+        order=("${clients[@]:$((rep % ${#clients[@]}))}" "${clients[@]:0:$((rep % ${#clients[@]}))}")
         line="rep $rep $name $pin $sched:"
         for client in "${order[@]}"; do
           out=$(run_one "$client" "$pin" "$sched" "$conns" "$envs" "$cams" "$img" "$state")
@@ -202,7 +214,7 @@ lat() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; }
 
 echo
-printf '%-9s %-5s %-5s %-9s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
+printf '%-9s %-5s %-5s %-13s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
   lib/fl "cpu-us/ex" "(min-max)" lib/fl "turnaround us p50/90/99/99.9/99.99/max" "infer->feedback us (same)" \
   "per-conn ex min/max"
 for wl in "${workloads[@]}"; do
@@ -211,15 +223,19 @@ for wl in "${workloads[@]}"; do
     for pin in "${pinnings[@]}"; do
       fkey=$name/$pin/$sched/floor
       fr=$(med "$fkey" rate) fc=$(med "$fkey" cpu)
-      for client in floor libplugrl; do
+      lkey=$name/$pin/$sched/libplugrl
+      lr=$(med "$lkey" rate) lc=$(med "$lkey" cpu)
+      for client in "${clients[@]}"; do
         key=$name/$pin/$sched/$client
         r=$(med "$key" rate) c=$(med "$key" cpu)
         rr=- cr=- per=-
         if [[ $client == libplugrl ]]; then
           rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
+        elif [[ $client == ledger-* ]]; then
+          rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
         fi
         [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
-        printf '%-9s %-5s %-5s %-9s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
+        printf '%-9s %-5s %-5s %-13s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
           "$r" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$c" "($(spread <<<"${runs[$key/cpu]}"))" "$cr" \
           "$(lat "$key" t)" "$(lat "$key" f)" "$per"
       done
@@ -227,4 +243,5 @@ for wl in "${workloads[@]}"; do
   done
 done
 echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
-echo " lib/fl: libplugrl/floor, throughput and CPU per exchange; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+echo " lib/fl: libplugrl/floor, throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
+echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"

@@ -365,3 +365,79 @@ fn a_stopped_run_is_a_flow_not_an_error() {
     assert!(stopped, "the run did not stop");
     assert!((3..=4).contains(&acts), "{acts} acts");
 }
+
+/// A step ledger recorded from Rust (full level, into a directory: one
+/// file per client) reads back, audits clean against the SPEC, and holds
+/// the episodes the runner reported.
+#[test]
+fn ledger_records_a_run_that_audits_clean() {
+    let dir = std::env::temp_dir().join(format!("plugrl-rust-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = probe_server("float64");
+    let mut client = Client::builder(&server.url)
+        .receive_timeout(Duration::from_secs(30))
+        .ledger_path(&dir)
+        .ledger_level(plugrl::LedgerLevel::Full)
+        .open()
+        .expect("connect to plugrl serve");
+    let n = 3;
+    let mut probe = ProbeEnvs::new(n, 2);
+    let mut runner = Runner::new(&mut client, n).unwrap();
+    let (rewards, truncated) = (vec![1.0; n], vec![false; n]);
+    let mut terminated = vec![false; n];
+    let mut actions: Vec<f64> = Vec::new();
+    let mut episodes = 0;
+    for _ in 0..21 {
+        let flow = runner
+            .act(&probe.observation().unwrap(), &mut actions)
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        probe.step(&actions, &mut terminated);
+        let flow = runner
+            .report(
+                &probe.observation().unwrap(),
+                &rewards,
+                &terminated,
+                &truncated,
+                None,
+            )
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        episodes += runner.episodes().len();
+        probe.reset_ended(&terminated);
+    }
+    drop(runner);
+    drop(client); // closes the ledger
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let plugrl = plugrl_examples::testing::require_bin("plugrl");
+    let audit = std::process::Command::new(&plugrl)
+        .args(["ledger", "audit"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&audit.stdout);
+    assert!(audit.status.success(), "{report}");
+    let summary = std::process::Command::new(&plugrl)
+        .args(["ledger", "summary"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&summary.stdout);
+    assert!(
+        summary.contains("full level") && summary.contains("closed cleanly"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("episodes: {episodes}\n")),
+        "{summary}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    say(&format!(
+        "a Rust client's ledger: {} episodes, audits clean",
+        episodes
+    ));
+}

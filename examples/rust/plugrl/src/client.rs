@@ -87,6 +87,16 @@ extern "C" fn log_trampoline(user: *mut c_void, level: c_int, message: *const c_
     let _ = panic::catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_raw(level), &msg)));
 }
 
+/// How much of each observation a step ledger keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerLevel {
+    /// Every message whole except observation arrays, kept as a CRC-32C
+    /// per env row.
+    Digest,
+    /// Every byte, so that a ledger can become a dataset.
+    Full,
+}
+
 /// Options for [`Client`], a builder over `plugrl_options`. Durations are
 /// rounded up to milliseconds. A zero (duration or size), like every option
 /// not set, means the library's default (see `plugrl.h`).
@@ -128,6 +138,7 @@ struct Numbers {
     close_timeout_ms: i32,
     reconnect_timeout_ms: i32,
     max_handshake_size: i32,
+    ledger_level: i32,
 }
 
 /// Milliseconds for a C field: 0 stays 0 (the default), anything else is
@@ -270,10 +281,23 @@ impl ClientBuilder {
         self
     }
 
-    /// Reserved by the library for an exchange ledger (not implemented yet:
-    /// it logs that the path is ignored).
+    /// Records a step ledger at `path`: every message sent and received and
+    /// every connection event, zstd-compressed, off the calling thread
+    /// (`plugrl ledger summary|audit|episodes|compare|dump|export` reads it;
+    /// see docs/LEDGER.md). A directory gets one file per client. Without
+    /// it, the `PLUGRL_LEDGER` environment variable is used if set.
     pub fn ledger_path(mut self, path: impl AsRef<Path>) -> Self {
         self.ledger_path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// How much of each observation the ledger keeps (default: the
+    /// `PLUGRL_LEDGER_LEVEL` environment variable, else [`LedgerLevel::Digest`]).
+    pub fn ledger_level(mut self, level: LedgerLevel) -> Self {
+        self.n.ledger_level = match level {
+            LedgerLevel::Digest => sys::PLUGRL_LEDGER_DIGEST,
+            LedgerLevel::Full => sys::PLUGRL_LEDGER_FULL,
+        };
         self
     }
 
@@ -322,6 +346,7 @@ impl ClientBuilder {
         o.close_timeout_ms = n.close_timeout_ms;
         o.reconnect_timeout_ms = n.reconnect_timeout_ms;
         o.max_handshake_size = n.max_handshake_size;
+        o.ledger_level = n.ledger_level;
         let log = self.log.map(LogBox::new);
         if let Some(l) = &log {
             o.log = Some(log_trampoline);

@@ -98,7 +98,8 @@ mod runner;
 mod stats;
 
 pub use client::{
-    ActionView, Client, ClientBuilder, EpisodeStats, Feedback, FeedbackOutcome, Infer, LogLevel,
+    ActionView, Client, ClientBuilder, EpisodeStats, Feedback, FeedbackOutcome, Infer, LedgerLevel,
+    LogLevel,
 };
 pub use element::{Dtype, Element, Numeric, F16};
 pub use error::Error;
