@@ -96,17 +96,14 @@ func (a *Action) decode(msg []byte) (off, window int, err error) {
 	if data == nil {
 		return 0, 0, malformedf("action", "no data key (SPEC 5.3)")
 	}
-	n, rest, err := mapLen(data)
+	it, err := iterMap(data)
 	if err != nil {
 		return 0, 0, malformed("action.data", err)
 	}
 	a.EnvIDs = nil
 	haveChunk := false
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return 0, 0, malformed("action.data", err)
-		}
+	for it.nextKey() {
+		k, rest := it.key, it.rest
 		switch string(k) {
 		case "action":
 			if rest, window, err = decodeArrayRaw(rest, a.chunkShape[:], &a.Chunk); err != nil {
@@ -139,6 +136,10 @@ func (a *Action) decode(msg []byte) (off, window int, err error) {
 				return 0, 0, malformed("action.data."+string(k), err)
 			}
 		}
+		it.rest = rest
+	}
+	if it.err != nil {
+		return 0, 0, malformed("action.data", it.err)
 	}
 	if !haveChunk {
 		return 0, 0, malformedf("action.data", "no action key (SPEC 5.3)")

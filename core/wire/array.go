@@ -256,18 +256,15 @@ func decodeArray(b []byte, shape []int, a *Array, host bool) (rest []byte, err e
 // decodeArrayRaw decodes without touching b; window is the number of bytes
 // before the data that toHost may write over.
 func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, err error) {
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return b, 0, err
 	}
 	var tagged, haveData, haveDtype, haveShape bool
 	var dtypeBytes []byte
 	a.Shape = shape[:0]
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return b, 0, err
-		}
+	for it.nextKey() {
+		k, rest := it.key, it.rest
 		switch string(k) {
 		case "__ndarray__":
 			var v bool
@@ -319,6 +316,10 @@ func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, e
 				return b, 0, fmt.Errorf("key %q: %v", k, err)
 			}
 		}
+		it.rest = rest
+	}
+	if it.err != nil {
+		return b, 0, it.err
 	}
 	switch {
 	case !tagged:
@@ -336,7 +337,7 @@ func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, e
 	if err = a.Check(); err != nil {
 		return b, 0, err
 	}
-	return rest, window, nil
+	return it.rest, window, nil
 }
 
 // decodeInts reads a one-dimensional integer ndarray (any width, either byte

@@ -13,32 +13,28 @@ func Envelope(msg []byte) (kind []byte, data []byte, err error) {
 	if msgp.NextType(msg) != msgp.MapType {
 		return nil, nil, malformedf("message", "top level is a %s, want a map (SPEC 2)", msgp.NextType(msg))
 	}
-	n, rest, err := mapLen(msg)
+	it, err := iterMap(msg)
 	if err != nil {
 		return nil, nil, malformed("message", err)
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, nil, malformed("message", err)
-		}
-		start := rest
-		switch string(k) {
+	for it.next() {
+		switch string(it.key) {
 		case "message_type":
-			if msgp.NextType(rest) != msgp.StrType {
-				return nil, nil, malformedf("message_type", "is a %s, want str", msgp.NextType(rest))
+			if msgp.NextType(it.val) != msgp.StrType {
+				return nil, nil, malformedf("message_type", "is a %s, want str", msgp.NextType(it.val))
 			}
-			if kind, rest, err = msgp.ReadStringZC(rest); err != nil {
+			if kind, _, err = msgp.ReadStringZC(it.val); err != nil {
 				return nil, nil, malformed("message_type", err)
 			}
-			continue
+		case "data":
+			data = it.val
 		}
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, nil, malformed(string(k), err)
-		}
-		if string(k) == "data" {
-			data = start[:len(start)-len(rest)]
-		}
+	}
+	if it.errKey != nil {
+		return nil, nil, malformed(string(it.errKey), it.err)
+	}
+	if it.err != nil {
+		return nil, nil, malformed("message", it.err)
 	}
 	if kind == nil {
 		return nil, nil, malformedf("message", "no message_type key (SPEC 2)")
@@ -58,22 +54,14 @@ func clientFields(msg []byte, kind string, want []string) ([]clientField, error)
 	if msgp.NextType(msg) != msgp.MapType {
 		return nil, malformedf(kind, "top level is a %s, want a map (SPEC 2)", msgp.NextType(msg))
 	}
-	n, rest, err := mapLen(msg)
+	it, err := iterMap(msg)
 	if err != nil {
 		return nil, malformed(kind, err)
 	}
 	out := make([]clientField, len(want))
 	var gotKind []byte
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed(kind, err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, malformed(kind+"."+string(k), err)
-		}
-		val = val[:len(val)-len(rest)]
+	for it.next() {
+		k, val := it.key, it.val
 		if string(k) == "message_type" {
 			if gotKind != nil {
 				return nil, malformedf(kind, "message_type appears twice")
@@ -96,6 +84,9 @@ func clientFields(msg []byte, kind string, want []string) ([]clientField, error)
 			}
 		}
 		// Other top-level keys are ignored: a feature may add some.
+	}
+	if it.err != nil {
+		return nil, it.malformed(kind)
 	}
 	if gotKind == nil {
 		return nil, malformedf(kind, "no message_type key (SPEC 2)")

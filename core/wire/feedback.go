@@ -168,20 +168,12 @@ func DecodeFeedback(msg []byte) (*FeedbackMsg, error) {
 	}
 	keys := []string{"obs", "rewards", "terminated", "truncated", "info"}
 	var vals [5][]byte
-	cnt, rest, err := mapLen(data)
+	it, err := iterMap(data)
 	if err != nil {
 		return nil, malformed("feedback.data", err)
 	}
-	for i := 0; i < cnt; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed("feedback.data", err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, malformed("feedback.data."+string(k), err)
-		}
-		val = val[:len(val)-len(rest)]
+	for it.next() {
+		k, val := it.key, it.val
 		j := 0
 		for j < len(keys) && keys[j] != string(k) {
 			j++
@@ -193,6 +185,9 @@ func DecodeFeedback(msg []byte) (*FeedbackMsg, error) {
 			return nil, malformedf("feedback.data", "key %q appears twice", k)
 		}
 		vals[j] = val
+	}
+	if it.err != nil {
+		return nil, it.malformed("feedback.data")
 	}
 	for j, k := range keys {
 		if vals[j] == nil {
@@ -238,7 +233,7 @@ func checkInfo(info []byte, m int) (*Episode, error) {
 	if msgp.NextType(info) != msgp.MapType {
 		return nil, malformedf(where, "is a %s, want a map (SPEC 5.4)", msgp.NextType(info))
 	}
-	n, rest, err := mapLen(info)
+	it, err := iterMap(info)
 	if err != nil {
 		return nil, malformed(where, err)
 	}
@@ -257,17 +252,8 @@ func checkInfo(info []byte, m int) (*Episode, error) {
 		arrays++
 		return nil
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed(where, err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, malformed(where+"."+string(k), err)
-		}
-		val = val[:len(val)-len(rest)]
-		key := string(k)
+	for it.next() {
+		val, key := it.val, string(it.key)
 		if key == "episode" {
 			episode = val
 		}
@@ -278,28 +264,26 @@ func checkInfo(info []byte, m int) (*Episode, error) {
 			}
 		case msgp.NextType(val) == msgp.MapType && !IsNPGeneric(val):
 			// One level into a nested map, as plugrl-server looks.
-			cn, crest, err := mapLen(val)
+			child, err := iterMap(val)
 			if err != nil {
 				return nil, malformed(where+"."+key, err)
 			}
-			for j := 0; j < cn; j++ {
-				var ck []byte
-				if ck, crest, err = readKey(crest); err != nil {
-					return nil, malformed(where+"."+key, err)
-				}
-				cval := crest
-				if crest, err = msgp.Skip(crest); err != nil {
-					return nil, malformed(where+"."+key+"."+string(ck), err)
-				}
-				if IsNDArray(cval) {
-					if err := lead(key+"."+string(ck), cval[:len(cval)-len(crest)]); err != nil {
+			for child.next() {
+				if IsNDArray(child.val) {
+					if err := lead(key+"."+string(child.key), child.val); err != nil {
 						return nil, err
 					}
 				}
 			}
+			if child.err != nil {
+				return nil, child.malformed(where + "." + key)
+			}
 		}
 	}
-	if n > 0 && arrays == 0 && m != 1 {
+	if it.err != nil {
+		return nil, it.malformed(where)
+	}
+	if it.n > 0 && arrays == 0 && m != 1 {
 		return nil, malformedf(where, "holds no ndarray, so plugrl-server cannot split it across %d envs (SPEC 5.4); send {} or batch a value to length %d", m, m)
 	}
 	if episode == nil {
@@ -313,21 +297,13 @@ func decodeEpisode(where string, b []byte, m int) (*Episode, error) {
 	if msgp.NextType(b) != msgp.MapType || IsNDArray(b) || IsNPGeneric(b) {
 		return nil, malformedf(where, "is a %s, want a map of r, l, s and mask (SPEC 5.4)", msgp.NextType(b))
 	}
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return nil, malformed(where, err)
 	}
 	e := &Episode{}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed(where, err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, malformed(where+"."+string(k), err)
-		}
-		key := string(k)
+	for it.next() {
+		val, key := it.val, string(it.key)
 		if key != "r" && key != "l" && key != "s" && key != "mask" {
 			continue // e.g. mean_success_rate: sent by plugrl-env-client, read by nobody
 		}
@@ -375,6 +351,9 @@ func decodeEpisode(where string, b []byte, m int) (*Episode, error) {
 				e.Mask = out
 			}
 		}
+	}
+	if it.err != nil {
+		return nil, it.malformed(where)
 	}
 	if e.Mask == nil {
 		e.Mask = make([]bool, m)

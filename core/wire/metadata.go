@@ -60,25 +60,19 @@ func DecodeMetadata(msg []byte) (*Metadata, error) {
 		return nil, malformedf("metadata.data", "is a %s, want a map", msgp.NextType(data))
 	}
 	m := &Metadata{Raw: append([]byte(nil), data...)}
-	n, rest, err := mapLen(m.Raw)
+	it, err := iterMap(m.Raw)
 	if err != nil {
 		return nil, malformed("metadata.data", err)
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed("metadata.data", err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, malformed("metadata.data."+string(k), err)
-		}
-		val = val[:len(val)-len(rest)]
+	for it.next() {
 		for _, f := range &metaKeys {
-			if f.key == string(k) {
-				f.decode(m, val)
+			if f.key == string(it.key) {
+				f.decode(m, it.val)
 			}
 		}
+	}
+	if it.err != nil {
+		return nil, it.malformed("metadata.data")
 	}
 	return m, nil
 }
@@ -167,21 +161,13 @@ func optStrings(b []byte) Opt[[]string] {
 // Lookup returns the raw msgpack encoding of key's value, and whether the key
 // is present.
 func (m *Metadata) Lookup(key string) ([]byte, bool) {
-	n, rest, err := mapLen(m.Raw)
+	it, err := iterMap(m.Raw)
 	if err != nil {
 		return nil, false
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, false
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return nil, false
-		}
-		if string(k) == key {
-			return val[:len(val)-len(rest)], true
+	for it.next() {
+		if string(it.key) == key {
+			return it.val, true
 		}
 	}
 	return nil, false
@@ -190,19 +176,12 @@ func (m *Metadata) Lookup(key string) ([]byte, bool) {
 // Keys lists the keys of the metadata map in wire order.
 func (m *Metadata) Keys() []string {
 	var keys []string
-	n, rest, err := mapLen(m.Raw)
+	it, err := iterMap(m.Raw)
 	if err != nil {
 		return nil
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return keys
-		}
-		keys = append(keys, string(k))
-		if rest, err = msgp.Skip(rest); err != nil {
-			return keys
-		}
+	for it.next() {
+		keys = append(keys, string(it.key))
 	}
 	return keys
 }

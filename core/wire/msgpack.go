@@ -49,26 +49,86 @@ func arrayLen(b []byte) (int, []byte, error) {
 	return int(n), rest, nil
 }
 
+// mapIter walks the entries of a msgpack map: each key (str or bin, as
+// readKey reads it) and its value, both views of the input. It is the one
+// loop of the decoders over a map, over msgp's ReadMapHeaderBytes and Skip,
+// and a value on the stack, so walking allocates nothing:
+//
+//	it, err := iterMap(b)
+//	for it.next() {
+//		... it.key, it.val ...
+//	}
+//	if it.err != nil { ... it.malformed(where) ... }
+//
+// Once next has returned false with no error, rest is what follows the map.
+type mapIter struct {
+	key, val []byte
+	rest     []byte
+	n, left  int // entries in the map, and not yet read
+	err      error
+	errKey   []byte // the key whose value is not one msgpack value, or nil
+}
+
+// iterMap reads the map header at b (checked by mapLen).
+func iterMap(b []byte) (mapIter, error) {
+	n, rest, err := mapLen(b)
+	return mapIter{rest: rest, n: n, left: n}, err
+}
+
+// next moves to the next entry, reporting false at the end of the map or
+// at an entry it cannot read (then err says why).
+func (it *mapIter) next() bool {
+	if !it.nextKey() {
+		return false
+	}
+	rest, err := msgp.Skip(it.rest)
+	if err != nil {
+		it.err, it.errKey = err, it.key
+		return false
+	}
+	it.val, it.rest = it.rest[:len(it.rest)-len(rest)], rest
+	return true
+}
+
+// nextKey is next for a caller that reads each value itself, in one pass:
+// it reads the key only, leaving rest at the value, and the caller sets
+// rest to what follows the value before the next call.
+func (it *mapIter) nextKey() bool {
+	if it.left == 0 || it.err != nil {
+		return false
+	}
+	it.left--
+	k, rest, err := readKey(it.rest)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	it.key, it.rest = k, rest
+	return true
+}
+
+// malformed is it.err as a malformed-message error about the map at
+// where, or about where.key for a value that could not be read.
+func (it *mapIter) malformed(where string) error {
+	if it.errKey != nil {
+		return malformed(where+"."+string(it.errKey), it.err)
+	}
+	return malformed(where, it.err)
+}
+
 // isTagged reports whether the map at b carries key tag (e.g. "__ndarray__"),
 // without decoding it.
 func isTagged(b []byte, tag string) bool {
 	if msgp.NextType(b) != msgp.MapType {
 		return false
 	}
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return false
 	}
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return false
-		}
-		if string(k) == tag {
+	for it.next() {
+		if string(it.key) == tag {
 			return true
-		}
-		if rest, err = msgp.Skip(rest); err != nil {
-			return false
 		}
 	}
 	return false

@@ -182,21 +182,13 @@ func decodeObservation(where string, b []byte, rows int, o *Observation) error {
 	if msgp.NextType(b) != msgp.MapType {
 		return malformedf(where, "is a %s, want a map of images, states and text (SPEC 5.2)", msgp.NextType(b))
 	}
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return malformed(where, err)
 	}
 	var seen [3]bool
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return malformed(where, err)
-		}
-		val := rest
-		if rest, err = msgp.Skip(rest); err != nil {
-			return malformed(where+"."+string(k), err)
-		}
-		val = val[:len(val)-len(rest)]
+	for it.next() {
+		k, val := it.key, it.val
 		var j int
 		switch string(k) {
 		case "images":
@@ -234,6 +226,9 @@ func decodeObservation(where string, b []byte, rows int, o *Observation) error {
 			}
 		}
 	}
+	if it.err != nil {
+		return it.malformed(where)
+	}
 	for j, k := range []string{"images", "states", "text"} {
 		if !seen[j] {
 			return malformedf(where, "no %s key (SPEC 5.2)", k)
@@ -248,17 +243,13 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 	if msgp.NextType(b) != msgp.MapType {
 		return nil, malformedf(where, "is a %s, want a map of named arrays", msgp.NextType(b))
 	}
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return nil, malformed(where, err)
 	}
-	out := make([]NamedArray, n)
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return nil, malformed(where, err)
-		}
-		name := string(k)
+	out := make([]NamedArray, it.n)
+	for i := 0; it.next(); i++ {
+		name := string(it.key)
 		for j := 0; j < i; j++ {
 			if out[j].Name == name {
 				return nil, malformedf(where, "name %q appears twice", name)
@@ -268,7 +259,7 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 		shape := make([]int, MaxDims)
 		out[i].Name = name
 		a := &out[i].Array
-		if rest, err = DecodeArray(rest, shape, a); err != nil {
+		if _, err = DecodeArray(it.val, shape, a); err != nil {
 			return nil, malformed(sub, err)
 		}
 		a.Shape = a.Shape[:len(a.Shape):len(a.Shape)]
@@ -279,6 +270,12 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 		case a.Shape[0] != rows:
 			return nil, malformedf(sub, "leads with %d, want %d (SPEC 5.2: every array shares the batch dimension)", a.Shape[0], rows)
 		}
+	}
+	if it.errKey != nil {
+		return nil, malformed(fmt.Sprintf("%s[%q]", where, it.errKey), it.err)
+	}
+	if it.err != nil {
+		return nil, malformed(where, it.err)
 	}
 	return out, nil
 }

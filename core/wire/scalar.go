@@ -165,32 +165,31 @@ func DecodeScalar(b []byte) (Scalar, []byte, error) {
 }
 
 func decodeNPGeneric(b []byte) (Scalar, []byte, error) {
-	n, rest, err := mapLen(b)
+	it, err := iterMap(b)
 	if err != nil {
 		return Scalar{}, b, err
 	}
 	var s Scalar
 	haveData := false
-	for i := 0; i < n; i++ {
-		var k []byte
-		if k, rest, err = readKey(rest); err != nil {
-			return Scalar{}, b, err
-		}
-		if string(k) == "data" && msgp.NextType(rest) != msgp.MapType {
-			if s, rest, err = DecodeScalar(rest); err != nil {
+	for it.nextKey() {
+		if string(it.key) == "data" && msgp.NextType(it.rest) != msgp.MapType {
+			if s, it.rest, err = DecodeScalar(it.rest); err != nil {
 				return Scalar{}, b, fmt.Errorf("__npgeneric__ data: %v", err)
 			}
 			haveData = true
 			continue
 		}
-		if rest, err = msgp.Skip(rest); err != nil {
+		if it.rest, err = msgp.Skip(it.rest); err != nil {
 			return Scalar{}, b, err
 		}
+	}
+	if it.err != nil {
+		return Scalar{}, b, it.err
 	}
 	if !haveData {
 		return Scalar{}, b, errors.New("__npgeneric__ map has no numeric data")
 	}
-	return s, rest, nil
+	return s, it.rest, nil
 }
 
 // elementScalar reads the first element of data as dtype d.
