@@ -47,12 +47,7 @@ type clientHandle struct {
 	copy   cBuffer // an aligned copy of an action the decoder could not align
 }
 
-// lastClient is lookupCached's cache for clients.
-var lastClient atomic.Pointer[clientHandle]
-
-func lookupClient(p *C.plugrl_client) *clientHandle {
-	return lookupCached(unsafe.Pointer(p), &lastClient)
-}
+func lookupClient(p *C.plugrl_client) *clientHandle { return clients.lookup(unsafe.Pointer(p)) }
 
 // interrupt interrupts the call running on the client, if any, or the
 // next blocking one (see client.Interrupt). Any goroutine.
@@ -221,19 +216,13 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 }
 
 //export plugrl__go_close
-func plugrl__go_close(p *C.plugrl_client) (st C.plugrl_status) {
-	defer recoverPlain(&st)
-	h := lookupClient(p)
-	if h == nil {
-		return C.PLUGRL_CLOSED
-	}
-	// A call running on another thread (or a runner's on this client) is
-	// interrupted, and close waits for it: closing never leaks.
-	if !h.beginClose(h.interrupt) {
-		return C.PLUGRL_CLOSED
-	}
-	unregister(h)
-	h.closed.Store(true) // runners borrowing this client see it
+func plugrl__go_close(p *C.plugrl_client) C.plugrl_status { return clients.close(unsafe.Pointer(p)) }
+
+// stop interrupts a call running on another thread (or a runner's on this
+// client), for close.
+func (h *clientHandle) stop() { h.interrupt() }
+
+func (h *clientHandle) release() {
 	if h.c != nil {
 		h.c.Close()
 	}
@@ -241,18 +230,10 @@ func plugrl__go_close(p *C.plugrl_client) (st C.plugrl_status) {
 	h.copy.free()
 	C.free(unsafe.Pointer(h.shape))
 	h.shape = nil
-	return C.PLUGRL_OK
 }
 
 //export plugrl__go_errmsg
-func plugrl__go_errmsg(p *C.plugrl_client) (s *C.plugrl_cchar) {
-	defer recoverString(&s)
-	h := lookupClient(p)
-	if h == nil {
-		return deadHandleMsg
-	}
-	return h.errmsg()
-}
+func plugrl__go_errmsg(p *C.plugrl_client) *C.plugrl_cchar { return clients.errmsg(unsafe.Pointer(p)) }
 
 // use enters a client handle for a call. On a non-OK status the call
 // returns it at once (and must not call leave).
@@ -281,8 +262,7 @@ func plugrl__go_metadata_int(p *C.plugrl_client, key *C.plugrl_cchar, value *C.i
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if key == nil || value == nil || present == nil {
 		return h.invalid("plugrl_metadata_int needs key, value and present (none may be NULL)")
 	}
@@ -331,8 +311,7 @@ func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if key == nil || present == nil {
 		return h.invalid("plugrl_metadata_string needs key and present (neither may be NULL)")
 	}
@@ -358,8 +337,7 @@ func plugrl__go_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if feature == nil || present == nil {
 		return h.invalid("plugrl_metadata_has_feature needs feature and present (neither may be NULL)")
 	}
@@ -376,8 +354,7 @@ func plugrl__go_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.ch
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if present == nil {
 		return h.invalid("plugrl_metadata_json needs present (not NULL)")
 	}
@@ -408,8 +385,7 @@ func plugrl__go_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	h.action = nil
 	if action == nil {
 		return h.invalid("plugrl_infer: action is NULL; pass a plugrl_action to receive the chunk")
@@ -488,8 +464,7 @@ func plugrl__go_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.si
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if h.action == nil {
 		h.setMsg("call out of order: plugrl_action_copy needs an action: call it right after a successful plugrl_infer")
 		return C.PLUGRL_OUT_OF_ORDER
@@ -526,8 +501,7 @@ func plugrl__go_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepID
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	h.action = nil
 	if m == 0 || m > 1<<20 {
 		return h.invalid("plugrl_feedback: m is %d; want 1..%d envs", m, 1<<20)
@@ -575,8 +549,7 @@ func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.p
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if yes == nil {
 		return h.invalid("plugrl_can_reuse: yes is NULL")
 	}

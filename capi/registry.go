@@ -41,8 +41,14 @@ func init() {
 	}
 }
 
-// handle is what a slot holds: a client or a runner.
-type handle interface{ base() *handleBase }
+// handle is what a slot holds: a client or a runner. stop interrupts the
+// call in progress for a close; release frees what the handle holds once
+// it is closed.
+type handle interface {
+	base() *handleBase
+	stop()
+	release()
+}
 
 var registry = struct {
 	sync.RWMutex
@@ -127,22 +133,64 @@ func lookup(p unsafe.Pointer) handle {
 	return e.h
 }
 
-// lookupCached is lookup for one kind of handle, T, with a cache of the
-// last one found: a thread calls the same handle over and over, and the
-// cache spares each call the registry's lock. A closed handle is never
-// returned from it (nor is its token reused).
-func lookupCached[T any, H interface {
+// handles is the registry seen as one kind of handle, T: lookup with a
+// cache of the last handle found, and the exports every kind has (close,
+// errmsg). clients and runners are its two instances.
+type handles[T any, H interface {
 	*T
 	handle
-}](p unsafe.Pointer, last *atomic.Pointer[T]) H {
-	if h := H(last.Load()); h != nil && h.base().id == uintptr(p) && !h.base().closed.Load() {
+}] struct {
+	last atomic.Pointer[T]
+}
+
+var (
+	clients handles[clientHandle, *clientHandle]
+	runners handles[runnerHandle, *runnerHandle]
+)
+
+// lookup is lookup for handles of kind T, with a cache of the last one
+// found: a thread calls the same handle over and over, and the cache
+// spares each call the registry's lock. A closed handle is never returned
+// from it (nor is its token reused).
+func (t *handles[T, H]) lookup(p unsafe.Pointer) H {
+	if h := H(t.last.Load()); h != nil && h.base().id == uintptr(p) && !h.base().closed.Load() {
 		return h
 	}
 	h, _ := lookup(p).(H)
 	if h != nil {
-		last.Store((*T)(h))
+		t.last.Store((*T)(h))
 	}
 	return h
+}
+
+// close is plugrl_close or plugrl_runner_free: no call enters any more,
+// the call in progress (if any) is interrupted (h.stop) and waited for,
+// so closing never leaks; the token is retired, and h.release frees what
+// the handle holds.
+func (t *handles[T, H]) close(p unsafe.Pointer) (st C.plugrl_status) {
+	defer recoverPlain(&st)
+	h := t.lookup(p)
+	if h == nil {
+		return C.PLUGRL_CLOSED
+	}
+	b := h.base()
+	if !b.beginClose(h.stop) {
+		return C.PLUGRL_CLOSED
+	}
+	unregister(h)
+	b.closed.Store(true) // runners borrowing a client see it
+	h.release()
+	return C.PLUGRL_OK
+}
+
+// errmsg is plugrl_errmsg or plugrl_runner_errmsg.
+func (t *handles[T, H]) errmsg(p unsafe.Pointer) (s *C.plugrl_cchar) {
+	defer recoverString(&s)
+	h := t.lookup(p)
+	if h == nil {
+		return deadHandleMsg
+	}
+	return h.base().errmsg()
 }
 
 // The interrupt watcher: one goroutine for the process, blocked (in Go's
@@ -305,13 +353,34 @@ func (h *handleBase) noMemory(format string, args ...any) C.plugrl_status {
 	return C.PLUGRL_NO_MEMORY
 }
 
-// recoverTo turns a panic into PLUGRL_INTERNAL with the stack in the
-// message, so no panic crosses into C. Use: defer h.recoverTo(&st).
+// done ends a call that use or useRunner entered: a panic becomes
+// PLUGRL_INTERNAL with the stack in the message, so no panic crosses into
+// C, and the handle is left. Every export on a handle begins
+//
+//	h, st := use(p)
+//	if st != C.PLUGRL_OK {
+//		return st
+//	}
+//	defer h.done(&st)
+func (h *handleBase) done(st *C.plugrl_status) {
+	if r := recover(); r != nil {
+		h.internal(r, st)
+	}
+	h.leave()
+}
+
+// recoverTo is done for a call that leaves the handle itself (open). Use:
+// defer h.recoverTo(&st).
 func (h *handleBase) recoverTo(st *C.plugrl_status) {
 	if r := recover(); r != nil {
-		h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
-		*st = C.PLUGRL_INTERNAL
+		h.internal(r, st)
 	}
+}
+
+// internal records a panic's value and stack for plugrl_errmsg.
+func (h *handleBase) internal(r any, st *C.plugrl_status) {
+	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
+	*st = C.PLUGRL_INTERNAL
 }
 
 // recoverString is for the exports that return a string: a panic gives

@@ -7,7 +7,6 @@ package main
 import "C"
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/runner"
@@ -33,12 +32,7 @@ type runnerHandle struct {
 	user      unsafe.Pointer
 }
 
-// lastRunner is lookupCached's cache for runners.
-var lastRunner atomic.Pointer[runnerHandle]
-
-func lookupRunner(p *C.plugrl_runner) *runnerHandle {
-	return lookupCached(unsafe.Pointer(p), &lastRunner)
-}
+func lookupRunner(p *C.plugrl_runner) *runnerHandle { return runners.lookup(unsafe.Pointer(p)) }
 
 // useRunner enters a runner handle and its client for a call.
 func useRunner(p *C.plugrl_runner) (*runnerHandle, C.plugrl_status) {
@@ -63,8 +57,7 @@ func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer c.leave()
-	defer c.recoverTo(&st)
+	defer c.done(&st)
 	if out == nil {
 		return c.invalid("plugrl_runner_new: runner is NULL")
 	}
@@ -99,33 +92,20 @@ func (h *runnerHandle) episode(e runner.Episode) {
 }
 
 //export plugrl__go_runner_free
-func plugrl__go_runner_free(p *C.plugrl_runner) (st C.plugrl_status) {
-	defer recoverPlain(&st)
-	h := lookupRunner(p)
-	if h == nil {
-		return C.PLUGRL_CLOSED
-	}
-	// A call running on another thread is interrupted, and free waits for
-	// it: freeing never leaks.
-	// (Only a blocked call is interrupted: the client lives on, and must
-	// not be left with an interrupt pending for its next user.)
-	if !h.beginClose(h.client.interruptBlocked) {
-		return C.PLUGRL_CLOSED
-	}
-	unregister(h)
-	h.closed.Store(true)
-	h.r.Close()
-	return C.PLUGRL_OK
+func plugrl__go_runner_free(p *C.plugrl_runner) C.plugrl_status {
+	return runners.close(unsafe.Pointer(p))
 }
 
+// stop interrupts a call running on another thread, for free. Only a
+// blocked call is interrupted: the client lives on, and must not be left
+// with an interrupt pending for its next user.
+func (h *runnerHandle) stop() { h.client.interruptBlocked() }
+
+func (h *runnerHandle) release() { h.r.Close() }
+
 //export plugrl__go_runner_errmsg
-func plugrl__go_runner_errmsg(p *C.plugrl_runner) (s *C.plugrl_cchar) {
-	defer recoverString(&s)
-	h := lookupRunner(p)
-	if h == nil {
-		return deadHandleMsg
-	}
-	return h.errmsg()
+func plugrl__go_runner_errmsg(p *C.plugrl_runner) *C.plugrl_cchar {
+	return runners.errmsg(unsafe.Pointer(p))
 }
 
 //export plugrl__go_runner_on_episode
@@ -134,8 +114,7 @@ func plugrl__go_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, us
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	h.onEpisode, h.user = fn, user
 	return C.PLUGRL_OK
 }
@@ -146,8 +125,7 @@ func plugrl__go_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known 
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if stepSize == nil || known == nil {
 		return h.invalid("plugrl_runner_step_size: step_size and known must not be NULL")
 	}
@@ -179,8 +157,7 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	d, ok := dtypeOf(dtype)
 	if !ok {
 		return h.invalid(unknownDTypeMsg, int(dtype))
@@ -210,8 +187,7 @@ func plugrl__go_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, r
 	if st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.leave()
-	defer h.recoverTo(&st)
+	defer h.done(&st)
 	if rewards == nil || terminated == nil || truncated == nil {
 		return h.invalid("plugrl_runner_report: rewards, terminated and truncated must each point to num_envs = %d values", h.n)
 	}
