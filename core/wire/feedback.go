@@ -49,31 +49,19 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 			return invalidf("feedback: %d %s for %d env_indices", c.l, c.name, n)
 		}
 	}
-	if err := checkEnvIndices(&m.envs, "feedback", f.EnvIndices); err != nil {
-		return err
-	}
-	if f.Obs == nil {
-		return invalidf("feedback: no observation")
-	}
-	if err := f.Obs.Validate(); err != nil {
-		return err
-	}
 	if e := f.Episode; e != nil {
 		if len(e.Return) != n || len(e.Length) != n || len(e.Mask) != n || (e.Success != nil && len(e.Success) != n) {
 			return invalidf("feedback: episode stats need %d entries each (return %d, length %d, success %d, mask %d)", n, len(e.Return), len(e.Length), len(e.Success), len(e.Mask))
 		}
 	}
-	rows, err := m.selectRows("feedback", n, f.Obs, f.ObsRows, nil)
+	rows, err := m.requestRows("feedback", f.EnvIndices, f.Obs, f.ObsRows, nil)
 	if err != nil {
 		return err
 	}
 	m.Map(4)
 	m.raw(strMessageType)
 	m.raw(strFeedback)
-	m.raw(strEnvIndices)
-	m.int64sFrom(srcEnvs, f.EnvIndices)
-	m.raw(strStepIDs)
-	m.int64sFrom(srcSteps, f.StepIDs)
+	m.envFields(f.EnvIndices, f.StepIDs)
 	m.raw(strData)
 	m.Map(5)
 	m.raw(strObs)

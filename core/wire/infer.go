@@ -36,16 +36,7 @@ func EncodeInfer(m *Message, in *Infer) error {
 	if in.Reuse != nil && len(in.Reuse) != n {
 		return invalidf("infer: %d reuse flags for %d env_indices", len(in.Reuse), n)
 	}
-	if err := checkEnvIndices(&m.envs, "infer", in.EnvIndices); err != nil {
-		return err
-	}
-	if in.Obs == nil {
-		return invalidf("infer: no observation")
-	}
-	if err := in.Obs.Validate(); err != nil {
-		return err
-	}
-	rows, err := m.selectRows("infer", n, in.Obs, in.ObsRows, in.Reuse)
+	rows, err := m.requestRows("infer", in.EnvIndices, in.Obs, in.ObsRows, in.Reuse)
 	if err != nil {
 		return err
 	}
@@ -60,10 +51,7 @@ func EncodeInfer(m *Message, in *Infer) error {
 	if err := m.observation(in.Obs, rows); err != nil {
 		return err
 	}
-	m.raw(strEnvIndices)
-	m.int64sFrom(srcEnvs, in.EnvIndices)
-	m.raw(strStepIDs)
-	m.int64sFrom(srcSteps, in.StepIDs)
+	m.envFields(in.EnvIndices, in.StepIDs)
 	if in.Reuse != nil {
 		m.raw(strReuse)
 		m.bools(in.Reuse)

@@ -305,6 +305,15 @@ func (m *Message) int64sFrom(kind uint8, vs []int64) {
 	m.setSrc(srcNone, 0, nil)
 }
 
+// envFields appends the env_indices and step_ids keys that infer and
+// feedback both carry.
+func (m *Message) envFields(envs, steps []int64) {
+	m.raw(strEnvIndices)
+	m.int64sFrom(srcEnvs, envs)
+	m.raw(strStepIDs)
+	m.int64sFrom(srcSteps, steps)
+}
+
 // bools appends a |b1 array, normalising every byte to 0 or 1 (a C caller's
 // bool may hold any nonzero value) by writing the bytes into the head.
 func (m *Message) bools(vs []bool) {

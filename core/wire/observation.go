@@ -132,6 +132,22 @@ func (m *Message) observation(o *Observation, rows []int) error {
 
 func runeCount(s string) int { return utf8.RuneCountInString(s) }
 
+// requestRows checks what infer and feedback share (what names the message,
+// env indices, an observation) and returns the observation's rows to send,
+// in env order.
+func (m *Message) requestRows(what string, envs []int64, obs *Observation, obsRows []int, reuse []bool) ([]int, error) {
+	if err := checkEnvIndices(&m.envs, what, envs); err != nil {
+		return nil, err
+	}
+	if obs == nil {
+		return nil, invalidf("%s: no observation", what)
+	}
+	if err := obs.Validate(); err != nil {
+		return nil, err
+	}
+	return m.selectRows(what, len(envs), obs, obsRows, reuse)
+}
+
 // selectRows works out which rows of obs to send, in env order, skipping
 // reused envs.
 func (m *Message) selectRows(what string, n int, obs *Observation, obsRows []int, reuse []bool) ([]int, error) {
