@@ -205,9 +205,24 @@ func EncodeAction(m *Message, envIDs []int64, chunk *Array) error {
 	if envIDs != nil && len(envIDs) != chunk.Shape[1] {
 		return invalidf("action: %d env_ids for a chunk of %d envs (shape %v)", len(envIDs), chunk.Shape[1], chunk.Shape)
 	}
+	StartAction(m, TypeAction, envIDs)
+	if err := m.Array(chunk); err != nil {
+		return err
+	}
+	m.Finish()
+	return nil
+}
+
+// StartAction writes an action message up to its chunk into m (which must
+// be empty): the envelope with message_type kind (TypeAction; a test
+// server may send another), data's env_ids (nil: no env_ids key) and the
+// action key. The caller appends the chunk and calls m.Finish, as
+// EncodeAction does; the test servers of internal/ append chunks it would
+// refuse.
+func StartAction(m *Message, kind string, envIDs []int64) {
 	m.Map(2)
 	m.Str("message_type")
-	m.Str(TypeAction)
+	m.Str(kind)
 	m.Str("data")
 	if envIDs == nil {
 		m.Map(1)
@@ -217,9 +232,4 @@ func EncodeAction(m *Message, envIDs []int64, chunk *Array) error {
 		m.int64s(envIDs)
 	}
 	m.Str("action")
-	if err := m.Array(chunk); err != nil {
-		return err
-	}
-	m.Finish()
-	return nil
 }

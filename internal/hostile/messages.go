@@ -64,17 +64,7 @@ func encodeZeroAction(m *wire.Message, envIDs []int64, h, d int, zeros func(int)
 // the bytes against EncodeAction's for [5, n, 0] with the 5 replaced.
 func encodeZeroDimAction(m *wire.Message, envIDs []int64, h int64) error {
 	m.Reset()
-	m.Map(2)
-	m.Str("message_type")
-	m.Str(wire.TypeAction)
-	m.Str("data")
-	m.Map(2)
-	m.Str("env_ids")
-	ids := wire.Array{DType: wire.Int64, Shape: []int{len(envIDs)}, Data: wire.BytesOf(envIDs)}
-	if err := m.Array(&ids); err != nil {
-		return err
-	}
-	m.Str("action")
+	wire.StartAction(m, wire.TypeAction, envIDs)
 	m.Map(4)
 	m.Raw(binKey("__ndarray__"))
 	m.Bool(true)

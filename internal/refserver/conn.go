@@ -626,17 +626,7 @@ func (c *conn) sendBadAction(kind string, envIDs []int64, obs *wire.Observation,
 	}
 	m := &c.msg
 	m.Reset()
-	m.Map(2)
-	m.Str("message_type")
-	m.Str(kind)
-	m.Str("data")
-	m.Map(2)
-	m.Str("env_ids")
-	ids := wire.Array{DType: wire.Int64, Shape: []int{len(envIDs)}, Data: wire.BytesOf(envIDs)}
-	if err := m.Array(&ids); err != nil {
-		return err
-	}
-	m.Str("action")
+	wire.StartAction(m, kind, envIDs)
 	if err := m.Array(chunk); err != nil {
 		return err
 	}
