@@ -373,6 +373,16 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 	c.phase = phaseDisconnected
 }
 
+// digester is what the connection shows m's bytes to as it sends them, so
+// that the ledger digests observation rows while they are in the cache; nil
+// when there is no ledger at digest level.
+func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObserver {
+	if d := c.ledger.BeginSend(m, obs); d != nil {
+		return d
+	}
+	return nil
+}
+
 // ledgerClosed records the end of the connection by err, with the envs
 // whose owed feedback goes with it.
 func (c *Client) ledgerClosed(err error) {
@@ -642,7 +652,7 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
 		return nil, invalidErr(err)
 	}
-	if err := c.conn.WriteMessage(&c.inferMsg); err != nil {
+	if err := c.conn.WriteMessageObserved(&c.inferMsg, c.digester(&c.inferMsg, req.Obs)); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
 	c.ledger.Sent(&c.inferMsg, req.Obs)
@@ -773,7 +783,7 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	if err := c.conn.WriteMessage(&c.feedbackMsg); err != nil {
+	if err := c.conn.WriteMessageObserved(&c.feedbackMsg, c.digester(&c.feedbackMsg, f.Obs)); err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
 		if c.ledger != nil {

@@ -146,6 +146,53 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDigestedWhileCopied: digests computed from the pieces a connection
+// shows a Digester as it copies (any piece sizes) are the rows' digests.
+func TestDigestedWhileCopied(t *testing.T) {
+	for _, piece := range []int{1, 7, 48, 1 << 20} {
+		path := filepath.Join(t.TempDir(), "l")
+		w, err := ledger.Create(path, ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, img, state := request()
+		var m wire.Message
+		if err := wire.EncodeInfer(&m, in); err != nil {
+			t.Fatal(err)
+		}
+		d := w.BeginSend(&m, in.Obs)
+		for i := 0; i < m.Segments(); i++ {
+			for b := m.Segment(i); len(b) > 0; {
+				n := min(piece, len(b))
+				d.Copied(i, b[:n])
+				b = b[n:]
+			}
+		}
+		w.Sent(&m, in.Obs)
+		w.Close()
+		recs, _, err := readAll(t, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []uint32{
+			ledger.RowDigest(img[:48]), ledger.RowDigest(img[48:]),
+			ledger.RowDigest(state[:24]), ledger.RowDigest(state[24:]),
+		}
+		got := recs[1].Digests
+		if len(got) != len(want) {
+			t.Fatalf("pieces of %d: digests %v, want %v", piece, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("pieces of %d: digest %d is %x, want %x", piece, i, got[i], want[i])
+			}
+		}
+	}
+	if (*ledger.Writer)(nil).BeginSend(nil, nil) != nil {
+		t.Fatal("a nil writer has a digester")
+	}
+}
+
 // TestTruncated cuts a ledger at every length: the reader returns the
 // records of the whole blocks before the cut, then ErrTruncated, and never
 // fails otherwise.
