@@ -264,7 +264,7 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 		return nil, malformed(where, err)
 	}
 	out := make([]NamedArray, it.n)
-	for i := 0; it.next(); i++ {
+	for i := 0; it.nextKey(); i++ { // one pass: DecodeArray reads the value
 		name := string(it.key)
 		for j := 0; j < i; j++ {
 			if out[j].Name == name {
@@ -275,7 +275,7 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 		shape := make([]int, MaxDims)
 		out[i].Name = name
 		a := &out[i].Array
-		if _, err = DecodeArray(it.val, shape, a); err != nil {
+		if it.rest, err = DecodeArray(it.rest, shape, a); err != nil {
 			return nil, malformed(sub, err)
 		}
 		a.Shape = a.Shape[:len(a.Shape):len(a.Shape)]
@@ -286,9 +286,6 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 		case a.Shape[0] != rows:
 			return nil, malformedf(sub, "leads with %d, want %d (SPEC 5.2: every array shares the batch dimension)", a.Shape[0], rows)
 		}
-	}
-	if it.errKey != nil {
-		return nil, malformed(fmt.Sprintf("%s[%q]", where, it.errKey), it.err)
 	}
 	if it.err != nil {
 		return nil, malformed(where, it.err)
