@@ -269,8 +269,10 @@ typedef struct plugrl_options {
 ** interrupts) into a zstd-compressed file that `plugrl ledger` summarises,
 ** audits against the SPEC, turns into the bridge server's episode log, and
 ** exports (docs/LEDGER.md). A path naming an existing directory gets one
-** file per handle, plugrl-<pid>-<n>.ledger; any other path is created or
-** truncated, so give each handle its own.
+** file per handle, plugrl-<pid>-<n>.ledger; a file is created or truncated
+** the first time this process uses its path, and each later handle given
+** the same path (PLUGRL_LEDGER in a program with several handles) writes
+** <path>.2, <path>.3, ... instead, so no ledger overwrites another.
 **
 ** PLUGRL_LEDGER_DIGEST (the default) keeps every message whole except
 ** observation arrays, which are kept as a CRC-32C per env row;

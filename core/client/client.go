@@ -197,6 +197,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 			return nil, newErr(KindInvalid, err, "opening the ledger")
 		}
 		c.ledger = w
+		c.logf(LevelInfo, "recording a %s ledger to %s", o.LedgerLevel, w.Path())
 	}
 	if err := c.connect(ctx, time.Time{}); err != nil {
 		c.ledger.Closed("local", 0, "", err.Error(), nil)

@@ -325,3 +325,28 @@ func TestKilled(t *testing.T) {
 	}
 	t.Logf("%d records read back from a ledger killed mid-run (truncated: %v)", len(recs), err != nil)
 }
+
+// TestResolve: a directory gets a file per ledger, a file used twice gets
+// a numbered sibling: no ledger truncates another of this process's.
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	a, b := ledger.Resolve(dir), ledger.Resolve(dir)
+	if a == b || filepath.Dir(a) != dir || filepath.Dir(b) != dir {
+		t.Fatalf("a directory resolved to %s and %s", a, b)
+	}
+	file := filepath.Join(dir, "run.ledger")
+	if got := ledger.Resolve(file); got != file {
+		t.Fatalf("first use of %s resolved to %s", file, got)
+	}
+	if got := ledger.Resolve(file); got != file+".2" {
+		t.Fatalf("second use of %s resolved to %s", file, got)
+	}
+	w, err := ledger.Create(file, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Path() != file+".3" {
+		t.Fatalf("Create wrote to %s", w.Path())
+	}
+}

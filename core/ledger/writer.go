@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ type Options struct {
 // Close from any; every method of a nil *Writer does nothing, so a client
 // without a ledger calls them unconditionally.
 type Writer struct {
+	path     string
 	level    Level
 	start    time.Time
 	conn     int // the current connection's number
@@ -62,9 +64,37 @@ type Writer struct {
 	done    chan struct{}
 }
 
-// Create creates (or truncates) the ledger file at path and starts its
-// background writer.
+// used counts, per path, the ledgers this process has created there.
+var used = struct {
+	sync.Mutex
+	paths map[string]int
+}{paths: map[string]int{}}
+
+// Resolve is the file a ledger asked for at path is written to: for an
+// existing directory, a file of its own in it (plugrl-<pid>-<n>.ledger);
+// for a file this process has already written a ledger to, path.<n> (n =
+// 2, 3, ...), so that handles given one path (PLUGRL_LEDGER) never
+// truncate each other's ledgers; else path itself.
+func Resolve(path string) string {
+	used.Lock()
+	defer used.Unlock()
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		n := used.paths[path] + 1
+		used.paths[path] = n
+		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n))
+	}
+	n := used.paths[path] + 1
+	used.paths[path] = n
+	if n == 1 {
+		return path
+	}
+	return fmt.Sprintf("%s.%d", path, n)
+}
+
+// Create creates (or truncates) the ledger file for path (see Resolve) and
+// starts its background writer.
 func Create(path string, o Options) (*Writer, error) {
+	path = Resolve(path)
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 8 << 20
 	}
@@ -90,6 +120,7 @@ func Create(path string, o Options) (*Writer, error) {
 		return nil, fmt.Errorf("ledger: writing %s: %w", path, err)
 	}
 	w := &Writer{
+		path:  path,
 		level: o.Level, start: time.Now(), file: f, interval: o.FlushInterval,
 		limit: o.QueueBytes, enc: enc,
 		stop: make(chan struct{}), done: make(chan struct{}),
@@ -107,6 +138,9 @@ func Create(path string, o Options) (*Writer, error) {
 	go w.run()
 	return w, nil
 }
+
+// Path is the file the ledger is written to.
+func (w *Writer) Path() string { return w.path }
 
 // Level is the level the ledger records at.
 func (w *Writer) Level() Level { return w.level }
