@@ -186,7 +186,7 @@ func (a *Auditor) recv(ev *Event) {
 	}
 	act := ev.Action
 	if act.EnvIDs != nil && !slices.Equal(act.EnvIDs, a.infer) {
-		a.flag(ev, "4.3", "action env_ids %v, the infer's env_indices %v (same envs, same order)", act.EnvIDs, a.infer)
+		a.flag(ev, "5.3", "action env_ids %v, the infer's env_indices %v (SPEC 4.3: same envs, same order)", act.EnvIDs, a.infer)
 	}
 	if act.Envs() != len(a.infer) {
 		a.flag(ev, "5.3", "action shape %v for an infer of %d envs", act.Chunk.Shape, len(a.infer))

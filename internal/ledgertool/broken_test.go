@@ -201,3 +201,20 @@ func TestAuditOrderAndStepIDs(t *testing.T) {
 	wantViolation(t, vs, "5.2", "step_id is 7, want 1")
 	wantViolation(t, vs, "4.2", "a feedback while no action is outstanding")
 }
+
+// TestAuditBrokenServer: the ledger shows a server's violations too, as it
+// received them: wrong env_ids, a horizon metadata did not announce.
+func TestAuditBrokenServer(t *testing.T) {
+	for _, c := range []struct {
+		kind   refserver.ReplyKind
+		clause string
+		text   string
+	}{
+		{refserver.ReplyWrongEnvIDs, "5.3", "action env_ids"},
+		{refserver.ReplyWrongHorizon, "5.1", "metadata action_horizon"},
+	} {
+		b, path := newBroken(t, refserver.Config{Faults: refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 1, Kind: c.kind}}}}, ledger.Digest)
+		b.infer([]int64{0}, []int64{0}, obs(1), nil)
+		wantViolation(t, audit(t, b, path), c.clause, c.text)
+	}
+}
