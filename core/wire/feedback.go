@@ -32,8 +32,10 @@ type Feedback struct {
 
 // EncodeFeedback encodes a feedback message into m (which it resets).
 func EncodeFeedback(m *Message, f *Feedback) error {
-	if m.planMatchFeedback(f) {
-		m.planRefresh(nil, f)
+	var v reqView
+	f.view(&v)
+	if m.planMatch(&v) {
+		m.planRefresh(&v)
 		return nil
 	}
 	m.Reset()
@@ -105,7 +107,7 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		m.bools(e.Mask)
 	}
 	m.Finish()
-	m.planSaveFeedback(f)
+	m.planSave(&v)
 	return nil
 }
 

@@ -21,8 +21,10 @@ type Infer struct {
 
 // EncodeInfer encodes an infer message into m (which it resets).
 func EncodeInfer(m *Message, in *Infer) error {
-	if m.planMatchInfer(in) {
-		m.planRefresh(in, nil)
+	var v reqView
+	in.view(&v)
+	if m.planMatch(&v) {
+		m.planRefresh(&v)
 		return nil
 	}
 	m.Reset()
@@ -57,7 +59,7 @@ func EncodeInfer(m *Message, in *Infer) error {
 		m.bools(in.Reuse)
 	}
 	m.Finish()
-	m.planSaveInfer(in)
+	m.planSave(&v)
 	return nil
 }
 

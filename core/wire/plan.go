@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"slices"
 	"unsafe"
 )
@@ -15,17 +16,88 @@ import (
 // structure on every exchange; this made a small exchange measurably
 // cheaper (see README, Performance).
 
-// Where a referenced segment's bytes come from.
+// The plan's table of field sources: every field of a request that the
+// encoded bytes depend on, one row each. A row is a name here and one line
+// in its message's view (Infer.view, Feedback.view) saying where the field
+// is and how the plan compares it. Adding a field to infer or feedback adds
+// that row; matching, saving and refreshing read the table. The encoder
+// names the source of the data it references (setSrc, int64sFrom), so that
+// planRefresh can point the segment at the next request's field.
 const (
-	srcNone uint8 = iota
-	srcEnvs
-	srcSteps
-	srcRewards
-	srcReturns
-	srcLengths
-	srcImage // + index
-	srcState // + index
+	srcNone    uint8 = iota
+	srcEnvs          // env_indices: compared, referenced
+	srcSteps         // step_ids: referenced
+	srcReuse         // infer's reuse flags: compared
+	srcRows          // ObsRows: compared
+	srcRewards       // feedback's rewards: referenced
+	srcTerminated
+	srcTruncated
+	srcEpisode // feedback's info.episode: present or not
+	srcReturns // episode r: referenced
+	srcLengths // episode l: referenced
+	srcSuccess
+	srcMask
+	srcFields // number of field sources; the observation's follow
+	srcImage  // + index
+	srcState  // + index
 )
+
+// How the plan compares a field with the one it saved: presence and
+// length always; with cmpBytes its bytes, with cmpFlags its flags (any
+// nonzero byte is true). A field it does not compare is data the message
+// references.
+const (
+	cmpLen uint8 = iota
+	cmpBytes
+	cmpFlags
+)
+
+// reqView is a request as the plan sees it, built on the stack by its
+// message's view method: its kind, observation, and each field's memory
+// and comparison by source.
+type reqView struct {
+	kind uint8
+	has  uint32 // bit per present (non-nil) field
+	obs  *Observation
+	f    [srcFields][]byte
+	cmp  [srcFields]uint8
+}
+
+// field puts x in v as source s, compared as cmp.
+func field[T int | int64 | float32 | float64 | bool](v *reqView, s, cmp uint8, x []T) {
+	if x == nil {
+		return
+	}
+	v.has |= 1 << s
+	var z T
+	v.f[s] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(z)))
+	v.cmp[s] = cmp
+}
+
+func (in *Infer) view(v *reqView) {
+	v.kind, v.obs = planInfer, in.Obs
+	field(v, srcEnvs, cmpBytes, in.EnvIndices)
+	field(v, srcSteps, cmpLen, in.StepIDs)
+	field(v, srcReuse, cmpFlags, in.Reuse)
+	field(v, srcRows, cmpBytes, in.ObsRows)
+}
+
+func (f *Feedback) view(v *reqView) {
+	v.kind, v.obs = planFeedback, f.Obs
+	field(v, srcEnvs, cmpBytes, f.EnvIndices)
+	field(v, srcSteps, cmpLen, f.StepIDs)
+	field(v, srcRows, cmpBytes, f.ObsRows)
+	field(v, srcRewards, cmpLen, f.Rewards)
+	field(v, srcTerminated, cmpFlags, f.Terminated)
+	field(v, srcTruncated, cmpFlags, f.Truncated)
+	if e := f.Episode; e != nil {
+		v.has |= 1 << srcEpisode
+		field(v, srcReturns, cmpLen, e.Return)
+		field(v, srcLengths, cmpLen, e.Length)
+		field(v, srcSuccess, cmpFlags, e.Success)
+		field(v, srcMask, cmpFlags, e.Mask)
+	}
+}
 
 type segSrc struct {
 	kind uint8
@@ -49,7 +121,7 @@ func (m *Message) srcOffset(b []byte) int {
 
 // planKind says what the plan describes.
 const (
-	planNone = iota
+	planNone uint8 = iota
 	planInfer
 	planFeedback
 )
@@ -57,17 +129,17 @@ const (
 // planKey is a copy of everything in a request, other than referenced data,
 // that the encoded bytes (or their validity) depend on.
 type planKey struct {
-	kind  int
-	n     int
-	envs  []int64
-	flags []bool // reuse, or terminated + truncated (+ success + mask)
-	ints  []int  // obsRows, then per array its shape
-	strs  []byte // names, then text
+	kind  uint8
+	has   uint32         // present fields
+	lens  [srcFields]int // each field's length in bytes
+	saved []byte         // compared fields' bytes, in source order
+	ints  []int          // per observation array its shape
+	strs  []byte         // names, then text
 	arrs  []arrKey
 	texts []int // end of each text in strs
 
-	reuse, rows, text, textAsStrings, episode, success            bool // presence
-	nImages, nStates, nSteps, nRewards, nReturns, nLengths, nRows int
+	text, textAsStrings bool // presence
+	nImages, nStates    int
 
 	// The message as the plan left it: an append since means no match.
 	segs, head, total int
@@ -80,75 +152,48 @@ type arrKey struct {
 	name    int // end of the name in strs
 }
 
-func (m *Message) planMatchInfer(in *Infer) bool {
+// planMatch reports whether the request v views has the structure of the
+// one the plan was saved from.
+func (m *Message) planMatch(v *reqView) bool {
 	k := &m.plan
-	if k.kind != planInfer || !m.planIntact() || in.Obs == nil || len(in.EnvIndices) != k.n ||
-		len(in.StepIDs) != k.nSteps || (in.Reuse != nil) != k.reuse || (in.Reuse != nil && len(in.Reuse) != k.n) ||
-		(in.ObsRows != nil) != k.rows || len(in.ObsRows) != k.nRows || !slices.Equal(in.EnvIndices, k.envs) {
+	if k.kind != v.kind || k.has != v.has || v.obs == nil || !m.planIntact() {
 		return false
 	}
-	flags := k.flags
-	if in.Reuse != nil {
-		if !equalBools(in.Reuse, flags[:len(in.Reuse)]) {
+	saved := k.saved
+	for s := range v.f {
+		b := v.f[s]
+		if len(b) != k.lens[s] {
 			return false
 		}
-	}
-	return k.matchRowsObs(in.ObsRows, in.Obs)
-}
-
-func (m *Message) planSaveInfer(in *Infer) {
-	k := &m.plan
-	k.reset(planInfer, len(in.EnvIndices))
-	k.envs = append(k.envs, in.EnvIndices...)
-	k.nSteps = len(in.StepIDs)
-	k.reuse, k.rows, k.nRows = in.Reuse != nil, in.ObsRows != nil, len(in.ObsRows)
-	k.flags = append(k.flags, in.Reuse...)
-	k.ints = append(k.ints, in.ObsRows...)
-	k.saveObs(in.Obs)
-	m.planMark()
-}
-
-func (m *Message) planMatchFeedback(f *Feedback) bool {
-	k := &m.plan
-	e := f.Episode
-	if k.kind != planFeedback || !m.planIntact() || f.Obs == nil || len(f.EnvIndices) != k.n ||
-		len(f.StepIDs) != k.nSteps || len(f.Rewards) != k.nRewards || (f.ObsRows != nil) != k.rows ||
-		len(f.ObsRows) != k.nRows || (e != nil) != k.episode || !slices.Equal(f.EnvIndices, k.envs) {
-		return false
-	}
-	flags := k.flags
-	for _, b := range [][]bool{f.Terminated, f.Truncated} {
-		if len(b) > len(flags) || !equalBools(b, flags[:len(b)]) || len(b) != k.n {
-			return false
+		switch v.cmp[s] {
+		case cmpBytes:
+			if !bytes.Equal(b, saved[:len(b)]) {
+				return false
+			}
+		case cmpFlags:
+			if !sameFlags(b, saved[:len(b)]) {
+				return false
+			}
+		default:
+			continue
 		}
-		flags = flags[len(b):]
+		saved = saved[len(b):]
 	}
-	if e != nil {
-		if len(e.Return) != k.nReturns || len(e.Length) != k.nLengths || (e.Success != nil) != k.success ||
-			len(e.Mask) != k.n || len(e.Success)+len(e.Mask) != len(flags) ||
-			!equalBools(e.Success, flags[:len(e.Success)]) || !equalBools(e.Mask, flags[len(e.Success):]) {
-			return false
+	return k.matchObs(v.obs)
+}
+
+// planSave records the request v views, just encoded into m.
+func (m *Message) planSave(v *reqView) {
+	k := &m.plan
+	*k = planKey{kind: v.kind, has: v.has, saved: k.saved[:0], ints: k.ints[:0], strs: k.strs[:0],
+		arrs: k.arrs[:0], texts: k.texts[:0]}
+	for s := range v.f {
+		k.lens[s] = len(v.f[s])
+		if v.cmp[s] != cmpLen {
+			k.saved = append(k.saved, v.f[s]...)
 		}
 	}
-	return k.matchRowsObs(f.ObsRows, f.Obs)
-}
-
-func (m *Message) planSaveFeedback(f *Feedback) {
-	k := &m.plan
-	k.reset(planFeedback, len(f.EnvIndices))
-	k.envs = append(k.envs, f.EnvIndices...)
-	k.nSteps, k.nRewards = len(f.StepIDs), len(f.Rewards)
-	k.rows, k.nRows = f.ObsRows != nil, len(f.ObsRows)
-	k.flags = append(k.flags, f.Terminated...)
-	k.flags = append(k.flags, f.Truncated...)
-	if e := f.Episode; e != nil {
-		k.episode, k.success = true, e.Success != nil
-		k.nReturns, k.nLengths = len(e.Return), len(e.Length)
-		k.flags = append(k.flags, e.Success...)
-		k.flags = append(k.flags, e.Mask...)
-	}
-	k.ints = append(k.ints, f.ObsRows...)
-	k.saveObs(f.Obs)
+	k.saveObs(v.obs)
 	m.planMark()
 }
 
@@ -159,11 +204,6 @@ func (m *Message) planMark() {
 
 func (m *Message) planIntact() bool {
 	return len(m.segs) == m.plan.segs && len(m.head) == m.plan.head && m.total == m.plan.total && m.mark == len(m.head)
-}
-
-func (k *planKey) reset(kind, n int) {
-	*k = planKey{kind: kind, n: n, envs: k.envs[:0], flags: k.flags[:0], ints: k.ints[:0], strs: k.strs[:0],
-		arrs: k.arrs[:0], texts: k.texts[:0]}
 }
 
 func (k *planKey) saveObs(o *Observation) {
@@ -183,22 +223,9 @@ func (k *planKey) saveObs(o *Observation) {
 	}
 }
 
-// matchObs compares o with the saved observation; ints holds the saved
-// shapes.
-// matchRowsObs matches a message's observation rows (saved first in ints,
-// their count already checked) and then its observation.
-func (k *planKey) matchRowsObs(rows []int, o *Observation) bool {
+// matchObs compares o with the saved observation.
+func (k *planKey) matchObs(o *Observation) bool {
 	ints := k.ints
-	if rows != nil {
-		if !slices.Equal(rows, ints[:len(rows)]) {
-			return false
-		}
-		ints = ints[len(rows):]
-	}
-	return k.matchObs(o, ints)
-}
-
-func (k *planKey) matchObs(o *Observation, ints []int) bool {
 	if len(o.Images) != k.nImages || len(o.States) != k.nStates || (o.Text != nil) != k.text ||
 		o.TextAsStrings != k.textAsStrings || len(o.Text) != len(k.texts) {
 		return false
@@ -224,62 +251,38 @@ func (k *planKey) matchObs(o *Observation, ints []int) bool {
 	return true
 }
 
-// planRefresh points the referenced segments at the request's memory (in
-// or f): the request matched the plan, so every source has the length it
-// had.
-func (m *Message) planRefresh(in *Infer, f *Feedback) {
+// planRefresh points the referenced segments at the memory of the request v
+// views: it matched the plan, so every source has the length it had.
+func (m *Message) planRefresh(v *reqView) {
 	for i := range m.segs {
 		sg := &m.segs[i]
 		if sg.ext == nil {
 			continue
 		}
 		var b []byte
-		var obs *Observation
-		switch {
-		case in != nil:
-			obs = in.Obs
-			switch sg.src.kind {
-			case srcEnvs:
-				b = BytesOf(in.EnvIndices)
-			case srcSteps:
-				b = BytesOf(in.StepIDs)
-			}
+		switch k := sg.src.kind; {
+		case k == srcImage:
+			b = v.obs.Images[sg.src.idx].Array.Data
+		case k == srcState:
+			b = v.obs.States[sg.src.idx].Array.Data
+		case k > srcNone && k < srcFields:
+			b = v.f[k]
 		default:
-			obs = f.Obs
-			switch sg.src.kind {
-			case srcEnvs:
-				b = BytesOf(f.EnvIndices)
-			case srcSteps:
-				b = BytesOf(f.StepIDs)
-			case srcRewards:
-				b = BytesOf(f.Rewards)
-			case srcReturns:
-				b = BytesOf(f.Episode.Return)
-			case srcLengths:
-				b = BytesOf(f.Episode.Length)
-			}
-		}
-		switch sg.src.kind {
-		case srcImage:
-			b = obs.Images[sg.src.idx].Array.Data
-		case srcState:
-			b = obs.States[sg.src.idx].Array.Data
-		case srcNone:
 			panic("wire: a planned message references memory of unknown origin")
 		}
 		sg.ext = b[sg.lo : sg.lo+len(sg.ext)]
 	}
 }
 
-// equalBools compares as the encoder sees flags: any nonzero byte is true
-// (a C caller's bool may hold any nonzero value).
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
+// sameFlags compares flags as the encoder sees them: any nonzero byte is
+// true (a C caller's bool may hold any nonzero value). The same bytes, the
+// usual case, are compared a word at a time.
+func sameFlags(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
 	}
-	ab, bb := BytesOf(a), BytesOf(b)
-	for i := range ab {
-		if (ab[i] != 0) != (bb[i] != 0) {
+	for i := range a {
+		if (a[i] != 0) != (b[i] != 0) {
 			return false
 		}
 	}

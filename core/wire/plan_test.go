@@ -22,7 +22,7 @@ func TestPlanMatchesFreshEncoding(t *testing.T) {
 			var reused, fresh Message
 			var errR, errF error
 			if kind == "infer" {
-				before := mi.plan.kind == planInfer && mi.planMatchInfer(in)
+				before := mi.plan.kind == planInfer && mi.planMatch(viewOf(in, nil))
 				errR = EncodeInfer(&mi, in)
 				errF = EncodeInfer(&fresh, in)
 				reused = mi
@@ -30,7 +30,7 @@ func TestPlanMatchesFreshEncoding(t *testing.T) {
 					hits++
 				}
 			} else {
-				before := mf.plan.kind == planFeedback && mf.planMatchFeedback(fb)
+				before := mf.plan.kind == planFeedback && mf.planMatch(viewOf(nil, fb))
 				errR = EncodeFeedback(&mf, fb)
 				errF = EncodeFeedback(&fresh, fb)
 				reused = mf
@@ -183,4 +183,15 @@ func ownedBy(s []byte, in *Infer, fb *Feedback) bool {
 		}
 	}
 	return false
+}
+
+// viewOf is the plan's view of in or fb.
+func viewOf(in *Infer, fb *Feedback) *reqView {
+	v := &reqView{}
+	if in != nil {
+		in.view(v)
+	} else {
+		fb.view(v)
+	}
+	return v
 }
