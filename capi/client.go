@@ -8,19 +8,11 @@ import "C"
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
-	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -63,107 +55,6 @@ func (h *clientHandle) interruptBlocked() {
 	if c := h.cl.Load(); c != nil {
 		c.InterruptBlocked()
 	}
-}
-
-//export plugrl__go_options_init
-func plugrl__go_options_init(o *C.plugrl_options) (st C.plugrl_status) {
-	defer recoverPlain(&st)
-	if o == nil {
-		return C.PLUGRL_INVALID_ARGUMENT
-	}
-	*o = C.plugrl_options{}
-	o.size = C.size_t(unsafe.Sizeof(*o))
-	o.connect_timeout_ms = 10000
-	o.metadata_timeout_ms = 30000
-	o.receive_timeout_ms = 300000
-	o.max_reconnects = 5
-	o.reconnect_backoff_ms = 100
-	o.max_backoff_ms = 5000
-	o.send_timeout_ms = 10000
-	o.close_timeout_ms = 1000
-	o.reconnect_timeout_ms = 30000
-	o.max_handshake_size = 256 << 10
-	return C.PLUGRL_OK
-}
-
-// goOptions reads a plugrl_options of any size up to ours: fields past the
-// caller's size keep their defaults.
-func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Options, error) {
-	var opts client.Options
-	if o == nil {
-		return opts, errors.New("options is NULL; fill a plugrl_options with plugrl_options_init")
-	}
-	min := unsafe.Offsetof(o.max_backoff_ms) + unsafe.Sizeof(o.max_backoff_ms)
-	if uintptr(o.size) < min {
-		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's is %d)", o.size, unsafe.Sizeof(*o))
-	}
-	var full C.plugrl_options
-	n := uintptr(o.size)
-	if n > unsafe.Sizeof(full) {
-		n = unsafe.Sizeof(full) // a newer caller: read what we know
-	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&full)), n), unsafe.Slice((*byte)(unsafe.Pointer(o)), n))
-	if full.url == nil {
-		return opts, errors.New("options.url is NULL; want ws://host:port or wss://host:port")
-	}
-	if u, err := url.Parse(C.GoString(full.url)); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", C.GoString(full.url))
-	}
-	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
-	opts = client.Options{
-		URL:              C.GoString(full.url),
-		ConnectTimeout:   ms(full.connect_timeout_ms),
-		MetadataTimeout:  ms(full.metadata_timeout_ms),
-		ReceiveTimeout:   ms(full.receive_timeout_ms),
-		MaxReconnects:    int(full.max_reconnects),
-		ReconnectBackoff: ms(full.reconnect_backoff_ms),
-		MaxBackoff:       ms(full.max_backoff_ms),
-		MaxMessageSize:   int64(full.max_message_size),
-		DisableReuse:     full.disable_reuse != 0,
-		Alloc:            cAllocator{},
-		Logf:             logf,
-		// Fields a caller built against an older header did not have keep
-		// their zero value here, which means the default.
-		SendTimeout:      ms(full.send_timeout_ms),
-		CloseTimeout:     ms(full.close_timeout_ms),
-		ReconnectTimeout: ms(full.reconnect_timeout_ms),
-		MaxHandshakeSize: int(full.max_handshake_size),
-	}
-	if full.max_message_size < -1 {
-		return opts, fmt.Errorf("options.max_message_size is %d; want a size in bytes, 0 for the derived default or -1 for no cap", int64(full.max_message_size))
-	}
-	if full.api_key != nil {
-		opts.APIKey = C.GoString(full.api_key)
-	}
-	if full.tls_ca_file != nil || full.tls_insecure != 0 {
-		cfg := &tls.Config{InsecureSkipVerify: full.tls_insecure != 0}
-		if full.tls_ca_file != nil {
-			path := C.GoString(full.tls_ca_file)
-			pem, err := os.ReadFile(path)
-			if err != nil {
-				return opts, fmt.Errorf("options.tls_ca_file: %v", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return opts, fmt.Errorf("options.tls_ca_file %s holds no PEM certificate", path)
-			}
-			cfg.RootCAs = pool
-		}
-		opts.TLS = cfg
-	}
-	path := os.Getenv("PLUGRL_LEDGER")
-	if full.ledger_path != nil {
-		path = C.GoString(full.ledger_path)
-	}
-	if path != "" {
-		level, err := ledgerLevel(int32(full.ledger_level))
-		if err != nil {
-			return opts, err
-		}
-		opts.LedgerPath, opts.LedgerLevel = ledgerFile(path), level
-		opts.Version = C.PLUGRL_VERSION_STRING
-	}
-	return opts, nil
 }
 
 //export plugrl__go_open
@@ -558,34 +449,4 @@ func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.p
 		*yes = 1
 	}
 	return C.PLUGRL_OK
-}
-
-// ledgerLevel reads options.ledger_level, or PLUGRL_LEDGER_LEVEL for 0.
-func ledgerLevel(v int32) (ledger.Level, error) {
-	switch v {
-	case 0:
-		env := os.Getenv("PLUGRL_LEDGER_LEVEL")
-		l, ok := ledger.ParseLevel(env)
-		if !ok {
-			return l, fmt.Errorf("PLUGRL_LEDGER_LEVEL is %q; want digest or full", env)
-		}
-		return l, nil
-	case C.PLUGRL_LEDGER_DIGEST:
-		return ledger.Digest, nil
-	case C.PLUGRL_LEDGER_FULL:
-		return ledger.Full, nil
-	}
-	return ledger.Digest, fmt.Errorf("options.ledger_level is %d; want 0, PLUGRL_LEDGER_DIGEST (1) or PLUGRL_LEDGER_FULL (2)", v)
-}
-
-// ledgerSeq numbers the ledgers a process writes into a directory.
-var ledgerSeq atomic.Int64
-
-// ledgerFile is the file for a ledger path: the path itself, or, for an
-// existing directory, a file of this handle's own in it.
-func ledgerFile(path string) string {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), ledgerSeq.Add(1)))
-	}
-	return path
 }
