@@ -1,6 +1,13 @@
 package refserver
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/plugrl/libplugrl/core/wire"
+)
 
 // Faults makes the server misbehave on purpose, so that a client's handling
 // of each failure can be tested. The zero value injects nothing.
@@ -151,4 +158,120 @@ func (f *Faults) replyAt(k int) ReplyKind {
 		}
 	}
 	return 0
+}
+
+// closeFault applies a CloseFault.
+func (c *conn) closeFault(f *CloseFault) {
+	detail := fmt.Sprintf("fault at exchange %d, %s", f.Exchange, f.When)
+	if f.Drop {
+		c.drop(detail + ": dropped the TCP connection")
+		return
+	}
+	code := f.Code
+	if code == 0 {
+		code = 1001
+	}
+	c.sendClose(code, f.Reason, detail)
+	c.drain()
+}
+
+// replyFault answers an infer with a fault.
+func (c *conn) replyFault(k int, kind ReplyKind, in *wire.InferMsg, obs *wire.Observation) {
+	cfg := &c.s.cfg
+	c.logf("fault: answering the infer of exchange %d with: %s", k, kind)
+	n := len(in.EnvIndices)
+	var err error
+	switch kind {
+	case ReplyText:
+		err = c.send(ws.OpText, []byte("Traceback (most recent call last): refserver fault: a text frame in place of an action"))
+	case ReplyGarbage:
+		err = c.send(ws.OpBinary, []byte("\xc1\xc1\xc1\xc1 refserver fault: not msgpack"))
+	case ReplyWrongEnvIDs:
+		ids := make([]int64, n)
+		for i, e := range in.EnvIndices {
+			ids[i] = e + 1
+		}
+		err = c.sendBadAction(wire.TypeAction, ids, obs, in.EnvIndices, cfg.Horizon, n)
+	case ReplyWrongShape:
+		err = c.sendBadAction(wire.TypeAction, in.EnvIndices, obs, append(slices.Clone(in.EnvIndices), -1), cfg.Horizon, n+1)
+	case ReplyWrongHorizon:
+		err = c.sendBadAction(wire.TypeAction, in.EnvIndices, obs, in.EnvIndices, cfg.Horizon+1, n)
+	case ReplyWrongType:
+		err = c.sendBadAction(wire.TypeFeedback, in.EnvIndices, obs, in.EnvIndices, cfg.Horizon, n)
+	case ReplyLyingLength:
+		c.lyingFrame(in, obs)
+		return
+	case ReplyInternalError:
+		c.sendClose(1011, InternalErrorReason, "fault: answered the infer with 1011")
+		c.drain()
+		return
+	default:
+		err = fmt.Errorf("unknown reply fault %d", kind)
+	}
+	if err != nil {
+		c.writeFailed(err)
+		return
+	}
+	c.poisoned()
+}
+
+// sendBadAction sends an action message built by hand: kind as its
+// message_type, envIDs as env_ids, and a chunk of [h, rows, da] filled by
+// the policy for policyIDs (rows of them).
+func (c *conn) sendBadAction(kind string, envIDs []int64, obs *wire.Observation, policyIDs []int64, h, rows int) error {
+	chunk, err := c.act(policyIDs[:rows:rows], obs, h, rows)
+	if err != nil {
+		// A policy may refuse a chunk it cannot fill; zeros do as well.
+		size, _ := wire.ByteLen(c.s.cfg.ActionDType, []int{h, rows, c.s.cfg.ActionDim})
+		chunk = &wire.Array{DType: c.s.cfg.ActionDType, Shape: []int{h, rows, c.s.cfg.ActionDim}, Data: make([]byte, size)}
+	}
+	m := &c.msg
+	m.Reset()
+	wire.StartAction(m, kind, envIDs)
+	if err := m.Array(chunk); err != nil {
+		return err
+	}
+	m.Finish()
+	return c.sendAction(m)
+}
+
+// lyingFrame sends the action under a header claiming 1 MiB more than it
+// holds, then drops the connection.
+func (c *conn) lyingFrame(in *wire.InferMsg, obs *wire.Observation) {
+	chunk, err := c.act(in.EnvIndices, obs, c.s.cfg.Horizon, len(in.EnvIndices))
+	if err == nil {
+		err = wire.EncodeAction(&c.msg, in.EnvIndices, chunk)
+	}
+	if err != nil {
+		c.internalError(err)
+		return
+	}
+	b := c.msg.AppendTo(nil)
+	c.wmu.Lock()
+	if !c.closeSent {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+		_ = ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(len(b)) + 1<<20})
+		_, _ = c.bw.Write(b)
+		_ = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	c.drop("fault: a frame header claiming 1 MiB more than was sent, then dropped the TCP connection")
+}
+
+// poisoned follows a reply fault: the server sends nothing more, logs what
+// the client sends, and ends at the client's close or the feedback timeout.
+func (c *conn) poisoned() {
+	c.setReadDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	for {
+		op, msg, err := c.readMessage()
+		if err != nil {
+			c.readFailed(err, true)
+			return
+		}
+		typ := "text-frame"
+		if op == ws.OpBinary {
+			typ = typeOf(msg)
+		}
+		c.s.record(Received{Conn: c.id, Type: typ, Refused: "arrived after a reply fault; the client should have closed"})
+	}
 }

@@ -1,0 +1,168 @@
+package refserver
+
+// Frames on a connection: writing them under the write lock (data, pings,
+// an action in fragments with pings between) and reading one data message,
+// answering pings and the close on the way.
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/frames"
+)
+
+// writeLocked writes one unfragmented data frame; c.wmu must be held.
+func (c *conn) writeLocked(op ws.OpCode, payload []byte) error {
+	if c.closeSent {
+		return errCloseSent
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: op, Length: int64(len(payload))}); err != nil {
+		return err
+	}
+	if _, err := c.bw.Write(payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+func (c *conn) send(op ws.OpCode, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(op, payload)
+}
+
+// pingLocked writes one ping; c.wmu must be held.
+func (c *conn) pingLocked(payload string) error {
+	return ws.WriteFrame(c.bw, ws.NewPingFrame([]byte(payload)))
+}
+
+// sendAction writes an action message, with the PingStorm and Fragments
+// faults applied.
+func (c *conn) sendAction(m *wire.Message) error {
+	faults := &c.s.cfg.Faults
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return errCloseSent
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FeedbackTimeout))
+	for i := 0; i < faults.PingStorm; i++ {
+		if err := c.pingLocked(fmt.Sprintf("storm %d", i)); err != nil {
+			return err
+		}
+	}
+	if faults.Fragments <= 1 {
+		if err := ws.WriteHeader(c.bw, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(m.Len())}); err != nil {
+			return err
+		}
+		for i := 0; i < m.Segments(); i++ {
+			if _, err := c.bw.Write(m.Segment(i)); err != nil {
+				return err
+			}
+		}
+		return c.bw.Flush()
+	}
+	c.buf = m.AppendTo(c.buf[:0])
+	b := c.buf
+	parts := min(faults.Fragments, max(len(b), 1))
+	for i := 0; i < parts; i++ {
+		op := ws.OpContinuation
+		if i == 0 {
+			op = ws.OpBinary
+		}
+		p := b[len(b)*i/parts : len(b)*(i+1)/parts]
+		if err := ws.WriteHeader(c.bw, ws.Header{Fin: i == parts-1, OpCode: op, Length: int64(len(p))}); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(p); err != nil {
+			return err
+		}
+		if i < parts-1 {
+			if err := c.pingLocked(fmt.Sprintf("between fragments %d and %d", i+1, i+2)); err != nil {
+				return err
+			}
+		}
+	}
+	return c.bw.Flush()
+}
+
+// readMessage reads one data message, answering pings and the client's close
+// frame on the way. Fragments are joined; the payload is freshly allocated.
+func (c *conn) readMessage() (ws.OpCode, []byte, error) {
+	var op ws.OpCode
+	var buf []byte
+	started := false
+	for {
+		h, err := ws.ReadHeader(c.br)
+		if err != nil {
+			return 0, nil, err
+		}
+		switch {
+		case h.OpCode.IsReserved():
+			return 0, nil, &protocolError{fmt.Sprintf("reserved opcode %d", h.OpCode)}
+		case h.Rsv != 0:
+			return 0, nil, &protocolError{"reserved bits set, and no extension was negotiated"}
+		case !h.Masked:
+			return 0, nil, &protocolError{"client frame not masked (RFC 6455 5.1)"}
+		}
+		if h.OpCode.IsControl() {
+			if h.Length > 125 || !h.Fin {
+				return 0, nil, &protocolError{"control frame fragmented or longer than 125 bytes"}
+			}
+			p := make([]byte, h.Length)
+			if _, err := io.ReadFull(c.br, p); err != nil {
+				return 0, nil, err
+			}
+			ws.Cipher(p, h.Mask, 0)
+			switch h.OpCode {
+			case ws.OpPing:
+				c.wmu.Lock()
+				if !c.closeSent {
+					_ = ws.WriteFrame(c.bw, ws.NewPongFrame(p))
+					_ = c.bw.Flush()
+				}
+				c.wmu.Unlock()
+			case ws.OpClose:
+				code, reason := ws.ParseCloseFrameData(p)
+				c.wmu.Lock()
+				if !c.closeSent {
+					c.closeSent = true
+					var body []byte
+					if code != 0 {
+						body = ws.NewCloseFrameBody(code, "")
+					}
+					_ = c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
+					_ = ws.WriteFrame(c.bw, ws.NewCloseFrame(body))
+					_ = c.bw.Flush()
+					c.wmu.Unlock()
+					c.end("client", int(code), reason, "the client closed")
+				} else {
+					c.wmu.Unlock()
+				}
+				return 0, nil, &peerClosed{code, reason}
+			}
+			continue
+		}
+		switch {
+		case h.OpCode == ws.OpContinuation && !started:
+			return 0, nil, &protocolError{"continuation frame with no message to continue"}
+		case h.OpCode != ws.OpContinuation && started:
+			return 0, nil, &protocolError{"new data frame inside a fragmented message"}
+		}
+		if !started {
+			op, started = h.OpCode, true
+		}
+		n := len(buf)
+		if buf, err = frames.ReadPayload(c.br, buf, h.Length); err != nil {
+			return 0, nil, err
+		}
+		ws.Cipher(buf[n:], h.Mask, 0)
+		if h.Fin {
+			return op, buf, nil
+		}
+	}
+}
