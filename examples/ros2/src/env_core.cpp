@@ -456,8 +456,11 @@ Controller::Result Controller::do_act(TimePoint now) {
     throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
                                                    " values, not a multiple of the " +
                                                    std::to_string(cfg_.num_envs) + " envs");
-  for (std::size_t i = 0; i < cfg_.num_envs; i++) hooks_.publish(i, book_.command(i), false);
+  // Stamped before the first publication: an env may answer (over DDS, on
+  // another thread) before the last env's command is out, and its answer
+  // must count as newer than its command.
   command_at_ = Clock::now();
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) hooks_.publish(i, book_.command(i), false);
   phase_ = Phase::Report;
   return Result::Stepped;
 }

@@ -497,3 +497,35 @@ TEST(Controller, AReportThatThrowsStillCountsTheStep) {
   EXPECT_EQ(resets.size(), 1u);
   EXPECT_EQ(c.phase(), Controller::Phase::Reset);
 }
+
+TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {
+  // Over DDS env 0 may answer while env 1's command is still being
+  // published: its answer must count for this step.
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 10s;
+  Controller::Hooks hooks;
+  hooks.snapshot = [&](InputState &dst) { h.shared.drain_into(dst); };
+  hooks.act = [](const plugrl::Observation &, std::vector<double> &a) {
+    a.assign(2, 0.0);
+    return true;
+  };
+  int reports = 0;
+  hooks.report = [&](const plugrl::Observation &, const std::vector<double> &, const std::vector<uint8_t> &,
+                     const std::vector<uint8_t> &, const std::vector<uint8_t> &) {
+    reports++;
+    return true;
+  };
+  hooks.publish = [&](std::size_t env, const std::vector<double> &, bool) {
+    h.step(env, 0.1, 1, false, false);  // the env answers at once
+  };
+  hooks.request_reset = [](std::size_t) {};
+  Controller c(cfg, InputState(cartpole_sources(), 2), CommandBook(2, HoldMode::Zeros), hooks);
+  h.state(0, 0, Clock::now());
+  h.state(1, 0, Clock::now());
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // reported, and acted again
+  EXPECT_EQ(reports, 1);
+}

@@ -1,0 +1,157 @@
+// cartpole_sim_node - a simulated robot for plugrl_env_node: N MuJoCo
+// cartpoles (the C++ demo's model and rules, examples/cpp/cartpole_model.hpp).
+//
+// Per cartpole i, in namespace <env_prefix><i> (e.g. cart_0/):
+//   publishes  joint_states  sensor_msgs/JointState  slider and hinge:
+//                            position, velocity, effort (the actuator's force)
+//              reward        std_msgs/Float64  1 while the pole is up
+//              terminated    std_msgs/Bool     the pole fell / the cart left the track
+//              truncated     std_msgs/Bool     max_steps reached (the episode lasted)
+//   subscribes effort        std_msgs/Float64MultiArray  data[0]: the push in [-1, 1]
+//   offers     reset         std_srvs/Trigger  a new episode for that cartpole
+//
+// step_on_command (default): each effort message steps its cartpole once
+// (0.01 s) and then publishes reward, terminated, truncated and the joint
+// state: a lockstep env whose speed is the controller's, deterministic for
+// a seed. Otherwise a wall timer at rate_hz steps every cartpole with its
+// latest effort, as a real robot runs. A cartpole whose episode ended stays
+// still until reset and answers commands with its terminal state and flags.
+// The joint state is also republished every idle_publish_s while nothing
+// happens, so a controller started late gets its first observation.
+#include "plugrl_ros2/cartpole_sim.hpp"
+
+#include <rclcpp/rclcpp.hpp>
+#include <sensor_msgs/msg/joint_state.hpp>
+#include <std_msgs/msg/bool.hpp>
+#include <std_msgs/msg/float64.hpp>
+#include <std_msgs/msg/float64_multi_array.hpp>
+#include <std_srvs/srv/trigger.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace plugrl_ros2 {
+
+class CartpoleSimNode : public rclcpp::Node {
+ public:
+  explicit CartpoleSimNode(const rclcpp::NodeOptions &options = rclcpp::NodeOptions())
+      : rclcpp::Node("cartpole_sim_node", options) {
+    const int64_t n = declare_parameter<int64_t>("num_envs", 8);
+    const std::string prefix = declare_parameter<std::string>("env_prefix", "cart_");
+    const int64_t seed = declare_parameter<int64_t>("seed", 1);
+    const int64_t max_steps = declare_parameter<int64_t>("max_steps", 500);
+    step_on_command_ = declare_parameter<bool>("step_on_command", true);
+    const double rate_hz = declare_parameter<double>("rate_hz", 100.0);
+    const double idle_s = declare_parameter<double>("idle_publish_s", 0.5);
+    if (n < 1 || n > 4096) throw std::invalid_argument("num_envs must be in [1, 4096]");
+    if (max_steps < 1) throw std::invalid_argument("max_steps must be >= 1");
+
+    sim_ = std::make_unique<CartpoleSim>(static_cast<std::size_t>(n), max_steps, static_cast<uint64_t>(seed));
+    envs_.resize(static_cast<std::size_t>(n));
+    rclcpp::QoS qos(10);
+    for (std::size_t i = 0; i < envs_.size(); i++) {
+      const std::string ns = prefix.empty() && n == 1 ? "" : prefix + std::to_string(i) + "/";
+      Env &e = envs_[i];
+      e.joint_states = create_publisher<sensor_msgs::msg::JointState>(ns + "joint_states", qos);
+      e.reward = create_publisher<std_msgs::msg::Float64>(ns + "reward", qos);
+      e.terminated = create_publisher<std_msgs::msg::Bool>(ns + "terminated", qos);
+      e.truncated = create_publisher<std_msgs::msg::Bool>(ns + "truncated", qos);
+      e.effort = create_subscription<std_msgs::msg::Float64MultiArray>(
+          ns + "effort", qos, [this, i](std::shared_ptr<const std_msgs::msg::Float64MultiArray> m) {
+            on_effort(i, m->data.empty() ? 0.0 : m->data[0]);
+          });
+      e.reset = create_service<std_srvs::srv::Trigger>(
+          ns + "reset", [this, i](const std::shared_ptr<std_srvs::srv::Trigger::Request>,
+                                  std::shared_ptr<std_srvs::srv::Trigger::Response> response) {
+            sim_->reset(i);
+            publish_state(i);
+            response->success = true;
+            response->message = "cartpole " + std::to_string(i) + " reset";
+          });
+    }
+    if (!step_on_command_) {
+      if (rate_hz <= 0) throw std::invalid_argument("rate_hz must be > 0 without step_on_command");
+      step_timer_ = create_wall_timer(std::chrono::nanoseconds(static_cast<int64_t>(1e9 / rate_hz)),
+                                      [this] { step_all(); });
+    }
+    if (idle_s > 0)
+      idle_timer_ = create_wall_timer(std::chrono::nanoseconds(static_cast<int64_t>(idle_s * 1e9)), [this, idle_s] {
+        const auto now = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < envs_.size(); i++)
+          if (now - envs_[i].last_publish > std::chrono::duration<double>(idle_s)) publish_state(i);
+      });
+    for (std::size_t i = 0; i < envs_.size(); i++) publish_state(i);
+    RCLCPP_INFO(get_logger(), "%lld MuJoCo cartpoles (%s), episodes of at most %lld steps, seed %lld",
+                static_cast<long long>(n), step_on_command_ ? "a step per effort command" : "stepped by a timer",
+                static_cast<long long>(max_steps), static_cast<long long>(seed));
+  }
+
+ private:
+  struct Env {
+    rclcpp::Publisher<sensor_msgs::msg::JointState>::SharedPtr joint_states;
+    rclcpp::Publisher<std_msgs::msg::Float64>::SharedPtr reward;
+    rclcpp::Publisher<std_msgs::msg::Bool>::SharedPtr terminated, truncated;
+    rclcpp::Subscription<std_msgs::msg::Float64MultiArray>::SharedPtr effort;
+    rclcpp::Service<std_srvs::srv::Trigger>::SharedPtr reset;
+    double command = 0;
+    std::chrono::steady_clock::time_point last_publish{};
+  };
+
+  void on_effort(std::size_t i, double u) {
+    envs_[i].command = u;
+    if (step_on_command_) step_one(i);
+  }
+
+  void step_all() {
+    for (std::size_t i = 0; i < envs_.size(); i++) step_one(i);
+  }
+
+  // Steps cartpole i with its command and publishes the step: the signals
+  // first, the joint state last.
+  void step_one(std::size_t i) {
+    const CartpoleSim::Step s = sim_->step(i, envs_[i].command);
+    std_msgs::msg::Float64 reward;
+    reward.data = s.reward;
+    envs_[i].reward->publish(reward);
+    std_msgs::msg::Bool flag;
+    flag.data = s.terminated;
+    envs_[i].terminated->publish(flag);
+    flag.data = s.truncated;
+    envs_[i].truncated->publish(flag);
+    publish_state(i);
+  }
+
+  void publish_state(std::size_t i) {
+    sensor_msgs::msg::JointState js;
+    js.header.stamp = now();
+    js.name = {CartpoleSim::joint_name(0), CartpoleSim::joint_name(1)};
+    js.position = {sim_->qpos(i, 0), sim_->qpos(i, 1)};
+    js.velocity = {sim_->qvel(i, 0), sim_->qvel(i, 1)};
+    js.effort = {sim_->force(i), 0.0};
+    envs_[i].joint_states->publish(js);
+    envs_[i].last_publish = std::chrono::steady_clock::now();
+  }
+
+  bool step_on_command_ = true;
+  std::unique_ptr<CartpoleSim> sim_;
+  std::vector<Env> envs_;
+  rclcpp::TimerBase::SharedPtr step_timer_, idle_timer_;
+};
+
+}  // namespace plugrl_ros2
+
+int main(int argc, char **argv) {
+  rclcpp::init(argc, argv);
+  int rc = 0;
+  try {
+    rclcpp::spin(std::make_shared<plugrl_ros2::CartpoleSimNode>());
+  } catch (const std::exception &e) {
+    RCLCPP_FATAL(rclcpp::get_logger("cartpole_sim_node"), "%s", e.what());
+    rc = 1;
+  }
+  if (rclcpp::ok()) rclcpp::shutdown();
+  return rc;
+}

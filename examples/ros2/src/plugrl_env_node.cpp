@@ -1,0 +1,678 @@
+// plugrl_env_node - a ROS 2 node that makes a robot a PlugRL env client.
+//
+// It subscribes to the robot's observation topics (sensor_msgs/JointState
+// fields, sensor_msgs/Image, std_msgs/Float64MultiArray, std_msgs/String),
+// its reward and terminated/truncated topics; gathers the latest values into
+// an observation; gets each step's action from plugrl::Runner on a thread of
+// its own (the executor is never blocked by the network); publishes each
+// env's command (std_msgs/Float64MultiArray, optionally a
+// trajectory_msgs/JointTrajectory); calls a std_srvs/Trigger reset service
+// when an episode ends. Stale or missing observations make it publish a safe
+// hold action instead of acting on old data. Everything is set by parameters
+// (config/cartpole.yaml is an example) and topic remapping. N envs: one
+// namespace per env (env_namespaces), each with the same topics.
+//
+// The decisions are in the ROS-free env_core.hpp (unit-tested without ROS);
+// this file moves messages in and out and owns the threads.
+//
+// Shutdown: Ctrl-C reaches rclcpp's signal handler, which shuts the context
+// down; our on-shutdown callback interrupts the runner at once (an infer
+// that waits for the server returns within milliseconds), the runner thread
+// ends, and the client is closed (close frame 1000 when the connection is
+// still up). plugrl_fix_signal_handlers() gives rclcpp's handlers the
+// SA_ONSTACK flag the Go runtime inside libplugrl needs.
+#include "plugrl_ros2/env_core.hpp"
+
+#include <plugrl.hpp>
+
+#include <rclcpp/rclcpp.hpp>
+#include <sensor_msgs/msg/image.hpp>
+#include <sensor_msgs/msg/joint_state.hpp>
+#include <std_msgs/msg/bool.hpp>
+#include <std_msgs/msg/float64.hpp>
+#include <std_msgs/msg/float64_multi_array.hpp>
+#include <std_msgs/msg/string.hpp>
+#include <std_srvs/srv/trigger.hpp>
+#include <trajectory_msgs/msg/joint_trajectory.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace plugrl_ros2 {
+
+namespace {
+
+std::chrono::nanoseconds seconds_param(double s) {
+  return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9));
+}
+
+}  // namespace
+
+class EnvNode : public rclcpp::Node {
+ public:
+  explicit EnvNode(const rclcpp::NodeOptions &options = rclcpp::NodeOptions())
+      : rclcpp::Node("plugrl_env_node", options) {
+    read_parameters();
+    make_interfaces();
+  }
+
+  ~EnvNode() override { stop(); }
+
+  // Starts the runner thread and hooks shutdown; call once, after
+  // construction (it needs shared_from_this).
+  void start() {
+    std::weak_ptr<EnvNode> weak = std::static_pointer_cast<EnvNode>(shared_from_this());
+    shutdown_handle_ = get_node_base_interface()->get_context()->add_on_shutdown_callback([weak] {
+      if (auto self = weak.lock()) self->request_stop();
+    });
+    runner_thread_ = std::thread([this] { runner_main(); });
+  }
+
+  // Ends the runner thread at once: its blocked call (an infer waiting for
+  // the server) is interrupted. Async with respect to the thread; stop()
+  // waits for it. Any thread.
+  void request_stop() {
+    stop_.store(true);
+    // The handles are tokens the library looks up, never addresses it
+    // reads: interrupting one that was freed meanwhile is harmless.
+    if (plugrl_runner *r = runner_handle_.load()) plugrl_runner_interrupt(r);
+    if (plugrl_client *c = client_handle_.load()) plugrl_interrupt(c);
+    cv_.notify_all();
+  }
+
+  // request_stop(), then waits for the runner thread, which closes the
+  // connection. Idempotent.
+  void stop() {
+    request_stop();
+    if (runner_thread_.joinable()) runner_thread_.join();
+    if (shutdown_handle_) {
+      get_node_base_interface()->get_context()->remove_on_shutdown_callback(*shutdown_handle_);
+      shutdown_handle_.reset();
+    }
+  }
+
+  int exit_code() const { return exit_code_.load(); }
+
+ private:
+  // ---------------------------------------------------------------- parameters
+
+  void read_parameters() {
+    url_ = declare_parameter<std::string>("url", "ws://127.0.0.1:8000");
+    api_key_ = declare_parameter<std::string>("api_key", "");
+    connect_timeout_ms_ = declare_parameter<int64_t>("connect_timeout_ms", 5000);
+    receive_timeout_ms_ = declare_parameter<int64_t>("receive_timeout_ms", 30000);
+    close_timeout_ms_ = declare_parameter<int64_t>("close_timeout_ms", 50);
+    max_reconnects_ = declare_parameter<int64_t>("max_reconnects", 5);
+
+    control_rate_hz_ = declare_parameter<double>("control_rate_hz", 50.0);
+    max_obs_age_s_ = declare_parameter<double>("max_obs_age_s", 0.5);
+    reset_timeout_s_ = declare_parameter<double>("reset_timeout_s", 5.0);
+    qos_best_effort_ = declare_parameter<bool>("qos_best_effort", false);
+
+    namespaces_ = declare_parameter<std::vector<std::string>>("env_namespaces", std::vector<std::string>{""});
+    if (namespaces_.empty()) namespaces_ = {""};
+
+    auto names = declare_parameter<std::vector<std::string>>("observation.names",
+                                                             std::vector<std::string>{"qpos", "qvel"});
+    for (const auto &name : names) {
+      SourceSpec s;
+      s.name = name;
+      const std::string p = "observation." + name + ".";
+      s.topic = declare_parameter<std::string>(p + "topic", "joint_states");
+      const std::string type = declare_parameter<std::string>(p + "type", "joint_position");
+      auto kind = parse_source_kind(type);
+      if (!kind)
+        throw std::invalid_argument(p + "type is \"" + type +
+                                    "\"; want joint_position, joint_velocity, joint_effort, float64_array, "
+                                    "image or text");
+      s.kind = *kind;
+      s.joints = declare_parameter<std::vector<std::string>>(p + "joints", std::vector<std::string>{});
+      s.shape = declare_parameter<std::vector<int64_t>>(p + "shape", std::vector<int64_t>{});
+      sources_.push_back(std::move(s));
+    }
+    const std::string why = normalize_sources(sources_);
+    if (!why.empty()) throw std::invalid_argument(why);
+
+    reward_topic_ = declare_parameter<std::string>("reward_topic", "reward");
+    terminated_topic_ = declare_parameter<std::string>("terminated_topic", "terminated");
+    truncated_topic_ = declare_parameter<std::string>("truncated_topic", "truncated");
+    action_topic_ = declare_parameter<std::string>("action_topic", "action");
+    reset_service_ = declare_parameter<std::string>("reset_service", "reset");
+
+    publish_trajectory_ = declare_parameter<bool>("publish_trajectory", false);
+    trajectory_topic_ = declare_parameter<std::string>("trajectory_topic", "action_trajectory");
+    trajectory_joints_ = declare_parameter<std::vector<std::string>>("trajectory_joints", std::vector<std::string>{});
+    trajectory_field_ = declare_parameter<std::string>("trajectory_field", "positions");
+    if (trajectory_field_ != "positions" && trajectory_field_ != "velocities" &&
+        trajectory_field_ != "accelerations" && trajectory_field_ != "effort")
+      throw std::invalid_argument("trajectory_field is \"" + trajectory_field_ +
+                                  "\"; want positions, velocities, accelerations or effort");
+    trajectory_dt_s_ = declare_parameter<double>("trajectory_dt_s", 0.0);
+
+    const std::string hold = declare_parameter<std::string>("hold_action", "zeros");
+    auto mode = parse_hold_mode(hold);
+    if (!mode) throw std::invalid_argument("hold_action is \"" + hold + "\"; want zeros or last");
+    hold_mode_ = *mode;
+    action_scale_ = declare_parameter<double>("action_scale", 1.0);
+    auto clip = declare_parameter<std::vector<double>>("action_clip", std::vector<double>{});
+    if (!clip.empty() && clip.size() != 2) throw std::invalid_argument("action_clip wants [min, max] or []");
+    if (clip.size() == 2) action_clip_ = {clip[0], clip[1]};
+
+    max_episodes_ = declare_parameter<int64_t>("max_episodes", 0);
+    episode_csv_ = declare_parameter<std::string>("episode_csv", "");
+    log_episodes_ = declare_parameter<bool>("log_episodes", true);
+    shutdown_on_stop_ = declare_parameter<bool>("shutdown_on_stop", true);
+    stats_period_s_ = declare_parameter<double>("stats_period_s", 1.0);
+
+    lockstep_ = control_rate_hz_ <= 0;
+  }
+
+  // ---------------------------------------------------------------- ROS interfaces
+
+  void make_interfaces() {
+    const std::size_t n = namespaces_.size();
+    shared_ = InputState(sources_, n);
+    rclcpp::QoS obs_qos = qos_best_effort_ ? rclcpp::QoS(rclcpp::SensorDataQoS()) : rclcpp::QoS(10);
+    rclcpp::QoS qos(10);
+
+    // One subscription per (topic, env), feeding every source on it.
+    std::map<std::string, std::vector<std::size_t>> by_topic;
+    for (std::size_t s = 0; s < sources_.size(); s++) by_topic[sources_[s].topic].push_back(s);
+    for (const auto &entry : by_topic) {
+      const std::string &topic = entry.first;
+      const std::vector<std::size_t> srcs = entry.second;  // a copy each lambda can capture
+      const SourceKind kind = sources_[srcs[0]].kind;
+      for (std::size_t s : srcs)
+        if (is_joint_kind(sources_[s].kind) != is_joint_kind(kind) ||
+            (!is_joint_kind(kind) && sources_[s].kind != kind))
+          throw std::invalid_argument("topic \"" + topic + "\" feeds sources of different message types");
+      for (std::size_t env = 0; env < n; env++) {
+        const std::string name = env_topic(namespaces_[env], topic);
+        if (is_joint_kind(kind)) {
+          subs_.push_back(create_subscription<sensor_msgs::msg::JointState>(
+              name, obs_qos, [this, env, srcs, name](std::shared_ptr<const sensor_msgs::msg::JointState> m) {
+                const TimePoint t = Clock::now();
+                std::lock_guard<std::mutex> lock(mu_);
+                for (std::size_t s : srcs)
+                  complain(name, shared_.put_joint_state(s, env, m->name, m->position, m->velocity, m->effort, t));
+                notify_data();
+              }));
+        } else if (kind == SourceKind::Float64Array) {
+          subs_.push_back(create_subscription<std_msgs::msg::Float64MultiArray>(
+              name, obs_qos, [this, env, srcs, name](std::shared_ptr<const std_msgs::msg::Float64MultiArray> m) {
+                const TimePoint t = Clock::now();
+                std::lock_guard<std::mutex> lock(mu_);
+                for (std::size_t s : srcs) complain(name, shared_.put_array(s, env, m->data.data(), m->data.size(), t));
+                notify_data();
+              }));
+        } else if (kind == SourceKind::Image) {
+          subs_.push_back(create_subscription<sensor_msgs::msg::Image>(
+              name, obs_qos, [this, env, srcs, name](std::shared_ptr<const sensor_msgs::msg::Image> m) {
+                const TimePoint t = Clock::now();
+                std::lock_guard<std::mutex> lock(mu_);
+                for (std::size_t s : srcs)
+                  complain(name, shared_.put_image(s, env, m->height, m->width, m->encoding, m->step, m->data.data(),
+                                                   m->data.size(), t));
+                notify_data();
+              }));
+        } else {
+          subs_.push_back(create_subscription<std_msgs::msg::String>(
+              name, obs_qos, [this, env, srcs, name](std::shared_ptr<const std_msgs::msg::String> m) {
+                const TimePoint t = Clock::now();
+                std::lock_guard<std::mutex> lock(mu_);
+                for (std::size_t s : srcs) complain(name, shared_.put_text(s, env, m->data, t));
+                notify_data();
+              }));
+        }
+      }
+    }
+
+    for (std::size_t env = 0; env < n; env++) {
+      const std::string &ns = namespaces_[env];
+      if (!reward_topic_.empty())
+        subs_.push_back(create_subscription<std_msgs::msg::Float64>(
+            env_topic(ns, reward_topic_), qos, [this, env](std::shared_ptr<const std_msgs::msg::Float64> m) {
+              std::lock_guard<std::mutex> lock(mu_);
+              shared_.add_reward(env, m->data, Clock::now());
+              notify_data();
+            }));
+      if (!terminated_topic_.empty())
+        subs_.push_back(create_subscription<std_msgs::msg::Bool>(
+            env_topic(ns, terminated_topic_), qos, [this, env](std::shared_ptr<const std_msgs::msg::Bool> m) {
+              std::lock_guard<std::mutex> lock(mu_);
+              shared_.put_terminated(env, m->data, Clock::now());
+              notify_data();
+            }));
+      if (!truncated_topic_.empty())
+        subs_.push_back(create_subscription<std_msgs::msg::Bool>(
+            env_topic(ns, truncated_topic_), qos, [this, env](std::shared_ptr<const std_msgs::msg::Bool> m) {
+              std::lock_guard<std::mutex> lock(mu_);
+              shared_.put_truncated(env, m->data, Clock::now());
+              notify_data();
+            }));
+      action_pubs_.push_back(create_publisher<std_msgs::msg::Float64MultiArray>(env_topic(ns, action_topic_), qos));
+      if (publish_trajectory_)
+        trajectory_pubs_.push_back(
+            create_publisher<trajectory_msgs::msg::JointTrajectory>(env_topic(ns, trajectory_topic_), qos));
+      if (!reset_service_.empty())
+        reset_clients_.push_back(create_client<std_srvs::srv::Trigger>(env_topic(ns, reset_service_)));
+    }
+
+    stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
+    if (stats_period_s_ > 0)
+      stats_timer_ = create_wall_timer(seconds_param(stats_period_s_), [this] { publish_stats(); });
+    if (!lockstep_)
+      control_timer_ = create_wall_timer(seconds_param(1.0 / control_rate_hz_), [this] {
+        // The tick only wakes the runner thread: a tick that comes while
+        // it is still busy (an infer waiting) is taken when it is done.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          tick_ = true;
+        }
+        cv_.notify_one();
+      });
+
+    RCLCPP_INFO(get_logger(), "%zu env(s) (%s%s), %zu observation source(s), %s, server %s", n,
+                namespaces_[0].empty() ? "no namespace" : "namespaces ", namespaces_[0].c_str(), sources_.size(),
+                lockstep_ ? "lockstep (a step when every env's data has come)"
+                          : ("control timer at " + std::to_string(control_rate_hz_) + " Hz").c_str(),
+                url_.c_str());
+  }
+
+  // A message that did not fit its source: warn, at most every 2 s.
+  void complain(const std::string &topic, const std::string &why) {
+    if (why.empty()) return;
+    RCLCPP_WARN_THROTTLE(get_logger(), *get_clock(), 2000, "%s: %s (message ignored)", topic.c_str(), why.c_str());
+  }
+
+  // In lockstep, data is what wakes the runner thread. Called under mu_.
+  void notify_data() {
+    if (!lockstep_) return;
+    tick_ = true;
+    cv_.notify_one();
+  }
+
+  // ---------------------------------------------------------------- output
+
+  void publish_command(std::size_t env, const std::vector<double> &command, bool hold) {
+    std_msgs::msg::Float64MultiArray msg;
+    msg.layout.dim.resize(1);
+    msg.layout.dim[0].label = hold ? "hold" : "action";
+    msg.layout.dim[0].size = static_cast<uint32_t>(command.size());
+    msg.layout.dim[0].stride = static_cast<uint32_t>(command.size());
+    msg.data = command;
+    action_pubs_[env]->publish(msg);
+    if (publish_trajectory_) publish_trajectory(env, command);
+  }
+
+  // The trajectory of the steps known: libplugrl's runner hands out one
+  // step at a time, so this is the current step (see README.md).
+  void publish_trajectory(std::size_t env, const std::vector<double> &command) {
+    trajectory_msgs::msg::JointTrajectory msg;
+    msg.header.stamp = now();
+    for (std::size_t j = 0; j < command.size(); j++)
+      msg.joint_names.push_back(j < trajectory_joints_.size() ? trajectory_joints_[j] : "a" + std::to_string(j));
+    const Duration dt = std::chrono::duration_cast<Duration>(seconds_param(
+        trajectory_dt_s_ > 0 ? trajectory_dt_s_ : (lockstep_ ? 0.01 : 1.0 / control_rate_hz_)));
+    CommandBook identity(1, HoldMode::Zeros);  // the command is already scaled and clipped
+    for (const TrajectoryPoint &p : trajectory_points(command.data(), 1, command.size(), dt, identity)) {
+      trajectory_msgs::msg::JointTrajectoryPoint point;
+      if (trajectory_field_ == "positions") point.positions = p.values;
+      else if (trajectory_field_ == "velocities") point.velocities = p.values;
+      else if (trajectory_field_ == "accelerations") point.accelerations = p.values;
+      else point.effort = p.values;
+      point.time_from_start = rclcpp::Duration(std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_from_start));
+      msg.points.push_back(point);
+    }
+    trajectory_pubs_[env]->publish(msg);
+  }
+
+  void request_reset(std::size_t env) {
+    if (reset_clients_.empty()) {
+      // No reset service: the robot starts its next episode by itself.
+      std::lock_guard<std::mutex> lock(mu_);
+      shared_.put_reset_answer(env, true, Clock::now());
+      return;
+    }
+    auto &client = reset_clients_[env];
+    if (!client->service_is_ready())
+      RCLCPP_WARN_THROTTLE(get_logger(), *get_clock(), 2000, "reset service %s is not available (yet)",
+                           client->get_service_name());
+    auto request = std::make_shared<std_srvs::srv::Trigger::Request>();
+    // The client keeps the request until its answer runs the callback.
+    auto pending = client->async_send_request(request, [this, env](rclcpp::Client<std_srvs::srv::Trigger>::SharedFuture future) {
+      bool ok = false;
+      std::string message;
+      try {
+        auto response = future.get();
+        ok = response->success;
+        message = response->message;
+      } catch (const std::exception &e) {
+        message = e.what();
+      }
+      if (!ok) RCLCPP_ERROR(get_logger(), "reset of env %zu failed: %s", env, message.c_str());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        shared_.put_reset_answer(env, ok, Clock::now());
+        tick_ = true;
+      }
+      cv_.notify_one();
+    });
+    (void)pending;
+  }
+
+  void publish_stats() {
+    plugrl_statistics st{};
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      if (!runner_) return;
+      try {
+        st = runner_->stats();
+      } catch (const plugrl::Error &) {
+        return;
+      }
+    }
+    std_msgs::msg::String msg;
+    msg.data = stats_json(st, episodes_.load(), holds_.load(), phase_name_.load());
+    stats_pub_->publish(msg);
+  }
+
+  // ---------------------------------------------------------------- the runner thread
+
+  void log_from_library(int level, const char *message) {
+    switch (level) {
+      case PLUGRL_LOG_DEBUG: RCLCPP_DEBUG(get_logger(), "libplugrl: %s", message); break;
+      case PLUGRL_LOG_INFO: RCLCPP_INFO(get_logger(), "libplugrl: %s", message); break;
+      case PLUGRL_LOG_WARN: RCLCPP_WARN(get_logger(), "libplugrl: %s", message); break;
+      default: RCLCPP_ERROR(get_logger(), "libplugrl: %s", message); break;
+    }
+  }
+
+  void runner_main() {
+    int rc = 0;
+    try {
+      rc = run();
+    } catch (const plugrl::Error &e) {
+      if (stop_.load() && e.status() == PLUGRL_INTERRUPTED) {
+        rc = 0;
+      } else {
+        RCLCPP_ERROR(get_logger(), "%s", e.what());
+        rc = 1;
+      }
+    } catch (const std::exception &e) {
+      RCLCPP_ERROR(get_logger(), "%s", e.what());
+      rc = 1;
+    }
+    exit_code_.store(rc);
+    // The run is over by itself (server stop, max_episodes, an error): end
+    // the process's spin unless asked to stay.
+    if (!stop_.load() && (shutdown_on_stop_ || rc != 0) && rclcpp::ok()) rclcpp::shutdown();
+  }
+
+  int run() {
+    const std::size_t n = namespaces_.size();
+    plugrl::Options options(url_);
+    if (!api_key_.empty()) options.api_key(api_key_);
+    options.connect_timeout_ms(static_cast<int32_t>(connect_timeout_ms_))
+        .metadata_timeout_ms(static_cast<int32_t>(connect_timeout_ms_))
+        .receive_timeout_ms(static_cast<int32_t>(receive_timeout_ms_))
+        .close_timeout_ms(static_cast<int32_t>(close_timeout_ms_))
+        .max_reconnects(static_cast<int32_t>(max_reconnects_))
+        .log([this](int level, const char *message) { log_from_library(level, message); });
+
+    RCLCPP_INFO(get_logger(), "connecting to %s", url_.c_str());
+    // plugrl_open cannot be interrupted: a stop during it waits up to
+    // connect_timeout_ms (see README.md).
+    plugrl::Client client(options);
+    client_handle_.store(client.handle());
+    if (stop_.load()) return 0;
+    RCLCPP_INFO(get_logger(), "connected: server %s, algorithm %s, policy %s, action_horizon %lld, action_dim %lld",
+                client.metadata_string("server").value_or("?").c_str(),
+                client.metadata_string("algorithm").value_or("?").c_str(),
+                client.metadata_string("policy").value_or("?").c_str(),
+                static_cast<long long>(client.action_horizon().value_or(0)),
+                static_cast<long long>(client.action_dim().value_or(0)));
+    if (publish_trajectory_ && client.action_horizon().value_or(1) > 1)
+      RCLCPP_WARN(get_logger(), "the trajectory holds the current step only: libplugrl's runner does not hand out "
+                                "the rest of its chunk");
+
+    wait_for_peers();
+    int rc = 0;
+    {
+      plugrl::Runner runner(client, n);
+      runner_handle_.store(runner.handle());
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        runner_ = &runner;
+      }
+      rc = control_loop(runner);
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        runner_ = nullptr;
+      }
+      runner_handle_.store(nullptr);
+    }
+    // Close frame 1000 (SPEC 7.5), when the connection is still up.
+    client_handle_.store(nullptr);
+    client.close();
+    RCLCPP_INFO(get_logger(), "client closed");
+    return rc;
+  }
+
+  // A message published before DDS has matched its reader is lost (the
+  // topics are volatile): wait until every command topic has a subscriber
+  // and every subscribed topic a publisher, then a little longer for the
+  // other side's matching to finish; after 5 s go on, and say what is
+  // missing.
+  void wait_for_peers() {
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!stop_.load()) {
+      std::string missing;
+      for (const auto &pub : action_pubs_)
+        if (pub->get_subscription_count() == 0) missing += std::string(" ") + pub->get_topic_name();
+      for (const auto &sub : subs_)
+        if (sub->get_publisher_count() == 0) missing += std::string(" ") + sub->get_topic_name();
+      if (missing.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return;
+      }
+      if (Clock::now() > deadline) {
+        RCLCPP_WARN(get_logger(), "no peer yet on:%s; going on", missing.c_str());
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  int control_loop(plugrl::Runner &runner) {
+    const std::size_t n = namespaces_.size();
+    std::ofstream csv;
+    if (!episode_csv_.empty()) {
+      csv.open(episode_csv_, std::ios::out | std::ios::trunc);
+      if (!csv) throw std::runtime_error("cannot write episode_csv " + episode_csv_);
+      csv << episode_csv_header() << "\n" << std::flush;
+    }
+
+    Controller::Config cfg;
+    cfg.num_envs = n;
+    cfg.mode = lockstep_ ? Mode::Lockstep : Mode::Timer;
+    cfg.max_obs_age = std::chrono::duration_cast<Duration>(seconds_param(max_obs_age_s_));
+    cfg.reset_timeout = std::chrono::duration_cast<Duration>(seconds_param(reset_timeout_s_));
+    cfg.reward_topic = !reward_topic_.empty();
+    cfg.terminated_topic = !terminated_topic_.empty();
+    cfg.truncated_topic = !truncated_topic_.empty();
+    cfg.max_episodes = max_episodes_;
+
+    Controller::Hooks hooks;
+    hooks.snapshot = [this](InputState &dst) {
+      std::lock_guard<std::mutex> lock(mu_);
+      shared_.drain_into(dst);
+    };
+    bool first_act = true;
+    hooks.act = [&](const plugrl::Observation &obs, std::vector<double> &actions) {
+      if (first_act) {
+        RCLCPP_INFO(get_logger(), "first observation complete: asking the server for actions");
+        first_act = false;
+      }
+      return runner.act(obs, actions);
+    };
+    hooks.report = [&](const plugrl::Observation &obs, const std::vector<double> &rewards,
+                       const std::vector<uint8_t> &terminated, const std::vector<uint8_t> &truncated,
+                       const std::vector<uint8_t> &success) {
+      return runner.report(obs, rewards, terminated, truncated, success);
+    };
+    hooks.publish = [this](std::size_t env, const std::vector<double> &command, bool hold) {
+      publish_command(env, command, hold);
+    };
+    hooks.request_reset = [this](std::size_t env) { request_reset(env); };
+    hooks.on_episode = [&](const EpisodeRecord &e) {
+      if (csv.is_open()) csv << episode_csv_line(e) << "\n" << std::flush;
+      if (log_episodes_)
+        RCLCPP_INFO(get_logger(), "episode %lld (env %zu): return %g, length %lld%s", static_cast<long long>(e.number),
+                    e.env, e.episode_return, static_cast<long long>(e.length), e.success ? ", success" : "");
+    };
+    hooks.log = [this](Controller::Level level, const std::string &message) {
+      switch (level) {
+        case Controller::Level::Debug: RCLCPP_DEBUG(get_logger(), "%s", message.c_str()); break;
+        case Controller::Level::Info: RCLCPP_INFO(get_logger(), "%s", message.c_str()); break;
+        case Controller::Level::Warn: RCLCPP_WARN(get_logger(), "%s", message.c_str()); break;
+        case Controller::Level::Error: RCLCPP_ERROR(get_logger(), "%s", message.c_str()); break;
+      }
+    };
+    CommandBook book(n, hold_mode_, action_scale_, action_clip_ ? std::optional<double>(action_clip_->first)
+                                                                : std::nullopt,
+                     action_clip_ ? std::optional<double>(action_clip_->second) : std::nullopt);
+    Controller controller(cfg, InputState(sources_, n), std::move(book), std::move(hooks));
+
+    uint64_t reconnects_seen = 0;
+    // How long the thread sleeps without news: in lockstep, it re-checks
+    // staleness this often; with a timer, ticks wake it.
+    const auto idle_wait = lockstep_ ? std::chrono::milliseconds(10) : std::chrono::milliseconds(100);
+    while (!stop_.load()) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, idle_wait, [this] { return tick_ || stop_.load(); });
+        tick_ = false;
+      }
+      if (stop_.load()) break;
+      Controller::Result result = Controller::Result::Waiting;
+      try {
+        result = controller.wake(Clock::now());
+      } catch (const plugrl::Error &e) {
+        if (stop_.load()) break;  // interrupted for the shutdown
+        // The runner rides through reconnects by itself; what comes here
+        // (a timeout, a server error) is logged, and the next tick retries.
+        RCLCPP_ERROR_THROTTLE(get_logger(), *get_clock(), 1000, "plugrl: %s; retrying", e.what());
+      }
+      episodes_.store(controller.episodes());
+      holds_.store(controller.holds());
+      phase_name_.store(controller.phase_name());
+
+      const plugrl_statistics st = runner.stats();
+      if (st.reconnects != reconnects_seen) {
+        RCLCPP_WARN(get_logger(),
+                    "reconnected to the server (%llu in all: %llu resync, %llu feedback timeout, %llu own timeout, "
+                    "%llu lost, %llu other); %llu feedback rows dropped so far",
+                    static_cast<unsigned long long>(st.reconnects),
+                    static_cast<unsigned long long>(st.reconnects_resync),
+                    static_cast<unsigned long long>(st.reconnects_feedback_timeout),
+                    static_cast<unsigned long long>(st.reconnects_timeout),
+                    static_cast<unsigned long long>(st.reconnects_lost),
+                    static_cast<unsigned long long>(st.reconnects_other),
+                    static_cast<unsigned long long>(st.feedback_rows_dropped));
+        reconnects_seen = st.reconnects;
+      }
+      if (result == Controller::Result::Stopped) {
+        RCLCPP_INFO(get_logger(), "the server stopped the run (plugrl-server-stop) after %lld episodes",
+                    static_cast<long long>(controller.episodes()));
+        break;
+      }
+      if (result == Controller::Result::Finished) {
+        RCLCPP_INFO(get_logger(), "max_episodes (%lld) episodes done", static_cast<long long>(max_episodes_));
+        break;
+      }
+    }
+    if (stop_.load()) RCLCPP_INFO(get_logger(), "shutting down: runner stopped");
+    try {
+      publish_stats();  // the final counts (a no-op once the context is shut down)
+    } catch (const std::exception &) {
+    }
+    return 0;
+  }
+
+  // Parameters.
+  std::string url_, api_key_;
+  int64_t connect_timeout_ms_ = 0, receive_timeout_ms_ = 0, close_timeout_ms_ = 0, max_reconnects_ = 0;
+  double control_rate_hz_ = 0, max_obs_age_s_ = 0, reset_timeout_s_ = 0, stats_period_s_ = 0;
+  double trajectory_dt_s_ = 0, action_scale_ = 1;
+  bool qos_best_effort_ = false, publish_trajectory_ = false, log_episodes_ = true, shutdown_on_stop_ = true;
+  bool lockstep_ = false;
+  std::vector<std::string> namespaces_, trajectory_joints_;
+  std::vector<SourceSpec> sources_;
+  std::string reward_topic_, terminated_topic_, truncated_topic_, action_topic_, reset_service_;
+  std::string trajectory_topic_, trajectory_field_, episode_csv_;
+  HoldMode hold_mode_ = HoldMode::Zeros;
+  std::optional<std::pair<double, double>> action_clip_;
+  int64_t max_episodes_ = 0;
+
+  // Written by the executor's callbacks, drained by the runner thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  InputState shared_;
+  bool tick_ = false;
+
+  // The runner thread, and what other threads may touch of it.
+  std::thread runner_thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<plugrl_client *> client_handle_{nullptr};
+  std::atomic<plugrl_runner *> runner_handle_{nullptr};
+  std::atomic<int> exit_code_{0};
+  std::atomic<int64_t> episodes_{0};
+  std::atomic<uint64_t> holds_{0};
+  std::atomic<const char *> phase_name_{"connecting"};
+  std::mutex stats_mu_;
+  plugrl::Runner *runner_ = nullptr;  // under stats_mu_
+
+  std::vector<rclcpp::SubscriptionBase::SharedPtr> subs_;
+  std::vector<rclcpp::Publisher<std_msgs::msg::Float64MultiArray>::SharedPtr> action_pubs_;
+  std::vector<rclcpp::Publisher<trajectory_msgs::msg::JointTrajectory>::SharedPtr> trajectory_pubs_;
+  std::vector<rclcpp::Client<std_srvs::srv::Trigger>::SharedPtr> reset_clients_;
+  rclcpp::Publisher<std_msgs::msg::String>::SharedPtr stats_pub_;
+  rclcpp::TimerBase::SharedPtr stats_timer_, control_timer_;
+  std::optional<rclcpp::OnShutdownCallbackHandle> shutdown_handle_;
+};
+
+}  // namespace plugrl_ros2
+
+int main(int argc, char **argv) {
+  rclcpp::init(argc, argv);
+  // rclcpp::init installed SIGINT/SIGTERM handlers without SA_ONSTACK; the
+  // Go runtime in libplugrl needs it (plugrl.h, PROCESS FACTS).
+  const int fixed = plugrl_fix_signal_handlers();
+  int rc = 0;
+  try {
+    auto node = std::make_shared<plugrl_ros2::EnvNode>();
+    RCLCPP_INFO(node->get_logger(), "libplugrl %s; plugrl_fix_signal_handlers() gave %d handler(s) SA_ONSTACK",
+                plugrl::version().c_str(), fixed);
+    node->start();
+    rclcpp::executors::SingleThreadedExecutor executor;
+    executor.add_node(node);
+    executor.spin();  // until Ctrl-C, or the run ends (rclcpp::shutdown)
+    node->stop();
+    rc = node->exit_code();
+  } catch (const std::exception &e) {
+    RCLCPP_FATAL(rclcpp::get_logger("plugrl_env_node"), "%s", e.what());
+    rc = 1;
+  }
+  if (rclcpp::ok()) rclcpp::shutdown();
+  return rc;
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# plugrl_ros2's nodes for real (called by tests/ros2.sh where rclcpp is
+# found; needs a sourced ROS 2):
+#
+#   ros2_nodes.sh PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY
+#
+# 1. Learning through DDS: cartpole_sim_node (8 MuJoCo cartpoles, a step
+#    per command, seed 1) and plugrl_env_node (lockstep) against `plugrl
+#    serve --policy random` for 200 episodes, then `--policy cem --seed 1`
+#    for 320: passes when cem's last 40 episodes' mean return is at least 3
+#    times its first 40's and 5 times the random policy's (as
+#    tests/cartpole_learns.sh asks of the C++ demo).
+# 2. Shutdown: 20 times, plugrl_env_node against a server that never
+#    answers (plugrl-hostile slow-action), SIGINT once its infer waits:
+#    in each run the node must stop (rclcpp's signal handler to its client
+#    closed, from its log) within 100 ms and the process exit 0 within 1 s.
+# ROS_DOMAIN_ID is chosen per run so that parallel runs do not meet.
+set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [[ $# -ne 3 ]]; then
+  echo "usage: $0 PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY" >&2
+  exit 2
+fi
+bin=$1 nodes=$2 plot=$3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  [[ -n ${PLUGRL_ROS2_KEEP:-} ]] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+[[ -z ${PLUGRL_ROS2_KEEP:-} ]] || echo "logs: $tmp"
+
+export ROS_DOMAIN_ID=${ROS_DOMAIN_ID_FOR_TEST:-$((100 + $$ % 100))}
+export ROS_LOCALHOST_ONLY=1
+export RCUTILS_COLORIZED_OUTPUT=0
+
+envs=8
+ns=$(seq -s, -f 'cart_%g' 0 $((envs - 1)))
+cat >"$tmp/params.yaml" <<YAML
+plugrl_env_node:
+  ros__parameters:
+    control_rate_hz: 0.0
+    max_obs_age_s: 2.0
+    env_namespaces: [$ns]
+    observation:
+      names: [qpos, qvel]
+      qpos: {topic: joint_states, type: joint_position, joints: [slider, hinge]}
+      qvel: {topic: joint_states, type: joint_velocity, joints: [slider, hinge]}
+    action_topic: effort
+    action_clip: [-1.0, 1.0]
+    publish_trajectory: true
+    trajectory_joints: [slider]
+    trajectory_field: effort
+    log_episodes: false
+cartpole_sim_node:
+  ros__parameters:
+    num_envs: $envs
+    seed: 1
+    max_steps: 500
+    step_on_command: true
+YAML
+
+# start_sim LOG: cartpole_sim_node in the background; sets sim_pid.
+start_sim() {
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" >"$1" 2>&1 &
+  sim_pid=$!
+  pids+=("$sim_pid")
+}
+
+stop() { # PID: SIGINT, then wait
+  kill -INT "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# learn POLICY EPISODES CSV
+learn() {
+  local policy=$1 episodes=$2 csv=$3 url rc=0 start=$SECONDS
+  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy "$policy" --horizon 1 --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$tmp/$policy-serve.log" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  url=$(wait_url "$tmp/$policy-serve.log" "$server") || {
+    echo "FAIL: plugrl serve printed no URL: $(cat "$tmp/$policy-serve.log")" >&2
+    exit 1
+  }
+  start_sim "$tmp/$policy-sim.log"
+  timeout -s INT -k 5 600 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p "url:=$url" -p "max_episodes:=$episodes" -p "episode_csv:=$csv" >"$tmp/$policy-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  if [[ $rc -ne 0 ]]; then
+    echo "FAIL: plugrl_env_node ($policy) exited $rc; its log:" >&2
+    tail -n 40 "$tmp/$policy-env.log" >&2
+    echo "---- cartpole_sim_node" >&2
+    tail -n 10 "$tmp/$policy-sim.log" >&2
+    exit 1
+  fi
+  echo "$policy: $(($(wc -l <"$csv") - 1)) episodes through DDS in $((SECONDS - start)) s"
+  grep -E 'connected:|reconnect|holding' "$tmp/$policy-env.log" | head -n 5 | sed 's/^/    /'
+}
+
+echo "== learning through ROS 2: $envs cartpoles, cartpole_sim_node + plugrl_env_node (ROS_DOMAIN_ID=$ROS_DOMAIN_ID)"
+learn random 200 "$tmp/random.csv"
+learn cem 320 "$tmp/cem.csv"
+python3 "$plot" "$tmp/cem.csv" --random "$tmp/random.csv" --window 40 \
+  --require-gain 3 --require-ratio 5 --out "$tmp/returns.svg" \
+  --title "MuJoCo cartpole through ROS 2 (plugrl_env_node, $envs envs) learning with plugrl serve --policy cem"
+echo "PASS: the cartpole learns through ROS 2"
+
+echo "== shutdown: SIGINT while an infer waits (plugrl-hostile slow-action), 20 runs, each must exit 0 within 1 s"
+"$bin/plugrl-hostile" --scenario slow-action --action-delay 60s -h 1 -d 1 -v </dev/null \
+  >"$tmp/hostile.out" 2>"$tmp/hostile.err" &
+hostile=$!
+pids+=("$hostile")
+url=$(wait_url "$tmp/hostile.out" "$hostile") || {
+  echo "FAIL: plugrl-hostile printed no URL" >&2
+  exit 1
+}
+start_sim "$tmp/shutdown-sim.log"
+times=()
+stops=()
+fails=0
+for i in $(seq 20); do
+  log=$tmp/shutdown-$i.log
+  "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" \
+    -p receive_timeout_ms:=120000 >"$log" 2>&1 &
+  node=$!
+  pids+=("$node")
+  waited=0
+  until grep -qs 'asking the server for actions' "$log"; do
+    sleep 0.05
+    waited=$((waited + 1))
+    if [[ $waited -gt 400 ]] || ! kill -0 "$node" 2>/dev/null; then
+      echo "FAIL: run $i: plugrl_env_node never asked for actions; its log:" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+  done
+  sleep 0.3 # the infer is sent and waits for the server
+  t0=$(date +%s.%N)
+  kill -INT "$node"
+  rc=0
+  # A hung node is killed after 5 s (and fails).
+  (sleep 5 && kill -KILL "$node" 2>/dev/null) &
+  watchdog=$!
+  wait "$node" || rc=$?
+  t1=$(date +%s.%N)
+  kill "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
+  times+=("$took")
+  # The node's own stop: from rclcpp's signal handler to the client closed
+  # (the rest of the exit is rclcpp and DDS tearing down).
+  stop_ms=$(awk -F'[][]' '/signal_handler/ {s=$4} /client closed/ {c=$4} END{if (s && c) printf "%.1f", (c-s)*1000; else print "?"}' "$log")
+  stops+=("$stop_ms")
+  verdict=ok
+  if [[ $rc -ne 0 || $stop_ms == "?" ]] || awk "BEGIN{exit !($took > 1.0 || $stop_ms > 100)}"; then
+    verdict="FAIL (exit $rc)"
+    fails=$((fails + 1))
+    tail -n 15 "$log" | sed 's/^/    /'
+  fi
+  echo "run $i: SIGINT -> node stopped in ${stop_ms} ms, process exited $rc in ${took} s: $verdict"
+done
+stop "$sim_pid"
+printf '%s\n' "${stops[@]}" | sort -n | awk '{t[NR]=$1} END{printf "node stop (signal handler to client closed), 20 runs: min %.1f ms, median %.1f ms, max %.1f ms\n", t[1], (t[10]+t[11])/2, t[NR]}'
+printf '%s\n' "${times[@]}" | sort -n | awk '{t[NR]=$1} END{printf "process exit after SIGINT, 20 runs: min %.3f s, median %.3f s, max %.3f s\n", t[1], (t[10]+t[11])/2, t[NR]}'
+if [[ $fails -ne 0 ]]; then
+  echo "FAIL: $fails of 20 shutdowns failed" >&2
+  exit 1
+fi
+echo "PASS: on SIGINT while an infer waits plugrl_env_node stops within 100 ms and exits 0 within 1 s, 20 of 20 runs"
