@@ -85,35 +85,12 @@ func (f *fdConn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if f.nonblock {
-		return f.tryRead(p)
+		return f.recv(p, false)
 	}
 	if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, false); err != nil {
 		return 0, err
 	}
-	for {
-		n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
-		switch e {
-		case 0:
-			if n == 0 {
-				return 0, io.EOF
-			}
-			return int(n), nil
-		case syscall.EINTR:
-			// With a socket timeout set, Linux ends the wait with EINTR
-			// at every signal, SA_RESTART or not: a signal every few ms
-			// would restart the timeout for ever unless the deadline is
-			// checked here.
-			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, false); err != nil {
-				return 0, err
-			}
-		case syscall.EAGAIN: // SO_RCVTIMEO ran out
-			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, true); err != nil {
-				return 0, err
-			}
-		default:
-			return 0, os.NewSyscallError("recvfrom", e)
-		}
-	}
+	return f.recv(p, true)
 }
 
 // tryRead reads without waiting; nothing to read is os.ErrDeadlineExceeded.
@@ -121,17 +98,41 @@ func (f *fdConn) tryRead(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	return f.recv(p, false)
+}
+
+// recv receives into p (not empty). With wait it blocks up to the read
+// deadline, armed as SO_RCVTIMEO; without, nothing to read is
+// os.ErrDeadlineExceeded.
+func (f *fdConn) recv(p []byte, wait bool) (int, error) {
 	for {
-		// MSG_DONTWAIT never blocks, so the scheduler need not know.
-		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_DONTWAIT, 0, 0)
-		switch e {
-		case 0:
-			if n == 0 {
-				return 0, io.EOF
-			}
+		var n uintptr
+		var e syscall.Errno
+		if wait {
+			n, _, e = syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
+		} else {
+			// MSG_DONTWAIT never blocks, so the scheduler need not know.
+			n, _, e = syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_DONTWAIT, 0, 0)
+		}
+		switch {
+		case e == 0 && n == 0:
+			return 0, io.EOF
+		case e == 0:
 			return int(n), nil
-		case syscall.EINTR:
-		case syscall.EAGAIN:
+		case e == syscall.EINTR && wait:
+			// With a socket timeout set, Linux ends the wait with EINTR
+			// at every signal, SA_RESTART or not: a signal every few ms
+			// would restart the timeout for ever unless the deadline is
+			// checked here.
+			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, false); err != nil {
+				return 0, err
+			}
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN && wait: // SO_RCVTIMEO ran out
+			if err := f.arm(syscall.SO_RCVTIMEO, &f.rto, &f.rdl, true); err != nil {
+				return 0, err
+			}
+		case e == syscall.EAGAIN:
 			return 0, os.ErrDeadlineExceeded
 		default:
 			return 0, os.NewSyscallError("recvfrom", e)
