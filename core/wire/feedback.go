@@ -34,11 +34,9 @@ type Feedback struct {
 func EncodeFeedback(m *Message, f *Feedback) error {
 	var v reqView
 	f.view(&v)
-	if m.planMatch(&v) {
-		m.planRefresh(&v)
+	if m.planned(&v) {
 		return nil
 	}
-	m.Reset()
 	n := len(f.EnvIndices)
 	if n == 0 {
 		return invalidf("feedback: no env indices")

@@ -23,11 +23,9 @@ type Infer struct {
 func EncodeInfer(m *Message, in *Infer) error {
 	var v reqView
 	in.view(&v)
-	if m.planMatch(&v) {
-		m.planRefresh(&v)
+	if m.planned(&v) {
 		return nil
 	}
-	m.Reset()
 	n := len(in.EnvIndices)
 	if n == 0 {
 		return invalidf("infer: no env indices; an infer names at least one env")

@@ -59,9 +59,7 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 		}
 		dst = append(dst, '[')
 		for i := 0; i < n; i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
+			dst = comma(dst, i)
 			if dst, rest, err = appendJSON(dst, rest, depth+1, inKey); err != nil {
 				return dst, b, err
 			}
@@ -81,9 +79,7 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 		}
 		dst = append(dst, '{')
 		for i := 0; i < n; i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
+			dst = comma(dst, i)
 			switch msgp.NextType(rest) {
 			case msgp.StrType, msgp.BinType:
 				var k []byte
@@ -146,25 +142,19 @@ func appendArrayJSON(dst, b []byte) ([]byte, []byte, error) {
 	dst = appendJSONString(dst, a.DType.AppendTo(nil))
 	dst = append(dst, `,"shape":[`...)
 	for i, d := range a.Shape {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
+		dst = comma(dst, i)
 		dst = strconv.AppendInt(dst, int64(d), 10)
 	}
 	dst = append(dst, `],"data":[`...)
 	if a.DType.Kind == 'U' {
 		for i, s := range DecodeUTF32(a.Data, a.DType) {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
+			dst = comma(dst, i)
 			dst = appendJSONString(dst, []byte(s))
 		}
 	} else {
 		size := a.DType.ItemSize()
 		for i := 0; i+size <= len(a.Data); i += size {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
+			dst = comma(dst, i)
 			dst = appendScalarJSON(dst, elementScalar(a.DType, a.Data[i:]))
 		}
 	}
@@ -189,4 +179,12 @@ func appendJSONString(dst, s []byte) []byte {
 		i += size
 	}
 	return append(dst, '"')
+}
+
+// comma appends the separator before element i of a JSON array or object.
+func comma(dst []byte, i int) []byte {
+	if i > 0 {
+		dst = append(dst, ',')
+	}
+	return dst
 }

@@ -74,19 +74,21 @@ func field[T int | int64 | float32 | float64 | bool](v *reqView, s, cmp uint8, x
 	v.cmp[s] = cmp
 }
 
+// request puts in v the fields infer and feedback share.
+func (v *reqView) request(kind uint8, envs, steps []int64, obs *Observation, rows []int) {
+	v.kind, v.obs = kind, obs
+	field(v, srcEnvs, cmpBytes, envs)
+	field(v, srcSteps, cmpLen, steps)
+	field(v, srcRows, cmpBytes, rows)
+}
+
 func (in *Infer) view(v *reqView) {
-	v.kind, v.obs = planInfer, in.Obs
-	field(v, srcEnvs, cmpBytes, in.EnvIndices)
-	field(v, srcSteps, cmpLen, in.StepIDs)
+	v.request(planInfer, in.EnvIndices, in.StepIDs, in.Obs, in.ObsRows)
 	field(v, srcReuse, cmpFlags, in.Reuse)
-	field(v, srcRows, cmpBytes, in.ObsRows)
 }
 
 func (f *Feedback) view(v *reqView) {
-	v.kind, v.obs = planFeedback, f.Obs
-	field(v, srcEnvs, cmpBytes, f.EnvIndices)
-	field(v, srcSteps, cmpLen, f.StepIDs)
-	field(v, srcRows, cmpBytes, f.ObsRows)
+	v.request(planFeedback, f.EnvIndices, f.StepIDs, f.Obs, f.ObsRows)
 	field(v, srcRewards, cmpLen, f.Rewards)
 	field(v, srcTerminated, cmpFlags, f.Terminated)
 	field(v, srcTruncated, cmpFlags, f.Truncated)
@@ -150,6 +152,18 @@ type arrKey struct {
 	dataLen int
 	ndim    int
 	name    int // end of the name in strs
+}
+
+// planned reports whether the request v views matched the plan, its
+// segments now pointing at the request's memory; if not, m is reset for a
+// fresh encoding.
+func (m *Message) planned(v *reqView) bool {
+	if m.planMatch(v) {
+		m.planRefresh(v)
+		return true
+	}
+	m.Reset()
+	return false
 }
 
 // planMatch reports whether the request v views has the structure of the
