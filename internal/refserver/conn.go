@@ -180,20 +180,11 @@ func (c *conn) loop() {
 	cfg := &c.s.cfg
 	faults := &cfg.Faults
 	for {
-		op, msg, err := c.readMessage()
-		if err != nil {
-			c.readFailed(err, false)
+		in := receive(c, time.Time{}, wire.DecodeInfer)
+		if in == nil {
 			return
 		}
-		if op == ws.OpText {
-			c.refuseText()
-			return
-		}
-		in, err := wire.DecodeInfer(msg)
-		if err != nil {
-			c.refuse(msg, err)
-			return
-		}
+		var err error
 		k := int(c.s.infers.Add(1))
 		rec := Received{Conn: c.id, Type: wire.TypeInfer, Exchange: k, EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Reuse: in.Reuse}
 		obs, reused := &in.Obs, 0
@@ -250,20 +241,8 @@ func (c *conn) loop() {
 			return
 		}
 
-		c.setReadDeadline(time.Now().Add(cfg.FeedbackTimeout))
-		op, msg, err = c.readMessage()
-		c.setReadDeadline(time.Time{})
-		if err != nil {
-			c.readFailed(err, true)
-			return
-		}
-		if op == ws.OpText {
-			c.refuseText()
-			return
-		}
-		fb, err := wire.DecodeFeedback(msg)
-		if err != nil {
-			c.refuse(msg, err)
+		fb := receive(c, time.Now().Add(cfg.FeedbackTimeout), wire.DecodeFeedback)
+		if fb == nil {
 			return
 		}
 		rec = Received{
@@ -306,6 +285,35 @@ func (c *conn) loop() {
 			return
 		}
 	}
+}
+
+// receive reads the next message, by the deadline feedbackBy when awaiting
+// a feedback (zero otherwise), and decodes it as a client's request; nil
+// means the connection has ended (the reason handled: a read failure, a
+// text frame, a message decode refuses).
+func receive[T any](c *conn, feedbackBy time.Time, decode func([]byte) (*T, error)) *T {
+	awaitingFeedback := !feedbackBy.IsZero()
+	if awaitingFeedback {
+		c.setReadDeadline(feedbackBy)
+	}
+	op, msg, err := c.readMessage()
+	if awaitingFeedback {
+		c.setReadDeadline(time.Time{})
+	}
+	if err != nil {
+		c.readFailed(err, awaitingFeedback)
+		return nil
+	}
+	if op == ws.OpText {
+		c.refuseText()
+		return nil
+	}
+	v, err := decode(msg)
+	if err != nil {
+		c.refuse(msg, err)
+		return nil
+	}
+	return v
 }
 
 // act runs the policy on a zeroed [h, n, da] chunk.
