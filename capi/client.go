@@ -196,6 +196,15 @@ func (h *clientHandle) copyOut(s []byte, buf *C.char, size C.size_t, length *C.s
 	return C.PLUGRL_OK
 }
 
+// clearOut sets a metadata lookup's outputs to "not present" before it
+// looks: what the caller sees if the key is absent.
+func clearOut(present *C.int, length *C.size_t) {
+	*present = 0
+	if length != nil {
+		*length = 0
+	}
+}
+
 //export plugrl__go_metadata_string
 func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
 	h, st := use(p)
@@ -206,10 +215,7 @@ func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.
 	if key == nil || present == nil {
 		return h.invalid("plugrl_metadata_string needs key and present (neither may be NULL)")
 	}
-	*present = 0
-	if length != nil {
-		*length = 0
-	}
+	clearOut(present, length)
 	raw, ok := h.c.Metadata().Lookup(goString(key))
 	if !ok {
 		return C.PLUGRL_OK
@@ -249,10 +255,7 @@ func plugrl__go_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.ch
 	if present == nil {
 		return h.invalid("plugrl_metadata_json needs present (not NULL)")
 	}
-	*present = 0
-	if length != nil {
-		*length = 0
-	}
+	clearOut(present, length)
 	raw := h.c.Metadata().Raw
 	if key != nil {
 		var ok bool
