@@ -63,10 +63,19 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	file := pos[0]
-	warnTruncated := func(truncated bool) {
-		if truncated {
+	// walk gives add each event of the file, saying if the file is truncated.
+	walk := func(add func(*ledgertool.Event) error) error {
+		truncated, err := ledgertool.Walk(file, add)
+		if err == nil && truncated {
 			fmt.Fprintf(stderr, "plugrl ledger: %s is truncated (its writer stopped without closing it): read up to its last whole block\n", file)
 		}
+		return err
+	}
+	// audited walks the file through an auditor; n counts the records.
+	audited := func() (a *ledgertool.Auditor, n int, err error) {
+		a = ledgertool.NewAuditor()
+		err = walk(func(ev *ledgertool.Event) error { a.Add(ev); n++; return nil })
+		return a, n, err
 	}
 	switch verb {
 	case "summary":
@@ -79,13 +88,10 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		s.Print(out)
 		return 0
 	case "audit":
-		a := ledgertool.NewAuditor()
-		n := 0
-		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); n++; return nil })
+		a, n, err := audited()
 		if err != nil {
 			return fail(err)
 		}
-		warnTruncated(truncated)
 		for _, v := range a.Violations {
 			fmt.Fprintln(out, v)
 		}
@@ -96,23 +102,19 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, len(a.Episodes))
 		return 0
 	case "episodes":
-		a := ledgertool.NewAuditor()
-		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); return nil })
+		a, _, err := audited()
 		if err != nil {
 			return fail(err)
 		}
-		warnTruncated(truncated)
 		if err := ledgertool.WriteEpisodes(out, a.Episodes); err != nil {
 			return fail(err)
 		}
 		return 0
 	case "compare":
-		a := ledgertool.NewAuditor()
-		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { a.Add(ev); return nil })
+		a, _, err := audited()
 		if err != nil {
 			return fail(err)
 		}
-		warnTruncated(truncated)
 		f, err := os.Open(pos[1])
 		if err != nil {
 			return fail(err)
@@ -140,11 +142,9 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "dump":
 		d := ledgertool.NewDumper(out, *arrays)
-		truncated, err := ledgertool.Walk(file, d.Add)
-		if err != nil {
+		if err := walk(d.Add); err != nil {
 			return fail(err)
 		}
-		warnTruncated(truncated)
 		return 0
 	case "export":
 		if *npzDir == "" {
@@ -152,11 +152,9 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		x := ledgertool.NewExporter()
-		truncated, err := ledgertool.Walk(file, x.Add)
-		if err != nil {
+		if err := walk(x.Add); err != nil {
 			return fail(err)
 		}
-		warnTruncated(truncated)
 		files, err := x.Write(*npzDir)
 		if err != nil {
 			return fail(err)

@@ -1,10 +1,11 @@
 package ledgertool
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/ledger"
@@ -114,15 +115,15 @@ func (s *Summary) Print(w io.Writer) {
 		s.Level, s.Version, s.Opened.UTC().Format(time.RFC3339), s.Records, s.Duration.Round(time.Millisecond), state)
 	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, s.Envs)
 	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
-	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", countsLine(s.Chunks))
+	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", counts(s.Chunks, " %d: %d"))
 	if len(s.Latency) > 0 {
 		l := slices.Clone(s.Latency)
 		slices.Sort(l)
 		fmt.Fprintf(w, "infer->action latency: p50 %v  p90 %v  p99 %v  max %v  (n=%d)\n",
 			percentile(l, 50), percentile(l, 90), percentile(l, 99), l[len(l)-1], len(l))
 	}
-	fmt.Fprintf(w, "reconnects: %d%s\n", sumCounts(s.Reconnects), strCounts(s.Reconnects))
-	fmt.Fprintf(w, "closes:%s\n", strCounts(s.Closes))
+	fmt.Fprintf(w, "reconnects: %d%s\n", sumCounts(s.Reconnects), counts(s.Reconnects, " [%s: %d]"))
+	fmt.Fprintf(w, "closes:%s\n", counts(s.Closes, " [%s: %d]"))
 	fmt.Fprintf(w, "feedback rows dropped on a lost connection: %d; interrupts: %d\n", s.FeedbackDropped, s.Interrupts)
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "NOT RECORDED: %d records (%d bytes): the ledger's queue was full\n", s.Lost, s.LostBytes)
@@ -146,28 +147,12 @@ func (s *Summary) Print(w io.Writer) {
 	}
 }
 
-func countsLine(m map[int]int) string {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
+// counts spells m's entries in the order of their keys, each as format
+// (of the key and its count).
+func counts[K cmp.Ordered](m map[K]int, format string) string {
 	out := ""
-	for _, k := range keys {
-		out += fmt.Sprintf(" %d: %d", k, m[k])
-	}
-	return out
-}
-
-func strCounts(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := ""
-	for _, k := range keys {
-		out += fmt.Sprintf(" [%s: %d]", k, m[k])
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out += fmt.Sprintf(format, k, m[k])
 	}
 	return out
 }
