@@ -12,6 +12,12 @@ import (
 // A Kind's value is the C API's plugrl_status of the same name
 // (include/plugrl.h): TestKindsMatchHeader checks the two against each
 // other, and the C API converts one to the other by value.
+//
+// Adding a status touches two places: the plugrl_status enum in
+// include/plugrl.h (the contract: its value and its documentation) and,
+// here, a Kind constant at that value with its row in Kinds (C name and
+// English name). Nothing else names statuses: capi converts by value and
+// builds plugrl_status_str's strings from Kinds, and helpers.c names none.
 type Kind int
 
 // The kinds, numbered as plugrl_status.
