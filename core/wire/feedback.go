@@ -109,6 +109,22 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 	return nil
 }
 
+// view is the feedback as the plan sees it (plan.go): a new field is a row
+// here.
+func (f *Feedback) view(v *reqView) {
+	v.request(planFeedback, f.EnvIndices, f.StepIDs, f.Obs, f.ObsRows)
+	field(v, srcRewards, cmpLen, f.Rewards)
+	field(v, srcTerminated, cmpFlags, f.Terminated)
+	field(v, srcTruncated, cmpFlags, f.Truncated)
+	if e := f.Episode; e != nil {
+		v.has |= 1 << srcEpisode
+		field(v, srcReturns, cmpLen, e.Return)
+		field(v, srcLengths, cmpLen, e.Length)
+		field(v, srcSuccess, cmpFlags, e.Success)
+		field(v, srcMask, cmpFlags, e.Mask)
+	}
+}
+
 // FeedbackMsg is a feedback message as a server decodes it (SPEC 5.4). Its
 // arrays and Info are views into the message, as for InferMsg.
 type FeedbackMsg struct {

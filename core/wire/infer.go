@@ -61,6 +61,12 @@ func EncodeInfer(m *Message, in *Infer) error {
 	return nil
 }
 
+// view is the infer as the plan sees it (plan.go): a new field is a row here.
+func (in *Infer) view(v *reqView) {
+	v.request(planInfer, in.EnvIndices, in.StepIDs, in.Obs, in.ObsRows)
+	field(v, srcReuse, cmpFlags, in.Reuse)
+}
+
 // InferMsg is an infer message as a server decodes it (SPEC 5.2, 10.1).
 //
 // Its arrays are views into the message it was decoded from, in the byte

@@ -18,11 +18,12 @@ import (
 
 // The plan's table of field sources: every field of a request that the
 // encoded bytes depend on, one row each. A row is a name here and one line
-// in its message's view (Infer.view, Feedback.view) saying where the field
-// is and how the plan compares it. Adding a field to infer or feedback adds
-// that row; matching, saving and refreshing read the table. The encoder
-// names the source of the data it references (setSrc, int64sFrom), so that
-// planRefresh can point the segment at the next request's field.
+// in its message's view (Infer.view in infer.go, Feedback.view in
+// feedback.go) saying where the field is and how the plan compares it.
+// Adding a field to infer or feedback adds that row; matching, saving and
+// refreshing read the table. The encoder names the source of the data it
+// references (setSrc, int64sFrom), so that planRefresh can point the
+// segment at the next request's field.
 const (
 	srcNone    uint8 = iota
 	srcEnvs          // env_indices: compared, referenced
@@ -80,25 +81,6 @@ func (v *reqView) request(kind uint8, envs, steps []int64, obs *Observation, row
 	field(v, srcEnvs, cmpBytes, envs)
 	field(v, srcSteps, cmpLen, steps)
 	field(v, srcRows, cmpBytes, rows)
-}
-
-func (in *Infer) view(v *reqView) {
-	v.request(planInfer, in.EnvIndices, in.StepIDs, in.Obs, in.ObsRows)
-	field(v, srcReuse, cmpFlags, in.Reuse)
-}
-
-func (f *Feedback) view(v *reqView) {
-	v.request(planFeedback, f.EnvIndices, f.StepIDs, f.Obs, f.ObsRows)
-	field(v, srcRewards, cmpLen, f.Rewards)
-	field(v, srcTerminated, cmpFlags, f.Terminated)
-	field(v, srcTruncated, cmpFlags, f.Truncated)
-	if e := f.Episode; e != nil {
-		v.has |= 1 << srcEpisode
-		field(v, srcReturns, cmpLen, e.Return)
-		field(v, srcLengths, cmpLen, e.Length)
-		field(v, srcSuccess, cmpFlags, e.Success)
-		field(v, srcMask, cmpFlags, e.Mask)
-	}
 }
 
 type segSrc struct {
