@@ -192,7 +192,8 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	o.setDefaults()
 	c := &Client{opts: o, wake: make(chan struct{}, 1)}
 	if o.LedgerPath != "" {
-		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version})
+		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version,
+			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }})
 		if err != nil {
 			return nil, newErr(KindInvalid, err, "opening the ledger")
 		}

@@ -233,12 +233,17 @@ func TestTruncated(t *testing.T) {
 // TestQueueFull: a queue that cannot take a record drops it and says so.
 func TestQueueFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l")
-	w, err := ledger.Create(path, ledger.Options{QueueBytes: 4096, FlushInterval: 250 * time.Millisecond})
+	warnings := 0
+	w, err := ledger.Create(path, ledger.Options{QueueBytes: 4096, FlushInterval: 250 * time.Millisecond,
+		Warn: func(string) { warnings++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 100; i++ {
 		w.Received(make([]byte, 1000))
+	}
+	if warnings != 1 {
+		t.Fatalf("warned %d times of a full queue, want once", warnings)
 	}
 	w.Close()
 	recs, _, err := readAll(t, path)

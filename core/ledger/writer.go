@@ -29,6 +29,9 @@ type Options struct {
 	FlushInterval time.Duration
 	// Version is the library version the open record names.
 	Version string
+	// Warn, if set, is told once, on the recording goroutine, when the
+	// queue first overflows and records start to be lost.
+	Warn func(msg string)
 }
 
 // Writer records one client's traffic into a ledger file. Its record
@@ -44,6 +47,8 @@ type Writer struct {
 	interval time.Duration
 	limit    int
 
+	warn      func(string)
+	warned    bool
 	mu        sync.Mutex // guards the queue and the lost counts; held for an append, never across I/O
 	queue     []byte
 	sends     history // the last two send records' messages, for patch coding
@@ -121,7 +126,7 @@ func Create(path string, o Options) (*Writer, error) {
 	}
 	w := &Writer{
 		path:  path,
-		level: o.Level, start: time.Now(), file: f, interval: o.FlushInterval,
+		level: o.Level, start: time.Now(), file: f, interval: o.FlushInterval, warn: o.Warn,
 		limit: o.QueueBytes, enc: enc,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -196,6 +201,11 @@ func (w *Writer) reserve(size int) bool {
 		w.lostCount++
 		w.lostBytes += size
 		w.mu.Unlock()
+		if !w.warned && w.warn != nil {
+			w.warned = true
+			w.warn(fmt.Sprintf("ledger %s: the %d-byte queue is full: records are being dropped (each block says how many); "+
+				"the writer cannot keep up with this rate at level %s", w.path, w.limit, w.level))
+		}
 		return false
 	}
 	return true
