@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -121,7 +119,8 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		if err != nil {
 			return opts, err
 		}
-		opts.LedgerPath, opts.LedgerLevel = ledgerFile(path), level
+		// A directory, or a path used before, is resolved by ledger.Resolve.
+		opts.LedgerPath, opts.LedgerLevel = path, level
 		opts.Version = C.PLUGRL_VERSION_STRING
 	}
 	return opts, nil
@@ -143,16 +142,4 @@ func ledgerLevel(v int32) (ledger.Level, error) {
 		return ledger.Full, nil
 	}
 	return ledger.Digest, fmt.Errorf("options.ledger_level is %d; want 0, PLUGRL_LEDGER_DIGEST (1) or PLUGRL_LEDGER_FULL (2)", v)
-}
-
-// ledgerSeq numbers the ledgers a process writes into a directory.
-var ledgerSeq atomic.Int64
-
-// ledgerFile is the file for a ledger path: the path itself, or, for an
-// existing directory, a file of this handle's own in it.
-func ledgerFile(path string) string {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), ledgerSeq.Add(1)))
-	}
-	return path
 }
