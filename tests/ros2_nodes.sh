@@ -10,9 +10,13 @@
 #    for 320: passes when cem's last 40 episodes' mean return is at least 3
 #    times its first 40's and 5 times the random policy's (as
 #    tests/cartpole_learns.sh asks of the C++ demo).
-# 2. Shutdown: 20 times, plugrl_env_node against a server that never
-#    answers (plugrl-hostile slow-action), SIGINT once its infer waits:
-#    in each run the node must stop (rclcpp's signal handler to its client
+# 2. The timer mode: the simulator on its own 100 Hz clock, the node
+#    ticking at 100 Hz, 40 episodes against cem: the node must end them and
+#    exit 0.
+# 3. Shutdown: 20 times, plugrl_env_node against a server that never
+#    answers (plugrl-hostile slow-action), SIGINT once its infer waits; and
+#    5 times in the middle of training against `plugrl serve --policy cem`.
+#    In each run the node must stop (rclcpp's signal handler to its client
 #    closed, from its log) within 100 ms and the process exit 0 within 1 s.
 # ROS_DOMAIN_ID is chosen per run so that parallel runs do not meet.
 set -euo pipefail
@@ -114,21 +118,58 @@ python3 "$plot" "$tmp/cem.csv" --random "$tmp/random.csv" --window 40 \
   --title "MuJoCo cartpole through ROS 2 (plugrl_env_node, $envs envs) learning with plugrl serve --policy cem"
 echo "PASS: the cartpole learns through ROS 2"
 
-echo "== shutdown: SIGINT while an infer waits (plugrl-hostile slow-action), 20 runs, each must exit 0 within 1 s"
-"$bin/plugrl-hostile" --scenario slow-action --action-delay 60s -h 1 -d 1 -v </dev/null \
-  >"$tmp/hostile.out" 2>"$tmp/hostile.err" &
-hostile=$!
-pids+=("$hostile")
-url=$(wait_url "$tmp/hostile.out" "$hostile") || {
-  echo "FAIL: plugrl-hostile printed no URL" >&2
-  exit 1
+# timer_mode EPISODES: the real-robot mode through DDS: cartpole_sim_node
+# stepping every cartpole at 100 Hz on its own clock (the latest effort
+# held), plugrl_env_node ticking at 100 Hz, against `plugrl serve --policy
+# cem`. Passes when EPISODES episodes end and the node exits 0; says how
+# often it held.
+timer_mode() {
+  local episodes=$1 url rc=0 start=$SECONDS
+  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$tmp/timer-serve.log" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  url=$(wait_url "$tmp/timer-serve.log" "$server") || {
+    echo "FAIL: plugrl serve printed no URL" >&2
+    exit 1
+  }
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p step_on_command:=false \
+    -p rate_hz:=100.0 >"$tmp/timer-sim.log" 2>&1 &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  timeout -s INT -k 5 300 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p "url:=$url" -p control_rate_hz:=100.0 -p max_obs_age_s:=0.1 -p "max_episodes:=$episodes" \
+    -p "episode_csv:=$tmp/timer.csv" >"$tmp/timer-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  local got=$(($(wc -l <"$tmp/timer.csv") - 1))
+  if [[ $rc -ne 0 || $got -ne $episodes ]]; then
+    echo "FAIL: timer mode: plugrl_env_node exited $rc after $got of $episodes episodes; its log:" >&2
+    tail -n 30 "$tmp/timer-env.log" >&2
+    exit 1
+  fi
+  echo "timer mode: $got episodes at 100 Hz in $((SECONDS - start)) s, mean return" \
+    "$(awk -F, 'NR>1{s+=$4;n++} END{printf "%.1f", s/n}' "$tmp/timer.csv");" \
+    "$(grep -c 'holding the safe action' "$tmp/timer-env.log" || true) hold warning(s)"
+  echo "PASS: the timer mode runs through DDS"
 }
-start_sim "$tmp/shutdown-sim.log"
+
+echo "== timer mode (a robot on its own clock)"
+timer_mode 40
+
 times=()
 stops=()
 fails=0
-for i in $(seq 20); do
-  log=$tmp/shutdown-$i.log
+runs=0
+
+# sigint_run LABEL URL DELAY: starts plugrl_env_node against URL, waits
+# until it asks for its first action, then DELAY s more, sends SIGINT and
+# checks that the node stopped (rclcpp's signal handler to its client
+# closed, from its log) within 100 ms and the process exited 0 within 1 s.
+sigint_run() {
+  local label=$1 url=$2 delay=$3 log node waited rc t0 t1 took stop_ms watchdog verdict
+  runs=$((runs + 1))
+  log=$tmp/shutdown-$runs.log
   "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" \
     -p receive_timeout_ms:=120000 >"$log" 2>&1 &
   node=$!
@@ -138,12 +179,12 @@ for i in $(seq 20); do
     sleep 0.05
     waited=$((waited + 1))
     if [[ $waited -gt 400 ]] || ! kill -0 "$node" 2>/dev/null; then
-      echo "FAIL: run $i: plugrl_env_node never asked for actions; its log:" >&2
+      echo "FAIL: $label: plugrl_env_node never asked for actions; its log:" >&2
       cat "$log" >&2
       exit 1
     fi
   done
-  sleep 0.3 # the infer is sent and waits for the server
+  sleep "$delay"
   t0=$(date +%s.%N)
   kill -INT "$node"
   rc=0
@@ -155,24 +196,62 @@ for i in $(seq 20); do
   kill "$watchdog" 2>/dev/null || true
   wait "$watchdog" 2>/dev/null || true
   took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
-  times+=("$took")
-  # The node's own stop: from rclcpp's signal handler to the client closed
-  # (the rest of the exit is rclcpp and DDS tearing down).
+  # The rest of the exit is rclcpp and DDS tearing down.
   stop_ms=$(awk -F'[][]' '/signal_handler/ {s=$4} /client closed/ {c=$4} END{if (s && c) printf "%.1f", (c-s)*1000; else print "?"}' "$log")
-  stops+=("$stop_ms")
   verdict=ok
   if [[ $rc -ne 0 || $stop_ms == "?" ]] || awk "BEGIN{exit !($took > 1.0 || $stop_ms > 100)}"; then
-    verdict="FAIL (exit $rc)"
+    verdict="FAIL"
     fails=$((fails + 1))
     tail -n 15 "$log" | sed 's/^/    /'
   fi
-  echo "run $i: SIGINT -> node stopped in ${stop_ms} ms, process exited $rc in ${took} s: $verdict"
+  echo "$label: SIGINT -> node stopped in ${stop_ms} ms, process exited $rc in ${took} s: $verdict"
+  if [[ $stop_ms != "?" ]]; then
+    times+=("$took")
+    stops+=("$stop_ms")
+  fi
+}
+
+summary() { # WHAT: the figures of the runs so far, then start afresh
+  printf '%s\n' "${stops[@]}" | sort -n | awk -v w="$1" '{t[NR]=$1} END{printf "%s: node stop (signal handler to client closed), %d runs: min %.1f ms, median %.1f ms, max %.1f ms\n", w, NR, t[1], (NR%2 ? t[(NR+1)/2] : (t[NR/2]+t[NR/2+1])/2), t[NR]}'
+  printf '%s\n' "${times[@]}" | sort -n | awk -v w="$1" '{t[NR]=$1} END{printf "%s: process exit after SIGINT, %d runs: min %.3f s, median %.3f s, max %.3f s\n", w, NR, t[1], (NR%2 ? t[(NR+1)/2] : (t[NR/2]+t[NR/2+1])/2), t[NR]}'
+  times=()
+  stops=()
+}
+
+echo "== shutdown: SIGINT while an infer waits (plugrl-hostile slow-action), 20 runs: stop within 100 ms, exit 0 within 1 s"
+"$bin/plugrl-hostile" --scenario slow-action --action-delay 60s -h 1 -d 1 -v </dev/null \
+  >"$tmp/hostile.out" 2>"$tmp/hostile.err" &
+hostile=$!
+pids+=("$hostile")
+url=$(wait_url "$tmp/hostile.out" "$hostile") || {
+  echo "FAIL: plugrl-hostile printed no URL" >&2
+  exit 1
+}
+start_sim "$tmp/shutdown-sim.log"
+for i in $(seq 20); do
+  sigint_run "run $i (infer waiting)" "$url" 0.3 # the infer is sent and waits for the server
 done
+summary "infer waiting"
+stop "$hostile"
+
+echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs"
+"$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
+  --seed 1 --quiet >"$tmp/sigint-serve.log" 2>&1 &
+server=$!
+pids+=("$server")
+url=$(wait_url "$tmp/sigint-serve.log" "$server") || {
+  echo "FAIL: plugrl serve printed no URL" >&2
+  exit 1
+}
+for i in $(seq 5); do
+  sigint_run "run $i (training)" "$url" "0.$((3 + i))"
+done
+summary "training"
+stop "$server"
 stop "$sim_pid"
-printf '%s\n' "${stops[@]}" | sort -n | awk '{t[NR]=$1} END{printf "node stop (signal handler to client closed), 20 runs: min %.1f ms, median %.1f ms, max %.1f ms\n", t[1], (t[10]+t[11])/2, t[NR]}'
-printf '%s\n' "${times[@]}" | sort -n | awk '{t[NR]=$1} END{printf "process exit after SIGINT, 20 runs: min %.3f s, median %.3f s, max %.3f s\n", t[1], (t[10]+t[11])/2, t[NR]}'
+
 if [[ $fails -ne 0 ]]; then
-  echo "FAIL: $fails of 20 shutdowns failed" >&2
+  echo "FAIL: $fails of $runs shutdowns failed" >&2
   exit 1
 fi
-echo "PASS: on SIGINT while an infer waits plugrl_env_node stops within 100 ms and exits 0 within 1 s, 20 of 20 runs"
+echo "PASS: on SIGINT plugrl_env_node stops within 100 ms and exits 0 within 1 s, $runs of $runs runs"

@@ -15,7 +15,8 @@
 // state: a lockstep env whose speed is the controller's, deterministic for
 // a seed. Otherwise a wall timer at rate_hz steps every cartpole with its
 // latest effort, as a real robot runs. A cartpole whose episode ended stays
-// still until reset and answers commands with its terminal state and flags.
+// still until reset; on command it answers with its terminal state and
+// flags, on a clock it publishes nothing.
 // The joint state is also republished every idle_publish_s while nothing
 // happens, so a controller started late gets its first observation.
 #include "plugrl_ros2/cartpole_sim.hpp"
@@ -105,8 +106,13 @@ class CartpoleSimNode : public rclcpp::Node {
     if (step_on_command_) step_one(i);
   }
 
+  // On a clock, a cartpole whose episode ended publishes nothing until its
+  // reset: its done flags, sent on and on, could reach the controller
+  // after the reset (the topics are not ordered with the reset's answer)
+  // and end the new episode at once.
   void step_all() {
-    for (std::size_t i = 0; i < envs_.size(); i++) step_one(i);
+    for (std::size_t i = 0; i < envs_.size(); i++)
+      if (!sim_->done(i)) step_one(i);
   }
 
   // Steps cartpole i with its command and publishes the step: the signals

@@ -86,6 +86,9 @@ class EnvNode : public rclcpp::Node {
     // reads: interrupting one that was freed meanwhile is harmless.
     if (plugrl_runner *r = runner_handle_.load()) plugrl_runner_interrupt(r);
     if (plugrl_client *c = client_handle_.load()) plugrl_interrupt(c);
+    // Taking the lock orders this with the runner thread's check of stop_
+    // before it waits: the notification cannot fall between the two.
+    { std::lock_guard<std::mutex> lock(mu_); }
     cv_.notify_all();
   }
 
