@@ -47,15 +47,17 @@ type Writer struct {
 	interval time.Duration
 	limit    int
 
-	warn      func(string)
-	warned    bool
-	mu        sync.Mutex // guards the queue and the lost counts; held for an append, never across I/O
+	// The recording goroutine's own state.
+	warn    func(string)
+	warned  bool
+	sends   history  // the last two send records' messages, for patch coding
+	recvs   history  // the last recv record's message
+	cuts    []Cut    // scratch for Sent
+	digests []byte   // scratch for Sent
+	dig     Digester // the digests of the message being sent (BeginSend)
+
+	mu        sync.Mutex // guards what follows; held for an append, never across I/O
 	queue     []byte
-	sends     history // the last two send records' messages, for patch coding
-	recvs     history // the last recv record's message
-	cuts      []Cut   // scratch for Sent
-	digests   []byte
-	dig       Digester // the digests of the message being sent (BeginSend)
 	lostCount int
 	lostBytes int
 	closed    bool
