@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -57,12 +58,17 @@ const (
 // message's view method: its kind, observation, and each field's memory
 // and comparison by source.
 type reqView struct {
-	kind uint8
-	has  uint32 // bit per present (non-nil) field
-	obs  *Observation
-	f    [srcFields][]byte
-	cmp  [srcFields]uint8
+	kind  uint8
+	has   uint32 // bit per present (non-nil) field
+	exact uint32 // bit per field compared as cmpBytes
+	flags uint32 // bit per field compared as cmpFlags
+	obs   *Observation
+	p     [srcFields]unsafe.Pointer // each field's memory
+	n     [srcFields]int            // and its length in bytes
 }
+
+// field is source s's memory.
+func (v *reqView) field(s int) []byte { return unsafe.Slice((*byte)(v.p[s]), v.n[s]) }
 
 // field puts x in v as source s, compared as cmp.
 func field[T int | int64 | float32 | float64 | bool](v *reqView, s, cmp uint8, x []T) {
@@ -71,8 +77,13 @@ func field[T int | int64 | float32 | float64 | bool](v *reqView, s, cmp uint8, x
 	}
 	v.has |= 1 << s
 	var z T
-	v.f[s] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(z)))
-	v.cmp[s] = cmp
+	v.p[s], v.n[s] = unsafe.Pointer(unsafe.SliceData(x)), len(x)*int(unsafe.Sizeof(z))
+	switch cmp {
+	case cmpBytes:
+		v.exact |= 1 << s
+	case cmpFlags:
+		v.flags |= 1 << s
+	}
 }
 
 // request puts in v the fields infer and feedback share.
@@ -155,25 +166,19 @@ func (m *Message) planMatch(v *reqView) bool {
 	if k.kind != v.kind || k.has != v.has || v.obs == nil || !m.planIntact() {
 		return false
 	}
+	// Every field's length, then the bytes of those compared, saved in
+	// source order.
+	if v.n != k.lens {
+		return false
+	}
 	saved := k.saved
-	for s := range v.f {
-		b := v.f[s]
-		if len(b) != k.lens[s] {
+	for set := v.exact | v.flags; set != 0; set &= set - 1 {
+		s := bits.TrailingZeros32(set)
+		b, was := v.field(s), saved[:v.n[s]]
+		saved = saved[v.n[s]:]
+		if v.exact&(1<<s) != 0 && !sameBytes(b, was) || v.flags&(1<<s) != 0 && !sameFlags(b, was) {
 			return false
 		}
-		switch v.cmp[s] {
-		case cmpBytes:
-			if !bytes.Equal(b, saved[:len(b)]) {
-				return false
-			}
-		case cmpFlags:
-			if !sameFlags(b, saved[:len(b)]) {
-				return false
-			}
-		default:
-			continue
-		}
-		saved = saved[len(b):]
 	}
 	return k.matchObs(v.obs)
 }
@@ -183,11 +188,9 @@ func (m *Message) planSave(v *reqView) {
 	k := &m.plan
 	*k = planKey{kind: v.kind, has: v.has, saved: k.saved[:0], ints: k.ints[:0], strs: k.strs[:0],
 		arrs: k.arrs[:0], texts: k.texts[:0]}
-	for s := range v.f {
-		k.lens[s] = len(v.f[s])
-		if v.cmp[s] != cmpLen {
-			k.saved = append(k.saved, v.f[s]...)
-		}
+	k.lens = v.n
+	for set := v.exact | v.flags; set != 0; set &= set - 1 {
+		k.saved = append(k.saved, v.field(bits.TrailingZeros32(set))...)
 	}
 	k.saveObs(v.obs)
 	m.planMark()
@@ -262,7 +265,7 @@ func (m *Message) planRefresh(v *reqView) {
 		case k == srcState:
 			b = v.obs.States[sg.src.idx].Array.Data
 		case k > srcNone && k < srcFields:
-			b = v.f[k]
+			b = v.field(int(k))
 		default:
 			panic("wire: a planned message references memory of unknown origin")
 		}
@@ -270,11 +273,25 @@ func (m *Message) planRefresh(v *reqView) {
 	}
 }
 
+// sameBytes is bytes.Equal, in line for the few bytes of a small request
+// (a call to memequal costs more than comparing them).
+func sameBytes(a, b []byte) bool {
+	if len(a) > 32 {
+		return bytes.Equal(a, b)
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // sameFlags compares flags as the encoder sees them: any nonzero byte is
-// true (a C caller's bool may hold any nonzero value). The same bytes, the
-// usual case, are compared a word at a time.
+// true (a C caller's bool may hold any nonzero value). Many flags that are
+// the same bytes, the usual case, are compared a word at a time.
 func sameFlags(a, b []byte) bool {
-	if bytes.Equal(a, b) {
+	if len(a) > 32 && bytes.Equal(a, b) {
 		return true
 	}
 	for i := range a {
