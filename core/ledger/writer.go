@@ -133,14 +133,10 @@ func Create(path string, o Options) (*Writer, error) {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	b := w.begin(KindOpen, 4)
-	b = msgp.AppendString(b, keyWall)
-	b = msgp.AppendInt64(b, w.start.UnixNano())
-	b = msgp.AppendString(b, keyLevel)
-	b = msgp.AppendString(b, o.Level.String())
-	b = msgp.AppendString(b, keyVersion)
-	b = msgp.AppendString(b, o.Version)
-	b = msgp.AppendString(b, keyPID)
-	b = msgp.AppendInt(b, os.Getpid())
+	b = appendInt64(b, keyWall, w.start.UnixNano())
+	b = appendStr(b, keyLevel, o.Level.String())
+	b = appendStr(b, keyVersion, o.Version)
+	b = appendInt64(b, keyPID, int64(os.Getpid()))
 	w.queue = b
 	go w.run()
 	return w, nil
@@ -171,8 +167,7 @@ func init() {
 		var p [8][]byte
 		for extra := range p {
 			b := msgp.AppendMapHeader(nil, uint32(2+extra))
-			b = msgp.AppendString(b, keyKind)
-			b = msgp.AppendString(b, k)
+			b = appendStr(b, keyKind, k)
 			p[extra] = msgp.AppendString(b, keyTime)
 		}
 		prefixes[k] = p
@@ -220,12 +215,9 @@ func (w *Writer) Connected(url string, metadata []byte) {
 	}
 	w.conn++
 	b := w.begin(KindConnect, 3)
-	b = msgp.AppendString(b, keyConn)
-	b = msgp.AppendInt(b, w.conn)
-	b = msgp.AppendString(b, keyURL)
-	b = msgp.AppendString(b, url)
-	b = msgp.AppendString(b, keyMsg)
-	b = msgp.AppendBytes(b, metadata)
+	b = appendInt64(b, keyConn, int64(w.conn))
+	b = appendStr(b, keyURL, url)
+	b = appendBin(b, keyMsg, metadata)
 	w.queue = b
 	w.mu.Unlock()
 }
@@ -279,8 +271,7 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	b := w.begin(KindSend, keys)
 	b = h.appendCoded(b, 2)
 	if len(w.cuts) > 0 {
-		b = msgp.AppendString(b, keyLen)
-		b = msgp.AppendInt(b, m.Len())
+		b = appendInt64(b, keyLen, int64(m.Len()))
 		b = msgp.AppendString(b, keyCuts)
 		b = msgp.AppendArrayHeader(b, uint32(len(w.cuts)))
 		for _, c := range w.cuts {
@@ -289,63 +280,23 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 			b = msgp.AppendInt64(b, c.Len)
 			b = msgp.AppendInt64(b, c.RowBytes)
 		}
-		b = msgp.AppendString(b, keyDigests)
-		b = msgp.AppendBytes(b, w.digests)
+		b = appendBin(b, keyDigests, w.digests)
 	}
 	w.queue = b
 	w.mu.Unlock()
 }
 
-// Digester computes the digests of a message's observation rows while the
-// connection copies the message to the socket (it is a conn.CopyObserver):
-// each row is then read once from the caller's memory, by the digest, and
-// the copy finds it in the cache. Without it, Sent reads the rows again
-// after the send, which for camera images costs a pass over memory.
-type Digester struct {
-	m      *wire.Message
-	obs    *wire.Observation
-	active bool
-	seg    int // the segment being copied
-	rb     int // its row size, if it is observation data
-	isObs  bool
-	crc    uint32
-	fill   int    // bytes of the current row digested
-	out    []byte // the digests so far, uint32 LE, in message order
+// appendStr, appendInt64 and appendBin append a key and its value.
+func appendStr(b []byte, key, v string) []byte {
+	return msgp.AppendString(msgp.AppendString(b, key), v)
 }
 
-// BeginSend prepares the digests of m's observation rows for the send
-// about to start: pass the result to the connection's
-// WriteMessageObserved, then call Sent. It returns nil when there is
-// nothing to digest (no ledger, or a full one).
-func (w *Writer) BeginSend(m *wire.Message, obs *wire.Observation) *Digester {
-	if w == nil || w.level != Digest {
-		return nil
-	}
-	d := &w.dig
-	d.m, d.obs, d.active = m, obs, true
-	d.seg, d.crc, d.fill, d.out = -1, 0, 0, d.out[:0]
-	return d
+func appendInt64(b []byte, key string, v int64) []byte {
+	return msgp.AppendInt64(msgp.AppendString(b, key), v)
 }
 
-// Copied digests b, the next bytes of segment seg.
-func (d *Digester) Copied(seg int, b []byte) {
-	if seg != d.seg {
-		d.seg, d.crc, d.fill = seg, 0, 0
-		d.rb, d.isObs = d.m.ObsRowBytes(seg, d.obs)
-	}
-	if !d.isObs || d.rb == 0 {
-		return
-	}
-	for len(b) > 0 {
-		n := min(len(b), d.rb-d.fill)
-		d.crc = crc32.Update(d.crc, castagnoli, b[:n])
-		d.fill += n
-		b = b[n:]
-		if d.fill == d.rb {
-			d.out = binary.LittleEndian.AppendUint32(d.out, d.crc)
-			d.crc, d.fill = 0, 0
-		}
-	}
+func appendBin(b []byte, key string, v []byte) []byte {
+	return msgp.AppendBytes(msgp.AppendString(b, key), v)
 }
 
 // sentWhole records a full-level message too large to keep a copy of for
@@ -356,8 +307,7 @@ func (w *Writer) sentWhole(m *wire.Message) {
 	}
 	w.sends.forget()
 	b := w.begin(KindSend, 2)
-	b = msgp.AppendString(b, keyPatch)
-	b = msgp.AppendInt(b, 0)
+	b = appendInt64(b, keyPatch, 0)
 	b = msgp.AppendString(b, keyMsg)
 	b = msgp.AppendBytesHeader(b, uint32(m.Len()))
 	for i := 0; i < m.Segments(); i++ {
@@ -379,8 +329,7 @@ func (w *Writer) Received(msg []byte) {
 		}
 		h.forget()
 		b := w.begin(KindRecv, 2)
-		b = msgp.AppendString(b, keyPatch)
-		b = msgp.AppendInt(b, 0)
+		b = appendInt64(b, keyPatch, 0)
 		b = msgp.AppendString(b, keyMsg)
 		w.queue = msgp.AppendBytes(b, msg)
 		w.mu.Unlock()
@@ -404,16 +353,11 @@ func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64
 		return
 	}
 	b := w.begin(KindClose, 6)
-	b = msgp.AppendString(b, keyConn)
-	b = msgp.AppendInt(b, w.conn)
-	b = msgp.AppendString(b, keyBy)
-	b = msgp.AppendString(b, by)
-	b = msgp.AppendString(b, keyCode)
-	b = msgp.AppendInt(b, code)
-	b = msgp.AppendString(b, keyReason)
-	b = msgp.AppendString(b, reason)
-	b = msgp.AppendString(b, keyErr)
-	b = msgp.AppendString(b, err)
+	b = appendInt64(b, keyConn, int64(w.conn))
+	b = appendStr(b, keyBy, by)
+	b = appendInt64(b, keyCode, int64(code))
+	b = appendStr(b, keyReason, reason)
+	b = appendStr(b, keyErr, err)
 	b = msgp.AppendString(b, keyDropped)
 	b = msgp.AppendArrayHeader(b, uint32(len(dropped)))
 	for _, e := range dropped {
@@ -429,8 +373,7 @@ func (w *Writer) Reconnecting(cause string) {
 		return
 	}
 	b := w.begin(KindReconnect, 1)
-	b = msgp.AppendString(b, keyCause)
-	b = msgp.AppendString(b, cause)
+	b = appendStr(b, keyCause, cause)
 	w.queue = b
 	w.mu.Unlock()
 }
@@ -492,14 +435,10 @@ func (w *Writer) flush() {
 	w.mu.Unlock()
 	if lostN > 0 { // after what was queued: by now those records are lost
 		raw = msgp.AppendMapHeader(raw, 4)
-		raw = msgp.AppendString(raw, keyKind)
-		raw = msgp.AppendString(raw, KindLost)
-		raw = msgp.AppendString(raw, keyTime)
-		raw = msgp.AppendInt64(raw, int64(time.Since(w.start)))
-		raw = msgp.AppendString(raw, keyCount)
-		raw = msgp.AppendInt(raw, lostN)
-		raw = msgp.AppendString(raw, keyBytes)
-		raw = msgp.AppendInt(raw, lostB)
+		raw = appendStr(raw, keyKind, KindLost)
+		raw = appendInt64(raw, keyTime, int64(time.Since(w.start)))
+		raw = appendInt64(raw, keyCount, int64(lostN))
+		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
 	defer func() { w.spare = raw[:0] }()
 	if len(raw) == 0 || w.werr != nil {
