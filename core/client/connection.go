@@ -1,0 +1,260 @@
+package client
+
+// A connection's life: connecting and reading metadata, the size caps,
+// classifying how a connection ended, dropping it, and reconnecting (SPEC 7).
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/conn"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// connect dials once and reads metadata, by deadline if it is not zero.
+// Interrupt (or cancelling ctx) ends it with KindInterrupted.
+func (c *Client) connect(ctx context.Context, deadline time.Time) error {
+	dialTimeout, metaTimeout := c.opts.ConnectTimeout, c.opts.MetadataTimeout
+	if !deadline.IsZero() {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return newErr(KindTimeout, nil, "connecting to %s: no time left", c.opts.URL)
+		}
+		dialTimeout, metaTimeout = min(dialTimeout, left), min(metaTimeout, left)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.setDialCancel(cancel)
+	defer c.setDialCancel(nil)
+	cn, err := conn.Dial(ctx, conn.Options{
+		URL:              c.opts.URL,
+		APIKey:           c.opts.APIKey,
+		DialTimeout:      dialTimeout,
+		SendTimeout:      c.opts.SendTimeout,
+		TLS:              c.opts.TLS,
+		MaxMessageSize:   c.metadataCap(),
+		MaxHandshakeSize: c.opts.MaxHandshakeSize,
+		Alloc:            c.opts.Alloc,
+		Counters:         &c.stats.io,
+	})
+	if err != nil {
+		return c.classify(err, "connecting to "+c.opts.URL)
+	}
+	c.setLive(cn)
+	if !deadline.IsZero() {
+		metaTimeout = min(metaTimeout, max(time.Until(deadline), time.Millisecond))
+	}
+	raw, err := cn.Receive(metaTimeout)
+	if err != nil {
+		c.setLive(nil)
+		cn.Abort()
+		return c.classify(err, "waiting for metadata")
+	}
+	meta, err := wire.DecodeMetadata(raw)
+	if err != nil {
+		c.setLive(nil)
+		cn.Abort()
+		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
+	}
+	c.ledger.Connected(c.opts.URL, raw)
+	cn.Release()
+	c.conn, c.meta = cn, meta
+	c.phase = phaseIdle
+	c.envs.clear()
+	return nil
+}
+
+// metadataCap is the size cap for the metadata message.
+func (c *Client) metadataCap() int64 {
+	if c.opts.MaxMessageSize != 0 {
+		return c.opts.MaxMessageSize
+	}
+	return DefaultMaxMetadataSize
+}
+
+// actionCap is the size cap for the action answering an infer of n envs:
+// what the action can legitimately take when metadata fixes its shape (H x
+// n x action_dim elements of at most 8 bytes, plus the message's keys,
+// env_ids and room for extra keys), else DefaultMaxMessageSize.
+func (c *Client) actionCap(n int) int64 {
+	if c.opts.MaxMessageSize != 0 {
+		return c.opts.MaxMessageSize
+	}
+	h, d := c.meta.ActionHorizon, c.meta.ActionDim
+	if !h.Set || !d.Set || h.Value < 1 || d.Value < 1 {
+		return DefaultMaxMessageSize
+	}
+	const structure = 64 << 10 // keys, typestr, shape, extra keys
+	if h.Value > math.MaxInt64/16/int64(n)/d.Value {
+		return DefaultMaxMessageSize
+	}
+	// Metadata is the server's word too: the derived cap is never above
+	// the default one; a caller expecting larger actions says so.
+	return min(h.Value*d.Value*int64(n)*8+int64(n)*64+structure, DefaultMaxMessageSize)
+}
+
+// classify turns a connection error into a client error without acting on it.
+func (c *Client) classify(err error, during string) *Error {
+	var ce *conn.CloseError
+	switch {
+	case errors.As(err, &ce) && ce.Reason == ReasonStop:
+		return newErr(KindStopped, err, "%s: the server ended the run", during)
+	case errors.As(err, &ce) && ce.Code == 1011:
+		return newErr(KindServer, err, "%s: the server failed (1011)", during)
+	case errors.Is(err, conn.ErrInterrupted):
+		return newErr(KindInterrupted, err, "%s", during)
+	case errors.Is(err, conn.ErrNoMemory):
+		return newErr(KindNoMemory, err, "%s", during)
+	case errors.Is(err, conn.ErrTextFrame):
+		return newErr(KindServer, err, "%s", during)
+	case errors.Is(err, conn.ErrProtocol), errors.Is(err, conn.ErrTooBig):
+		return newErr(KindProtocol, err, "%s", during)
+	case errors.Is(err, conn.ErrTimeout):
+		return newErr(KindTimeout, err, "%s", during)
+	case errors.Is(err, conn.ErrClosed):
+		return newErr(KindClosed, err, "%s", during)
+	}
+	return newErr(KindConnect, err, "%s", during)
+}
+
+// lost handles a failed connection: it drops held state, and either reports
+// a final error or reconnects and reports ErrReconnected.
+func (c *Client) lost(err error, during string) error {
+	e := c.classify(err, during)
+	held := c.phase == phaseHolding
+	c.dropConnection(causeOf(err), err)
+	switch e.Kind {
+	case KindStopped:
+		c.phase = phaseStopped
+		return e
+	case KindInterrupted:
+		if c.intr.Swap(false) { // taken: one interrupt ends one call
+			e.Msg += "; the connection was dropped (any feedback owed is never sent, SPEC 7.6) and the next infer reconnects"
+			return e
+		}
+		// An interrupt that an earlier call took (it landed as that call
+		// completed) had ended this connection: now it is just a lost
+		// connection, and reconnecting below is what SPEC 7 asks.
+	case KindServer, KindProtocol, KindTimeout, KindClosed, KindNoMemory:
+		return e
+	}
+	// A resync, a feedback timeout, another close or a lost connection:
+	// reconnect (SPEC 7.2, 7.3, 7.6).
+	if held {
+		c.logf(LevelWarn, "%s: %v; reconnecting and dropping the feedback this client owed (SPEC 7.6)", during, err)
+	} else {
+		c.logf(LevelInfo, "%s: %v; reconnecting", during, err)
+	}
+	if rerr := c.reconnect(); rerr != nil {
+		return rerr
+	}
+	return newErr(KindReconnected, err, "%s: reconnected after the connection ended; any feedback owed was dropped (SPEC 7.6), start again with infer", during)
+}
+
+// dropConnection ends the connection without waiting for the server (it
+// is out of step, or gone) and forgets what was held on it; cause is why,
+// for the reconnect that follows.
+func (c *Client) dropConnection(cause ReconnectCause, err error) {
+	if c.conn != nil {
+		c.setLive(nil)
+		c.conn.Abort()
+		c.conn = nil
+		c.stats.cause = cause
+		if c.ledger != nil {
+			c.ledgerClosed(err)
+		}
+	}
+	c.owedLost = c.owedLost[:0]
+	if n := c.envs.outstanding(); n > 0 {
+		c.stats.rowsDropped.Add(uint64(n))
+	}
+	c.envs.clear()
+	c.phase = phaseDisconnected
+}
+
+// digester is what the connection shows m's bytes to as it sends them, so
+// that the ledger digests observation rows while they are in the cache; nil
+// when there is no ledger at digest level.
+func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObserver {
+	if d := c.ledger.BeginSend(m, obs); d != nil {
+		return d
+	}
+	return nil
+}
+
+// ledgerClosed records the end of the connection by err, with the envs
+// whose owed feedback goes with it.
+func (c *Client) ledgerClosed(err error) {
+	dropped := append([]int64(nil), c.owedLost...)
+	dropped = c.envs.appendOutstanding(dropped)
+	var ce *conn.CloseError
+	if errors.As(err, &ce) {
+		c.ledger.Closed("server", int(ce.Code), ce.Reason, err.Error(), dropped)
+		return
+	}
+	c.ledger.Closed("local", 0, "", err.Error(), dropped)
+}
+
+// reconnect tries up to MaxReconnects times with exponential backoff, all
+// within ReconnectTimeout; Interrupt ends it.
+func (c *Client) reconnect() error {
+	if c.opts.MaxReconnects < 0 {
+		return newErr(KindConnect, nil, "the connection ended and reconnecting is disabled")
+	}
+	c.ledger.Reconnecting(c.stats.cause.String())
+	deadline := time.Now().Add(c.opts.ReconnectTimeout)
+	wait := c.opts.ReconnectBackoff
+	var last error
+	for attempt := 1; attempt <= c.opts.MaxReconnects; attempt++ {
+		jitter := time.Duration(rand.Int64N(int64(wait)/2 + 1))
+		if err := c.sleep(min(wait/2+jitter, time.Until(deadline))); err != nil {
+			return err
+		}
+		if wait *= 2; wait > c.opts.MaxBackoff {
+			wait = c.opts.MaxBackoff
+		}
+		if time.Until(deadline) <= 0 {
+			break
+		}
+		err := c.connect(context.Background(), deadline)
+		if err == nil {
+			c.reconnects++
+			c.stats.reconnects[c.stats.cause].Add(1)
+			c.logf(LevelInfo, "reconnected to %s (attempt %d)", c.opts.URL, attempt)
+			return nil
+		}
+		switch KindOf(err) {
+		case KindStopped:
+			c.phase = phaseStopped
+			return err
+		case KindInterrupted:
+			c.intr.Store(false)
+			return newErr(KindInterrupted, err, "reconnecting: interrupted; the next infer tries again")
+		}
+		last = err
+		c.logf(LevelWarn, "reconnect attempt %d of %d failed: %v", attempt, c.opts.MaxReconnects, err)
+	}
+	if time.Until(deadline) <= 0 {
+		return newErr(KindConnect, last, "gave up reconnecting after the reconnect timeout (%v)", c.opts.ReconnectTimeout)
+	}
+	return newErr(KindConnect, last, "gave up after %d reconnect attempts", c.opts.MaxReconnects)
+}
+
+// sleep waits d, or less if Interrupt is called (then KindInterrupted).
+func (c *Client) sleep(d time.Duration) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.wake:
+			t.Stop()
+		}
+	}
+	if c.intr.Swap(false) {
+		return newErr(KindInterrupted, nil, "reconnecting: interrupted during the backoff; the next infer tries again")
+	}
+	return nil
+}

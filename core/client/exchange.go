@@ -1,0 +1,223 @@
+package client
+
+// The exchange: infer, its action's checks, feedback (SPEC 4, 5).
+
+import (
+	"errors"
+
+	"github.com/plugrl/libplugrl/core/conn"
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// Infer sends an infer and waits for its action. The returned Action views
+// the receive buffer and is valid until the next call on this client. On
+// ErrReconnected nothing is owed: build a fresh request and infer again.
+func (c *Client) Infer(req *Request) (*wire.Action, error) {
+	a, err := c.infer(req)
+	if err != nil {
+		c.countErr(err)
+	}
+	return a, err
+}
+
+// countErr counts an interrupted call for Stats.
+func (c *Client) countErr(err error) {
+	if KindOf(err) == KindInterrupted {
+		c.stats.interrupts.Add(1)
+		c.ledger.Interrupted()
+	}
+}
+
+func (c *Client) infer(req *Request) (*wire.Action, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	if c.phase == phaseHolding {
+		return nil, newErr(KindOutOfOrder, nil, "infer while a feedback is owed for the last action: send feedback first (SPEC 4.2)")
+	}
+	if req == nil {
+		return nil, newErr(KindInvalid, nil, "infer: request is nil")
+	}
+	if err := c.block(); err != nil {
+		return nil, err
+	}
+	defer c.unblock()
+	if c.phase == phaseDisconnected {
+		if err := c.reconnect(); err != nil {
+			return nil, err
+		}
+		return nil, newErr(KindReconnected, nil, "reconnected; build a fresh request and infer again")
+	}
+	reused := 0
+	if req.Reuse != nil {
+		for i, r := range req.Reuse {
+			if !r || i >= len(req.EnvIndices) {
+				continue
+			}
+			reused++
+			if !c.CanReuse(req.EnvIndices[i]) {
+				why := "the server does not offer reuse-feedback-obs"
+				if c.ReuseOffered() {
+					why = "it has no non-terminal feedback on this connection"
+				}
+				return nil, newErr(KindInvalid, nil, "infer: env %d cannot reuse its observation: %s (SPEC 10.1)", req.EnvIndices[i], why)
+			}
+		}
+	}
+	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
+		return nil, invalidErr(err)
+	}
+	if err := c.conn.WriteMessageObserved(&c.inferMsg, c.digester(&c.inferMsg, req.Obs)); err != nil {
+		return nil, c.lost(err, "sending infer")
+	}
+	c.ledger.Sent(&c.inferMsg, req.Obs)
+	if reused > 0 {
+		c.stats.rowsReused.Add(uint64(reused))
+	}
+	c.conn.SetMaxMessageSize(c.actionCap(len(req.EnvIndices)))
+	raw, err := c.conn.Receive(c.opts.ReceiveTimeout)
+	if err != nil {
+		if errors.Is(err, conn.ErrTimeout) {
+			// The stream is now out of step: an action may still come.
+			c.dropConnection(CauseTimeout, err)
+			return nil, newErr(KindTimeout, err, "waiting for an action; the connection was closed and the next infer reconnects")
+		}
+		return nil, c.lost(err, "waiting for an action")
+	}
+	c.ledger.Received(raw) // before Decode, which aligns the data in place
+	// The round trip: from the start of the wait, which began as the
+	// infer's last byte went out (Receive read the clock then), to now.
+	rtt := conn.Mono() - c.conn.ReceiveStarted()
+	if err := c.action.Decode(raw); err != nil {
+		e := newErr(KindProtocol, err, "the server's reply to infer")
+		c.dropConnection(CauseOther, e)
+		return nil, e
+	}
+	if err := c.checkAction(req.EnvIndices); err != nil {
+		c.dropConnection(CauseOther, err)
+		return nil, err
+	}
+	c.stats.recordRTT(rtt)
+	if c.action.EnvIDs == nil { // the Ray dialect of SPEC 5.3
+		c.reqEnv = append(c.reqEnv[:0], req.EnvIndices...)
+		c.action.EnvIDs = c.reqEnv
+	}
+	for _, e := range req.EnvIndices {
+		c.envs.set(e, c.envs.get(e)|envOutstanding)
+	}
+	c.phase = phaseHolding
+	return &c.action, nil
+}
+
+func (c *Client) checkAction(sent []int64) error {
+	a := &c.action
+	if ids := a.EnvIDs; ids != nil {
+		if len(ids) != len(sent) {
+			return newErr(KindProtocol, nil, "action env_ids has %d entries, the infer named %d envs (SPEC 4.3)", len(ids), len(sent))
+		}
+		for i := range ids {
+			if ids[i] != sent[i] {
+				return newErr(KindProtocol, nil, "action env_ids[%d] is %d, the infer's env_indices[%d] is %d (SPEC 4.3: same envs, same order)", i, ids[i], i, sent[i])
+			}
+		}
+	}
+	if a.Envs() != len(sent) {
+		return newErr(KindProtocol, nil, "action has shape %v, want [H, %d, ...]: its second axis is the infer's %d envs (SPEC 5.3)", a.Chunk.Shape, len(sent), len(sent))
+	}
+	if a.Horizon() < 1 {
+		return newErr(KindProtocol, nil, "action has shape %v: an empty horizon", a.Chunk.Shape)
+	}
+	if h := c.meta.ActionHorizon; h.Set && int64(a.Horizon()) != h.Value {
+		return newErr(KindProtocol, nil, "action horizon %d disagrees with metadata action_horizon %d", a.Horizon(), h.Value)
+	}
+	if d := c.meta.ActionDim; d.Set {
+		width := 1
+		for _, v := range a.ActionShape() {
+			width *= v
+		}
+		if int64(width) != d.Value {
+			return newErr(KindProtocol, nil, "action shape %v gives each step %d values, metadata action_dim is %d", a.Chunk.Shape, width, d.Value)
+		}
+	}
+	return nil
+}
+
+// Feedback sends the feedback owed for the last action (SPEC 5.4). Its envs
+// may be any that hold an action chunk on this connection. On
+// ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
+func (c *Client) Feedback(f *Feedback) error {
+	err := c.feedback(f)
+	if err != nil {
+		c.countErr(err)
+	}
+	return err
+}
+
+func (c *Client) feedback(f *Feedback) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	if c.phase != phaseHolding {
+		return newErr(KindOutOfOrder, nil, "feedback with no action outstanding: each feedback answers one action (SPEC 4.2)")
+	}
+	if f == nil {
+		return newErr(KindInvalid, nil, "feedback is nil")
+	}
+	for _, e := range f.EnvIndices {
+		if c.envs.get(e)&envOutstanding == 0 {
+			return newErr(KindInvalid, nil, "feedback names env %d, which holds no action chunk on this connection (SPEC 4.3)", e)
+		}
+	}
+	if err := wire.EncodeFeedback(&c.feedbackMsg, f); err != nil {
+		return invalidErr(err)
+	}
+	// From here the call may wait (on the send, or on a reconnect if the
+	// connection ended): an interrupt that comes now ends it. One pending
+	// from before is not taken (the feedback is owed, and the runner's
+	// bookkeeping has moved on), except by a reconnect.
+	c.blockOwed()
+	defer c.unblock()
+	// The connection may have closed while the caller stepped its envs:
+	// then the feedback must not be sent anywhere (SPEC 7.6). Poll reads
+	// what arrived meanwhile (a caller back within microseconds of the
+	// action skips that system call).
+	c.conn.Poll()
+	if err := c.conn.Err(); err != nil {
+		return c.lost(err, "before sending feedback")
+	}
+	c.conn.Release() // the action view is no longer valid
+	// The env flags are updated before the send, so that as little as
+	// possible runs between this send and the caller's next infer (the
+	// server then more often reads both at once; see README, Performance).
+	// A failed send drops them all anyway (lost).
+	for i, e := range f.EnvIndices {
+		flags := c.envs.get(e) &^ (envOutstanding | envReusable)
+		if !f.Terminated[i] && !f.Truncated[i] {
+			flags |= envReusable
+		}
+		c.envs.set(e, flags)
+	}
+	if err := c.conn.WriteMessageObserved(&c.feedbackMsg, c.digester(&c.feedbackMsg, f.Obs)); err != nil {
+		// Its envs' flags were cleared above: count them here.
+		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
+		if c.ledger != nil {
+			c.owedLost = append(c.owedLost[:0], f.EnvIndices...)
+		}
+		return c.lost(err, "sending feedback")
+	}
+	c.ledger.Sent(&c.feedbackMsg, f.Obs)
+	c.stats.feedbacks.Add(1)
+	c.phase = phaseIdle
+	return nil
+}
+
+// ReleaseAction ends the use of the last action's view: a large receive
+// buffer is freed now instead of at the next call. The runner calls it once
+// it has copied the chunks out.
+func (c *Client) ReleaseAction() {
+	if c.conn != nil {
+		c.conn.Release()
+	}
+}

@@ -1,0 +1,104 @@
+package client
+
+// Interrupt and the blocking sections it can end.
+
+import (
+	"context"
+
+	"github.com/plugrl/libplugrl/core/conn"
+)
+
+// Interrupt makes the call running on this client return KindInterrupted
+// at once, or, if none is blocked, the next Infer (before it sends
+// anything). It may be called from any goroutine, any number of times. A
+// call interrupted while it waited on the server drops the connection
+// (the stream may be mid-message); SPEC 7.6 holds: feedback owed on it is
+// never sent, and the next Infer reconnects. One interrupt ends at most
+// one call.
+func (c *Client) Interrupt() { c.interrupt(true) }
+
+// InterruptBlocked interrupts the call that is blocked now, if any, and
+// leaves nothing pending otherwise: for a closer that waits for a call to
+// end and must not leave an interrupt behind for the next user.
+func (c *Client) InterruptBlocked() { c.interrupt(false) }
+
+func (c *Client) interrupt(pending bool) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if !c.blocking {
+		if pending {
+			c.intr.Store(true)
+		}
+		return
+	}
+	c.intr.Store(true)
+	if c.live != nil {
+		c.live.Interrupt()
+	}
+	if c.dialCancel != nil {
+		c.dialCancel()
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// block begins a blocking section of a call that an interrupt pending
+// from before may refuse: it returns KindInterrupted (taking the
+// interrupt) when one is.
+func (c *Client) block() error {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.intr.Swap(false) {
+		return newErr(KindInterrupted, nil, "an interrupt was pending: nothing was sent")
+	}
+	c.beginBlocking()
+	return nil
+}
+
+// blockOwed begins a blocking section that a pending interrupt does not
+// refuse (a feedback is owed): only one that comes during it, or a
+// reconnect it needs, is interrupted.
+func (c *Client) blockOwed() {
+	c.imu.Lock()
+	c.beginBlocking()
+	c.imu.Unlock()
+}
+
+// beginBlocking marks the section; imu must be held.
+func (c *Client) beginBlocking() {
+	c.blocking = true
+	select { // a wake-up left by an interrupt of an earlier section
+	case <-c.wake:
+	default:
+	}
+}
+
+func (c *Client) unblock() {
+	c.imu.Lock()
+	c.blocking = false
+	c.imu.Unlock()
+}
+
+// setLive publishes the connection a blocking section waits on; one that
+// an interrupt already hit during the section is interrupted at once.
+func (c *Client) setLive(cn *conn.Conn) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	c.live = cn
+	if cn != nil && c.blocking && c.intr.Load() {
+		cn.Interrupt()
+	}
+}
+
+// setDialCancel publishes (or, with nil, withdraws) the cancel of a dial
+// in progress, as setLive does a connection.
+func (c *Client) setDialCancel(cancel context.CancelFunc) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	c.dialCancel = cancel
+	if cancel != nil && c.blocking && c.intr.Load() {
+		cancel()
+	}
+}
