@@ -412,7 +412,7 @@ void Controller::warn_throttled(TimePoint now, const std::string &msg) {
   if (hooks_.log) hooks_.log(Level::Warn, msg);
 }
 
-void Controller::hold_all(TimePoint now, const std::string &why) {
+void Controller::hold_all(TimePoint now, const std::string &why, bool expected) {
   // A timer ticks at the control rate: hold at every tick. In lockstep a
   // command is a step of the env: hold once per max_obs_age at most.
   if (cfg_.mode == Mode::Lockstep && last_hold_ && now - *last_hold_ < cfg_.max_obs_age) return;
@@ -423,9 +423,12 @@ void Controller::hold_all(TimePoint now, const std::string &why) {
     hooks_.publish(i, book_.hold(i), true);
     any = true;
   }
-  if (any) {
-    holds_++;
+  if (!any) return;
+  holds_++;
+  if (!expected) {
     warn_throttled(now, "holding the safe action: " + why);
+  } else if (hooks_.log) {
+    hooks_.log(Level::Debug, "holding the safe action: " + why);
   }
 }
 
@@ -572,7 +575,8 @@ bool Controller::resets_done(TimePoint now) {
     }
   }
   if (!all) {
-    if (cfg_.mode == Mode::Timer) hold_all(now, why);
+    // Holding while envs reset is the normal course, not a warning.
+    if (cfg_.mode == Mode::Timer) hold_all(now, why, true);
     return false;
   }
   phase_ = Phase::Act;

@@ -296,6 +296,7 @@ struct Harness {
   };
   std::vector<Report> reports;
   int acts = 0;
+  int warnings = 0;
 
   explicit Harness(std::size_t n) : shared(cartpole_sources(), n) {}
 
@@ -320,7 +321,9 @@ struct Harness {
     };
     h.request_reset = [this](std::size_t env) { resets.push_back(env); };
     h.on_episode = [this](const EpisodeRecord &e) { episodes.push_back(e); };
-    h.log = [](Controller::Level, const std::string &) {};
+    h.log = [this](Controller::Level level, const std::string &) {
+      if (level == Controller::Level::Warn) warnings++;
+    };
     return Controller(cfg, InputState(cartpole_sources(), shared.num_envs()),
                       CommandBook(shared.num_envs(), hold), h);
   }
@@ -528,4 +531,29 @@ TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {
   ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
   EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // reported, and acted again
   EXPECT_EQ(reports, 1);
+}
+
+TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 1s;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0, t);
+  h.state(1, 0, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.1, t + 10ms);
+  h.state(1, 0.1, t + 10ms);
+  h.shared.put_terminated(1, true, t + 10ms);
+  EXPECT_EQ(c.wake(t + 20ms), Controller::Result::Waiting);  // reported; env 1 resets
+  EXPECT_EQ(h.resets, (std::vector<std::size_t>{1}));
+  h.published.clear();
+  EXPECT_EQ(c.wake(t + 30ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 2u);  // both envs hold until the reset is done
+  EXPECT_TRUE(h.published[0].hold);
+  EXPECT_TRUE(h.published[1].hold);
+  EXPECT_EQ(c.holds(), 2u);  // at the report's wake and at this one
+  EXPECT_EQ(h.warnings, 0);  // holding for a reset is the normal course
 }

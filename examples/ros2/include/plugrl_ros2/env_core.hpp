@@ -288,8 +288,9 @@ class Controller {
 
  private:
   // Publishes every env's hold (those that ever got a command), at most
-  // once per tick (timer) or per max_obs_age (lockstep); logs why.
-  void hold_all(TimePoint now, const std::string &why);
+  // once per tick (timer) or per max_obs_age (lockstep); logs why (a
+  // warning, or for an expected hold such as a reset's, at debug level).
+  void hold_all(TimePoint now, const std::string &why, bool expected = false);
   void warn_throttled(TimePoint now, const std::string &msg);
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
