@@ -319,6 +319,13 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("interrupted infer: got %v", err)
 	}
 	within(t, "the interrupted infer", time.Since(start), 0)
+	// The infer went out whole: the server is told with 1000 (SPEC 7.5),
+	// not left to find the connection gone.
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().CloseFrames != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server got %d close frames after an interrupted wait, want 1", s.Stats().CloseFrames)
+		}
+	}
 	if _, err := w.infer(c); !errors.Is(err, client.ErrReconnected) {
 		t.Fatalf("after an interrupted wait: got %v, want reconnected", err)
 	}

@@ -287,7 +287,7 @@ func (c *Conn) tryClose(code ws.StatusCode) {
 		return
 	}
 	defer c.wmu.Unlock()
-	if c.sentCls {
+	if c.sentCls || c.released { // released: the descriptor may be another's now
 		return
 	}
 	c.sentCls = true
