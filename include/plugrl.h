@@ -144,11 +144,12 @@ typedef enum plugrl_status {
   ** the next plugrl_infer or plugrl_runner_act before it sent anything
   ** (the connection is then unchanged, unless the interrupt landed just as
   ** the call before completed: then it had ended the connection, and the
-  ** next call reconnects). One interrupt ends at most one call. A call interrupted while it waited
-  ** on the server drops the connection, since the stream may be in the
-  ** middle of a message: feedback owed on it is never sent (SPEC 7.6), and
-  ** the next infer reconnects and returns PLUGRL_RECONNECTED (the runner
-  ** rides through that by itself). */
+  ** next call reconnects). One interrupt ends at most one call. A call
+  ** interrupted while it waited on the server drops the connection, since
+  ** the stream may be in the middle of a message (when the request went out
+  ** whole, the server is first sent a close frame, 1000): feedback owed on
+  ** it is never sent (SPEC 7.6), and the next infer reconnects and returns
+  ** PLUGRL_RECONNECTED (the runner rides through that by itself). */
   PLUGRL_INTERRUPTED = 14
 } plugrl_status;
 
