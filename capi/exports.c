@@ -162,6 +162,13 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
   return plugrl__go_runner_step_size(runner, step_size, known);
 }
 
+plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst, size_t dst_size, plugrl_dtype dtype, int64_t *steps) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  return plugrl__go_runner_chunk(runner, env, dst, dst_size, dtype, steps);
+}
+
 plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions, size_t actions_size, plugrl_dtype dtype) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;

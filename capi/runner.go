@@ -7,6 +7,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/runner"
@@ -132,6 +133,43 @@ func plugrl__go_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known 
 	*stepSize, *known = 0, 0
 	if v, ok := h.r.StepSize(); ok {
 		*stepSize, *known = C.int64_t(v), 1
+	}
+	return C.PLUGRL_OK
+}
+
+//export plugrl__go_runner_chunk
+func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Pointer, size C.size_t, dtype C.plugrl_dtype, steps *C.int64_t) (st C.plugrl_status) {
+	h, st := useRunner(p)
+	if st != C.PLUGRL_OK {
+		return st
+	}
+	defer h.done(&st)
+	d, ok := dtypeOf(dtype)
+	if !ok {
+		return h.invalid(unknownDTypeMsg, int(dtype))
+	}
+	if steps == nil {
+		return h.invalid("plugrl_runner_chunk: steps must not be NULL")
+	}
+	*steps = 0
+	if dst == nil && size != 0 {
+		return h.invalid("plugrl_runner_chunk: dst is NULL but dst_size is %d", size)
+	}
+	if env < 0 || int64(env) >= int64(h.n) {
+		return h.invalid("plugrl_runner_chunk: env %d is not one of the runner's %d envs", int64(env), h.n)
+	}
+	out := wire.Array{DType: d}
+	if dst != nil {
+		out.Data = unsafe.Slice((*byte)(dst), int(size))
+	}
+	n, err := h.r.Chunk(int(env), &out)
+	*steps = C.int64_t(n)
+	if errors.Is(err, runner.ErrShortBuffer) {
+		h.setMsg("buffer too small: " + err.Error())
+		return C.PLUGRL_BUFFER_TOO_SMALL
+	}
+	if err != nil {
+		return h.fail(err)
 	}
 	return C.PLUGRL_OK
 }

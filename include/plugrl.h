@@ -681,6 +681,22 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
 plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known);
 
 /*
+** The rest of env's action chunk, for a controller that plans ahead (a
+** ROS 2 JointTrajectory of the chunk, say): the step the last
+** plugrl_runner_act gave env, then each later step of its chunk, written to
+** dst step after step as *steps x step_size elements of dtype. Call it
+** between plugrl_runner_act and plugrl_runner_report; elsewhere it returns
+** PLUGRL_OUT_OF_ORDER. *steps is set to the steps left whenever env is
+** valid; a dst_size too small for them returns PLUGRL_BUFFER_TOO_SMALL (dst
+** may be NULL with dst_size 0, to ask how many). A chunk has at most H
+** steps, H being the server's action horizon (metadata action_horizon).
+** Does not block and sends nothing. Not from another thread during a call
+** on the runner (PLUGRL_BUSY).
+*/
+plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst, size_t dst_size, plugrl_dtype dtype,
+                                  int64_t *steps);
+
+/*
 ** plugrl_stats for a runner: its client's counters (the same numbers
 ** plugrl_stats on the client gives) plus the runner's own episodes and
 ** env_steps. Any thread, any time, also while another thread is inside

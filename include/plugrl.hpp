@@ -853,6 +853,20 @@ class Runner {
     return act(o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
   }
 
+  /* The rest of env's chunk, from the step the last act gave it, into
+  ** chunk (resized to steps * step_size, step after step); returns the
+  ** steps. Between act and report only (plugrl_runner_chunk). */
+  template <class T, class A>
+  int64_t chunk(int64_t env, std::vector<T, A> &chunk) {
+    int64_t steps = 0;
+    plugrl_status s = plugrl_runner_chunk(h_, env, nullptr, 0, dtype_v<T>, &steps);
+    if (s != PLUGRL_OK && s != PLUGRL_BUFFER_TOO_SMALL) detail::throw_runner(s, h_);
+    std::optional<int64_t> step = step_size();
+    chunk.resize(static_cast<std::size_t>(steps * step.value_or(0)));
+    detail::check_runner(plugrl_runner_chunk(h_, env, chunk.data(), chunk.size() * sizeof(T), dtype_v<T>, &steps), h_);
+    return steps;
+  }
+
   /* The C form: actions_size bytes of dtype at actions. */
   bool act(const plugrl_observation *obs, void *actions, std::size_t actions_size, plugrl_dtype dtype) {
     plugrl_status s = plugrl_runner_act(h_, obs, actions, actions_size, dtype);

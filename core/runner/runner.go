@@ -347,6 +347,42 @@ func (r *Runner) writeActions(out *wire.Array) error {
 	return nil
 }
 
+// ErrShortBuffer is Chunk's error for an out array too small for the
+// steps left (the count is returned with it).
+var ErrShortBuffer = errors.New("the output holds fewer steps than the chunk has left")
+
+// Chunk writes the rest of env's action chunk into out, converted to
+// out.DType: the step the last Act gave it, then each step after it in
+// the chunk, step after step, and returns how many steps that is. It is
+// what a controller that plans ahead needs (a ROS 2 JointTrajectory of
+// the chunk, say). Call it between Act and Report. An out too small for
+// them all gets ErrShortBuffer with the count, so a caller can size it.
+func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
+	if !r.acted {
+		return 0, &client.Error{Kind: client.KindOutOfOrder, Msg: "Chunk is for between Act and Report: the chunk's current step is the one Act gave"}
+	}
+	if env < 0 || env >= len(r.envs) {
+		return 0, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("env %d is not one of the runner's %d envs", env, len(r.envs))}
+	}
+	if !out.DType.Numeric() {
+		return 0, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("chunk output dtype %s is not numeric", out.DType)}
+	}
+	e := &r.envs[env]
+	per := 1
+	for _, d := range r.stepShape {
+		per *= d
+	}
+	steps = e.remaining
+	if need := steps * per * out.DType.Size; len(out.Data) < need {
+		return steps, fmt.Errorf("%w: %d bytes for %d steps of %d values of %s, which need %d", ErrShortBuffer, len(out.Data), steps, per, out.DType, need)
+	}
+	src := e.chunk[e.step*r.stepBytes : (e.step+steps)*r.stepBytes]
+	if err := wire.Convert(out.Data[:steps*per*out.DType.Size], out.DType, src, r.chunkType, steps*per); err != nil {
+		return 0, &client.Error{Kind: client.KindInvalid, Msg: "converting the chunk", Err: err}
+	}
+	return steps, nil
+}
+
 // Report records one step of every env: the observation it returned (the
 // terminal one for an env that ended), its reward and done flags, and
 // optionally whether a finished episode succeeded (success may be nil). It

@@ -109,3 +109,59 @@ func TestRunnerRidesThroughResyncAndStops(t *testing.T) {
 		}
 	}
 }
+
+// TestChunk: between Act and Report, Chunk gives the rest of an env's chunk
+// from the step Act gave, in the caller's dtype; a short output says how
+// many steps are left; outside Act..Report it is out of order.
+func TestChunk(t *testing.T) {
+	s := refserver.New(refserver.Config{Horizon: 4, ActionDim: 2, Policy: refserver.ProbePolicy{}})
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 2
+	r, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: make([]byte, 8*n)}}}}
+	step := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n*2)}
+	plan := make([]float64, 4*2)
+	out := &wire.Array{DType: wire.Float64, Data: wire.BytesOf(plan)}
+	if _, err := r.Chunk(0, out); !errors.Is(err, client.ErrOutOfOrder) {
+		t.Fatalf("Chunk before Act: %v", err)
+	}
+	f := make([]bool, n)
+	for k := 0; k < 4; k++ {
+		if err := r.Act(obs, step); err != nil {
+			t.Fatal(err)
+		}
+		steps, err := r.Chunk(1, out)
+		if err != nil || steps != 4-k {
+			t.Fatalf("step %d: Chunk gave %d steps, %v; want %d", k, steps, err, 4-k)
+		}
+		for j := 0; j < steps; j++ {
+			for d := 0; d < 2; d++ {
+				// The probe policy's value for step k+j of env 1, dim d.
+				if got, want := plan[j*2+d], float64(10000*(k+j)+10*1+d); got != want {
+					t.Fatalf("step %d: chunk[%d][%d] = %v, want %v", k, j, d, got, want)
+				}
+			}
+		}
+		if _, err := r.Chunk(1, &wire.Array{DType: wire.Float32, Data: make([]byte, 4)}); !errors.Is(err, runner.ErrShortBuffer) {
+			t.Fatalf("a one-value output: %v", err)
+		}
+		if _, err := r.Chunk(n, out); !errors.Is(err, client.ErrInvalid) {
+			t.Fatalf("env %d of %d: %v", n, n, err)
+		}
+		if err := r.Report(obs, make([]float64, n), f, f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

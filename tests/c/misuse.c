@@ -533,6 +533,7 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
     EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 1), &rw, &flag, &flag, NULL), PLUGRL_CLOSED);
   }
   EXPECT_R(r, plugrl_runner_step_size(r, &v, &present), PLUGRL_CLOSED);
+  EXPECT_R(r, plugrl_runner_chunk(r, 0, out, sizeof out, PLUGRL_DTYPE_F64, &v), PLUGRL_CLOSED);
   EXPECT_R(r, plugrl_runner_on_episode(r, NULL, NULL), PLUGRL_CLOSED);
   EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
 }
@@ -770,6 +771,11 @@ static void test_runner(plugrl_client *c) {
   CHECK(known == 1 && step == 2);
 
   EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OUT_OF_ORDER);
+  {
+    double plan[16];
+    int64_t steps = -1;
+    EXPECT_R(r, plugrl_runner_chunk(r, 0, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_OUT_OF_ORDER);
+  }
   EXPECT_R(r, plugrl_runner_act(r, NULL, actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), NULL, 4 * sizeof(double), PLUGRL_DTYPE_F64),
            PLUGRL_INVALID_ARGUMENT);
@@ -782,6 +788,25 @@ static void test_runner(plugrl_client *c) {
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64),
            PLUGRL_OUT_OF_ORDER);
+  {
+    /* The rest of env 1's chunk (H = 8 steps of 2), after its first step. */
+    double plan[16];
+    float tiny[3];
+    int64_t steps = -1;
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, sizeof plan, PLUGRL_DTYPE_F64, NULL), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, 2, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, -1, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, sizeof plan, (plugrl_dtype)77, &steps), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, NULL, 8, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, NULL, 0, PLUGRL_DTYPE_F64, &steps), PLUGRL_BUFFER_TOO_SMALL);
+    CHECK(steps == 8);
+    steps = -1;
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, tiny, sizeof tiny, PLUGRL_DTYPE_F32, &steps), PLUGRL_BUFFER_TOO_SMALL);
+    CHECK(steps == 8);
+    steps = -1;
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_OK);
+    CHECK(steps == 8 && plan[0] == actions[2] && plan[1] == actions[3]);
+  }
   EXPECT_R(r, plugrl_runner_report(r, NULL, rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), NULL, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, NULL, no, NULL), PLUGRL_INVALID_ARGUMENT);

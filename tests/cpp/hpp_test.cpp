@@ -193,6 +193,15 @@ void test_runner(const std::string &url) {
   for (;;) {
     if (!runner.act(obs, actions)) break;
     CHECK(actions.size() == n * 3);
+    {
+      /* The rest of the last env's chunk starts with the step act gave it
+      ** (probe policy, H = 4: values 10000 k + 10 env + d). */
+      std::vector<double> plan;
+      int64_t left = runner.chunk(static_cast<int64_t>(n - 1), plan);
+      CHECK(left >= 1 && left <= 4 && plan.size() == static_cast<std::size_t>(left) * 3);
+      for (std::size_t d = 0; d < 3 && !plan.empty(); d++) CHECK(plan[d] == actions[(n - 1) * 3 + d]);
+      for (int64_t k = 1; k < left; k++) CHECK(plan[static_cast<std::size_t>(k) * 3] == plan[0] + 10000.0 * static_cast<double>(k));
+    }
     for (std::size_t i = 0; i < n; i++) {
       t[i] += 1;
       for (std::size_t d = 0; d < 3; d++) a[i * 3 + d] = actions[i * 3 + d];
