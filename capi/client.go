@@ -96,13 +96,22 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 		h.setMsg("invalid argument: " + err.Error())
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
-	c, err := client.Dial(context.Background(), opts)
+	c, err := client.New(opts)
 	if err != nil {
 		h.openErr = err
 		return h.fail(err)
 	}
+	// Published before connecting, so that plugrl_interrupt on the token
+	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c
 	h.cl.Store(c)
+	if h.takeInterrupt() { // raised before the client was there to take it
+		c.Interrupt()
+	}
+	if err := c.Connect(context.Background()); err != nil {
+		h.openErr = err
+		return h.fail(err)
+	}
 	return C.PLUGRL_OK
 }
 

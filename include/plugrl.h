@@ -312,8 +312,10 @@ typedef struct plugrl_client plugrl_client;
 
 /*
 ** Connects to options->url, waits for the server's metadata, and sets
-** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms (it
-** cannot be interrupted: there is no handle to interrupt yet).
+** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms. *client
+** is set before the connection starts: plugrl_interrupt(*client) from
+** another thread or a signal handler ends the open at once with
+** PLUGRL_INTERRUPTED (a Ctrl-C while the server is unreachable, say).
 **
 ** Like sqlite3_open, *client is set even when the connection fails (unless
 ** client is NULL or memory ran out): plugrl_errmsg(*client) says why, and

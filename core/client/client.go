@@ -185,10 +185,27 @@ type Client struct {
 	wake       chan struct{}
 }
 
-// Dial connects, reads the server's metadata, and returns the client.
+// Dial connects, reads the server's metadata, and returns the client: New
+// and Connect in one call.
 func Dial(ctx context.Context, o Options) (*Client, error) {
+	c, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// New returns a client that is not connected yet (its ledger, if any, is
+// open): call Connect. Interrupt from another goroutine then ends a
+// Connect that waits, which Dial cannot offer (there is no client to
+// interrupt until it returns).
+func New(o Options) (*Client, error) {
 	o.setDefaults()
-	c := &Client{opts: o, wake: make(chan struct{}, 1)}
+	c := &Client{opts: o, wake: make(chan struct{}, 1), phase: phaseDisconnected}
 	if o.LedgerPath != "" {
 		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version,
 			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }})
@@ -198,12 +215,34 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.ledger = w
 		c.logf(LevelInfo, "recording a %s ledger to %s", o.LedgerLevel, w.Path())
 	}
-	if err := c.connect(ctx, time.Time{}); err != nil {
-		c.ledger.Closed("local", 0, "", err.Error(), nil)
-		c.ledger.Close()
-		return nil, err
-	}
 	return c, nil
+}
+
+// Connect makes the first connection of a client from New: the dial, the
+// handshake and the metadata, within ConnectTimeout and MetadataTimeout.
+// Interrupt ends it (KindInterrupted), as does cancelling ctx. After an
+// error the client is not connected: Close it.
+func (c *Client) Connect(ctx context.Context) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	if c.phase != phaseDisconnected || c.conn != nil {
+		return newErr(KindOutOfOrder, nil, "Connect is for a client from New that has not connected yet")
+	}
+	if err := c.block(); err != nil {
+		return err
+	}
+	defer c.unblock()
+	err := c.connect(ctx, time.Time{})
+	if err != nil {
+		c.ledger.Closed("local", 0, "", err.Error(), nil)
+		c.phase = phaseClosed // nothing to reconnect to: Connect failed
+		if KindOf(err) == KindInterrupted {
+			c.intr.Store(false) // taken: it ended this call
+		}
+	}
+	return err
 }
 
 func (c *Client) logf(l Level, format string, args ...any) {

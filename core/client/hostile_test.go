@@ -383,3 +383,41 @@ func TestIdleClientSleeps(t *testing.T) {
 	}
 	_ = cs
 }
+
+// TestInterruptConnect: Interrupt ends a Connect that waits for a handshake
+// that trickles in or for metadata that never comes, at once; a client
+// interrupted before Connect does not connect at all.
+func TestInterruptConnect(t *testing.T) {
+	for _, sc := range []hostile.Scenario{hostile.SlowHandshake, hostile.NoMetadata} {
+		s := hostileServer(t, hostile.Config{Scenario: sc})
+		c, err := client.New(client.Options{URL: s.URL(), ConnectTimeout: 30 * time.Second, MetadataTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			c.Interrupt()
+		}()
+		start := time.Now()
+		if err := c.Connect(context.Background()); !errors.Is(err, client.ErrInterrupted) {
+			t.Fatalf("%s: Connect interrupted: got %v", sc, err)
+		}
+		within(t, string(sc)+": the interrupted Connect", time.Since(start), 100*time.Millisecond)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := hostileServer(t, hostile.Config{Scenario: hostile.Normal})
+	c, err := client.New(client.Options{URL: s.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Interrupt()
+	if err := c.Connect(context.Background()); !errors.Is(err, client.ErrInterrupted) {
+		t.Fatalf("Connect with an interrupt pending: got %v", err)
+	}
+	c.Close()
+	if s.Stats().Connections != 0 {
+		t.Fatalf("a Connect with an interrupt pending connected")
+	}
+}

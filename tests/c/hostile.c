@@ -477,6 +477,50 @@ static void case_no_metadata(const char *url) {
   check_deadline("plugrl_close after the failed open", close_ms, 0);
 }
 
+/* interrupt-open: plugrl_open waits for metadata that never comes, with
+** minute-long timeouts; plugrl_interrupt on the handle it already set
+** (from another thread) ends it at once with PLUGRL_INTERRUPTED. */
+static plugrl_client *open_handle; /* written by plugrl_open before it connects */
+static plugrl_status open_status;
+static double open_returned_ms;
+
+static void *open_worker(void *arg) {
+  open_status = plugrl_open((const plugrl_options *)arg, &open_handle);
+  open_returned_ms = now_ms();
+  return NULL;
+}
+
+static void case_interrupt_open(const char *url) {
+  plugrl_options opt;
+  pthread_t th;
+  plugrl_client *c = NULL;
+  double t0;
+  int i;
+  R.deadline_ms = 0;
+  options(&opt, url);
+  opt.connect_timeout_ms = 60000;
+  opt.metadata_timeout_ms = 60000;
+  if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  for (i = 0; i < 2000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1000);
+  if (c == NULL) {
+    fail("plugrl_open did not set *client within 2 s");
+    pthread_join(th, NULL);
+    return;
+  }
+  sleep_us(200000); /* well into the wait for metadata */
+  t0 = now_ms();
+  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  pthread_join(th, NULL);
+  R.status = open_status;
+  R.took_ms = open_returned_ms - t0;
+  expect("plugrl_open", R.status, PLUGRL_INTERRUPTED, c);
+  at_once("plugrl_open after plugrl_interrupt", R.took_ms);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
 /* slow-handshake: the 101 response arrives a byte every 100 ms. */
 static void case_slow_handshake(const char *url) {
   plugrl_options opt;
@@ -1204,6 +1248,7 @@ static const struct kase {
     {"big-action-one-env", "big-action-one-env --action-bytes 8388608", case_big_action_one_env, 0},
     {"rlimit", "big-action-one-env --action-bytes 536870912", case_rlimit, 0},
     {"no-metadata", "no-metadata", case_no_metadata, 0},
+    {"interrupt-open", "no-metadata", case_interrupt_open, 0},
     {"slow-handshake", "slow-handshake", case_slow_handshake, 0},
     {"receive-short", "slow-action --action-delay 60s", case_receive_short, 0},
     {"receive-long", "slow-action --action-delay 60s", case_receive_long, 0},
