@@ -357,6 +357,10 @@ std::vector<TrajectoryPoint> trajectory_points(const double *chunk, std::size_t 
   return points;
 }
 
+std::vector<TrajectoryPoint> single_point(const std::vector<double> &command, Duration period) {
+  return {TrajectoryPoint{command, period}};
+}
+
 // ---------------------------------------------------------------- episodes
 
 const char *episode_csv_header() { return "episode,env,seconds,return,length,success"; }
@@ -395,6 +399,7 @@ Controller::Controller(Config config, InputState inputs, CommandBook book, Hooks
   resetting_.assign(n, false);
   reset_sent_.assign(n, TimePoint{});
   answers_at_request_.assign(n, 0);
+  trajectories_.assign(n, {});
 }
 
 const char *Controller::phase_name() const noexcept {
@@ -420,7 +425,12 @@ void Controller::hold_all(TimePoint now, const std::string &why, bool expected) 
   bool any = false;
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     if (!book_.has_command(i)) continue;  // nothing was commanded yet: nothing to hold
-    hooks_.publish(i, book_.hold(i), true);
+    const std::vector<double> hold = book_.hold(i);
+    hooks_.publish(i, hold, true);
+    if (hooks_.publish_trajectory) {
+      trajectories_[i] = single_point(hold, cfg_.trajectory_period);
+      hooks_.publish_trajectory(i, trajectories_[i], true);
+    }
     any = true;
   }
   if (!any) return;
@@ -459,13 +469,43 @@ Controller::Result Controller::do_act(TimePoint now) {
     throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
                                                    " values, not a multiple of the " +
                                                    std::to_string(cfg_.num_envs) + " envs");
+  // The chunks are read now, between act and report, before any command
+  // goes out (reading one sends nothing and does not block).
+  if (hooks_.publish_trajectory)
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) build_trajectory(i, now);
   // Stamped before the first publication: an env may answer (over DDS, on
   // another thread) before the last env's command is out, and its answer
   // must count as newer than its command.
   command_at_ = Clock::now();
-  for (std::size_t i = 0; i < cfg_.num_envs; i++) hooks_.publish(i, book_.command(i), false);
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    hooks_.publish(i, book_.command(i), false);
+    if (hooks_.publish_trajectory) hooks_.publish_trajectory(i, trajectories_[i], false);
+  }
   phase_ = Phase::Report;
   return Result::Stepped;
+}
+
+void Controller::build_trajectory(std::size_t env, TimePoint now) {
+  const std::vector<double> &command = book_.command(env);
+  const std::size_t k = command.size();
+  if (hooks_.chunk) {
+    std::string why;
+    try {
+      const int64_t steps = hooks_.chunk(env, chunk_);
+      if (steps >= 1 && chunk_.size() == static_cast<std::size_t>(steps) * k) {
+        trajectories_[env] =
+            trajectory_points(chunk_.data(), static_cast<std::size_t>(steps), k, cfg_.trajectory_period, book_);
+        return;
+      }
+      why = std::to_string(steps) + " step(s) in " + std::to_string(chunk_.size()) + " values, for steps of " +
+            std::to_string(k);
+    } catch (const plugrl::Error &e) {
+      why = e.what();
+    }
+    warn_throttled(now, "env " + std::to_string(env) + ": cannot read the rest of the chunk (" + why +
+                            "); its trajectory is this step's command");
+  }
+  trajectories_[env] = single_point(command, cfg_.trajectory_period);
 }
 
 Controller::Result Controller::do_report(TimePoint now) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -556,4 +558,208 @@ TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   EXPECT_TRUE(h.published[1].hold);
   EXPECT_EQ(c.holds(), 2u);  // at the report's wake and at this one
   EXPECT_EQ(h.warnings, 0);  // holding for a reset is the normal course
+}
+
+// ---------------------------------------------------------------- trajectories
+
+namespace {
+
+// A controller of n envs whose act gives env i the chunk rows[i] (k values
+// a step) step after step, as plugrl::Runner does: act hands out the
+// current step, chunk the rest of the chunk from it. Records what happens
+// in order.
+struct ChunkHarness {
+  Harness h;
+  std::size_t k;
+  std::vector<std::vector<double>> rows;  // per env: steps x k values
+  std::size_t at = 0;                     // the current step
+  bool acted = false;
+  std::vector<std::string> events;
+  struct Traj {
+    std::size_t env;
+    std::vector<TrajectoryPoint> points;
+    bool hold;
+  };
+  std::vector<Traj> trajectories;
+  std::function<int64_t(std::size_t, std::vector<double> &)> chunk;  // default: the rest of rows
+  int warnings = 0;
+
+  ChunkHarness(std::size_t n, std::size_t k_, std::vector<std::vector<double>> rows_)
+      : h(n), k(k_), rows(std::move(rows_)) {
+    chunk = [this](std::size_t env, std::vector<double> &out) -> int64_t {
+      if (!acted) throw plugrl::Error(PLUGRL_OUT_OF_ORDER, "chunk outside act and report");
+      out.assign(rows[env].begin() + static_cast<std::ptrdiff_t>(at * k), rows[env].end());
+      return static_cast<int64_t>(out.size() / k);
+    };
+  }
+
+  // book: by default, hold the last command, no scale or clip.
+  Controller make(Controller::Config cfg, bool with_chunk = true, std::optional<CommandBook> book = std::nullopt) {
+    const std::size_t n = h.shared.num_envs();
+    if (!book) book.emplace(n, HoldMode::Last);
+    Controller::Hooks hooks;
+    hooks.snapshot = [this](InputState &dst) { h.shared.drain_into(dst); };
+    hooks.act = [this, n](const plugrl::Observation &, std::vector<double> &out) {
+      events.push_back("act");
+      out.clear();
+      for (std::size_t i = 0; i < n; i++)
+        out.insert(out.end(), rows[i].begin() + static_cast<std::ptrdiff_t>(at * k),
+                   rows[i].begin() + static_cast<std::ptrdiff_t>((at + 1) * k));
+      acted = true;
+      return true;
+    };
+    hooks.report = [this](const plugrl::Observation &, const std::vector<double> &, const std::vector<uint8_t> &,
+                          const std::vector<uint8_t> &, const std::vector<uint8_t> &) {
+      events.push_back("report");
+      acted = false;
+      at++;
+      return true;
+    };
+    hooks.publish = [this](std::size_t env, const std::vector<double> &, bool hold) {
+      events.push_back((hold ? "hold" : "publish") + std::to_string(env));
+    };
+    hooks.publish_trajectory = [this](std::size_t env, const std::vector<TrajectoryPoint> &p, bool hold) {
+      events.push_back("trajectory" + std::to_string(env));
+      trajectories.push_back({env, p, hold});
+    };
+    if (with_chunk)
+      hooks.chunk = [this](std::size_t env, std::vector<double> &out) {
+        events.push_back("chunk" + std::to_string(env));
+        return chunk(env, out);
+      };
+    hooks.request_reset = [](std::size_t) {};
+    hooks.log = [this](Controller::Level level, const std::string &) {
+      if (level == Controller::Level::Warn) warnings++;
+    };
+    return Controller(cfg, InputState(cartpole_sources(), n), std::move(*book), hooks);
+  }
+};
+
+std::vector<double> values_at(const std::vector<TrajectoryPoint> &p, std::size_t i) { return p.at(i).values; }
+
+}  // namespace
+
+TEST(Controller, TrajectoryIsTheRestOfTheChunk) {
+  // Two envs, chunks of 3 steps of 2 values.
+  ChunkHarness c(2, 2, {{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {-0.1, -0.2, -0.3, -0.4, -0.5, -0.6}});
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 10s;
+  cfg.trajectory_period = 20ms;
+  Controller ctl = c.make(cfg);
+  c.h.state(0, 0, Clock::now());
+  c.h.state(1, 0, Clock::now());
+  ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
+  // The chunks are read between act and report, before any command goes
+  // out; each env's trajectory follows its command.
+  EXPECT_EQ(c.events, (std::vector<std::string>{"act", "chunk0", "chunk1", "publish0", "trajectory0", "publish1",
+                                                 "trajectory1"}));
+  ASSERT_EQ(c.trajectories.size(), 2u);
+  const auto &p0 = c.trajectories[0].points;
+  ASSERT_EQ(p0.size(), 3u);  // the whole chunk: this step and the two after it
+  EXPECT_FALSE(c.trajectories[0].hold);
+  EXPECT_EQ(values_at(p0, 0), (std::vector<double>{0.1, 0.2}));
+  EXPECT_EQ(values_at(p0, 0), ctl.commands().command(0));  // point 0 is the command
+  EXPECT_EQ(values_at(p0, 2), (std::vector<double>{0.5, 0.6}));
+  EXPECT_EQ(p0[0].time_from_start, std::chrono::duration_cast<Duration>(20ms));
+  EXPECT_EQ(p0[1].time_from_start, std::chrono::duration_cast<Duration>(40ms));
+  EXPECT_EQ(p0[2].time_from_start, std::chrono::duration_cast<Duration>(60ms));
+  EXPECT_EQ(c.trajectories[1].env, 1u);
+  EXPECT_EQ(values_at(c.trajectories[1].points, 1), (std::vector<double>{-0.3, -0.4}));
+  EXPECT_EQ(ctl.trajectory(1).size(), 3u);
+
+  // The next step: two points left, the first of them the new command.
+  c.h.step(0, 0.1, 1, false, false);
+  c.h.step(1, 0.1, 1, false, false);
+  c.trajectories.clear();
+  ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
+  ASSERT_EQ(c.trajectories.size(), 2u);
+  ASSERT_EQ(c.trajectories[0].points.size(), 2u);
+  EXPECT_EQ(values_at(c.trajectories[0].points, 0), (std::vector<double>{0.3, 0.4}));
+  EXPECT_EQ(c.trajectories[0].points[1].time_from_start, std::chrono::duration_cast<Duration>(40ms));
+  EXPECT_EQ(c.warnings, 0);
+}
+
+TEST(Controller, TrajectoryPointsAreScaledAndClippedLikeTheCommand) {
+  ChunkHarness c(1, 1, {{0.2, 0.9, -3.0}});
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  Controller ctl = c.make(cfg, true, CommandBook(1, HoldMode::Zeros, 2.0, -1.0, 1.0));
+  c.h.state(0, 0, Clock::now());
+  ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
+  ASSERT_EQ(ctl.trajectory(0).size(), 3u);
+  EXPECT_EQ(ctl.trajectory(0)[0].values, (std::vector<double>{0.4}));
+  EXPECT_EQ(ctl.trajectory(0)[0].values, ctl.commands().command(0));
+  EXPECT_EQ(ctl.trajectory(0)[1].values, (std::vector<double>{1.0}));
+  EXPECT_EQ(ctl.trajectory(0)[2].values, (std::vector<double>{-1.0}));
+}
+
+TEST(Controller, AHoldsTrajectoryIsTheHoldAlone) {
+  ChunkHarness c(1, 1, {{0.5, 0.6, 0.7, 0.8}});
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 100ms;
+  cfg.trajectory_period = 10ms;
+  Controller ctl = c.make(cfg);  // hold: last
+  const TimePoint t = Clock::now();
+  c.h.state(0, 0, t);
+  ASSERT_EQ(ctl.wake(t), Controller::Result::Stepped);
+  ASSERT_EQ(c.trajectories.back().points.size(), 4u);
+  c.trajectories.clear();
+  EXPECT_EQ(ctl.wake(t + 500ms), Controller::Result::Waiting);  // stale: hold
+  ASSERT_EQ(c.trajectories.size(), 1u);
+  EXPECT_TRUE(c.trajectories[0].hold);
+  ASSERT_EQ(c.trajectories[0].points.size(), 1u);
+  EXPECT_EQ(c.trajectories[0].points[0].values, (std::vector<double>{0.5}));
+  EXPECT_EQ(c.trajectories[0].points[0].time_from_start, std::chrono::duration_cast<Duration>(10ms));
+}
+
+TEST(Controller, TrajectoryWithoutAChunkIsTheCommand) {
+  // No chunk hook (or one that fails): the command alone, and a warning
+  // when reading the chunk failed.
+  {
+    ChunkHarness c(1, 1, {{0.5, 0.6}});
+    Controller::Config cfg;
+    cfg.num_envs = 1;
+    cfg.mode = Mode::Lockstep;
+    Controller ctl = c.make(cfg, false);
+    c.h.state(0, 0, Clock::now());
+    ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
+    ASSERT_EQ(ctl.trajectory(0).size(), 1u);
+    EXPECT_EQ(ctl.trajectory(0)[0].values, (std::vector<double>{0.5}));
+    EXPECT_EQ(c.warnings, 0);
+  }
+  {
+    ChunkHarness c(1, 1, {{0.5, 0.6}});
+    c.chunk = [](std::size_t, std::vector<double> &) -> int64_t {
+      throw plugrl::Error(PLUGRL_OUT_OF_ORDER, "not now");
+    };
+    Controller::Config cfg;
+    cfg.num_envs = 1;
+    cfg.mode = Mode::Lockstep;
+    Controller ctl = c.make(cfg);
+    c.h.state(0, 0, Clock::now());
+    ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);  // the step goes on
+    ASSERT_EQ(ctl.trajectory(0).size(), 1u);
+    EXPECT_EQ(c.warnings, 1);
+  }
+  {
+    ChunkHarness c(1, 2, {{0.5, 0.6, 0.7, 0.8}});
+    c.chunk = [](std::size_t, std::vector<double> &out) -> int64_t {
+      out.assign(3, 0.0);  // not steps x step_size
+      return 2;
+    };
+    Controller::Config cfg;
+    cfg.num_envs = 1;
+    cfg.mode = Mode::Lockstep;
+    Controller ctl = c.make(cfg);
+    c.h.state(0, 0, Clock::now());
+    ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
+    ASSERT_EQ(ctl.trajectory(0).size(), 1u);
+    EXPECT_EQ(ctl.trajectory(0)[0].values, (std::vector<double>{0.5, 0.6}));
+    EXPECT_EQ(c.warnings, 1);
+  }
 }

@@ -17,7 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,7 +33,7 @@ namespace {
 // `plugrl serve` on a free port, stopped at the end of the scope.
 class Server {
  public:
-  Server(const std::string &bin, const std::string &policy) {
+  Server(const std::string &bin, const std::string &policy, int horizon = 1) {
     int fds[2];
     if (pipe(fds) != 0) return;
     posix_spawn_file_actions_t fa;
@@ -39,7 +41,7 @@ class Server {
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
     std::vector<std::string> args{bin,           "serve",         "--addr", "127.0.0.1:0", "--policy", policy,
-                                  "--horizon",   "1",             "--action-dim", "1", "--action-dtype", "float64",
+                                  "--horizon",   std::to_string(horizon), "--action-dim", "1", "--action-dtype", "float64",
                                   "--seed",      "1",             "--quiet"};
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
@@ -86,10 +88,25 @@ std::vector<SourceSpec> sources() {
   return v;
 }
 
+// What the trajectories of a run looked like (run with a Trajectories*).
+struct Trajectories {
+  uint64_t published = 0;      // trajectories after an action
+  std::size_t max_points = 0;  // the most points in one
+  std::map<std::size_t, uint64_t> by_points;  // points -> trajectories
+  // Steps whose command was not the previous trajectory's second point
+  // although that trajectory had one and the env's episode went on.
+  uint64_t mismatches = 0;
+  uint64_t checked = 0;  // steps compared so
+  uint64_t first_not_command = 0;  // trajectories whose point 0 is not the command
+};
+
 // Runs `episodes` episodes of n cartpoles through a Controller against a
-// server of policy; returns each episode's return, in order.
-std::vector<double> run(const std::string &bin, const std::string &policy, std::size_t n, int64_t episodes) {
-  Server server(bin, policy);
+// server of policy with action horizon `horizon`; returns each episode's
+// return, in order. With traj, the controller also builds each env's
+// trajectory from plugrl::Runner::chunk, and traj says what they held.
+std::vector<double> run(const std::string &bin, const std::string &policy, std::size_t n, int64_t episodes,
+                        int horizon = 1, Trajectories *traj = nullptr) {
+  Server server(bin, policy, horizon);
   EXPECT_FALSE(server.url().empty()) << "plugrl serve printed no URL";
   if (server.url().empty()) return {};
   plugrl::Client client(plugrl::Options(server.url()).receive_timeout_ms(30000));
@@ -125,7 +142,33 @@ std::vector<double> run(const std::string &bin, const std::string &policy, std::
     commands[env] = c.empty() ? 0.0 : c[0];
     stepped.push_back(env);
   };
-  hooks.request_reset = [&](std::size_t env) { reset.push_back(env); };
+  // Per env: the last action trajectory, and whether an episode ended since.
+  std::vector<std::vector<TrajectoryPoint>> last_traj(n);
+  std::vector<bool> ended(n, false);
+  if (traj) {
+    hooks.chunk = [&](std::size_t env, std::vector<double> &chunk) {
+      return runner.chunk(static_cast<int64_t>(env), chunk);
+    };
+    hooks.publish_trajectory = [&](std::size_t env, const std::vector<TrajectoryPoint> &p, bool hold) {
+      if (hold) return;
+      traj->published++;
+      traj->by_points[p.size()]++;
+      traj->max_points = std::max(traj->max_points, p.size());
+      // Published right after env's command (commands[env]).
+      if (p.empty() || p[0].values.size() != 1 || p[0].values[0] != commands[env]) traj->first_not_command++;
+      // The previous trajectory foretold this command.
+      if (!ended[env] && last_traj[env].size() >= 2) {
+        traj->checked++;
+        if (last_traj[env][1].values != p[0].values) traj->mismatches++;
+      }
+      last_traj[env] = p;
+      ended[env] = false;
+    };
+  }
+  hooks.request_reset = [&](std::size_t env) {
+    ended[env] = true;
+    reset.push_back(env);
+  };
   hooks.on_episode = [&](const EpisodeRecord &e) { returns.push_back(e.episode_return); };
   Controller controller(cfg, InputState(sources(), n), CommandBook(n, HoldMode::Zeros, 1.0, -1.0, 1.0), hooks);
 
@@ -174,4 +217,28 @@ TEST(Learning, CartpoleLearnsThroughTheController) {
               r, random.size(), first, last, last / r);
   EXPECT_GE(last, 3 * first);
   EXPECT_GE(last, 5 * r);
+}
+
+// Action chunks of H = 4: each action's trajectory is the rest of the
+// env's chunk (plugrl::Runner::chunk between act and report): 4 points at
+// a chunk's first step, then 3, 2, 1; and its second point is the command
+// the env gets at the next step.
+TEST(Learning, TrajectoryIsTheRestOfEachChunk) {
+  const char *bin = std::getenv("PLUGRL_SERVER_BIN");
+  if (!bin || !*bin) GTEST_SKIP() << "PLUGRL_SERVER_BIN (the plugrl command) is not set";
+  Trajectories t;
+  const std::vector<double> cem = run(bin, "cem", 8, 40, 4, &t);
+  ASSERT_EQ(cem.size(), 40u);
+  std::printf("H = 4: %llu trajectories; by points:", static_cast<unsigned long long>(t.published));
+  for (const auto &e : t.by_points) std::printf(" %zu: %llu", e.first, static_cast<unsigned long long>(e.second));
+  std::printf("; %llu next commands checked against the trajectory, %llu differ\n",
+              static_cast<unsigned long long>(t.checked), static_cast<unsigned long long>(t.mismatches));
+  EXPECT_EQ(t.max_points, 4u);
+  EXPECT_GT(t.by_points[4], 0u);
+  EXPECT_GT(t.by_points[2], 0u);
+  EXPECT_EQ(t.by_points.count(0), 0u);
+  EXPECT_EQ(t.by_points.count(5), 0u);
+  EXPECT_EQ(t.first_not_command, 0u);
+  EXPECT_GT(t.checked, 1000u);
+  EXPECT_EQ(t.mismatches, 0u);
 }

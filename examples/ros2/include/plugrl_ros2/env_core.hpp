@@ -192,15 +192,21 @@ class CommandBook {
 };
 
 // One point of a trajectory of a chunk: step k's values, due at
-// (k + 1) * period after the chunk's start.
+// (k + 1) * period after the chunk's start (point 0 is the step being
+// commanded now, reached at the end of this control period).
 struct TrajectoryPoint {
   std::vector<double> values;
   Duration time_from_start;
 };
 // The points of env's part of a chunk: `steps` steps of step_size values,
 // env's step k at chunk[k * step_size ...] (scaled and clipped by book).
+// What plugrl::Runner::chunk gives between act and report is such a part:
+// the step act gave, then the rest of the env's chunk.
 std::vector<TrajectoryPoint> trajectory_points(const double *chunk, std::size_t steps, std::size_t step_size,
                                                Duration period, const CommandBook &book);
+// A trajectory of one command already scaled and clipped (a hold, or a
+// step whose chunk could not be read): one point at period.
+std::vector<TrajectoryPoint> single_point(const std::vector<double> &command, Duration period);
 
 // ---------------------------------------------------------------- episodes
 
@@ -245,6 +251,9 @@ class Controller {
     Duration reset_timeout = std::chrono::seconds(5);
     bool reward_topic = true, terminated_topic = true, truncated_topic = true;
     int64_t max_episodes = 0;  // 0: no limit
+    // Time between two points of a published trajectory (the control
+    // period; Hooks::publish_trajectory).
+    Duration trajectory_period = std::chrono::milliseconds(10);
   };
   enum class Level { Debug, Info, Warn, Error };
   struct Hooks {
@@ -257,6 +266,19 @@ class Controller {
         report;
     // Publishes env's command; hold: it is the safe hold, not an action.
     std::function<void(std::size_t env, const std::vector<double> &command, bool hold)> publish;
+    // Optional: env's trajectory, published right after its command.
+    // Unset: no trajectories are built. After an action the points are
+    // the rest of env's chunk from this step (Hooks::chunk), one point per
+    // step; for a hold, or without Hooks::chunk, the command alone.
+    std::function<void(std::size_t env, const std::vector<TrajectoryPoint> &points, bool hold)>
+        publish_trajectory;
+    // Optional: plugrl::Runner::chunk - the rest of env's chunk from the
+    // step the last act gave it, steps x step_size values, step after step;
+    // returns the steps. Called between act and report (before the step's
+    // commands go out), only when publish_trajectory is set. When it throws
+    // (plugrl::Error) or its size is off, a warning is logged and the
+    // trajectory is the command alone.
+    std::function<int64_t(std::size_t env, std::vector<double> &chunk)> chunk;
     // Sends env's reset request (asynchronously: the answer comes through
     // InputState::put_reset_answer).
     std::function<void(std::size_t env)> request_reset;
@@ -285,6 +307,9 @@ class Controller {
   uint64_t holds() const noexcept { return holds_; }
   const InputState &inputs() const noexcept { return in_; }
   const CommandBook &commands() const noexcept { return book_; }
+  // The trajectory last published to env (empty before the first, or
+  // without Hooks::publish_trajectory).
+  const std::vector<TrajectoryPoint> &trajectory(std::size_t env) const { return trajectories_.at(env); }
 
  private:
   // Publishes every env's hold (those that ever got a command), at most
@@ -295,6 +320,10 @@ class Controller {
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
   bool resets_done(TimePoint now);
+  // After an action: env's trajectory from its chunk (Hooks::chunk), or
+  // the command alone when there is no chunk to read (a warning, at most
+  // once a second).
+  void build_trajectory(std::size_t env, TimePoint now);
 
   Config cfg_;
   InputState in_;
@@ -302,7 +331,8 @@ class Controller {
   Hooks hooks_;
   Phase phase_ = Phase::Act;
   plugrl::Observation obs_;
-  std::vector<double> actions_, rewards_;
+  std::vector<double> actions_, rewards_, chunk_;
+  std::vector<std::vector<TrajectoryPoint>> trajectories_;  // [n]: the last published
   std::vector<uint8_t> terminated_, truncated_, success_;
   TimePoint start_;
   std::optional<TimePoint> command_at_;  // the last action's publication
