@@ -19,9 +19,10 @@ import (
 // clientHandle is what a plugrl_client token stands for.
 type clientHandle struct {
 	handleBase
-	c       *client.Client                // nil when open failed
-	cl      atomic.Pointer[client.Client] // c, for other goroutines (interrupt)
-	openErr error
+	c       *client.Client                // from plugrl_open's start; release closes it
+	cl      atomic.Pointer[client.Client] // c once connected, for other goroutines (interrupt, stats)
+	opening atomic.Pointer[client.Client] // c while plugrl_open connects, for interrupt
+	openErr error                         // why plugrl_open failed
 
 	obs    obsScratch
 	req    wire.Infer
@@ -44,15 +45,24 @@ func lookupClient(p *C.plugrl_client) *clientHandle { return clients.lookup(unsa
 // interrupt interrupts the call running on the client, if any, or the
 // next blocking one (see client.Interrupt). Any goroutine.
 func (h *clientHandle) interrupt() {
-	if c := h.cl.Load(); c != nil {
+	if c := h.target(); c != nil {
 		c.Interrupt()
 	}
+}
+
+// target is the client an interrupt acts on: the connected one, or the
+// one plugrl_open is connecting.
+func (h *clientHandle) target() *client.Client {
+	if c := h.cl.Load(); c != nil {
+		return c
+	}
+	return h.opening.Load()
 }
 
 // interruptBlocked interrupts the call blocked on the client now, if any,
 // and leaves no interrupt pending (see client.InterruptBlocked).
 func (h *clientHandle) interruptBlocked() {
-	if c := h.cl.Load(); c != nil {
+	if c := h.target(); c != nil {
 		c.InterruptBlocked()
 	}
 }
@@ -104,14 +114,17 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 	// Published before connecting, so that plugrl_interrupt on the token
 	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c
-	h.cl.Store(c)
+	h.opening.Store(c)
 	if h.takeInterrupt() { // raised before the client was there to take it
 		c.Interrupt()
 	}
-	if err := c.Connect(context.Background()); err != nil {
+	err = c.Connect(context.Background())
+	h.opening.Store(nil)
+	if err != nil {
 		h.openErr = err
 		return h.fail(err)
 	}
+	h.cl.Store(c)
 	return C.PLUGRL_OK
 }
 
@@ -145,7 +158,7 @@ func use(p *C.plugrl_client) (*clientHandle, C.plugrl_status) {
 	if st := h.enter(); st != C.PLUGRL_OK {
 		return nil, st
 	}
-	if h.c == nil {
+	if h.c == nil || h.openErr != nil { // the client exists before it connects (plugrl_open sets it first)
 		h.setMsg(fmt.Sprintf("connection failed: this handle's plugrl_open failed (%v); close it", h.openErr))
 		h.leave()
 		return nil, C.PLUGRL_CONNECT_FAILED
