@@ -12,10 +12,11 @@
 # machine with Debian's ament-cmake and colcon alone.
 #
 # Where rclcpp is found (a sourced ROS 2 install: Humble or Jazzy), the
-# nodes are built too, and two more tests run them (tests/ros2_nodes.sh):
+# nodes are built too, and more tests run them (tests/ros2_nodes.sh):
 # a MuJoCo cartpole learning through DDS (cartpole_sim_node +
 # plugrl_env_node + `plugrl serve --policy cem`, compared with --policy
-# random), and a shutdown test (SIGINT while an infer waits, 20 runs).
+# random), the JointTrajectory of the rest of each chunk (H = 4), the
+# timer mode, and a shutdown test (SIGINT while an infer waits, 20 runs).
 #
 # Prints a SKIPPED line and exits 0 only when colcon is not installed.
 # PLUGRL_ROS2_KEEP=DIR keeps the workspace and logs in DIR.
@@ -105,5 +106,5 @@ if [[ ! -x $nodes/cartpole_sim_node ]]; then
   echo "FAIL: plugrl_env_node was built but cartpole_sim_node was not (MuJoCo missing?)" >&2
   exit 1
 fi
-"$here/ros2_nodes.sh" "$build/bin" "$nodes" "$root/examples/plot_returns.py"
+"$here/ros2_nodes.sh" "$build/bin" "$nodes" "$root/examples/plot_returns.py" "$tmp/build/plugrl_ros2/trajectory_probe"
 echo "PASS: plugrl_ros2 builds, its tests pass, and its nodes learn and shut down"

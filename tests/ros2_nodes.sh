@@ -2,7 +2,7 @@
 # plugrl_ros2's nodes for real (called by tests/ros2.sh where rclcpp is
 # found; needs a sourced ROS 2):
 #
-#   ros2_nodes.sh PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY
+#   ros2_nodes.sh PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY TRAJECTORY_PROBE
 #
 # 1. Learning through DDS: cartpole_sim_node (8 MuJoCo cartpoles, a step
 #    per command, seed 1) and plugrl_env_node (lockstep) against `plugrl
@@ -10,10 +10,16 @@
 #    for 320: passes when cem's last 40 episodes' mean return is at least 3
 #    times its first 40's and 5 times the random policy's (as
 #    tests/cartpole_learns.sh asks of the C++ demo).
-# 2. The timer mode: the simulator on its own 100 Hz clock, the node
-#    ticking at 100 Hz, 40 episodes against cem: the node must end them and
-#    exit 0.
-# 3. Shutdown: 20 times, plugrl_env_node against a server that never
+# 2. Action chunks: the same against `plugrl serve --policy cem --horizon
+#    4` for 40 episodes, with trajectory_probe (test/trajectory_probe.cpp,
+#    from the build tree) on env 0's JointTrajectory topic: the node must
+#    publish trajectories of 4 points at a chunk's first step (the rest of
+#    the chunk after that: 3, 2, 1), point k due at (k + 1) x 0.01 s, each
+#    trajectory's second point the next one's first.
+# 3. The timer mode: the simulator on its own 100 Hz clock, the node
+#    ticking at 100 Hz, 40 episodes against cem: the node must end them
+#    (envs ending at the same last step may add a few) and exit 0.
+# 4. Shutdown: 20 times, plugrl_env_node against a server that never
 #    answers (plugrl-hostile slow-action), SIGINT once its infer waits; and
 #    5 times in the middle of training against `plugrl serve --policy cem`.
 #    In each run the node must stop (rclcpp's signal handler to its client
@@ -23,11 +29,11 @@ set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if [[ $# -ne 3 ]]; then
-  echo "usage: $0 PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY" >&2
+if [[ $# -ne 4 ]]; then
+  echo "usage: $0 PLUGRL_BIN_DIR NODES_DIR PLOT_RETURNS_PY TRAJECTORY_PROBE" >&2
   exit 2
 fi
-bin=$1 nodes=$2 plot=$3
+bin=$1 nodes=$2 plot=$3 probe=$4
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -118,11 +124,58 @@ python3 "$plot" "$tmp/cem.csv" --random "$tmp/random.csv" --window 40 \
   --title "MuJoCo cartpole through ROS 2 (plugrl_env_node, $envs envs) learning with plugrl serve --policy cem"
 echo "PASS: the cartpole learns through ROS 2"
 
+# chunks EPISODES: H = 4 in lockstep, trajectory_probe listening to env 0's
+# trajectories (see 2. above).
+chunks() {
+  local episodes=$1 url rc=0 start=$SECONDS line
+  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 4 --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$tmp/chunk-serve.log" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  url=$(wait_url "$tmp/chunk-serve.log" "$server") || {
+    echo "FAIL: plugrl serve printed no URL" >&2
+    exit 1
+  }
+  "$probe" --ros-args -r trajectory:=/cart_0/action_trajectory >"$tmp/probe.log" 2>&1 &
+  local probe_pid=$!
+  pids+=("$probe_pid")
+  start_sim "$tmp/chunk-sim.log"
+  timeout -s INT -k 5 300 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p "url:=$url" -p "max_episodes:=$episodes" -p "episode_csv:=$tmp/chunk.csv" >"$tmp/chunk-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  stop "$probe_pid"
+  line=$(grep '^trajectory_probe:' "$tmp/probe.log" || true)
+  if [[ $rc -ne 0 || -z $line ]]; then
+    echo "FAIL: chunks: plugrl_env_node exited $rc; probe: ${line:-no summary}; the node's log:" >&2
+    tail -n 30 "$tmp/chunk-env.log" >&2
+    cat "$tmp/probe.log" >&2
+    exit 1
+  fi
+  echo "H = 4: $(($(wc -l <"$tmp/chunk.csv") - 1)) episodes in $((SECONDS - start)) s; env 0's trajectories seen over DDS:"
+  echo "    $line"
+  grep -E 'publishing each env' "$tmp/chunk-env.log" | head -n 1 | sed 's/^/    /'
+  # Points 4 seen, nothing above, no bad times, the chain checked and whole.
+  if ! awk '{
+        for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+:[0-9]+;?$/) { split($i, a, ":"); if (a[1] + 0 > max) max = a[1] + 0 }
+        if (match($0, /bad times [0-9]+/)) bad = substr($0, RSTART + 10, RLENGTH - 10) + 0
+        if (match($0, /chained [0-9]+/)) ch = substr($0, RSTART + 8, RLENGTH - 8) + 0
+        if (match($0, /differ [0-9]+/)) df = substr($0, RSTART + 7, RLENGTH - 7) + 0
+      } END { exit !(max == 4 && bad == 0 && ch > 0 && df == 0) }' <<<"$line"; then
+    echo "FAIL: the JointTrajectory is not the rest of the chunk (want up to 4 points, none more, good times, chained)" >&2
+    exit 1
+  fi
+  echo "PASS: with H = 4 the JointTrajectory holds the rest of each chunk"
+}
+
+echo "== action chunks: H = 4, the JointTrajectory of the rest of each chunk"
+chunks 40
+
 # timer_mode EPISODES: the real-robot mode through DDS: cartpole_sim_node
 # stepping every cartpole at 100 Hz on its own clock (the latest effort
 # held), plugrl_env_node ticking at 100 Hz, against `plugrl serve --policy
-# cem`. Passes when EPISODES episodes end and the node exits 0; says how
-# often it held.
+# cem`. Passes when EPISODES episodes (a few more when envs end at the
+# same last step) end and the node exits 0; says how often it held.
 timer_mode() {
   local episodes=$1 url rc=0 start=$SECONDS
   "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
@@ -143,7 +196,9 @@ timer_mode() {
   stop "$sim_pid"
   stop "$server"
   local got=$(($(wc -l <"$tmp/timer.csv") - 1))
-  if [[ $rc -ne 0 || $got -ne $episodes ]]; then
+  # Envs that end at the same step all count: the last step may pass
+  # max_episodes by a few.
+  if [[ $rc -ne 0 || $got -lt $episodes ]]; then
     echo "FAIL: timer mode: plugrl_env_node exited $rc after $got of $episodes episodes; its log:" >&2
     tail -n 30 "$tmp/timer-env.log" >&2
     exit 1

@@ -5,9 +5,9 @@
 // its reward and terminated/truncated topics; gathers the latest values into
 // an observation; gets each step's action from plugrl::Runner on a thread of
 // its own (the executor is never blocked by the network); publishes each
-// env's command (std_msgs/Float64MultiArray, optionally a
-// trajectory_msgs/JointTrajectory); calls a std_srvs/Trigger reset service
-// when an episode ends. Stale or missing observations make it publish a safe
+// env's command (std_msgs/Float64MultiArray, optionally the rest of the
+// env's action chunk as a trajectory_msgs/JointTrajectory); calls a
+// std_srvs/Trigger reset service when an episode ends. Stale or missing observations make it publish a safe
 // hold action instead of acting on old data. Everything is set by parameters
 // (config/cartpole.yaml is an example) and topic remapping. N envs: one
 // namespace per env (env_namespaces), each with the same topics.
@@ -291,6 +291,12 @@ class EnvNode : public rclcpp::Node {
                 url_.c_str());
   }
 
+  // Seconds between trajectory points: trajectory_dt_s, else the control
+  // period (0.01 s in lockstep).
+  double trajectory_dt_seconds() const {
+    return trajectory_dt_s_ > 0 ? trajectory_dt_s_ : (lockstep_ ? 0.01 : 1.0 / control_rate_hz_);
+  }
+
   // A message that did not fit its source: warn, at most every 2 s.
   void complain(const std::string &topic, const std::string &why) {
     if (why.empty()) return;
@@ -314,27 +320,26 @@ class EnvNode : public rclcpp::Node {
     msg.layout.dim[0].stride = static_cast<uint32_t>(command.size());
     msg.data = command;
     action_pubs_[env]->publish(msg);
-    if (publish_trajectory_) publish_trajectory(env, command);
   }
 
-  // The trajectory of the steps known: libplugrl's runner hands out one
-  // step at a time, so this is the current step (see README.md).
-  void publish_trajectory(std::size_t env, const std::vector<double> &command) {
+  // The points the controller built: after an action, the rest of env's
+  // chunk from this step (plugrl::Runner::chunk), one point per step; for
+  // a hold, the hold alone.
+  void publish_trajectory(std::size_t env, const std::vector<TrajectoryPoint> &points) {
     trajectory_msgs::msg::JointTrajectory msg;
     msg.header.stamp = now();
-    for (std::size_t j = 0; j < command.size(); j++)
+    const std::size_t k = points.empty() ? 0 : points[0].values.size();
+    for (std::size_t j = 0; j < k; j++)
       msg.joint_names.push_back(j < trajectory_joints_.size() ? trajectory_joints_[j] : "a" + std::to_string(j));
-    const Duration dt = std::chrono::duration_cast<Duration>(seconds_param(
-        trajectory_dt_s_ > 0 ? trajectory_dt_s_ : (lockstep_ ? 0.01 : 1.0 / control_rate_hz_)));
-    CommandBook identity(1, HoldMode::Zeros);  // the command is already scaled and clipped
-    for (const TrajectoryPoint &p : trajectory_points(command.data(), 1, command.size(), dt, identity)) {
+    msg.points.reserve(points.size());
+    for (const TrajectoryPoint &p : points) {
       trajectory_msgs::msg::JointTrajectoryPoint point;
       if (trajectory_field_ == "positions") point.positions = p.values;
       else if (trajectory_field_ == "velocities") point.velocities = p.values;
       else if (trajectory_field_ == "accelerations") point.accelerations = p.values;
       else point.effort = p.values;
       point.time_from_start = rclcpp::Duration(std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_from_start));
-      msg.points.push_back(point);
+      msg.points.push_back(std::move(point));
     }
     trajectory_pubs_[env]->publish(msg);
   }
@@ -444,9 +449,11 @@ class EnvNode : public rclcpp::Node {
                 client.metadata_string("policy").value_or("?").c_str(),
                 static_cast<long long>(client.action_horizon().value_or(0)),
                 static_cast<long long>(client.action_dim().value_or(0)));
-    if (publish_trajectory_ && client.action_horizon().value_or(1) > 1)
-      RCLCPP_WARN(get_logger(), "the trajectory holds the current step only: libplugrl's runner does not hand out "
-                                "the rest of its chunk");
+    if (publish_trajectory_)
+      RCLCPP_INFO(get_logger(), "publishing each env's trajectory on %s: the rest of its chunk (action_horizon %lld "
+                                "points at most, %.3f s apart)",
+                  trajectory_pubs_.empty() ? "?" : trajectory_pubs_[0]->get_topic_name(),
+                  static_cast<long long>(client.action_horizon().value_or(1)), trajectory_dt_seconds());
 
     wait_for_peers();
     int rc = 0;
@@ -514,6 +521,7 @@ class EnvNode : public rclcpp::Node {
     cfg.terminated_topic = !terminated_topic_.empty();
     cfg.truncated_topic = !truncated_topic_.empty();
     cfg.max_episodes = max_episodes_;
+    cfg.trajectory_period = std::chrono::duration_cast<Duration>(seconds_param(trajectory_dt_seconds()));
 
     Controller::Hooks hooks;
     hooks.snapshot = [this](InputState &dst) {
@@ -536,6 +544,15 @@ class EnvNode : public rclcpp::Node {
     hooks.publish = [this](std::size_t env, const std::vector<double> &command, bool hold) {
       publish_command(env, command, hold);
     };
+    if (publish_trajectory_) {
+      hooks.publish_trajectory = [this](std::size_t env, const std::vector<TrajectoryPoint> &points, bool) {
+        publish_trajectory(env, points);
+      };
+      // Between act and report, on this thread: the rest of env's chunk.
+      hooks.chunk = [&runner](std::size_t env, std::vector<double> &chunk) {
+        return runner.chunk(static_cast<int64_t>(env), chunk);
+      };
+    }
     hooks.request_reset = [this](std::size_t env) { request_reset(env); };
     hooks.on_episode = [&](const EpisodeRecord &e) {
       if (csv.is_open()) csv << episode_csv_line(e) << "\n" << std::flush;
