@@ -144,14 +144,14 @@ func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Point
 		return st
 	}
 	defer h.done(&st)
-	d, ok := dtypeOf(dtype)
-	if !ok {
-		return h.invalid(unknownDTypeMsg, int(dtype))
-	}
 	if steps == nil {
 		return h.invalid("plugrl_runner_chunk: steps must not be NULL")
 	}
 	*steps = 0
+	d, ok := dtypeOf(dtype)
+	if !ok {
+		return h.invalid(unknownDTypeMsg, int(dtype))
+	}
 	if dst == nil && size != 0 {
 		return h.invalid("plugrl_runner_chunk: dst is NULL but dst_size is %d", size)
 	}
