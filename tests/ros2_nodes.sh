@@ -288,6 +288,16 @@ for i in $(seq 20); do
 done
 summary "infer waiting"
 stop "$hostile"
+# Each interrupted infer told the server with 1000 (SPEC 7.5) before the
+# connection went: plugrl-hostile prints its counts as it stops.
+conns=$(sed -n 's/.*Connections:\([0-9]*\).*/\1/p' "$tmp/hostile.err" | tail -n 1)
+frames=$(sed -n 's/.*CloseFrames:\([0-9]*\).*/\1/p' "$tmp/hostile.err" | tail -n 1)
+echo "   the server saw $conns connections and $frames close frames"
+if [[ -z $conns || -z $frames || $conns -lt 20 || $frames -lt $conns ]]; then
+  tail -n 3 "$tmp/hostile.err" >&2
+  echo "FAIL: an interrupted infer's connection ended without the client's close frame (1000)" >&2
+  exit 1
+fi
 
 echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs"
 "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
