@@ -114,6 +114,17 @@ static slot *live_slot(uint64_t token) {
   return s != NULL && atomic_load(&s->token) == token ? s : NULL;
 }
 
+/* Wakes the goroutine that takes raised interrupts. */
+static void wake_taker(void) {
+  if (interrupt_fd >= 0) {
+    int saved = errno; /* a signal handler must leave errno as it found it */
+    uint64_t one = 1;
+    ssize_t n = write(interrupt_fd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is full, so the reader is awake anyway */
+    errno = saved;
+  }
+}
+
 static plugrl_status raise_interrupt(uint64_t token) {
   slot *s = live_slot(token);
   if (s == NULL) {
@@ -125,13 +136,28 @@ static plugrl_status raise_interrupt(uint64_t token) {
     return PLUGRL_CLOSED;
   }
   atomic_store(&t->raised, target);
-  if (interrupt_fd >= 0) {
-    int saved = errno; /* a signal handler must leave errno as it found it */
-    uint64_t one = 1;
-    ssize_t n = write(interrupt_fd, &one, sizeof one);
-    (void)n; /* EAGAIN: the counter is full, so the reader is awake anyway */
-    errno = saved;
+  wake_taker();
+  return PLUGRL_OK;
+}
+
+plugrl_status plugrl_interrupt_all(void) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
   }
+  for (uint32_t p = 0; p < SLOT_PAGES; p++) {
+    slot *page = atomic_load(&slot_pages[p]);
+    if (page == NULL) {
+      continue;
+    }
+    for (uint32_t i = 0; i < SLOT_PAGE_SIZE; i++) {
+      uint64_t token = atomic_load(&page[i].token);
+      /* A client's slot targets itself; a runner's targets its client. */
+      if (token != 0 && atomic_load(&page[i].target) == token) {
+        atomic_store(&page[i].raised, token);
+      }
+    }
+  }
+  wake_taker();
   return PLUGRL_OK;
 }
 

@@ -356,6 +356,16 @@ plugrl_status plugrl_close(plugrl_client *client);
 plugrl_status plugrl_interrupt(plugrl_client *client);
 
 /*
+** plugrl_interrupt for every client of the process (and so every runner
+** over them), including one that plugrl_open is still connecting: for a
+** SIGINT handler that has no handle at hand. Async-signal-safe, like
+** plugrl_interrupt. Each client that is not in a call gets the interrupt
+** pending, as plugrl_interrupt says. Returns PLUGRL_OK (PLUGRL_CLOSED in a
+** forked child).
+*/
+plugrl_status plugrl_interrupt_all(void);
+
+/*
 ** Adds SA_ONSTACK to every signal handler installed in the process that
 ** lacks it, keeping each handler, its mask and its other flags, and
 ** returns how many it changed. Call it after installing handlers that lack

@@ -106,6 +106,10 @@ inline bool version_matches() noexcept {
 /* The static name of a status. */
 inline const char *status_str(plugrl_status status) noexcept { return plugrl_status_str(status); }
 
+/* Interrupts every client's call (plugrl_interrupt_all): async-signal-safe,
+** for a SIGINT handler that has no handle at hand. */
+inline void interrupt_all() noexcept { (void)plugrl_interrupt_all(); }
+
 namespace detail {
 
 inline std::string safe(const char *s) { return s ? std::string(s) : std::string(); }

@@ -490,7 +490,18 @@ static void *open_worker(void *arg) {
   return NULL;
 }
 
-static void case_interrupt_open(const char *url) {
+static void interrupt_open(const char *url, int all);
+static void case_interrupt_open(const char *url) { interrupt_open(url, 0); }
+
+/* interrupt-all: the same, with plugrl_interrupt_all (no handle needed)
+** called from a SIGUSR1 handler, as a program's SIGINT handler would. */
+static void on_sigusr1_all(int sig) {
+  (void)sig;
+  plugrl_interrupt_all();
+}
+static void case_interrupt_all(const char *url) { interrupt_open(url, 1); }
+
+static void interrupt_open(const char *url, int all) {
   plugrl_options opt;
   pthread_t th;
   plugrl_client *c = NULL;
@@ -512,7 +523,16 @@ static void case_interrupt_open(const char *url) {
   }
   sleep_us(200000); /* well into the wait for metadata */
   t0 = now_ms();
-  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  if (all) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1_all;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    kill(getpid(), SIGUSR1);
+  } else {
+    expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  }
   pthread_join(th, NULL);
   R.status = open_status;
   R.took_ms = open_returned_ms - t0;
@@ -1249,6 +1269,7 @@ static const struct kase {
     {"rlimit", "big-action-one-env --action-bytes 536870912", case_rlimit, 0},
     {"no-metadata", "no-metadata", case_no_metadata, 0},
     {"interrupt-open", "no-metadata", case_interrupt_open, 0},
+    {"interrupt-all", "no-metadata", case_interrupt_all, 0},
     {"slow-handshake", "slow-handshake", case_slow_handshake, 0},
     {"receive-short", "slow-action --action-delay 60s", case_receive_short, 0},
     {"receive-long", "slow-action --action-delay 60s", case_receive_long, 0},
