@@ -299,6 +299,50 @@ if [[ -z $conns || -z $frames || $conns -lt 20 || $frames -lt $conns ]]; then
   exit 1
 fi
 
+echo "== shutdown: SIGINT while the node connects (plugrl-hostile no-metadata, connect_timeout_ms 30 s), 3 runs: exit 0 within 1 s"
+"$bin/plugrl-hostile" --scenario no-metadata </dev/null >"$tmp/hostile-nm.out" 2>"$tmp/hostile-nm.err" &
+hostile=$!
+pids+=("$hostile")
+url=$(wait_url "$tmp/hostile-nm.out" "$hostile") || {
+  echo "FAIL: plugrl-hostile printed no URL" >&2
+  exit 1
+}
+for i in 1 2 3; do
+  log=$tmp/connecting-$i.log
+  "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" \
+    -p connect_timeout_ms:=30000 >"$log" 2>&1 &
+  node=$!
+  pids+=("$node")
+  waited=0
+  until grep -qs 'connecting to' "$log"; do
+    sleep 0.05
+    waited=$((waited + 1))
+    if [[ $waited -gt 400 ]] || ! kill -0 "$node" 2>/dev/null; then
+      echo "FAIL: plugrl_env_node never started connecting; its log:" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+  done
+  sleep 0.3 # into the wait for metadata that never comes
+  t0=$(date +%s.%N)
+  kill -INT "$node"
+  rc=0
+  (sleep 5 && kill -KILL "$node" 2>/dev/null) &
+  watchdog=$!
+  wait "$node" || rc=$?
+  t1=$(date +%s.%N)
+  kill "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
+  echo "run $i (connecting): SIGINT -> process exited $rc in $took s"
+  if [[ $rc -ne 0 ]] || awk "BEGIN{exit !($took > 1.0)}"; then
+    tail -n 15 "$log" | sed 's/^/    /' >&2
+    echo "FAIL: a node stopped while connecting did not exit 0 within 1 s" >&2
+    exit 1
+  fi
+done
+stop "$hostile"
+
 echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs"
 "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
   --seed 1 --quiet >"$tmp/sigint-serve.log" 2>&1 &

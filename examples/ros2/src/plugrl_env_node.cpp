@@ -85,7 +85,15 @@ class EnvNode : public rclcpp::Node {
     // The handles are tokens the library looks up, never addresses it
     // reads: interrupting one that was freed meanwhile is harmless.
     if (plugrl_runner *r = runner_handle_.load()) plugrl_runner_interrupt(r);
-    if (plugrl_client *c = client_handle_.load()) plugrl_interrupt(c);
+    if (plugrl_client *c = client_handle_.load()) {
+      plugrl_interrupt(c);
+    } else {
+      // Still connecting: plugrl::Client has no handle to give out until
+      // plugrl_open returns. This node is its process's only libplugrl
+      // user (its own executable), so interrupting every client of the
+      // process ends exactly that connect.
+      plugrl::interrupt_all();
+    }
     // Taking the lock orders this with the runner thread's check of stop_
     // before it waits: the notification cannot fall between the two.
     { std::lock_guard<std::mutex> lock(mu_); }
@@ -438,8 +446,8 @@ class EnvNode : public rclcpp::Node {
         .log([this](int level, const char *message) { log_from_library(level, message); });
 
     RCLCPP_INFO(get_logger(), "connecting to %s", url_.c_str());
-    // plugrl_open cannot be interrupted: a stop during it waits up to
-    // connect_timeout_ms (see README.md).
+    // A stop while this connects ends it at once (request_stop:
+    // plugrl_interrupt_all), and the constructor throws PLUGRL_INTERRUPTED.
     plugrl::Client client(options);
     client_handle_.store(client.handle());
     if (stop_.load()) return 0;
