@@ -217,33 +217,33 @@ stops=()
 fails=0
 runs=0
 
-# sigint_run LABEL URL DELAY: starts plugrl_env_node against URL, waits
-# until it asks for its first action, then DELAY s more, sends SIGINT and
-# checks that the node stopped (rclcpp's signal handler to its client
-# closed, from its log) within 100 ms and the process exited 0 within 1 s.
-sigint_run() {
-  local label=$1 url=$2 delay=$3 log node waited rc t0 t1 took stop_ms watchdog verdict
-  runs=$((runs + 1))
-  log=$tmp/shutdown-$runs.log
-  "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" \
-    -p receive_timeout_ms:=120000 >"$log" 2>&1 &
+# start_node LOG URL PATTERN WHAT [ARGS...]: starts plugrl_env_node against
+# URL with the shared params and ARGS (node gets its pid), and waits until
+# its log shows PATTERN; fails the test if the node exits or 20 s pass first.
+start_node() {
+  local log=$1 url=$2 pattern=$3 what=$4 waited=0
+  shift 4
+  "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" "$@" >"$log" 2>&1 &
   node=$!
   pids+=("$node")
-  waited=0
-  until grep -qs 'asking the server for actions' "$log"; do
+  until grep -qs "$pattern" "$log"; do
     sleep 0.05
     waited=$((waited + 1))
     if [[ $waited -gt 400 ]] || ! kill -0 "$node" 2>/dev/null; then
-      echo "FAIL: $label: plugrl_env_node never asked for actions; its log:" >&2
+      echo "FAIL: plugrl_env_node never $what; its log:" >&2
       cat "$log" >&2
       exit 1
     fi
   done
-  sleep "$delay"
+}
+
+# interrupt_node: SIGINT to $node and wait for it (a hung node is killed
+# after 5 s, and fails); sets rc (its exit status) and took (in s).
+interrupt_node() {
+  local t0 t1 watchdog
   t0=$(date +%s.%N)
   kill -INT "$node"
   rc=0
-  # A hung node is killed after 5 s (and fails).
   (sleep 5 && kill -KILL "$node" 2>/dev/null) &
   watchdog=$!
   wait "$node" || rc=$?
@@ -251,6 +251,19 @@ sigint_run() {
   kill "$watchdog" 2>/dev/null || true
   wait "$watchdog" 2>/dev/null || true
   took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
+}
+
+# sigint_run LABEL URL DELAY: starts plugrl_env_node against URL, waits
+# until it asks for its first action, then DELAY s more, sends SIGINT and
+# checks that the node stopped (rclcpp's signal handler to its client
+# closed, from its log) within 100 ms and the process exited 0 within 1 s.
+sigint_run() {
+  local label=$1 url=$2 delay=$3 log stop_ms verdict
+  runs=$((runs + 1))
+  log=$tmp/shutdown-$runs.log
+  start_node "$log" "$url" 'asking the server for actions' "asked for actions ($label)" -p receive_timeout_ms:=120000
+  sleep "$delay"
+  interrupt_node
   # The rest of the exit is rclcpp and DDS tearing down.
   stop_ms=$(awk -F'[][]' '/signal_handler/ {s=$4} /client closed/ {c=$4} END{if (s && c) printf "%.1f", (c-s)*1000; else print "?"}' "$log")
   verdict=ok
@@ -309,31 +322,9 @@ url=$(wait_url "$tmp/hostile-nm.out" "$hostile") || {
 }
 for i in 1 2 3; do
   log=$tmp/connecting-$i.log
-  "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" \
-    -p connect_timeout_ms:=30000 >"$log" 2>&1 &
-  node=$!
-  pids+=("$node")
-  waited=0
-  until grep -qs 'connecting to' "$log"; do
-    sleep 0.05
-    waited=$((waited + 1))
-    if [[ $waited -gt 400 ]] || ! kill -0 "$node" 2>/dev/null; then
-      echo "FAIL: plugrl_env_node never started connecting; its log:" >&2
-      cat "$log" >&2
-      exit 1
-    fi
-  done
+  start_node "$log" "$url" 'connecting to' "started connecting" -p connect_timeout_ms:=30000
   sleep 0.3 # into the wait for metadata that never comes
-  t0=$(date +%s.%N)
-  kill -INT "$node"
-  rc=0
-  (sleep 5 && kill -KILL "$node" 2>/dev/null) &
-  watchdog=$!
-  wait "$node" || rc=$?
-  t1=$(date +%s.%N)
-  kill "$watchdog" 2>/dev/null || true
-  wait "$watchdog" 2>/dev/null || true
-  took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
+  interrupt_node
   echo "run $i (connecting): SIGINT -> process exited $rc in $took s"
   if [[ $rc -ne 0 ]] || awk "BEGIN{exit !($took > 1.0)}"; then
     tail -n 15 "$log" | sed 's/^/    /' >&2

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -28,6 +29,35 @@ func request() (*wire.Infer, []byte, []byte) {
 		Text:   []string{"a", "b"},
 	}
 	return &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs}, img, wire.BytesOf(state)
+}
+
+// encodedRequest is request() encoded as an infer.
+func encodedRequest(t *testing.T) (*wire.Message, *wire.Infer, []byte, []byte) {
+	t.Helper()
+	in, img, state := request()
+	m := new(wire.Message)
+	if err := wire.EncodeInfer(m, in); err != nil {
+		t.Fatal(err)
+	}
+	return m, in, img, state
+}
+
+// checkDigests checks the digests recorded for request()'s two rows of
+// image and of state, in message order.
+func checkDigests(t *testing.T, what string, got []uint32, img, state []byte) {
+	t.Helper()
+	want := []uint32{
+		ledger.RowDigest(img[:48]), ledger.RowDigest(img[48:]),
+		ledger.RowDigest(state[:24]), ledger.RowDigest(state[24:]),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: digests %x, want %x", what, got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: digest %d is %x, want %x", what, i, got[i], want[i])
+		}
+	}
 }
 
 func readAll(t *testing.T, path string) ([]ledger.Record, [][]byte, error) {
@@ -73,13 +103,9 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, img, state := request()
-			var m wire.Message
-			if err := wire.EncodeInfer(&m, in); err != nil {
-				t.Fatal(err)
-			}
+			m, in, img, state := encodedRequest(t)
 			w.Connected("ws://x", []byte("meta"))
-			w.Sent(&m, in.Obs)
+			w.Sent(m, in.Obs)
 			w.Received([]byte("action"))
 			w.Interrupted()
 			w.Reconnecting("lost")
@@ -127,18 +153,7 @@ func TestRoundTrip(t *testing.T) {
 			if len(send.Msg) != len(want)-len(img)-len(state) {
 				t.Fatalf("kept %d bytes, want %d", len(send.Msg), len(want)-len(img)-len(state))
 			}
-			wantD := []uint32{
-				ledger.RowDigest(img[:48]), ledger.RowDigest(img[48:]),
-				ledger.RowDigest(state[:24]), ledger.RowDigest(state[24:]),
-			}
-			if len(send.Digests) != 4 {
-				t.Fatalf("digests %v", send.Digests)
-			}
-			for i := range wantD {
-				if send.Digests[i] != wantD[i] {
-					t.Fatalf("digest %d: %x, want %x", i, send.Digests[i], wantD[i])
-				}
-			}
+			checkDigests(t, "Sent", send.Digests, img, state)
 			if _, err := wire.DecodeInfer(got); err != nil {
 				t.Fatalf("the rebuilt message does not decode: %v", err)
 			}
@@ -155,12 +170,8 @@ func TestDigestedWhileCopied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, img, state := request()
-		var m wire.Message
-		if err := wire.EncodeInfer(&m, in); err != nil {
-			t.Fatal(err)
-		}
-		d := w.BeginSend(&m, in.Obs)
+		m, in, img, state := encodedRequest(t)
+		d := w.BeginSend(m, in.Obs)
 		for i := 0; i < m.Segments(); i++ {
 			for b := m.Segment(i); len(b) > 0; {
 				n := min(piece, len(b))
@@ -168,25 +179,13 @@ func TestDigestedWhileCopied(t *testing.T) {
 				b = b[n:]
 			}
 		}
-		w.Sent(&m, in.Obs)
+		w.Sent(m, in.Obs)
 		w.Close()
 		recs, _, err := readAll(t, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []uint32{
-			ledger.RowDigest(img[:48]), ledger.RowDigest(img[48:]),
-			ledger.RowDigest(state[:24]), ledger.RowDigest(state[24:]),
-		}
-		got := recs[1].Digests
-		if len(got) != len(want) {
-			t.Fatalf("pieces of %d: digests %v, want %v", piece, got, want)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("pieces of %d: digest %d is %x, want %x", piece, i, got[i], want[i])
-			}
-		}
+		checkDigests(t, fmt.Sprintf("pieces of %d", piece), recs[1].Digests, img, state)
 	}
 	if (*ledger.Writer)(nil).BeginSend(nil, nil) != nil {
 		t.Fatal("a nil writer has a digester")
@@ -353,5 +352,21 @@ func TestResolve(t *testing.T) {
 	defer w.Close()
 	if w.Path() != file+".3" {
 		t.Fatalf("Create wrote to %s", w.Path())
+	}
+}
+
+// TestCreateFails: a ledger that cannot be written says so at Create, with
+// the path, instead of recording nowhere.
+func TestCreateFails(t *testing.T) {
+	for _, path := range []string{"/dev/full", filepath.Join(t.TempDir(), "no-such-dir", "l")} {
+		if _, err := os.Stat(filepath.Dir(path)); path == "/dev/full" && err != nil {
+			continue
+		}
+		w, err := ledger.Create(path, ledger.Options{})
+		if err == nil {
+			w.Close()
+			t.Fatalf("Create(%s) succeeded", path)
+		}
+		t.Logf("Create(%s): %v", path, err)
 	}
 }

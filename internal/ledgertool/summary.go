@@ -21,7 +21,6 @@ type Summary struct {
 	Clean          bool // the ledger ends with an end record
 
 	Connections, Exchanges, Feedbacks int
-	Envs                              int
 	Reconnects                        map[string]int // by cause
 	Closes                            map[string]int // by who closed and why
 	FeedbackDropped                   int            // env rows
@@ -91,7 +90,6 @@ func (s *Summary) Add(ev *Event) {
 			s.Chunks[ev.Action.Horizon()]++
 		}
 	}
-	s.Envs = len(s.envs)
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -113,7 +111,7 @@ func (s *Summary) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "ledger: %s level, library %s, opened %s, %d records over %v, %s\n",
 		s.Level, s.Version, s.Opened.UTC().Format(time.RFC3339), s.Records, s.Duration.Round(time.Millisecond), state)
-	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, s.Envs)
+	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, len(s.envs))
 	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
 	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", counts(s.Chunks, " %d: %d"))
 	if len(s.Latency) > 0 {

@@ -805,6 +805,7 @@ static void test_runner(plugrl_client *c) {
     CHECK(steps == 8);
     steps = -1;
     EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_OK);
+    /* (The zero policy: the values are checked in Go TestChunk and hpp_test.) */
     CHECK(steps == 8 && plan[0] == actions[2] && plan[1] == actions[3]);
   }
   EXPECT_R(r, plugrl_runner_report(r, NULL, rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
