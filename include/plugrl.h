@@ -276,7 +276,8 @@ typedef struct plugrl_options {
 ** <path>.2, <path>.3, ... instead, so no ledger overwrites another.
 **
 ** PLUGRL_LEDGER_DIGEST (the default) keeps every message whole except
-** observation arrays, which are kept as a CRC-32C per env row;
+** observation arrays, which are kept as an Adler-32 per env row (computed
+** in the same pass that copies the row to the socket);
 ** PLUGRL_LEDGER_FULL keeps every byte, so a ledger can become a dataset.
 **
 ** The calling thread only copies (and digests) into a bounded queue (8 MiB);

@@ -176,7 +176,7 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 }
 
 // digester is what the connection shows m's bytes to as it sends them, so
-// that the ledger digests observation rows while they are in the cache; nil
+// that the ledger digests observation rows in the pass that copies them; nil
 // when there is no ledger at digest level.
 func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObserver {
 	if d := c.ledger.BeginSend(m, obs); d != nil {

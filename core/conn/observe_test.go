@@ -8,6 +8,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -24,11 +25,36 @@ func (c *collector) Copied(seg int, b []byte) {
 	c.segs[seg] = append(c.segs[seg], b...)
 }
 
+// copyingCollector is a collector that makes the masked copies itself
+// (a MaskCopier), counting the bytes it copied.
+type copyingCollector struct {
+	collector
+	copied int
+}
+
+func (c *copyingCollector) MaskCopy(seg int, dst, src []byte, key uint32) {
+	maskcopy.Copy(dst, src, key)
+	c.copied += len(src)
+	c.Copied(seg, src)
+}
+
+type observer interface {
+	CopyObserver
+	shown() *collector
+}
+
+func (c *collector) shown() *collector { return c }
+
 // TestCopyObserverSeesEveryByte: small and large messages, segments longer
 // than a piece and than the write buffer: the observer is shown every byte
-// of every segment once, in order, and the server gets the message intact.
+// of every segment once, in order, and the server gets the message intact;
+// a MaskCopier makes the copies of the long segments, correctly masked.
 func TestCopyObserverSeesEveryByte(t *testing.T) {
-	for _, size := range []int{100, 3 * observedPiece / 2, 5 << 20} {
+	for _, tc := range []struct {
+		size    int
+		copying bool
+	}{{100, false}, {3 * observedPiece / 2, false}, {5 << 20, false}, {100, true}, {3 * observedPiece / 2, true}, {5 << 20, true}} {
+		size := tc.size
 		got := make(chan []byte, 1)
 		url := rawServer(t, func(c net.Conn, _ *http.Request) {
 			msg, _ := wsutil.ReadClientBinary(c)
@@ -47,16 +73,27 @@ func TestCopyObserverSeesEveryByte(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Finish()
-		ob := &collector{segs: map[int][]byte{}}
+		var ob observer = &collector{segs: map[int][]byte{}}
+		cc := &copyingCollector{collector: collector{segs: map[int][]byte{}}}
+		if tc.copying {
+			ob = cc
+		}
 		if err := c.WriteMessageObserved(&m, ob); err != nil {
 			t.Fatal(err)
 		}
-		if len(ob.order) != m.Segments() {
-			t.Fatalf("size %d: shown segments %v of %d", size, ob.order, m.Segments())
+		if tc.copying && size > smallMessage && cc.copied < size {
+			t.Fatalf("size %d: the MaskCopier copied %d bytes of the %d-byte array", size, cc.copied, size)
+		}
+		if tc.copying && size <= smallMessage && cc.copied != 0 {
+			t.Fatalf("size %d: a small message's segments went to MaskCopy", size)
+		}
+		shown := ob.shown()
+		if len(shown.order) != m.Segments() {
+			t.Fatalf("size %d: shown segments %v of %d", size, shown.order, m.Segments())
 		}
 		for i := 0; i < m.Segments(); i++ {
-			if ob.order[i] != i || !bytes.Equal(ob.segs[i], m.Segment(i)) {
-				t.Fatalf("size %d: segment %d shown as %d bytes, is %d", size, i, len(ob.segs[i]), len(m.Segment(i)))
+			if shown.order[i] != i || !bytes.Equal(shown.segs[i], m.Segment(i)) {
+				t.Fatalf("size %d: segment %d shown as %d bytes, is %d", size, i, len(shown.segs[i]), len(m.Segment(i)))
 			}
 		}
 		if msg := <-got; !bytes.Equal(msg, m.AppendTo(nil)) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gobwas/ws"
+	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -24,6 +25,18 @@ func (c *Conn) WriteMessage(m *wire.Message) error { return c.WriteMessageObserv
 // of one read from the cache. It must not keep b.
 type CopyObserver interface {
 	Copied(segment int, b []byte)
+}
+
+// A MaskCopier is a CopyObserver that makes the masked copies of long
+// segments itself, so that it sees their bytes in the very pass that
+// copies them (the ledger digests observation rows that way, at the
+// speed of the copy). Short segments, and every segment of a small
+// message, still go to Copied.
+type MaskCopier interface {
+	CopyObserver
+	// MaskCopy must do maskcopy.Copy(dst, src, key): src is the next
+	// bytes of segment, dst as long, key aligned to src[0].
+	MaskCopy(segment int, dst, src []byte, key uint32)
 }
 
 // observedPiece bounds the pieces a CopyObserver sees: small enough to stay
@@ -76,6 +89,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 	// which costs less than a masked copy per segment; long ones (array
 	// data) are masked during their one copy.
 	run, runPos := -1, 0 // wbuf[run:w] is copied but not yet masked
+	mc, _ := ob.(MaskCopier)
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		for len(seg) > 0 {
@@ -90,7 +104,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 				w = 0
 			}
 			k := min(len(c.wbuf)-w, len(seg))
-			if ob != nil {
+			if ob != nil && mc == nil {
 				k = min(k, observedPiece)
 			}
 			if k < shortSegment {
@@ -102,6 +116,11 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 				if run >= 0 {
 					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
 					run = -1
+				}
+				if mc != nil {
+					mc.MaskCopy(i, c.wbuf[w:w+k], seg[:k], maskcopy.Key(mask, pos))
+					w, pos, seg = w+k, pos+k, seg[k:]
+					continue
 				}
 				maskCopy(c.wbuf[w:], seg[:k], mask, pos)
 			}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
@@ -162,9 +164,15 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestDigestedWhileCopied: digests computed from the pieces a connection
-// shows a Digester as it copies (any piece sizes) are the rows' digests.
+// shows a Digester as it copies (any piece sizes), or from the masked
+// copies it has the Digester make (MaskCopy), are the rows' digests, and
+// those copies are masked right.
 func TestDigestedWhileCopied(t *testing.T) {
-	for _, piece := range []int{1, 7, 48, 1 << 20} {
+	for _, tc := range []struct {
+		piece   int
+		copying bool
+	}{{1, false}, {7, false}, {48, false}, {1 << 20, false}, {1, true}, {7, true}, {48, true}, {1 << 20, true}} {
+		piece := tc.piece
 		path := filepath.Join(t.TempDir(), "l")
 		w, err := ledger.Create(path, ledger.Options{})
 		if err != nil {
@@ -172,11 +180,23 @@ func TestDigestedWhileCopied(t *testing.T) {
 		}
 		m, in, img, state := encodedRequest(t)
 		d := w.BeginSend(m, in.Obs)
+		mask := [4]byte{0x12, 0x34, 0x56, 0x78}
+		masked, pos := make([]byte, m.Len()), 0
 		for i := 0; i < m.Segments(); i++ {
 			for b := m.Segment(i); len(b) > 0; {
 				n := min(piece, len(b))
-				d.Copied(i, b[:n])
-				b = b[n:]
+				if tc.copying {
+					d.MaskCopy(i, masked[pos:pos+n], b[:n], maskcopy.Key(mask, pos))
+				} else {
+					d.Copied(i, b[:n])
+				}
+				b, pos = b[n:], pos+n
+			}
+		}
+		if want := m.AppendTo(nil); tc.copying {
+			ws.Cipher(want, mask, 0)
+			if !bytes.Equal(masked, want) {
+				t.Fatalf("pieces of %d: MaskCopy's copies are not the masked message", piece)
 			}
 		}
 		w.Sent(m, in.Obs)
@@ -185,7 +205,7 @@ func TestDigestedWhileCopied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkDigests(t, fmt.Sprintf("pieces of %d", piece), recs[1].Digests, img, state)
+		checkDigests(t, fmt.Sprintf("pieces of %d, copying %v", piece, tc.copying), recs[1].Digests, img, state)
 	}
 	if (*ledger.Writer)(nil).BeginSend(nil, nil) != nil {
 		t.Fatal("a nil writer has a digester")

@@ -91,6 +91,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, errors.New("ledger: not a plugrl ledger (bad magic)")
 	}
 	if v := binary.LittleEndian.Uint16(h[len(magic):]); v != Version {
+		if v == 1 {
+			return nil, fmt.Errorf("ledger: format version 1 (CRC-32C row digests, libplugrl before the digest became Adler-32): this reader knows version %d", Version)
+		}
 		return nil, fmt.Errorf("ledger: format version %d, this reader knows %d", v, Version)
 	}
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))

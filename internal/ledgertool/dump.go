@@ -85,7 +85,7 @@ func (d *Dumper) obs(ev *Event, o *wire.Observation) map[string]any {
 			a := &g[i].Array
 			v := map[string]any{"dtype": a.DType.String(), "shape": a.Shape}
 			if k < len(ev.RowDigest) {
-				v["row_crc32c"] = ev.RowDigest[k]
+				v["row_adler32"] = ev.RowDigest[k]
 			}
 			if d.Whole && len(ev.Cuts) == 0 {
 				v["values"] = floats(a)

@@ -1,8 +1,8 @@
 //go:build !purego
 
-package conn
+package maskcopy
 
-// maskBlocks is maskCopy's bulk loop: len(src) is a multiple of 64 and key
+// maskBlocks masks whole blocks: len(src) is a multiple of block and key
 // is aligned to src[0]. AVX2 when the CPU and OS support it, else SSE2
 // (which every amd64 CPU has).
 func maskBlocks(dst, src []byte, key uint32) {
@@ -11,6 +11,29 @@ func maskBlocks(dst, src []byte, key uint32) {
 	} else {
 		maskBlocksSSE2(&dst[0], &src[0], len(src), key)
 	}
+}
+
+// copySumBlocks is maskBlocks that also continues the Adler-32 sum over
+// src; len(src) is at most maxBulk.
+func copySumBlocks(dst, src []byte, key uint32, sum uint32) uint32 {
+	if !useAVX2 {
+		maskBlocksSSE2(&dst[0], &src[0], len(src), key)
+		return sumScalar(sum, src)
+	}
+	var l lanes
+	copySumBlocksAVX2(&dst[0], &src[0], len(src), key, &l)
+	return foldLanes(sum, &l, len(src))
+}
+
+// sumBlocks continues the Adler-32 sum over p, whole blocks, at most
+// maxBulk bytes.
+func sumBlocks(p []byte, sum uint32) uint32 {
+	if !useAVX2 {
+		return sumScalar(sum, p)
+	}
+	var l lanes
+	sumBlocksAVX2(&p[0], len(p), &l)
+	return foldLanes(sum, &l, len(p))
 }
 
 var useAVX2 = hasAVX2()
@@ -36,6 +59,12 @@ func maskBlocksSSE2(dst, src *byte, n int, key uint32)
 
 //go:noescape
 func maskBlocksAVX2(dst, src *byte, n int, key uint32)
+
+//go:noescape
+func copySumBlocksAVX2(dst, src *byte, n int, key uint32, l *lanes)
+
+//go:noescape
+func sumBlocksAVX2(src *byte, n int, l *lanes)
 
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 

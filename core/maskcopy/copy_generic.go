@@ -1,10 +1,10 @@
 //go:build !amd64 || purego
 
-package conn
+package maskcopy
 
 import "encoding/binary"
 
-// maskBlocks is maskCopy's bulk loop: len(src) is a multiple of 64 and key
+// maskBlocks masks whole blocks: len(src) is a multiple of block and key
 // is aligned to src[0].
 func maskBlocks(dst, src []byte, key uint32) {
 	k8 := uint64(key) | uint64(key)<<32
@@ -16,3 +16,10 @@ func maskBlocks(dst, src []byte, key uint32) {
 		binary.LittleEndian.PutUint64(d[24:], binary.LittleEndian.Uint64(s[24:])^k8)
 	}
 }
+
+func copySumBlocks(dst, src []byte, key uint32, sum uint32) uint32 {
+	maskBlocks(dst, src, key)
+	return sumScalar(sum, src)
+}
+
+func sumBlocks(p []byte, sum uint32) uint32 { return sumScalar(sum, p) }

@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package conn
+package maskcopy
 
 func useAVX2Flag() []bool { return []bool{false} }
 

@@ -1,6 +1,6 @@
 //go:build !purego
 
-package conn
+package maskcopy
 
 // useAVX2Flag lists the vector paths this CPU can test, the current first.
 func useAVX2Flag() []bool {
