@@ -5,6 +5,7 @@
 //   plugrl_bench_client --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]
 //                       [--handles H] [--window-file PATH]
 //   plugrl_bench_client --url ws://HOST:PORT --calls K
+//   plugrl_bench_client --url ws://HOST:PORT --idle K
 //
 // The first form sends the same workload on every exchange until the server
 // stops the run (plugrl-server-stop), then prints exchanges/s and exits 0:
@@ -30,6 +31,12 @@
 // each of plugrl_version_number, plugrl_status_str, plugrl_metadata_int and
 // plugrl_stats (on an open client, after a few exchanges so that the
 // round-trip histogram is not empty), printed in ns per call.
+//
+// The third form measures the memory one idle client costs: it opens and
+// closes one client (so that the Go runtime's own start-up is not counted),
+// then opens K more and leaves them idle for a second, and prints the
+// process's resident set (VmRSS) before and after, and the difference per
+// client. Any server that accepts K connections will do (plugrl serve).
 #include <plugrl.h>
 
 #include <cerrno>
@@ -50,7 +57,7 @@ constexpr const char *kProg = "plugrl_bench_client";
 
 struct Args {
   std::string url, window_file;
-  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0, handles = 1;
+  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0, handles = 1, idle = 0;
 };
 
 void usage(FILE *out) {
@@ -58,12 +65,13 @@ void usage(FILE *out) {
                "usage: %s --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]\n"
                "                 [--handles H] [--window-file PATH]\n"
                "       %s --url ws://HOST:PORT --calls K\n"
+               "       %s --url ws://HOST:PORT --idle K\n"
                "Sends N envs' observation (C u8 [N,S,S,3] images, f64 [N,D] state, text) on\n"
                "every infer and feedback until the server stops the run, then prints\n"
                "exchanges/s and CPU time per exchange (over the window the server printed to\n"
                "PATH). --handles: H threads, a client each. With --calls, times K calls of\n"
-               "cheap library functions.\n",
-               kProg, kProg);
+               "cheap library functions. With --idle, the resident memory of K idle clients.\n",
+               kProg, kProg, kProg);
 }
 
 bool parse_int(const char *flag, const char *s, long long lo, long long hi, long long &out) {
@@ -109,6 +117,8 @@ int parse(int argc, char **argv, Args &a) {
       a.window_file = val;
     } else if (!std::strcmp(arg, "--calls")) {
       ok = parse_int(arg, val, 1, 1LL << 40, a.calls);
+    } else if (!std::strcmp(arg, "--idle")) {
+      ok = parse_int(arg, val, 1, 100000, a.idle);
     } else {
       std::fprintf(stderr, "%s: unknown option: %s\n", kProg, arg);
       usage(stderr);
@@ -239,6 +249,46 @@ plugrl_client *open_client(const Args &args) {
   return c;
 }
 
+// The process's resident set in KiB (VmRSS), or -1.
+long rss_kib() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+// --idle K: the resident memory of K idle clients, per client.
+int measure_idle(const Args &args) {
+  plugrl_client *first = open_client(args);  // the runtime starts here
+  if (!first) return 1;
+  plugrl_close(first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  long before = rss_kib();
+  std::vector<plugrl_client *> clients;
+  int rc = 0;
+  for (long long i = 0; i < args.idle; i++) {
+    plugrl_client *c = open_client(args);
+    if (!c) {
+      rc = 1;
+      break;
+    }
+    clients.push_back(c);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  long after = rss_kib();
+  if (rc == 0) {
+    std::printf("idle_clients %lld rss_before_kib %ld rss_after_kib %ld per_client_kib %.1f\n", args.idle, before,
+                after, double(after - before) / double(args.idle));
+  }
+  for (plugrl_client *c : clients) plugrl_close(c);
+  return rc;
+}
+
 // One client's run until the server stops it; false on any other end. The
 // thread that owns meter samples the CPU time for the whole process.
 bool run_one(const Args &args, bench::Counter &count, bench::CpuMeter *meter,
@@ -266,6 +316,7 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, args);
   if (rc != 0) return rc < 0 ? 0 : rc;
 
+  if (args.idle > 0) return measure_idle(args);
   if (args.calls > 0) {
     plugrl_client *c = open_client(args);
     if (!c) return 1;

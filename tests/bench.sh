@@ -57,6 +57,10 @@
 # Prints every run and one table: medians of the repetitions, with the
 # min-max of throughput and CPU; latency percentiles (p50/p90/p99/p99.9/
 # p99.99/max, us) are the medians of each run's.
+#
+# Last, the resident memory of an idle client: 64 and then 512 clients
+# opened against plugrl serve and left idle for a second
+# (plugrl_bench_client --idle K: VmRSS before and after, per client).
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -245,3 +249,19 @@ done
 echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
 echo " lib/fl: libplugrl/floor, throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
 echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+
+# The memory of an idle client: K clients opened and left idle against
+# plugrl serve, the client process's resident set before and after
+# (plugrl_bench_client --idle).
+if [[ -x $bin/plugrl ]]; then
+  "$bin/plugrl" serve --addr 127.0.0.1:0 --quiet >"$tmp/idle.out" 2>"$tmp/idle.err" &
+  ipid=$!
+  if iurl=$(wait_url "$tmp/idle.out" "$ipid"); then
+    echo
+    for k in 64 512; do
+      "$bin/plugrl_bench_client" --url "$iurl" --idle "$k" || echo "idle clients $k: failed" >&2
+    done
+  fi
+  kill "$ipid" 2>/dev/null || true
+  wait "$ipid" 2>/dev/null || true
+fi
