@@ -169,6 +169,12 @@ type Client struct {
 	ledger     *ledger.Writer // nil: no ledger
 	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
 
+	// The caller's pace, for holding feedback back (see holdFeedback):
+	// when the last feedback returned (conn.Mono; 0 once an infer has
+	// looked), and whether the infer after it came within tightLoop.
+	feedbackDone time.Duration
+	tight        bool
+
 	// Interrupt's state, shared with any goroutine. intr is an interrupt
 	// no call has taken yet. blocking says a call is in a blocking
 	// section, where Interrupt also ends what it waits on: the live

@@ -4,6 +4,7 @@ package client
 
 import (
 	"errors"
+	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -33,6 +34,10 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 		return nil, err
 	}
 	defer c.leave()
+	if c.feedbackDone != 0 {
+		c.tight = conn.Mono()-c.feedbackDone < tightLoop
+		c.feedbackDone = 0
+	}
 	if c.phase == phaseHolding {
 		return nil, newErr(KindOutOfOrder, nil, "infer while a feedback is owed for the last action: send feedback first (SPEC 4.2)")
 	}
@@ -146,6 +151,8 @@ func (c *Client) checkAction(sent []int64) error {
 // Feedback sends the feedback owed for the last action (SPEC 5.4). Its envs
 // may be any that hold an action chunk on this connection. On
 // ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
+// In a loop that infers at once after each feedback, it may leave with the
+// next infer (see tightLoop).
 func (c *Client) Feedback(f *Feedback) error {
 	err := c.feedback(f)
 	if err != nil {
@@ -192,14 +199,22 @@ func (c *Client) feedback(f *Feedback) error {
 	// possible runs between this send and the caller's next infer (the
 	// server then more often reads both at once; see README, Performance).
 	// A failed send drops them all anyway (lost).
+	episodeEnds := false
 	for i, e := range f.EnvIndices {
 		flags := c.envs.get(e) &^ (envOutstanding | envReusable)
 		if !f.Terminated[i] && !f.Truncated[i] {
 			flags |= envReusable
+		} else {
+			episodeEnds = true
 		}
 		c.envs.set(e, flags)
 	}
-	if err := c.conn.WriteMessageObserved(&c.feedbackMsg, c.digester(&c.feedbackMsg, f.Obs)); err != nil {
+	write := c.conn.WriteMessageObserved
+	if c.tight && !episodeEnds {
+		write = c.conn.WriteHeldMessage
+	}
+	defer func() { c.feedbackDone = conn.Mono() }()
+	if err := write(&c.feedbackMsg, c.digester(&c.feedbackMsg, f.Obs)); err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
 		if c.ledger != nil {
@@ -212,6 +227,17 @@ func (c *Client) feedback(f *Feedback) error {
 	c.phase = phaseIdle
 	return nil
 }
+
+// tightLoop is the pace at which feedback is held back. When the caller's
+// last infer came within tightLoop of the feedback before it, the next
+// feedback is sent held (conn.WriteHeldMessage): it leaves with the infer
+// that follows, in one segment, and the server wakes once for both instead
+// of twice (SMALL same-core: about a quarter more exchanges per second and
+// a fifth less client CPU each). A loop that then takes longer than that
+// delays the feedback's arrival by as long, 200 ms at most (the kernel
+// sends it then); a feedback that ends an episode is never held, since a
+// reset often follows.
+const tightLoop = time.Millisecond
 
 // ReleaseAction ends the use of the last action's view: a large receive
 // buffer is freed now instead of at the next call. The runner calls it once

@@ -82,7 +82,7 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		}
 		return nil
 	}
-	c.tr.BeginWrite(wait)
+	c.tr.BeginWrite(wait, false)
 	n, err := c.tr.Write(c.ctl.bytes())
 	c.counters.Sent.Add(uint64(n))
 	c.ctl.reset()

@@ -26,7 +26,11 @@ type transport interface {
 	// nothing).
 	TryWrite(p []byte) (int, error)
 	// BeginWrite starts a message: its Writes must be done within timeout.
-	BeginWrite(timeout time.Duration)
+	// With hold, the kernel may keep the message's last bytes back until
+	// the next write, so that both leave together (MSG_MORE; at most
+	// ~200 ms, when the kernel sends them anyway). A transport that cannot
+	// hold ignores it.
+	BeginWrite(timeout time.Duration, hold bool)
 	SetReadDeadline(t time.Time) error
 	// Shutdown ends the connection in both directions (the peer sees the
 	// end) and wakes a blocked Read or Write; Close then releases it.
@@ -120,9 +124,9 @@ func (d *dialConn) SetWriteDeadline(t time.Time) error {
 	return d.Conn.SetWriteDeadline(t)
 }
 
-func (d *dialConn) BeginWrite(timeout time.Duration) {
+func (d *dialConn) BeginWrite(timeout time.Duration, hold bool) {
 	if d.fd != nil {
-		d.fd.beginWrite(timeout)
+		d.fd.beginWrite(timeout, hold)
 		return
 	}
 	_ = d.Conn.SetWriteDeadline(time.Now().Add(timeout))
@@ -205,7 +209,7 @@ func (t *tlsTransport) TryWrite(p []byte) (int, error) {
 // tlsTryWriteWait bounds a tlsTransport's TryWrite.
 const tlsTryWriteWait = 20 * time.Millisecond
 
-func (t *tlsTransport) BeginWrite(timeout time.Duration) {
+func (t *tlsTransport) BeginWrite(timeout time.Duration, _ bool) {
 	_ = t.Conn.SetWriteDeadline(time.Now().Add(timeout))
 }
 

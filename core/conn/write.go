@@ -46,6 +46,25 @@ const observedPiece = 32 << 10
 // WriteMessageObserved is WriteMessage, showing each byte to ob (if not
 // nil) as it is copied.
 func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
+	return c.writeMessage(m, ob, false)
+}
+
+// WriteHeldMessage is WriteMessageObserved for a message the caller will
+// follow at once with another (a feedback, then the next infer): the
+// kernel may hold its bytes back until that next write, so that both
+// leave in one segment and the server wakes once for the two (MSG_MORE on
+// a plain TCP connection; TLS sends it at once). If no write follows, the
+// kernel sends it within about 200 ms. A message over heldMax is sent
+// as WriteMessageObserved sends it: most of it leaves anyway, and holding
+// its end back would only delay the server's reading it.
+func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
+	return c.writeMessage(m, ob, m.Len() <= heldMax)
+}
+
+// heldMax bounds the messages WriteHeldMessage holds back.
+const heldMax = 64 << 10
+
+func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.Err(); err != nil {
@@ -54,7 +73,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 	if c.sentCls {
 		return ErrClosed
 	}
-	c.tr.BeginWrite(c.wtimeout)
+	c.tr.BeginWrite(c.wtimeout, hold)
 	if c.ctl.n > 0 { // control frames that could not go out earlier go first
 		if err := c.flush(c.ctl.bytes()); err != nil {
 			return err
