@@ -4,7 +4,7 @@
 //
 // Usage:
 //   plugrl_bench_floor --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]
-//                      [--handles N] [--window-file PATH]
+//                      [--hold 1] [--handles N] [--window-file PATH]
 //
 // It connects with a hand-written WebSocket handshake (TCP_NODELAY), reads
 // the server's first frame (metadata) and then, until the server closes the
@@ -16,7 +16,10 @@
 // client must make), and the frame goes out in one send(). With --chunk B
 // the payload is instead masked and sent B bytes at a time from a B-byte
 // buffer (the first send carries the header), which keeps the bytes in
-// cache between masking and the kernel's copy.
+// cache between masking and the kernel's copy. With --hold 1 a feedback
+// of up to 64 KiB is sent with MSG_MORE, so that it leaves with the next
+// infer, as libplugrl does in a tight loop (plugrl_feedback): the floor for
+// a client that knows that trick.
 //
 // I and F are the sizes libplugrl's encoder gives the benchmark workload:
 // `plugrl-bench-server --sizes ...` prints them. The server
@@ -92,9 +95,9 @@ __attribute__((optimize("O3"))) void mask_copy(uint8_t *dst, const uint8_t *src,
   for (; i < n; i++) dst[i] = src[i] ^ uint8_t(key >> (8 * (i % 4)));
 }
 
-void send_all(int fd, const uint8_t *p, size_t n) {
+void send_all(int fd, const uint8_t *p, size_t n, int flags = 0) {
   while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | flags);
     if (k < 0) {
       if (errno == EINTR) continue;
       die("send");
@@ -126,18 +129,20 @@ struct Floor {
   int fd = -1;
   Rng rng;
   size_t chunk = 0;
+  bool hold = false;
   std::vector<uint8_t> src;   // the payload's source bytes, filled once
   std::vector<uint8_t> sbuf;  // header + masked payload (or one chunk)
   std::vector<uint8_t> rbuf = std::vector<uint8_t>(256 << 10);
   size_t rpos = 0, rlen = 0;
 
-  // Sends a frame of len payload bytes from src, masked with a fresh key.
-  void send_frame(size_t len) {
+  // Sends a frame of len payload bytes from src, masked with a fresh key;
+  // with more, tells the kernel another frame follows (MSG_MORE).
+  void send_frame(size_t len, bool more = false) {
     uint32_t key = uint32_t(rng.next());
     size_t h = put_header(sbuf.data(), 0x2, len, key);
     if (chunk == 0) {
       mask_copy(sbuf.data() + h, src.data(), len, key);
-      send_all(fd, sbuf.data(), h + len);
+      send_all(fd, sbuf.data(), h + len, more ? MSG_MORE : 0);
       return;
     }
     // The first chunk shares the buffer with the header; its payload part
@@ -277,10 +282,11 @@ bool parse_size(const char *flag, const char *s, size_t &out) {
 
 // One connection's run, until the server closes it; returns its elapsed time.
 // The thread that owns meter samples the CPU time for the whole process.
-void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bench::Counter &count,
+void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bool hold, bench::Counter &count,
              bench::CpuMeter *meter, const std::vector<bench::Counter> &counts) {
   Floor f;
   f.chunk = chunk;
+  f.hold = hold && feedback <= (64 << 10);
   // libplugrl's infer and feedback carry the same observation arrays, so
   // one source buffer serves both, as the caller's memory does there.
   size_t most = infer > feedback ? infer : feedback;
@@ -299,7 +305,7 @@ void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk
     while ((op = f.read_frame()) == 0x9 || op == 0xa) {
     }  // a ping is not answered: the bench server sends none
     if (op == 0x8) break;
-    f.send_frame(feedback);
+    f.send_frame(feedback, f.hold);
     count.add();
     if (meter) meter->tick([&] { return bench::total(counts); });
   }
@@ -311,12 +317,12 @@ void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk
 
 int main(int argc, char **argv) {
   std::string url, window_file;
-  size_t infer = 0, feedback = 0, chunk = 0, handles = 1;
+  size_t infer = 0, feedback = 0, chunk = 0, handles = 1, hold = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 >= argc) {
       std::fprintf(stderr,
                    "usage: %s --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]\n"
-                   "       [--handles N] [--window-file PATH]\n",
+                   "       [--hold 1] [--handles N] [--window-file PATH]\n",
                    kProg);
       return 2;
     }
@@ -330,6 +336,9 @@ int main(int argc, char **argv) {
       ok = parse_size(arg, val, feedback);
     } else if (!std::strcmp(arg, "--chunk")) {
       ok = parse_size(arg, val, chunk);
+    } else if (!std::strcmp(arg, "--hold")) {
+      ok = parse_size(arg, val, hold) && hold <= 1;
+      if (!ok) std::fprintf(stderr, "%s: --hold wants 0 or 1\n", kProg);
     } else if (!std::strcmp(arg, "--handles")) {
       ok = parse_size(arg, val, handles) && handles >= 1 && handles <= 4096;
       if (!ok) std::fprintf(stderr, "%s: --handles wants 1..4096\n", kProg);
@@ -355,11 +364,11 @@ int main(int argc, char **argv) {
   meter.sample(0);
   auto t0 = std::chrono::steady_clock::now();
   if (handles == 1) {
-    run_one(url, infer, feedback, chunk, counts[0], &meter, counts);
+    run_one(url, infer, feedback, chunk, hold != 0, counts[0], &meter, counts);
   } else {
     std::vector<std::thread> threads;
     for (size_t h = 0; h < handles; h++) {
-      threads.emplace_back(run_one, std::cref(url), infer, feedback, chunk, std::ref(counts[h]),
+      threads.emplace_back(run_one, std::cref(url), infer, feedback, chunk, hold != 0, std::ref(counts[h]),
                            h == 0 ? &meter : nullptr, std::cref(counts));
     }
     for (std::thread &t : threads) t.join();

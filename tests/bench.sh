@@ -27,7 +27,10 @@
 #
 #   floor      plugrl_bench_floor: frames of exactly the sizes libplugrl
 #              sends for that workload, masked with a fresh key each, and no
-#              encoding at all
+#              encoding at all, one send per frame
+#   floor-held the floor, its feedback sent with MSG_MORE so that it leaves
+#              with the next infer, as libplugrl's does in a tight loop
+#              (plugrl_feedback): the floor for a client that knows it
 #   libplugrl  plugrl_bench_client: the workload through libplugrl.so's
 #              plugrl_infer / plugrl_feedback
 #   ledger-digest, ledger-full
@@ -94,9 +97,11 @@ done
 workloads=("SMALL 1 0 0 8 1" "LARGE 16 2 224 32 1")
 for n in $handles; do workloads+=("SMALLx$n 1 0 0 8 $n"); done
 pinnings=(same split)
-# The clients of every cell: the floor, libplugrl, and libplugrl recording a
-# step ledger at each level (PLUGRL_BENCH_LEDGER=0 leaves those out).
-clients=(floor libplugrl)
+# The clients of every cell: the floor, the floor holding feedback for the
+# next infer as libplugrl does in a tight loop, libplugrl, and libplugrl
+# recording a step ledger at each level (PLUGRL_BENCH_LEDGER=0 leaves those
+# out).
+clients=(floor floor-held libplugrl)
 [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]] && clients+=(ledger-digest ledger-full)
 cores=$(nproc)
 if [[ $cores -lt 2 ]]; then
@@ -142,9 +147,11 @@ run_one() {
   local rc=0
   local ledger=()
   [[ $client == ledger-* ]] && ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
-  if [[ $client == floor ]]; then
+  if [[ $client == floor* ]]; then
+    local hold=0
+    [[ $client == floor-held ]] && hold=1
     timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
-      --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --handles "$conns" \
+      --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --hold "$hold" --handles "$conns" \
       --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   else
     timeout -s KILL "$limit" "${ledger[@]}" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
@@ -233,7 +240,7 @@ for wl in "${workloads[@]}"; do
         key=$name/$pin/$sched/$client
         r=$(med "$key" rate) c=$(med "$key" cpu)
         rr=- cr=- per=-
-        if [[ $client == libplugrl ]]; then
+        if [[ $client == libplugrl || $client == floor-held ]]; then
           rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
         elif [[ $client == ledger-* ]]; then
           rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
@@ -247,7 +254,7 @@ for wl in "${workloads[@]}"; do
   done
 done
 echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
-echo " lib/fl: libplugrl/floor, throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
+echo " lib/fl: libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
 echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
 
 # The memory of an idle client: K clients opened and left idle against
