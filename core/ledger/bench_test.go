@@ -8,8 +8,9 @@ import (
 )
 
 // smallExchange encodes a SMALL exchange's messages (one env, 8 float64s,
-// H = 8 x 7 float32 action), as the client records them.
-func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, action []byte) {
+// H = 8 x 7 float32 action), as the client records them; actionData is
+// the action's float32 data, within action.
+func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, action, actionData []byte) {
 	state := make([]float64, 8)
 	obs = &wire.Observation{States: []wire.NamedArray{{Name: "state", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 8}, Data: wire.BytesOf(state)}}}}
 	env, steps := []int64{0}, []int64{0}
@@ -26,13 +27,21 @@ func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, 
 	if err := wire.EncodeAction(&am, env, &chunk); err != nil {
 		tb.Fatal(err)
 	}
-	return in, fb, obs, am.AppendTo(nil)
+	action = am.AppendTo(nil)
+	for i, off := 0, 0; i < am.Segments(); i++ {
+		if seg := am.Segment(i); &seg[0] == &chunk.Data[0] { // the data, referenced in place
+			return in, fb, obs, action, action[off : off+len(seg)]
+		}
+		off += len(am.Segment(i))
+	}
+	tb.Fatal("the action's data is not a segment of its message")
+	return
 }
 
 // BenchmarkRecordExchange is the caller's share of recording one SMALL
 // exchange: two sends and a receive into the queue.
 func BenchmarkRecordExchange(b *testing.B) {
-	in, fb, obs, action := smallExchange(b)
+	in, fb, obs, action, _ := smallExchange(b)
 	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -51,17 +60,18 @@ func BenchmarkRecordExchange(b *testing.B) {
 	}
 }
 
-// BenchmarkFlush is the background writer's share: compressing and
-// writing the records of 1000 SMALL exchanges, per exchange.
+// BenchmarkFlush is the whole cost of recording a SMALL exchange whose
+// action changes: the caller's share, as BenchmarkRecordExchange, and the
+// background writer's, compressing and writing the records every 1000
+// exchanges.
 func BenchmarkFlush(b *testing.B) {
-	in, fb, obs, action := smallExchange(b)
+	in, fb, obs, action, data := smallExchange(b)
 	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{QueueBytes: 64 << 20, FlushInterval: 250e6})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer w.Close()
 	b.ReportAllocs()
-	data := action[len(action)-8*7*4:]
 	for i := 0; i < b.N; i++ {
 		// A policy's actions change every time: vary their bytes as a
 		// float32 of real numbers would (mantissa bits).

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 
 	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/tinylib/msgp/msgp"
@@ -114,6 +115,13 @@ const (
 	keyBytes   = "bytes"   // lost: their bytes
 )
 
+// appendKey appends a record key, a msgpack fixstr (every key is shorter
+// than 32 bytes): what msgp.AppendString would, but inlined, as the caller's
+// path appends several keys per record.
+func appendKey(b []byte, key string) []byte {
+	return append(append(b, 0xa0|byte(len(key))), key...)
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // RowDigest is the content digest the ledger keeps of one observation row:
@@ -146,80 +154,224 @@ func appendHeader(b []byte) []byte {
 type history struct {
 	prev    [2][]byte // prev[0] is the newest
 	valid   [2]bool
-	scratch []byte // the message being recorded
+	scratch []byte // the message being recorded or decoded (or its differing part, patchInPlace)
 }
 
 // maxDelta bounds the messages the history keeps: a larger one (a full
-// ledger's images) is recorded as is, and clears the history.
+// ledger's images, a digest ledger's long text observations) is recorded
+// as is, and clears the history. Writer and reader apply it to the bytes
+// a record keeps, after the cuts.
 const maxDelta = 64 << 10
 
 func (h *history) forget() { h.valid = [2]bool{} }
 
-// appendCoded appends the "p" and "m" keys for the message in scratch,
-// as a patch when an earlier message (up to depth back) has its length,
-// and makes it the newest message.
-func (h *history) appendCoded(b []byte, depth int) []byte {
-	cur, ref := h.scratch, 0
+// appendCoded appends the "p" and "m" keys for a message of n bytes, given
+// as the segments it is made of (a sent message's kept bytes, or a
+// received message whole), as a patch when an earlier message (up to depth
+// back) has its length, and makes it the newest message. A message over
+// maxDelta is recorded whole and clears the history, as decode does.
+func (h *history) appendCoded(b []byte, segs [][]byte, n, depth int) []byte {
+	if n > maxDelta {
+		h.forget()
+		b = appendKey(b, keyPatch)
+		b = append(b, 0)
+		b = appendKey(b, keyMsg)
+		b = msgp.AppendBytesHeader(b, uint32(n))
+		return appendSegments(b, segs)
+	}
+	ref := 0
 	for j := depth; j >= 1; j-- {
-		if h.valid[j-1] && len(h.prev[j-1]) == len(cur) {
+		if h.valid[j-1] && len(h.prev[j-1]) == n {
 			ref = j
 			break
 		}
 	}
-	b = msgp.AppendString(b, keyPatch)
-	b = msgp.AppendInt(b, ref)
-	b = msgp.AppendString(b, keyMsg)
+	b = appendKey(b, keyPatch)
+	b = append(b, byte(ref)) // a msgpack positive fixint: ref <= depth <= 2
+	b = appendKey(b, keyMsg)
 	if ref == 0 {
-		b = msgp.AppendBytes(b, cur)
-	} else {
-		// bin 32 header, its length filled in below
-		b = append(b, 0xc6, 0, 0, 0, 0)
-		at := len(b)
-		b = appendPatch(b, cur, h.prev[ref-1])
-		binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
+		h.scratch = appendSegments(h.scratch[:0], segs)
+		b = msgp.AppendBytes(b, h.scratch)
+		h.remember(depth)
+		return b
 	}
-	h.remember(depth)
+	// bin 32 header, its length filled in below
+	b = append(b, 0xc6, 0, 0, 0, 0)
+	at := len(b)
+	if ref == depth {
+		// The usual case: the message patched against is the oldest, which
+		// this one replaces, so it is updated in place and made the newest.
+		b = h.patchInPlace(b, segs, h.prev[ref-1])
+		h.prev[0], h.prev[depth-1] = h.prev[depth-1], h.prev[0]
+		h.valid[depth-1], h.valid[0] = h.valid[0], true
+	} else {
+		h.scratch = appendSegments(h.scratch[:0], segs)
+		b = appendPatch(b, h.scratch, h.prev[ref-1], 0)
+		h.remember(depth)
+	}
+	binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
 	return b
 }
 
-// appendPatch appends the runs of cur that differ from prev (same length).
-// Equal runs shorter than a run header are folded into the changes.
-func appendPatch(dst, cur, prev []byte) []byte {
-	n, i, kept := len(cur), 0, 0
+// patchInPlace appends the patch of the message made of segs against old
+// (as long), and makes old that message. Only the segments that differ
+// from old's bytes at their offset are scanned by appendPatch and copied
+// into old: an env loop's message differs from the last of its kind in a
+// few small segments (ids, rewards, the action), and the rest, equal, is
+// neither copied nor scanned again. Outside the range from the first
+// differing segment to the last every byte is equal, so the patch of that
+// range, placed at its offset, is the patch of the whole message.
+func (h *history) patchInPlace(b []byte, segs [][]byte, old []byte) []byte {
+	first, last, lo, hi, off := -1, -1, 0, 0, 0
+	for k, seg := range segs {
+		if !bytes.Equal(seg, old[off:off+len(seg)]) {
+			if first < 0 {
+				first, lo = k, off
+			}
+			last, hi = k, off+len(seg)
+		}
+		off += len(seg)
+	}
+	if first < 0 {
+		return b // the same message: an empty patch
+	}
+	cur := segs[first]
+	if last > first { // make the differing range one run of bytes
+		h.scratch = appendSegments(h.scratch[:0], segs[first:last+1])
+		cur = h.scratch
+	}
+	b = appendPatch(b, cur, old[lo:hi], lo)
+	copy(old[lo:hi], cur)
+	return b
+}
+
+func appendSegments(b []byte, segs [][]byte) []byte {
+	for _, seg := range segs {
+		b = append(b, seg...)
+	}
+	return b
+}
+
+// minEqualRun is the shortest run of equal bytes that ends a change in a
+// patch: a shorter one is folded into the change, as the next run's header
+// (two uvarints) would cost about as much as the bytes it skips. The word
+// scan in appendPatch (equalRunStarts) is written for this value.
+const minEqualRun = 4
+
+// appendPatch appends the runs of cur that differ from prev (same length),
+// the bytes from offset on of a message and of the earlier one it is
+// patched against, whose bytes before offset are equal (0: the whole
+// messages). A change runs from a differing byte up to the next run of
+// minEqualRun equal bytes, or to its last differing byte when the message
+// ends first.
+//
+// It works on 8-byte words: an action's float32 data changes in most of its
+// bytes every exchange, and scanning it a byte at a time was the writer's
+// largest cost. A word's XOR marks its differing bytes; equalLanes turns
+// that into a mask of its equal bytes, in which equalRunStarts finds the
+// runs of 4, inside the word and across its boundary with the previous
+// one, without a branch per byte. The patches are byte for byte those of
+// a byte-at-a-time scan (appendPatchBytewise, in the tests).
+func appendPatch(dst, cur, prev []byte, offset int) []byte {
+	n := len(cur)
+	prev = prev[:n]
+	i, kept := 0, -offset // kept: the end of the last run, relative to cur
 	for i < n {
+		// Find the word holding the next differing byte: 64-byte blocks
+		// first (the long equal stretches of a large message), then words.
 		for i+64 <= n && bytes.Equal(cur[i:i+64], prev[i:i+64]) {
 			i += 64
 		}
-		for i+8 <= n && binary.LittleEndian.Uint64(cur[i:]) == binary.LittleEndian.Uint64(prev[i:]) {
-			i += 8
-		}
-		for i < n && cur[i] == prev[i] {
-			i++
-		}
-		if i == n {
-			break
-		}
-		j := i + 1
-		for j < n {
-			if cur[j] != prev[j] {
-				j++
-				continue
-			}
-			k := j // an equal run: end the change if it is long enough
-			for k < n && k-j < 4 && cur[k] == prev[k] {
-				k++
-			}
-			if k-j >= 4 || k == n {
+		var x uint64
+		for ; i+8 <= n; i += 8 {
+			if x = wordDiff(cur, prev, i); x != 0 {
 				break
 			}
-			j = k
+		}
+		if x == 0 {
+			if i >= n {
+				break
+			}
+			if x = tailDiff(cur, prev, i); x == 0 {
+				break // the rest is equal
+			}
+		}
+		// The change starts at the word's first differing byte (i); the
+		// word is at j. The bytes before i are not the change's: they count
+		// as differing, so that no equal run starts among them.
+		j := i
+		i += bits.TrailingZeros64(x) / 8
+		eq := equalLanes(x) &^ (1<<(8*(i-j)) - 1)
+		eqPrev := uint64(0) // the previous word's equal lanes
+		end := 0
+		for {
+			// A run starting in the previous word's last 3 bytes comes
+			// before any starting in this word.
+			if r := equalRunStarts(eqPrev>>40 | eq<<24); r != 0 {
+				end = j - 3 + bits.TrailingZeros64(r)/8
+				break
+			}
+			if r := equalRunStarts(eq); r != 0 {
+				end = j + bits.TrailingZeros64(r)/8
+				break
+			}
+			last := x
+			if j += 8; j >= n {
+				// The message ends in the change: it ends at its last
+				// differing byte (the equal bytes after it, fewer than
+				// minEqualRun, and the lanes past the end are zero).
+				end = j - bits.LeadingZeros64(last)/8
+				break
+			}
+			if j+8 <= n {
+				x = wordDiff(cur, prev, j)
+			} else {
+				x = tailDiff(cur, prev, j)
+			}
+			eqPrev, eq = eq, equalLanes(x)
 		}
 		dst = binary.AppendUvarint(dst, uint64(i-kept))
-		dst = binary.AppendUvarint(dst, uint64(j-i))
-		dst = append(dst, cur[i:j]...)
-		i, kept = j, j
+		dst = binary.AppendUvarint(dst, uint64(end-i))
+		dst = append(dst, cur[i:end]...)
+		i, kept = end, end
 	}
 	return dst
+}
+
+// wordDiff is cur and prev's difference in the 8 bytes from i, as a
+// little-endian word: its byte k is nonzero where cur[i+k] != prev[i+k].
+func wordDiff(cur, prev []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(cur[i:]) ^ binary.LittleEndian.Uint64(prev[i:])
+}
+
+// tailDiff is wordDiff for the fewer than 8 bytes left from i to the end
+// of cur: the lanes past the end are zero, as if equal.
+func tailDiff(cur, prev []byte, i int) uint64 {
+	if last := len(cur) - 8; last >= 0 {
+		// The message's last word, less the bytes before i.
+		return wordDiff(cur, prev, last) >> (8 * (i - last))
+	}
+	var x uint64 // a message shorter than a word
+	for k := len(cur) - 1; k >= i; k-- {
+		x = x<<8 | uint64(cur[k]^prev[k])
+	}
+	return x
+}
+
+// equalLanes maps a word of byte differences to its equal bytes: the high
+// bit of byte k is set when byte k of x is zero. Adding 0x7f to a byte's
+// low 7 bits carries into its bit 7 unless they are all zero, and never
+// into the next byte.
+func equalLanes(x uint64) uint64 {
+	const low7, high = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	return ^(((x & low7) + low7) | x) & high
+}
+
+// equalRunStarts marks in a mask of equal lanes each lane that starts a
+// run of 4 (minEqualRun) equal lanes within the word: lane k stays set
+// when lanes k to k+3 are all set.
+func equalRunStarts(eq uint64) uint64 {
+	return eq & (eq >> 8) & (eq >> 16) & (eq >> 24)
 }
 
 // decode undoes appendCoded: m coded as ref gives the message, which it

@@ -50,11 +50,13 @@ type Writer struct {
 	// The recording goroutine's own state.
 	warn    func(string)
 	warned  bool
-	sends   history  // the last two send records' messages, for patch coding
-	recvs   history  // the last recv record's message
-	cuts    []Cut    // scratch for Sent
-	digests []byte   // scratch for Sent
-	dig     Digester // the digests of the message being sent (BeginSend)
+	sends   history   // the last two send records' messages, for patch coding
+	recvs   history   // the last recv record's message
+	kept    [][]byte  // scratch for Sent: the segments it records (held until the next Sent, as the caller's message holds them)
+	cuts    []Cut     // scratch for Sent
+	digests []byte    // scratch for Sent
+	recvMsg [1][]byte // scratch for Received: its message as segments
+	dig     Digester  // the digests of the message being sent (BeginSend)
 
 	mu        sync.Mutex // guards what follows; held for an append, never across I/O
 	queue     []byte
@@ -168,7 +170,7 @@ func init() {
 		for extra := range p {
 			b := msgp.AppendMapHeader(nil, uint32(2+extra))
 			b = appendStr(b, keyKind, k)
-			p[extra] = msgp.AppendString(b, keyTime)
+			p[extra] = appendKey(b, keyTime)
 		}
 		prefixes[k] = p
 	}
@@ -225,24 +227,19 @@ func (w *Writer) Connected(url string, metadata []byte) {
 // Sent records a message the client sent; obs is the observation it was
 // encoded from. At Digest level the observation's array data is cut out
 // and each of its rows digested. Everything here runs on the caller's
-// thread, so it is one pass over the message's segments: the kept bytes
-// go to the history's scratch, then into the record as a patch of an
-// earlier message when one has the same length (see history).
+// thread, so it is one pass over the message's segments, which sorts them
+// into cuts and kept ones; the kept ones go into the record as a patch of
+// an earlier message when one has the same length (see history), copied
+// only where they differ from it.
 func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
 	}
-	h := &w.sends
-	if w.level == Full && m.Len() > maxDelta {
-		w.sentWhole(m)
-		return
-	}
-	h.scratch = h.scratch[:0]
-	w.cuts, w.digests = w.cuts[:0], w.digests[:0]
+	w.kept, w.cuts, w.digests = w.kept[:0], w.cuts[:0], w.digests[:0]
 	// The digests, if the connection computed them as it copied m.
 	digested := w.dig.active && w.dig.m == m
 	w.dig.active = false
-	off := 0
+	off, kept := 0, 0
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		if w.level == Digest {
@@ -255,13 +252,14 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 				continue
 			}
 		}
-		h.scratch = append(h.scratch, seg...)
+		w.kept = append(w.kept, seg)
+		kept += len(seg)
 		off += len(seg)
 	}
 	if digested {
 		w.digests = append(w.digests, w.dig.out...)
 	}
-	if !w.reserve(len(h.scratch) + len(w.digests) + 32*len(w.cuts) + 96) {
+	if !w.reserve(kept + len(w.digests) + 32*len(w.cuts) + 96) {
 		return
 	}
 	keys := 2
@@ -269,10 +267,10 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 		keys = 5
 	}
 	b := w.begin(KindSend, keys)
-	b = h.appendCoded(b, 2)
+	b = w.sends.appendCoded(b, w.kept, kept, 2)
 	if len(w.cuts) > 0 {
 		b = appendInt64(b, keyLen, int64(m.Len()))
-		b = msgp.AppendString(b, keyCuts)
+		b = appendKey(b, keyCuts)
 		b = msgp.AppendArrayHeader(b, uint32(len(w.cuts)))
 		for _, c := range w.cuts {
 			b = msgp.AppendArrayHeader(b, 3)
@@ -288,33 +286,15 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 
 // appendStr, appendInt64 and appendBin append a key and its value.
 func appendStr(b []byte, key, v string) []byte {
-	return msgp.AppendString(msgp.AppendString(b, key), v)
+	return msgp.AppendString(appendKey(b, key), v)
 }
 
 func appendInt64(b []byte, key string, v int64) []byte {
-	return msgp.AppendInt64(msgp.AppendString(b, key), v)
+	return msgp.AppendInt64(appendKey(b, key), v)
 }
 
 func appendBin(b []byte, key string, v []byte) []byte {
-	return msgp.AppendBytes(msgp.AppendString(b, key), v)
-}
-
-// sentWhole records a full-level message too large to keep a copy of for
-// patching: its bytes go straight into the queue.
-func (w *Writer) sentWhole(m *wire.Message) {
-	if !w.reserve(m.Len() + 96) {
-		return
-	}
-	w.sends.forget()
-	b := w.begin(KindSend, 2)
-	b = appendInt64(b, keyPatch, 0)
-	b = msgp.AppendString(b, keyMsg)
-	b = msgp.AppendBytesHeader(b, uint32(m.Len()))
-	for i := 0; i < m.Segments(); i++ {
-		b = append(b, m.Segment(i)...)
-	}
-	w.queue = b
-	w.mu.Unlock()
+	return msgp.AppendBytes(appendKey(b, key), v)
 }
 
 // Received records a message received after the metadata, as it arrived.
@@ -322,24 +302,12 @@ func (w *Writer) Received(msg []byte) {
 	if w == nil {
 		return
 	}
-	h := &w.recvs
-	if len(msg) > maxDelta {
-		if !w.reserve(len(msg) + 64) {
-			return
-		}
-		h.forget()
-		b := w.begin(KindRecv, 2)
-		b = appendInt64(b, keyPatch, 0)
-		b = msgp.AppendString(b, keyMsg)
-		w.queue = msgp.AppendBytes(b, msg)
-		w.mu.Unlock()
-		return
-	}
-	h.scratch = append(h.scratch[:0], msg...)
 	if !w.reserve(len(msg) + 64) {
 		return
 	}
-	w.queue = h.appendCoded(w.begin(KindRecv, 2), 1)
+	w.recvMsg[0] = msg
+	w.queue = w.recvs.appendCoded(w.begin(KindRecv, 2), w.recvMsg[:], len(msg), 1)
+	w.recvMsg[0] = nil
 	w.mu.Unlock()
 }
 
@@ -358,7 +326,7 @@ func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64
 	b = appendInt64(b, keyCode, int64(code))
 	b = appendStr(b, keyReason, reason)
 	b = appendStr(b, keyErr, err)
-	b = msgp.AppendString(b, keyDropped)
+	b = appendKey(b, keyDropped)
 	b = msgp.AppendArrayHeader(b, uint32(len(dropped)))
 	for _, e := range dropped {
 		b = msgp.AppendInt64(b, e)
