@@ -228,7 +228,6 @@ type Conn struct {
 	rbuf      []byte        // the message buffer, from alloc
 	counters  *Counters     // never nil
 	lastRecv  time.Duration // monotonic (mono) start of the last Receive
-	lastYield time.Duration // mono time of Receive's last yield
 
 	// A Receive with a timeout of watchedTimeout or more stores its
 	// deadline (mono) here, and the poller ends the connection when it

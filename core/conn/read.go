@@ -6,10 +6,18 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
 )
+
+// lastYield is the mono time of the last yield of any Receive in the
+// process, and yieldGap the time between two: yieldEvery / GOMAXPROCS,
+// refreshed at each yield (see Receive).
+var lastYield, yieldGap atomic.Int64
+
+func init() { yieldGap.Store(int64(yieldEvery) / int64(runtime.GOMAXPROCS(0))) }
 
 // Receive waits up to timeout (zero: forever) for the next message and
 // returns it. The bytes are the connection's buffer: valid, and writable,
@@ -21,14 +29,17 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 		return nil, err
 	}
 	now := mono()
-	if now-c.lastYield >= yieldEvery {
+	if last := time.Duration(lastYield.Load()); now-last >= time.Duration(yieldGap.Load()) && lastYield.CompareAndSwap(int64(last), int64(now)) {
 		// Go's sysmon retakes the P of a goroutine that has run
 		// forcePreemptNS (10 ms) without being rescheduled whenever it is
 		// in a system call, and then wakes every 20 us to look again. A C
 		// thread that calls in and out never is rescheduled, so yield now
-		// and then: it costs a few microseconds every yieldEvery; not
-		// yielding cost a sysmon wake-up every few exchanges.
-		c.lastYield = now
+		// and then: it costs a few microseconds; not yielding cost a
+		// sysmon wake-up every few exchanges. The schedule that counts is
+		// a P's, so the process yields about once per P every yieldEvery,
+		// whatever the number of connections: a yield per connection cost
+		// 64 connections a thread hand-off 8000 times a second.
+		yieldGap.Store(int64(yieldEvery) / int64(runtime.GOMAXPROCS(0)))
 		runtime.Gosched()
 	}
 	var deadline time.Time
