@@ -136,6 +136,7 @@ run_one() {
   [[ $pin == split ]] && ccore=1
   local rt=()
   [[ $sched == fifo ]] && rt=(chrt -f 50)
+  : >"$tmp/server.out" # see wait_url
   timeout -s KILL "$limit" taskset -c 0 "${rt[@]}" "$bin/plugrl-bench-server" --envs "$envs" --conns "$conns" \
     --warmup "${warmup}s" --seconds "${window}s" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!

@@ -69,6 +69,7 @@ done
 
 # start_server LOG: `plugrl serve --policy cem` with an episode log; sets url.
 start_server() {
+  : >"$tmp/server.out" # see wait_url
   "$plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 --quiet \
     --seed 1 --episode-log "$1" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
