@@ -222,12 +222,12 @@ type Conn struct {
 
 	// Read side, serialised by rmu: Receive and Poll hold it while they
 	// read, the poller only when it gets it without waiting.
-	rmu       sync.Mutex
-	rb        []byte // bytes read from the transport, rb[rr:rw] not yet parsed
-	rr, rw    int
-	rbuf      []byte        // the message buffer, from alloc
-	counters  *Counters     // never nil
-	lastRecv  time.Duration // monotonic (mono) start of the last Receive
+	rmu      sync.Mutex
+	rb       []byte // bytes read from the transport, rb[rr:rw] not yet parsed
+	rr, rw   int
+	rbuf     []byte        // the message buffer, from alloc
+	counters *Counters     // never nil
+	lastRecv time.Duration // monotonic (mono) start of the last Receive
 
 	// A Receive with a timeout of watchedTimeout or more stores its
 	// deadline (mono) here, and the poller ends the connection when it
