@@ -12,12 +12,24 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// lastYield is the mono time of the last yield of any Receive in the
-// process, and yieldGap the time between two: yieldEvery / GOMAXPROCS,
-// refreshed at each yield (see Receive).
-var lastYield, yieldGap atomic.Int64
+// The process-wide yield of Receive (see there): lastYield is the mono
+// time of the last one, receiving counts the Receives in progress (their
+// threads hold or wait for Ps), and procs is GOMAXPROCS, refreshed at
+// each yield.
+var (
+	lastYield atomic.Int64
+	receiving atomic.Int32
+	procs     atomic.Int32
+)
 
-func init() { yieldGap.Store(int64(yieldEvery) / int64(runtime.GOMAXPROCS(0))) }
+func init() { procs.Store(int32(runtime.GOMAXPROCS(0))) }
+
+// yieldGap is the time between two yields of the process when busy
+// Receives are in progress and the runtime has procs Ps: yieldEvery per P
+// in use.
+func yieldGap(busy, procs int32) time.Duration {
+	return yieldEvery / time.Duration(max(1, min(busy, procs)))
+}
 
 // Receive waits up to timeout (zero: forever) for the next message and
 // returns it. The bytes are the connection's buffer: valid, and writable,
@@ -28,18 +40,23 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
+	busy := receiving.Add(1)
+	defer receiving.Add(-1)
 	now := mono()
-	if last := time.Duration(lastYield.Load()); now-last >= time.Duration(yieldGap.Load()) && lastYield.CompareAndSwap(int64(last), int64(now)) {
+	if last := time.Duration(lastYield.Load()); now-last >= yieldGap(busy, procs.Load()) && lastYield.CompareAndSwap(int64(last), int64(now)) {
 		// Go's sysmon retakes the P of a goroutine that has run
 		// forcePreemptNS (10 ms) without being rescheduled whenever it is
 		// in a system call, and then wakes every 20 us to look again. A C
 		// thread that calls in and out never is rescheduled, so yield now
 		// and then: it costs a few microseconds; not yielding cost a
 		// sysmon wake-up every few exchanges. The schedule that counts is
-		// a P's, so the process yields about once per P every yieldEvery,
+		// a P's, so the process yields about once every yieldEvery per P
+		// in use (the fewer of GOMAXPROCS and the Receives in progress),
 		// whatever the number of connections: a yield per connection cost
-		// 64 connections a thread hand-off 8000 times a second.
-		yieldGap.Store(int64(yieldEvery) / int64(runtime.GOMAXPROCS(0)))
+		// 64 connections a thread hand-off 8000 times a second, and one
+		// per P whether used or not would cost a lone connection on a
+		// 64-core host as much.
+		procs.Store(int32(runtime.GOMAXPROCS(0)))
 		runtime.Gosched()
 	}
 	var deadline time.Time
