@@ -150,13 +150,14 @@ struct Floor {
     // starts at key byte 0.
     size_t room = (chunk - 16) & ~size_t(3);
     size_t first = len <= room ? len : room;
+    int flags = more ? MSG_MORE : 0;
     mask_copy(sbuf.data() + h, src.data(), first, key);
-    send_all(fd, sbuf.data(), h + first);
+    send_all(fd, sbuf.data(), h + first, flags);
     size_t off = first;
     while (off < len) {
       size_t k = len - off < chunk ? len - off : chunk;
       mask_copy(sbuf.data(), src.data() + off, k, key);
-      send_all(fd, sbuf.data(), k);
+      send_all(fd, sbuf.data(), k, flags);
       off += k;
     }
   }

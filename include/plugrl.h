@@ -510,9 +510,12 @@ typedef struct plugrl_episode {
 ** with the next infer, in one segment, so the server wakes once for both
 ** (about a quarter more exchanges per second when client and server share
 ** a core, a fifth less client CPU per exchange). If that infer is late,
-** the feedback reaches the server as much later, 200 ms at most (the
-** kernel then sends it; so does plugrl_close). Over wss:// it is sent at
-** once.
+** the feedback reaches the server as much later, or when TCP's
+** retransmission timer fires (200 ms plus about a round trip; longer after
+** losses), whichever is first; plugrl_close and plugrl_interrupt send it at
+** once. A process that exits without plugrl_close may lose a feedback still
+** held, as it may lose any bytes the kernel has not sent. Over wss:// it is
+** sent at once.
 */
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
                               const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,

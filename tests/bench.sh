@@ -122,6 +122,7 @@ tmp=$(mktemp -d)
 spid=
 cleanup() {
   if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then kill "$spid" 2>/dev/null || true; fi
+  if [[ -n ${ipid:-} ]] && kill -0 "$ipid" 2>/dev/null; then kill "$ipid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -267,9 +268,12 @@ if [[ -x $bin/plugrl ]]; then
   if iurl=$(wait_url "$tmp/idle.out" "$ipid"); then
     echo
     for k in 64 512; do
-      "$bin/plugrl_bench_client" --url "$iurl" --idle "$k" || echo "idle clients $k: failed" >&2
+      timeout -s KILL 60 "$bin/plugrl_bench_client" --url "$iurl" --idle "$k" || echo "idle clients $k: failed" >&2
     done
+  else
+    echo "tests/bench.sh: plugrl serve did not start; no idle-memory figures: $(cat "$tmp/idle.err")" >&2
   fi
   kill "$ipid" 2>/dev/null || true
   wait "$ipid" 2>/dev/null || true
+  ipid=
 fi

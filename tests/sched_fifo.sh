@@ -28,6 +28,7 @@ trap cleanup EXIT
 fail=0
 run() { # CLIENT_CORE ENVS CAMS IMG STATE
   local core=$1 envs=$2 cams=$3 img=$4 state=$5 url=
+  : >"$tmp/server.out" # see wait_url
   taskset -c 0 "$bin/plugrl-bench-server" --envs "$envs" --warmup 0.2s --seconds 0.5s \
     >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!

@@ -169,7 +169,7 @@ type Client struct {
 	ledger     *ledger.Writer // nil: no ledger
 	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
 
-	// The caller's pace, for holding feedback back (see holdFeedback):
+	// The caller's pace, for holding feedback back (see tightLoop):
 	// when the last feedback returned (conn.Mono; 0 once an infer has
 	// looked), and whether the infer after it came within tightLoop.
 	feedbackDone time.Duration

@@ -234,9 +234,10 @@ func (c *Client) feedback(f *Feedback) error {
 // that follows, in one segment, and the server wakes once for both instead
 // of twice (SMALL same-core: about a quarter more exchanges per second and
 // a fifth less client CPU each). A loop that then takes longer than that
-// delays the feedback's arrival by as long, 200 ms at most (the kernel
-// sends it then); a feedback that ends an episode is never held, since a
-// reset often follows.
+// delays the feedback's arrival by as long, or until TCP's retransmission
+// timer sends it (200 ms plus about a round trip; longer after losses); a
+// feedback that ends an episode is never held, since a reset often
+// follows.
 const tightLoop = time.Millisecond
 
 // ReleaseAction ends the use of the last action's view: a large receive

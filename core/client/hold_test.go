@@ -50,16 +50,28 @@ func TestFeedbackHeldInTightLoops(t *testing.T) {
 		}
 	}
 
-	tightLoop()
-	if d := arrival(false); d < 100*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("a feedback in a tight loop, no infer after it: the server had it after %v, want it held about 200 ms", d)
+	// A held feedback waits for TCP's retransmission timer (200 ms and
+	// more); one sent at once is there in well under that.
+	const heldAtLeast = 150 * time.Millisecond
+	// A pause of the test's own thread (a GC, a busy machine) between a
+	// feedback and the next infer makes the loop look slow, and the
+	// feedback is rightly not held: try a few loops before failing.
+	var d time.Duration
+	for try := 0; try < 3 && d < heldAtLeast; try++ {
+		tightLoop()
+		if d = arrival(false); d > 2*time.Second {
+			t.Fatalf("a held feedback reached the server after %v, want about 200 ms", d)
+		}
+	}
+	if d < heldAtLeast {
+		t.Fatalf("a feedback in a tight loop, no infer after it: the server had it after %v in 3 tries, want it held about 200 ms", d)
 	}
 	// The last gap was long: the next feedback is not held.
-	if d := arrival(false); d > 100*time.Millisecond {
+	if d := arrival(false); d >= heldAtLeast {
 		t.Fatalf("a feedback after a slow step reached the server after %v: it was held", d)
 	}
 	tightLoop()
-	if d := arrival(true); d > 100*time.Millisecond {
+	if d := arrival(true); d >= heldAtLeast {
 		t.Fatalf("a feedback ending an episode reached the server after %v: it was held", d)
 	}
 }

@@ -27,9 +27,9 @@ type transport interface {
 	TryWrite(p []byte) (int, error)
 	// BeginWrite starts a message: its Writes must be done within timeout.
 	// With hold, the kernel may keep the message's last bytes back until
-	// the next write, so that both leave together (MSG_MORE; at most
-	// ~200 ms, when the kernel sends them anyway). A transport that cannot
-	// hold ignores it.
+	// the next write, so that both leave together (MSG_MORE; if none
+	// comes, TCP's retransmission timer sends them: 200 ms plus about a
+	// round trip). A transport that cannot hold ignores it.
 	BeginWrite(timeout time.Duration, hold bool)
 	SetReadDeadline(t time.Time) error
 	// Shutdown ends the connection in both directions (the peer sees the

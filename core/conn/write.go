@@ -54,7 +54,9 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // kernel may hold its bytes back until that next write, so that both
 // leave in one segment and the server wakes once for the two (MSG_MORE on
 // a plain TCP connection; TLS sends it at once). If no write follows, the
-// kernel sends it within about 200 ms. A message over heldMax is sent
+// kernel sends it when TCP's retransmission timer fires (200 ms plus about
+// a round trip; longer after losses); a close or shutdown sends it at
+// once. A message over heldMax is sent
 // as WriteMessageObserved sends it: most of it leaves anyway, and holding
 // its end back would only delay the server's reading it.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {

@@ -17,10 +17,11 @@ func maskBlocks(dst, src []byte, key uint32) {
 // src; len(src) is at most maxBulk.
 func copySumBlocks(dst, src []byte, key uint32, sum uint32) uint32 {
 	if !useAVX2 {
+		sum = sumScalar(sum, src) // before the mask, which may be in place
 		maskBlocksSSE2(&dst[0], &src[0], len(src), key)
-		return sumScalar(sum, src)
+		return sum
 	}
-	var l lanes
+	var l lanes // the AVX2 loop sums each group before it stores it
 	copySumBlocksAVX2(&dst[0], &src[0], len(src), key, &l)
 	return foldLanes(sum, &l, len(src))
 }

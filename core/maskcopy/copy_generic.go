@@ -18,8 +18,9 @@ func maskBlocks(dst, src []byte, key uint32) {
 }
 
 func copySumBlocks(dst, src []byte, key uint32, sum uint32) uint32 {
+	sum = sumScalar(sum, src) // before the mask, which may be in place
 	maskBlocks(dst, src, key)
-	return sumScalar(sum, src)
+	return sum
 }
 
 func sumBlocks(p []byte, sum uint32) uint32 { return sumScalar(sum, p) }

@@ -41,7 +41,8 @@ func Copy(dst, src []byte, key uint32) {
 }
 
 // CopySum is Copy that also returns the Adler-32 of src continued from
-// sum (1 starts a new checksum): Sum(sum, src), computed by the same pass.
+// sum (1 starts a new checksum): Sum(sum, src), computed by the same pass,
+// of src's bytes as they were before (dst may be src).
 func CopySum(dst, src []byte, key uint32, sum uint32) uint32 {
 	n := len(src)
 	dst = dst[:n]
@@ -50,8 +51,9 @@ func CopySum(dst, src []byte, key uint32, sum uint32) uint32 {
 		sum = copySumBlocks(dst[:bulk], src[:bulk], key, sum)
 		dst, src, n = dst[bulk:], src[bulk:], n-bulk
 	}
+	sum = sumScalar(sum, src) // before the mask, which may be in place
 	maskTail(dst, src, key)
-	return sumScalar(sum, src)
+	return sum
 }
 
 // Sum returns the Adler-32 of p continued from sum (1 starts a new

@@ -98,6 +98,26 @@ func TestSum(t *testing.T) {
 	}
 }
 
+// TestCopySumInPlace: with dst == src, CopySum masks in place and sums
+// the bytes as they were, on every path this CPU has.
+func TestCopySumInPlace(t *testing.T) {
+	vec := useAVX2Flag()
+	defer setAVX2(vec[0])
+	for _, avx := range vec {
+		setAVX2(avx)
+		for _, n := range lengths {
+			b := testBytes(n, uint64(n)+9)
+			want, wantMasked := adler32.Checksum(b), maskedWant(b, [4]byte{5, 6, 7, 8}, 0)
+			if got := CopySum(b, b, Key([4]byte{5, 6, 7, 8}, 0), 1); got != want {
+				t.Fatalf("avx2=%v n=%d: in-place CopySum %#x, hash/adler32 %#x", avx, n, got, want)
+			}
+			if !bytes.Equal(b, wantMasked) {
+				t.Fatalf("avx2=%v n=%d: in-place CopySum masked wrong", avx, n)
+			}
+		}
+	}
+}
+
 // TestSumSplits: a checksum continued over pieces, each masked with the
 // key rotated to its offset, equals the whole one.
 func TestSumSplits(t *testing.T) {

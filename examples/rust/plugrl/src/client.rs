@@ -90,7 +90,7 @@ extern "C" fn log_trampoline(user: *mut c_void, level: c_int, message: *const c_
 /// How much of each observation a step ledger keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LedgerLevel {
-    /// Every message whole except observation arrays, kept as a CRC-32C
+    /// Every message whole except observation arrays, kept as an Adler-32
     /// per env row.
     Digest,
     /// Every byte, so that a ledger can become a dataset.
