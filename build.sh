@@ -185,7 +185,7 @@ run_tests() {
   build_all
   check_exports
   # The Go core is usable from Go on every platform (the C library is
-  # Linux's): vet it where its files differ, so a Linux-only change to a
+  # Linux's): check it where its files differ, so a Linux-only change to a
   # shared signature cannot break them unseen.
   say "go vet ./core/... for darwin, go build ./core/... for windows"
   GOOS=darwin go vet ./core/...
