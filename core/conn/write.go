@@ -22,7 +22,9 @@ func (c *Conn) WriteMessage(m *wire.Message) error { return c.WriteMessageObserv
 // then still in the cache, so an observer that reads it (the ledger
 // digests observation rows) does not pay for a second pass over the
 // caller's memory: a digest read from memory ran at a third of the speed
-// of one read from the cache. It must not keep b.
+// of one read from the cache. It must not keep b. A small message (up to
+// smallMessage bytes) is not shown at all: it is copied in one go, and
+// stays in the cache for whoever reads it after the send.
 type CopyObserver interface {
 	Copied(segment int, b []byte)
 }
@@ -30,8 +32,7 @@ type CopyObserver interface {
 // A MaskCopier is a CopyObserver that makes the masked copies of long
 // segments itself, so that it sees their bytes in the very pass that
 // copies them (the ledger digests observation rows that way, at the
-// speed of the copy). Short segments, and every segment of a small
-// message, still go to Copied.
+// speed of the copy). Short segments still go to Copied.
 type MaskCopier interface {
 	CopyObserver
 	// MaskCopy must do maskcopy.Copy(dst, src, key): src is the next
@@ -94,12 +95,8 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	w := putHeader(c.wbuf, h)
 	if total <= smallMessage && w+total <= len(c.wbuf) {
 		// A small message: one plain copy, then the mask in place over
-		// it, both in the first-level cache.
-		if ob != nil {
-			for i := 0; i < m.Segments(); i++ {
-				ob.Copied(i, m.Segment(i))
-			}
-		}
+		// it, both in the first-level cache (not shown to ob: see
+		// CopyObserver).
 		n := m.CopyTo(c.wbuf[w:])
 		maskCopy(c.wbuf[w:w+n], c.wbuf[w:w+n], mask, 0)
 		return c.finish(c.flush(c.wbuf[:w+n]))

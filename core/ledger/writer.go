@@ -236,8 +236,10 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 		return
 	}
 	w.kept, w.cuts, w.digests = w.kept[:0], w.cuts[:0], w.digests[:0]
-	// The digests, if the connection computed them as it copied m.
-	digested := w.dig.active && w.dig.m == m
+	// The digests, if the connection computed them as it copied m (it
+	// shows a Digester no small message: those rows are read here, from
+	// the cache, in the walk over the segments that Sent makes anyway).
+	digested := w.dig.active && w.dig.m == m && w.dig.seg >= 0
 	w.dig.active = false
 	off, kept := 0, 0
 	for i := 0; i < m.Segments(); i++ {
