@@ -483,3 +483,18 @@ func TestCreateFails(t *testing.T) {
 		t.Logf("Create(%s): %v", path, err)
 	}
 }
+
+// TestOtherVersions: a ledger of format version 1 (CRC-32C row digests) or
+// of an unknown version is refused at NewReader, saying which it is.
+func TestOtherVersions(t *testing.T) {
+	for _, tc := range []struct {
+		version uint16
+		want    string
+	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows %d", ledger.Version+1, ledger.Version)}} {
+		head := append([]byte("plugrl-ledger\x00"), byte(tc.version), byte(tc.version>>8))
+		_, err := ledger.NewReader(bytes.NewReader(head))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("version %d: NewReader error %v, want one containing %q", tc.version, err, tc.want)
+		}
+	}
+}
