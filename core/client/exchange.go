@@ -209,12 +209,15 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	write := c.conn.WriteMessageObserved
-	if c.tight && !episodeEnds {
-		write = c.conn.WriteHeldMessage
-	}
 	defer func() { c.feedbackDone = conn.Mono() }()
-	if err := write(&c.feedbackMsg, c.digester(&c.feedbackMsg, f.Obs)); err != nil {
+	ob := c.digester(&c.feedbackMsg, f.Obs)
+	var err error
+	if c.tight && !episodeEnds {
+		err = c.conn.WriteHeldMessage(&c.feedbackMsg, ob)
+	} else {
+		err = c.conn.WriteMessageObserved(&c.feedbackMsg, ob)
+	}
+	if err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
 		if c.ledger != nil {
