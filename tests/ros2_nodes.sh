@@ -89,17 +89,26 @@ stop() { # PID: SIGINT, then wait
   wait "$1" 2>/dev/null || true
 }
 
-# learn POLICY EPISODES CSV
-learn() {
-  local policy=$1 episodes=$2 csv=$3 url rc=0 start=$SECONDS
-  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy "$policy" --horizon 1 --action-dim 1 --action-dtype float64 \
-    --seed 1 --quiet >"$tmp/$policy-serve.log" 2>&1 &
-  local server=$!
+# start_serve LOG POLICY HORIZON: `plugrl serve` (one float64 action, seed
+# 1) in the background, its output in LOG; sets server (its pid, also in
+# pids) and url, in the caller's scope when the caller declared them local.
+start_serve() {
+  local log=$1
+  : >"$log" # see wait_url
+  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy "$2" --horizon "$3" --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$log" 2>&1 &
+  server=$!
   pids+=("$server")
-  url=$(wait_url "$tmp/$policy-serve.log" "$server") || {
-    echo "FAIL: plugrl serve printed no URL: $(cat "$tmp/$policy-serve.log")" >&2
+  url=$(wait_url "$log" "$server") || {
+    echo "FAIL: plugrl serve printed no URL: $(cat "$log")" >&2
     exit 1
   }
+}
+
+# learn POLICY EPISODES CSV
+learn() {
+  local policy=$1 episodes=$2 csv=$3 url server rc=0 start=$SECONDS
+  start_serve "$tmp/$policy-serve.log" "$policy" 1
   start_sim "$tmp/$policy-sim.log"
   timeout -s INT -k 5 600 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
     -p "url:=$url" -p "max_episodes:=$episodes" -p "episode_csv:=$csv" >"$tmp/$policy-env.log" 2>&1 || rc=$?
@@ -127,15 +136,8 @@ echo "PASS: the cartpole learns through ROS 2"
 # chunks EPISODES: H = 4 in lockstep, trajectory_probe listening to env 0's
 # trajectories (see 2. above).
 chunks() {
-  local episodes=$1 url rc=0 start=$SECONDS line
-  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 4 --action-dim 1 --action-dtype float64 \
-    --seed 1 --quiet >"$tmp/chunk-serve.log" 2>&1 &
-  local server=$!
-  pids+=("$server")
-  url=$(wait_url "$tmp/chunk-serve.log" "$server") || {
-    echo "FAIL: plugrl serve printed no URL" >&2
-    exit 1
-  }
+  local episodes=$1 url server rc=0 start=$SECONDS line
+  start_serve "$tmp/chunk-serve.log" cem 4
   "$probe" --ros-args -r trajectory:=/cart_0/action_trajectory >"$tmp/probe.log" 2>&1 &
   local probe_pid=$!
   pids+=("$probe_pid")
@@ -177,15 +179,8 @@ chunks 40
 # cem`. Passes when EPISODES episodes (a few more when envs end at the
 # same last step) end and the node exits 0; says how often it held.
 timer_mode() {
-  local episodes=$1 url rc=0 start=$SECONDS
-  "$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
-    --seed 1 --quiet >"$tmp/timer-serve.log" 2>&1 &
-  local server=$!
-  pids+=("$server")
-  url=$(wait_url "$tmp/timer-serve.log" "$server") || {
-    echo "FAIL: plugrl serve printed no URL" >&2
-    exit 1
-  }
+  local episodes=$1 url server rc=0 start=$SECONDS
+  start_serve "$tmp/timer-serve.log" cem 1
   "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p step_on_command:=false \
     -p rate_hz:=100.0 >"$tmp/timer-sim.log" 2>&1 &
   sim_pid=$!
@@ -335,14 +330,7 @@ done
 stop "$hostile"
 
 echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs"
-"$bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
-  --seed 1 --quiet >"$tmp/sigint-serve.log" 2>&1 &
-server=$!
-pids+=("$server")
-url=$(wait_url "$tmp/sigint-serve.log" "$server") || {
-  echo "FAIL: plugrl serve printed no URL" >&2
-  exit 1
-}
+start_serve "$tmp/sigint-serve.log" cem 1
 for i in $(seq 5); do
   sigint_run "run $i (training)" "$url" "0.$((3 + i))"
 done
