@@ -506,16 +506,14 @@ typedef struct plugrl_episode {
 **
 ** When the last plugrl_infer came within 1 ms of the feedback before it (a
 ** loop that steps its envs and infers at once), a feedback of up to 64 KiB
-** that ends no episode is handed to the kernel with MSG_MORE: it leaves
-** with the next infer, in one segment, so the server wakes once for both
-** (about a quarter more exchanges per second when client and server share
-** a core, a fifth less client CPU per exchange). If that infer is late,
-** the feedback reaches the server as much later, or when TCP's
-** retransmission timer fires (200 ms plus about a round trip; longer after
-** losses), whichever is first; plugrl_close and plugrl_interrupt send it at
-** once. A process that exits without plugrl_close may lose a feedback still
-** held, as it may lose any bytes the kernel has not sent. Over wss:// it is
-** sent at once.
+** that ends no episode is held in the handle's send buffer and leaves with
+** the next infer, in one system call and one TCP segment: the client makes
+** one send per exchange and the server wakes once for both. If that infer
+** is late, the feedback reaches the server as much later, or after 20 ms,
+** whichever is first (a timer on a library thread sends it);
+** plugrl_close and plugrl_interrupt send it at once. A process that exits
+** without plugrl_close may lose a feedback still held, as it may lose any
+** bytes the kernel has not sent. Over wss:// it is sent at once.
 */
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
                               const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,

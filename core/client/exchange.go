@@ -233,14 +233,12 @@ func (c *Client) feedback(f *Feedback) error {
 
 // tightLoop is the pace at which feedback is held back. When the caller's
 // last infer came within tightLoop of the feedback before it, the next
-// feedback is sent held (conn.WriteHeldMessage): it leaves with the infer
-// that follows, in one segment, and the server wakes once for both instead
-// of twice (SMALL same-core: about a quarter more exchanges per second and
-// a fifth less client CPU each). A loop that then takes longer than that
-// delays the feedback's arrival by as long, or until TCP's retransmission
-// timer sends it (200 ms plus about a round trip; longer after losses); a
-// feedback that ends an episode is never held, since a reset often
-// follows.
+// feedback is held (conn.WriteHeldMessage): it leaves with the infer that
+// follows, in the same system call and TCP segment, so the client makes
+// one send per exchange and the server wakes once for both. A loop that
+// then takes longer than that delays the feedback's arrival by as long, or
+// until the connection's hold timer sends it (20 ms); a feedback that ends
+// an episode is never held, since a reset often follows.
 const tightLoop = time.Millisecond
 
 // ReleaseAction ends the use of the last action's view: a large receive

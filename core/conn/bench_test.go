@@ -17,7 +17,8 @@ func (f *fakeTr) Read(p []byte) (int, error)        { return copy(p, f.frame), n
 func (f *fakeTr) TryRead(p []byte) (int, error)     { return 0, nil }
 func (f *fakeTr) Write(p []byte) (int, error)       { return len(p), nil }
 func (f *fakeTr) TryWrite(p []byte) (int, error)    { return len(p), nil }
-func (f *fakeTr) BeginWrite(time.Duration, bool)    {}
+func (f *fakeTr) BeginWrite(time.Duration)          {}
+func (f *fakeTr) Holds() bool                       { return false }
 func (f *fakeTr) SetReadDeadline(t time.Time) error { return nil }
 func (f *fakeTr) Shutdown()                         {}
 func (f *fakeTr) Close() error                      { return nil }

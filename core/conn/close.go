@@ -55,6 +55,10 @@ func (c *Conn) release() {
 	c.released = true
 	_ = c.tr.Close()
 	c.fdmu.Unlock()
+	if c.heldTimer != nil {
+		c.heldTimer.Stop()
+	}
+	c.held = 0
 	if c.rbuf != nil {
 		c.alloc.Free(c.rbuf)
 		c.rbuf = nil
@@ -82,7 +86,10 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		}
 		return nil
 	}
-	c.tr.BeginWrite(wait, false)
+	c.tr.BeginWrite(wait)
+	if err := c.flushHeld(); err != nil {
+		return err
+	}
 	n, err := c.tr.Write(c.ctl.bytes())
 	c.counters.Sent.Add(uint64(n))
 	c.ctl.reset()

@@ -211,6 +211,14 @@ type Conn struct {
 	// the next message. Guarded by wmu.
 	ctl       pending
 	ctlQueued atomic.Bool // ctl holds bytes: flushControl's look without wmu
+	// wbuf[:held] is a held message (WriteHeldMessage), or the unsent
+	// rest of one: owed to the wire before any other byte. heldTimer
+	// (stopped, where the transport holds; else nil) sends it if nothing
+	// else has within heldDelay; heldArmed says it is running. Guarded by
+	// wmu, but for heldTimer, set once before the Conn is shared.
+	held      int
+	heldArmed bool
+	heldTimer *time.Timer
 	// A ping's payload waiting for its pong, guarded by pmu (held only
 	// to copy these few bytes): the reader records it, whoever holds wmu
 	// next writes the pong. RFC 6455 5.5.3 allows answering only the
@@ -346,7 +354,7 @@ func newConn(tr transport, o Options) *Conn {
 	if counters == nil {
 		counters = new(Counters)
 	}
-	return &Conn{
+	c := &Conn{
 		counters: counters,
 		tr:       tr,
 		alloc:    alloc,
@@ -359,6 +367,11 @@ func newConn(tr transport, o Options) *Conn {
 		dead:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	if tr.Holds() {
+		c.heldTimer = time.AfterFunc(heldDelay, c.heldDue)
+		c.heldTimer.Stop()
+	}
+	return c
 }
 
 // SetMaxMessageSize sets the cap on the next received messages; zero or

@@ -26,9 +26,6 @@ type fdConn struct {
 	// deadline is not yet fixed: Write first tries without waiting, and
 	// only a write that would wait reads the clock (see beginWrite).
 	wlazy time.Duration
-	// more is MSG_MORE while the current message may be held back (see
-	// beginWrite), else 0.
-	more uintptr
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -146,16 +143,11 @@ func (f *fdConn) recv(p []byte, wait bool) (int, error) {
 // beginWrite starts a message that must be written within timeout. Most
 // messages go out in one send that does not wait, so the deadline is fixed
 // (and the clock read) only when a send would wait: the bound then counts
-// from there, after sends that took no waiting. With hold, its sends carry
-// MSG_MORE (see transport.BeginWrite).
-func (f *fdConn) beginWrite(timeout time.Duration, hold bool) {
+// from there, after sends that took no waiting.
+func (f *fdConn) beginWrite(timeout time.Duration) {
 	f.wlock.Lock()
 	f.wdl.set(time.Time{})
 	f.wlazy = timeout
-	f.more = 0
-	if hold {
-		f.more = syscall.MSG_MORE
-	}
 	f.wlock.Unlock()
 }
 
@@ -164,7 +156,6 @@ func (f *fdConn) setWriteDeadline(t time.Time) {
 	f.wlock.Lock()
 	f.wdl.set(t)
 	f.wlazy = 0
-	f.more = 0
 	f.wlock.Unlock()
 }
 
@@ -182,9 +173,9 @@ func (f *fdConn) Write(p []byte) (int, error) {
 			var e syscall.Errno
 			for {
 				if len(p) <= dontWaitMax {
-					n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT|f.more, 0, 0)
+					n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
 				} else {
-					n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT|f.more, 0, 0)
+					n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
 				}
 				if e != syscall.EINTR {
 					break
@@ -209,7 +200,7 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		return done, err
 	}
 	for done < len(p) {
-		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL|f.more, 0, 0)
+		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
 		case 0:
 			done += int(n)

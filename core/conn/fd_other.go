@@ -15,8 +15,8 @@ type fdConn struct {
 	wlazy    time.Duration
 }
 
-func (f *fdConn) beginWrite(time.Duration, bool) {}
-func (f *fdConn) setWriteDeadline(time.Time)     {}
+func (f *fdConn) beginWrite(time.Duration)   {}
+func (f *fdConn) setWriteDeadline(time.Time) {}
 
 func (d *dialConn) takeover() error { return nil }
 

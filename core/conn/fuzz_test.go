@@ -31,7 +31,8 @@ func (s *scriptTr) Read(p []byte) (int, error) {
 func (s *scriptTr) TryRead(p []byte) (int, error)     { return 0, nil }
 func (s *scriptTr) Write(p []byte) (int, error)       { return len(p), nil }
 func (s *scriptTr) TryWrite(p []byte) (int, error)    { return len(p), nil }
-func (s *scriptTr) BeginWrite(time.Duration, bool)    {}
+func (s *scriptTr) BeginWrite(time.Duration)          {}
+func (s *scriptTr) Holds() bool                       { return false }
 func (s *scriptTr) SetReadDeadline(t time.Time) error { return nil }
 func (s *scriptTr) Shutdown()                         {}
 func (s *scriptTr) Close() error                      { return nil }

@@ -6,55 +6,158 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws/wsutil"
+	"github.com/gobwas/ws"
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
-// TestHeldMessage: a held message waits in the kernel for the next write
-// (here, none: it leaves when TCP's retransmission timer fires, 200 ms or
-// more), a close sends it at once, and one over heldMax is not held.
+// frameSeen is one frame a test server read: its opcode, payload length and
+// when it was read.
+type frameSeen struct {
+	op  ws.OpCode
+	n   int
+	at  time.Time
+	err error
+}
+
+// frameServer reads the client's frames and reports each on the channel
+// until the connection ends; first, if ping, it sends a ping.
+func frameServer(t *testing.T, ping bool) (string, <-chan frameSeen) {
+	seen := make(chan frameSeen, 16)
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		defer close(seen)
+		if ping {
+			if err := ws.WriteFrame(c, ws.NewPingFrame([]byte("p"))); err != nil {
+				seen <- frameSeen{err: err}
+				return
+			}
+		}
+		for {
+			f, err := ws.ReadFrame(c)
+			if err != nil {
+				return
+			}
+			seen <- frameSeen{op: f.Header.OpCode, n: len(f.Payload), at: time.Now()}
+			if f.Header.OpCode == ws.OpClose {
+				return
+			}
+		}
+	})
+	return url, seen
+}
+
+// heldTestMessage is a binary message of about size bytes.
+func heldTestMessage(t *testing.T, size int) *wire.Message {
+	m := new(wire.Message)
+	m.Map(1)
+	m.Str("x")
+	if err := m.Array(&wire.Array{DType: wire.Uint8, Shape: []int{size}, Data: make([]byte, size)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Finish()
+	return m
+}
+
+func nextFrame(t *testing.T, seen <-chan frameSeen, what string) frameSeen {
+	t.Helper()
+	select {
+	case f, ok := <-seen:
+		if !ok {
+			t.Fatalf("%s: the connection ended first", what)
+		}
+		if f.err != nil {
+			t.Fatalf("%s: %v", what, f.err)
+		}
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing arrived", what)
+	}
+	return frameSeen{}
+}
+
+// TestHeldMessage: a held message stays in the write buffer (nothing is
+// sent) until the next message, which takes it along in the same write;
+// without one, the timer sends it after heldDelay, and Close and Interrupt
+// send it first. One over heldMax is sent at once.
 func TestHeldMessage(t *testing.T) {
-	const heldAtLeast = 150 * time.Millisecond
-	for _, tc := range []struct {
-		name  string
-		size  int
-		close bool
-		held  bool
-	}{
-		{"small, nothing after", 100, false, true},
-		{"small, then close", 100, true, false},
-		{"over heldMax", heldMax + 1, false, false},
-	} {
-		arrived := make(chan time.Time, 1)
-		url := rawServer(t, func(c net.Conn, _ *http.Request) {
-			if _, err := wsutil.ReadClientBinary(c); err == nil {
-				arrived <- time.Now()
+	t.Run("then a message", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		var cnt Counters
+		c := dialT(t, Options{URL: url, Counters: &cnt})
+		held, next := heldTestMessage(t, 100), heldTestMessage(t, 200)
+		if err := c.WriteHeldMessage(held, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := cnt.Sent.Load(); n != 0 {
+			t.Fatalf("%d bytes sent for a held message; want none until the next write", n)
+		}
+		if err := c.WriteMessage(next); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := nextFrame(t, seen, "the held message"), nextFrame(t, seen, "the next one"); a.n != held.Len() || b.n != next.Len() {
+			t.Fatalf("frames of %d and %d bytes; want the held %d, then %d", a.n, b.n, held.Len(), next.Len())
+		}
+	})
+	t.Run("nothing after", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		c := dialT(t, Options{URL: url})
+		t0 := time.Now()
+		if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+			t.Fatal(err)
+		}
+		if d := nextFrame(t, seen, "the held message").at.Sub(t0); d < heldDelay {
+			t.Fatalf("the held message arrived after %v; want heldDelay (%v) or more", d, heldDelay)
+		}
+	})
+	for _, end := range []string{"close", "interrupt"} {
+		t.Run("then "+end, func(t *testing.T) {
+			url, seen := frameServer(t, false)
+			c := dialT(t, Options{URL: url})
+			t0 := time.Now()
+			if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+				t.Fatal(err)
+			}
+			if end == "close" {
+				c.Close(time.Second)
+			} else {
+				c.Interrupt()
+			}
+			if f := nextFrame(t, seen, "the held message"); f.op != ws.OpBinary || f.at.Sub(t0) >= heldDelay {
+				t.Fatalf("first frame: opcode %v after %v; want the held message, before heldDelay (%v)", f.op, f.at.Sub(t0), heldDelay)
+			}
+			if f := nextFrame(t, seen, "the close frame"); f.op != ws.OpClose {
+				t.Fatalf("then opcode %v; want a close frame", f.op)
 			}
 		})
-		c := dialT(t, Options{URL: url})
-		var m wire.Message
-		m.Map(1)
-		m.Str("x")
-		if err := m.Array(&wire.Array{DType: wire.Uint8, Shape: []int{tc.size}, Data: make([]byte, tc.size)}); err != nil {
-			t.Fatal(err)
-		}
-		m.Finish()
-		t0 := time.Now()
-		if err := c.WriteHeldMessage(&m, nil); err != nil {
-			t.Fatal(err)
-		}
-		if tc.close {
-			if err := c.Close(time.Second); err != nil {
-				t.Fatalf("%s: close: %v", tc.name, err)
-			}
-		}
-		select {
-		case at := <-arrived:
-			if d := at.Sub(t0); tc.held != (d >= heldAtLeast) {
-				t.Fatalf("%s: the message arrived after %v; held: want %v", tc.name, d, tc.held)
-			}
-		case <-time.After(3 * time.Second):
-			t.Fatalf("%s: the message never arrived", tc.name)
-		}
 	}
+	t.Run("a pong waits for it", func(t *testing.T) {
+		url, seen := frameServer(t, true)
+		c := dialT(t, Options{URL: url})
+		if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+			t.Fatal(err)
+		}
+		// Reading the ping owes a pong, which must not cut in before
+		// (or into) the held message.
+		if _, err := c.Receive(50 * time.Millisecond); err == nil {
+			t.Fatal("a message arrived; want none")
+		}
+		if f := nextFrame(t, seen, "the held message"); f.op != ws.OpBinary {
+			t.Fatalf("first frame: opcode %v; want the held message", f.op)
+		}
+		if f := nextFrame(t, seen, "the pong"); f.op != ws.OpPong {
+			t.Fatalf("then opcode %v; want the pong", f.op)
+		}
+	})
+	t.Run("over heldMax", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		var cnt Counters
+		c := dialT(t, Options{URL: url, Counters: &cnt})
+		m := heldTestMessage(t, heldMax+1)
+		if err := c.WriteHeldMessage(m, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := cnt.Sent.Load(); n < uint64(m.Len()) {
+			t.Fatalf("%d bytes sent for a message over heldMax; want all %d at once", n, m.Len())
+		}
+		nextFrame(t, seen, "the message")
+	})
 }

@@ -26,11 +26,13 @@ type transport interface {
 	// nothing).
 	TryWrite(p []byte) (int, error)
 	// BeginWrite starts a message: its Writes must be done within timeout.
-	// With hold, the kernel may keep the message's last bytes back until
-	// the next write, so that both leave together (MSG_MORE; if none
-	// comes, TCP's retransmission timer sends them: 200 ms plus about a
-	// round trip). A transport that cannot hold ignores it.
-	BeginWrite(timeout time.Duration, hold bool)
+	BeginWrite(timeout time.Duration)
+	// Holds reports whether a Conn may keep a message in its write
+	// buffer, to go out with the next one (see WriteHeldMessage): true
+	// where TryWrite never waits and a partial TryWrite leaves the stream
+	// usable, so that the held bytes can be sent later from any
+	// goroutine. TLS cannot: a write that stops at its deadline ends it.
+	Holds() bool
 	SetReadDeadline(t time.Time) error
 	// Shutdown ends the connection in both directions (the peer sees the
 	// end) and wakes a blocked Read or Write; Close then releases it.
@@ -124,13 +126,15 @@ func (d *dialConn) SetWriteDeadline(t time.Time) error {
 	return d.Conn.SetWriteDeadline(t)
 }
 
-func (d *dialConn) BeginWrite(timeout time.Duration, hold bool) {
+func (d *dialConn) BeginWrite(timeout time.Duration) {
 	if d.fd != nil {
-		d.fd.beginWrite(timeout, hold)
+		d.fd.beginWrite(timeout)
 		return
 	}
 	_ = d.Conn.SetWriteDeadline(time.Now().Add(timeout))
 }
+
+func (d *dialConn) Holds() bool { return d.fd != nil }
 
 func (d *dialConn) TryRead(p []byte) (int, error) {
 	n, err := d.tryRead(p)
@@ -209,9 +213,11 @@ func (t *tlsTransport) TryWrite(p []byte) (int, error) {
 // tlsTryWriteWait bounds a tlsTransport's TryWrite.
 const tlsTryWriteWait = 20 * time.Millisecond
 
-func (t *tlsTransport) BeginWrite(timeout time.Duration, _ bool) {
+func (t *tlsTransport) BeginWrite(timeout time.Duration) {
 	_ = t.Conn.SetWriteDeadline(time.Now().Add(timeout))
 }
+
+func (t *tlsTransport) Holds() bool { return false }
 
 func (t *tlsTransport) Shutdown() { t.d.Shutdown() }
 

@@ -3,6 +3,7 @@ package conn
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/plugrl/libplugrl/core/maskcopy"
@@ -51,21 +52,29 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 }
 
 // WriteHeldMessage is WriteMessageObserved for a message the caller will
-// follow at once with another (a feedback, then the next infer): the
-// kernel may hold its bytes back until that next write, so that both
-// leave in one segment and the server wakes once for the two (MSG_MORE on
-// a plain TCP connection; TLS sends it at once). If no write follows, the
-// kernel sends it when TCP's retransmission timer fires (200 ms plus about
-// a round trip; longer after losses); a close or shutdown sends it at
-// once. A message over heldMax is sent
-// as WriteMessageObserved sends it: most of it leaves anyway, and holding
-// its end back would only delay the server's reading it.
+// follow at once with another (a feedback, then the next infer): its
+// frame stays in the connection's write buffer, and the next message's
+// write sends both with one system call, in one TCP segment, so that the
+// server wakes once for the two. If no write comes within heldDelay, a
+// timer sends it; Close, Abort and Interrupt send it first, if the socket
+// takes it without waiting. Until it leaves, it is lost if the connection
+// fails or the process exits without closing, as bytes in the kernel's
+// buffer would be after a reset. A message over heldMax, or on a
+// transport that cannot hold (TLS), is sent as WriteMessageObserved sends
+// it: most of a long one would leave anyway.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
-	return c.writeMessage(m, ob, m.Len() <= heldMax)
+	return c.writeMessage(m, ob, m.Len() <= heldMax && c.tr.Holds())
 }
 
-// heldMax bounds the messages WriteHeldMessage holds back.
-const heldMax = 64 << 10
+const (
+	// heldMax bounds the messages WriteHeldMessage holds back.
+	heldMax = 64 << 10
+	// heldDelay bounds how long a held message waits for the next write.
+	// While a caller keeps holding, the timer fires once per heldDelay
+	// (and finds nothing, or the newest message, which then leaves a
+	// little early): a wake-up cheap enough at 50 a second.
+	heldDelay = 20 * time.Millisecond
+)
 
 func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	c.wmu.Lock()
@@ -76,8 +85,11 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	if c.sentCls {
 		return ErrClosed
 	}
-	c.tr.BeginWrite(c.wtimeout, hold)
+	c.tr.BeginWrite(c.wtimeout)
 	if c.ctl.n > 0 { // control frames that could not go out earlier go first
+		if err := c.flushHeld(); err != nil { // after a held message, though
+			return err
+		}
 		if err := c.flush(c.ctl.bytes()); err != nil {
 			return err
 		}
@@ -87,19 +99,33 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	mask := c.newMask()
 	total := m.Len()
 	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Mask: mask, Length: int64(total)}
-	if need := ws.HeaderSize(h) + total; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
+	if need := c.held + ws.HeaderSize(h) + total; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
 		// Grow once to what the workload needs (up to wmax); steady
 		// state allocates nothing.
-		c.wbuf = make([]byte, min(need, c.wmax))
+		b := make([]byte, min(need, c.wmax))
+		copy(b, c.wbuf[:c.held])
+		c.wbuf = b
 	}
-	w := putHeader(c.wbuf, h)
+	if hold && c.held+ws.HeaderSize(h)+total > len(c.wbuf) {
+		// No room to hold it: send what is held, and then this at once.
+		if err := c.flushHeld(); err != nil {
+			return err
+		}
+		hold = false
+	}
+	// The message follows what is held: the two leave together.
+	w := c.held + putHeader(c.wbuf[c.held:], h)
 	if total <= smallMessage && w+total <= len(c.wbuf) {
 		// A small message: one plain copy, then the mask in place over
 		// it, both in the first-level cache (not shown to ob: see
 		// CopyObserver).
 		n := m.CopyTo(c.wbuf[w:])
 		maskCopy(c.wbuf[w:w+n], c.wbuf[w:w+n], mask, 0)
-		return c.finish(c.flush(c.wbuf[:w+n]))
+		if hold {
+			c.hold(w + n)
+			return nil
+		}
+		return c.finish(c.flushBuf(w + n))
 	}
 	pos := 0
 	// Short segments (the msgpack structure, ids, flags) are copied as
@@ -116,7 +142,7 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
 					run = -1
 				}
-				if err := c.flush(c.wbuf[:w]); err != nil {
+				if err := c.flushBuf(w); err != nil {
 					return err
 				}
 				w = 0
@@ -153,7 +179,72 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	if run >= 0 {
 		maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
 	}
-	return c.finish(c.flush(c.wbuf[:w]))
+	if hold { // all of it is in wbuf: there was room (see above)
+		c.hold(w)
+		return nil
+	}
+	return c.finish(c.flushBuf(w))
+}
+
+// flushBuf writes wbuf[:n], which starts with what is held, and so ends the
+// hold. wmu must be held.
+func (c *Conn) flushBuf(n int) error {
+	c.held = 0
+	return c.flush(c.wbuf[:n])
+}
+
+// flushHeld writes the held message, waiting as BeginWrite allowed. wmu
+// must be held.
+func (c *Conn) flushHeld() error {
+	if c.held == 0 {
+		return nil
+	}
+	return c.flushBuf(c.held)
+}
+
+// hold keeps wbuf[:n] back until the next write or heldDelay (see
+// WriteHeldMessage). wmu must be held.
+func (c *Conn) hold(n int) {
+	c.held = n
+	if c.heldArmed {
+		return
+	}
+	c.heldArmed = true
+	c.heldTimer.Reset(heldDelay)
+}
+
+// heldDue is heldTimer's: it sends what is held, if that needs no waiting.
+// A writer holding wmu sends it anyway with its own message; the timer
+// runs again in case that writer was not one.
+func (c *Conn) heldDue() {
+	if !c.wmu.TryLock() {
+		if c.Err() == nil {
+			c.heldTimer.Reset(heldDelay)
+		}
+		return
+	}
+	defer c.wmu.Unlock()
+	c.heldArmed = false
+	if c.Err() == nil && !c.released {
+		c.tryWriteHeld()
+	}
+}
+
+// tryWriteHeld writes what the socket takes of the held message without
+// waiting, and reports whether all of it went. wmu must be held.
+func (c *Conn) tryWriteHeld() bool {
+	if c.held == 0 {
+		return true
+	}
+	n, err := c.tr.TryWrite(c.wbuf[:c.held])
+	c.counters.Sent.Add(uint64(n))
+	if err != nil {
+		c.fail(fmt.Errorf("%w: writing a held message: %v", ErrLost, err))
+		c.shutdown()
+		return false
+	}
+	c.held = copy(c.wbuf, c.wbuf[n:c.held])
+	return c.held == 0
 }
 
 // finish ends a message write: a pong owed meanwhile goes out if that
@@ -266,6 +357,9 @@ func (c *Conn) queueControl(op ws.OpCode, payload []byte) bool {
 // tryWriteControl writes what it can of c.ctl without waiting, and reports
 // whether all of it went. wmu must be held.
 func (c *Conn) tryWriteControl() bool {
+	if !c.tryWriteHeld() {
+		return false // a control frame must not cut into a held message
+	}
 	n, err := c.tr.TryWrite(c.ctl.bytes())
 	c.ctl.r += n
 	c.counters.Sent.Add(uint64(n))
@@ -299,6 +393,9 @@ func (c *Conn) flushControl() {
 // flushControlLocked is flushControl with wmu held.
 func (c *Conn) flushControlLocked() {
 	if c.Err() != nil || c.sentCls {
+		return
+	}
+	if !c.tryWriteHeld() {
 		return
 	}
 	if c.ctl.r < c.ctl.n && !c.tryWriteControl() {
