@@ -17,9 +17,10 @@
 // the payload is instead masked and sent B bytes at a time from a B-byte
 // buffer (the first send carries the header), which keeps the bytes in
 // cache between masking and the kernel's copy. With --hold 1 a feedback
-// of up to 64 KiB is sent with MSG_MORE, so that it leaves with the next
-// infer, as libplugrl does in a tight loop (plugrl_feedback): the floor for
-// a client that knows that trick.
+// of up to 64 KiB is masked into a buffer of its own and not sent: it
+// leaves with the next infer, in the same system call (sendmsg with two
+// pieces), as libplugrl does in a tight loop (plugrl_feedback): the floor
+// for a client that knows that trick.
 //
 // I and F are the sizes libplugrl's encoder gives the benchmark workload:
 // `plugrl-bench-server --sizes ...` prints them. The server
@@ -38,6 +39,7 @@
 #include <netinet/tcp.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,9 +97,9 @@ __attribute__((optimize("O3"))) void mask_copy(uint8_t *dst, const uint8_t *src,
   for (; i < n; i++) dst[i] = src[i] ^ uint8_t(key >> (8 * (i % 4)));
 }
 
-void send_all(int fd, const uint8_t *p, size_t n, int flags = 0) {
+void send_all(int fd, const uint8_t *p, size_t n) {
   while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | flags);
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
       die("send");
@@ -105,6 +107,33 @@ void send_all(int fd, const uint8_t *p, size_t n, int flags = 0) {
     p += k;
     n -= size_t(k);
   }
+}
+
+// Sends a[0:na] and then b[0:nb], in one system call when the socket takes
+// them all.
+void send_two(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+  while (na > 0) {
+    iovec iov[2] = {{const_cast<uint8_t *>(a), na}, {const_cast<uint8_t *>(b), nb}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      die("sendmsg");
+    }
+    size_t sent = size_t(k);
+    if (sent < na) {
+      a += sent;
+      na -= sent;
+      continue;
+    }
+    sent -= na;
+    na = 0;
+    b += sent;
+    nb -= sent;
+  }
+  send_all(fd, b, nb);
 }
 
 // A masked binary (or control) frame header for len bytes; returns its size.
@@ -132,32 +161,35 @@ struct Floor {
   bool hold = false;
   std::vector<uint8_t> src;   // the payload's source bytes, filled once
   std::vector<uint8_t> sbuf;  // header + masked payload (or one chunk)
+  std::vector<uint8_t> hbuf;  // a held frame (--hold 1), header + payload
+  size_t held = 0;            // hbuf[0:held] goes out with the next frame
   std::vector<uint8_t> rbuf = std::vector<uint8_t>(256 << 10);
   size_t rpos = 0, rlen = 0;
 
-  // Sends a frame of len payload bytes from src, masked with a fresh key;
-  // with more, tells the kernel another frame follows (MSG_MORE).
-  void send_frame(size_t len, bool more = false) {
+  // Sends a frame of len payload bytes from src, masked with a fresh key,
+  // after the frame held, if any; with hold, keeps it to go with the next.
+  void send_frame(size_t len, bool hold = false) {
     uint32_t key = uint32_t(rng.next());
-    size_t h = put_header(sbuf.data(), 0x2, len, key);
-    if (chunk == 0) {
-      mask_copy(sbuf.data() + h, src.data(), len, key);
-      send_all(fd, sbuf.data(), h + len, more ? MSG_MORE : 0);
+    if (hold) {
+      size_t h = put_header(hbuf.data(), 0x2, len, key);
+      mask_copy(hbuf.data() + h, src.data(), len, key);
+      held = h + len;
       return;
     }
+    size_t h = put_header(sbuf.data(), 0x2, len, key);
     // The first chunk shares the buffer with the header; its payload part
     // is a multiple of 4 bytes, and so is chunk, so every later chunk
     // starts at key byte 0.
-    size_t room = (chunk - 16) & ~size_t(3);
+    size_t room = chunk == 0 ? len : (chunk - 16) & ~size_t(3);
     size_t first = len <= room ? len : room;
-    int flags = more ? MSG_MORE : 0;
     mask_copy(sbuf.data() + h, src.data(), first, key);
-    send_all(fd, sbuf.data(), h + first, flags);
+    send_two(fd, hbuf.data(), held, sbuf.data(), h + first);
+    held = 0;
     size_t off = first;
     while (off < len) {
       size_t k = len - off < chunk ? len - off : chunk;
       mask_copy(sbuf.data(), src.data() + off, k, key);
-      send_all(fd, sbuf.data(), k, flags);
+      send_all(fd, sbuf.data(), k);
       off += k;
     }
   }
@@ -216,7 +248,8 @@ struct Floor {
     size_t h = put_header(f, 0x8, 2, key);
     const uint8_t body[2] = {0x03, 0xe8};  // 1000
     mask_copy(f + h, body, 2, key);
-    send_all(fd, f, h + 2);
+    send_two(fd, hbuf.data(), held, f, h + 2);
+    held = 0;
   }
 };
 
@@ -294,6 +327,7 @@ void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk
   f.src.resize(most);
   for (size_t i = 0; i < most; i++) f.src[i] = uint8_t(i * 7);
   f.sbuf.resize(chunk ? chunk : most + 14);
+  if (f.hold) f.hbuf.resize(feedback + 14);
   f.fd = connect_to(url);
   read_handshake(f);
   if (f.read_frame() != 0x2) {

@@ -28,8 +28,8 @@
 #   floor      plugrl_bench_floor: frames of exactly the sizes libplugrl
 #              sends for that workload, masked with a fresh key each, and no
 #              encoding at all, one send per frame
-#   floor-held the floor, its feedback sent with MSG_MORE so that it leaves
-#              with the next infer, as libplugrl's does in a tight loop
+#   floor-held the floor, its feedback held back so that it leaves
+#              with the next infer in one send, as libplugrl's does in a tight loop
 #              (plugrl_feedback): the floor for a client that knows it
 #   libplugrl  plugrl_bench_client: the workload through libplugrl.so's
 #              plugrl_infer / plugrl_feedback
