@@ -213,12 +213,14 @@ type Conn struct {
 	ctlQueued atomic.Bool // ctl holds bytes: flushControl's look without wmu
 	// wbuf[:held] is a held message (WriteHeldMessage), or the unsent
 	// rest of one: owed to the wire before any other byte. heldTimer
-	// (stopped, where the transport holds; else nil) sends it if nothing
-	// else has within heldDelay; heldArmed says it is running. Guarded by
+	// (where the transport holds; else nil) sends it if no write has
+	// within two of its ticks; heldArmed says it is running, holds counts
+	// the holds and heldSeen is that count at its last tick. Guarded by
 	// wmu, but for heldTimer, set once before the Conn is shared.
-	held      int
-	heldArmed bool
-	heldTimer *time.Timer
+	held            int
+	holds, heldSeen uint64
+	heldArmed       bool
+	heldTimer       *time.Timer
 	// A ping's payload waiting for its pong, guarded by pmu (held only
 	// to copy these few bytes): the reader records it, whoever holds wmu
 	// next writes the pong. RFC 6455 5.5.3 allows answering only the

@@ -55,8 +55,8 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // follow at once with another (a feedback, then the next infer): its
 // frame stays in the connection's write buffer, and the next message's
 // write sends both with one system call, in one TCP segment, so that the
-// server wakes once for the two. If no write comes within heldDelay, a
-// timer sends it; Close, Abort and Interrupt send it first, if the socket
+// server wakes once for the two. If no write comes within 2 x heldDelay
+// (20 ms), a timer sends it; Close, Abort and Interrupt send it first, if the socket
 // takes it without waiting. Until it leaves, it is lost if the connection
 // fails or the process exits without closing, as bytes in the kernel's
 // buffer would be after a reset. A message over heldMax, or on a
@@ -69,11 +69,11 @@ func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
 const (
 	// heldMax bounds the messages WriteHeldMessage holds back.
 	heldMax = 64 << 10
-	// heldDelay bounds how long a held message waits for the next write.
-	// While a caller keeps holding, the timer fires once per heldDelay
-	// (and finds nothing, or the newest message, which then leaves a
-	// little early): a wake-up cheap enough at 50 a second.
-	heldDelay = 20 * time.Millisecond
+	// heldDelay is the tick of the timer that sends a held message no
+	// write has taken along: it goes after one to two ticks (see
+	// heldDue). While a caller keeps holding, the timer fires once a tick:
+	// a wake-up cheap enough at 100 a second.
+	heldDelay = 10 * time.Millisecond
 )
 
 func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
@@ -202,10 +202,11 @@ func (c *Conn) flushHeld() error {
 	return c.flushBuf(c.held)
 }
 
-// hold keeps wbuf[:n] back until the next write or heldDelay (see
-// WriteHeldMessage). wmu must be held.
+// hold keeps wbuf[:n] back until the next write, or until heldTimer finds
+// it held at two ticks in a row (see heldDue). wmu must be held.
 func (c *Conn) hold(n int) {
 	c.held = n
+	c.holds++
 	if c.heldArmed {
 		return
 	}
@@ -213,9 +214,13 @@ func (c *Conn) hold(n int) {
 	c.heldTimer.Reset(heldDelay)
 }
 
-// heldDue is heldTimer's: it sends what is held, if that needs no waiting.
-// A writer holding wmu sends it anyway with its own message; the timer
-// runs again in case that writer was not one.
+// heldDue is heldTimer's tick. A message held since before the last tick
+// is overdue: it is sent, if the socket takes it without waiting. One held
+// since then belongs to a caller still between its feedback and its next
+// infer, whose write will take it along: the tick only looks again later,
+// and a caller in a tight loop never finds the timer in its way (it holds
+// wmu for a few loads, and never writes). A writer holding wmu sends what
+// is held with its own message.
 func (c *Conn) heldDue() {
 	if !c.wmu.TryLock() {
 		if c.Err() == nil {
@@ -223,10 +228,20 @@ func (c *Conn) heldDue() {
 		}
 		return
 	}
-	defer c.wmu.Unlock()
-	c.heldArmed = false
-	if c.Err() == nil && !c.released {
-		c.tryWriteHeld()
+	again := false
+	switch {
+	case c.held == 0 || c.Err() != nil || c.released:
+		c.heldArmed = false // the next hold arms it
+	case c.holds != c.heldSeen:
+		c.heldSeen = c.holds
+		again = true
+	default:
+		again = !c.tryWriteHeld() && c.Err() == nil // the socket took part of it
+		c.heldArmed = again
+	}
+	c.wmu.Unlock()
+	if again {
+		c.heldTimer.Reset(heldDelay)
 	}
 }
 
