@@ -50,7 +50,7 @@ usage() {
 
 # ---------------------------------------------------------------- deps
 
-debian_packages=(cmake make g++ pkg-config binutils python3 python3-websockets python3-msgpack python3-numpy)
+debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 # colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is

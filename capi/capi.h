@@ -41,6 +41,12 @@ uint64_t plugrl__slot_take(uint32_t index);
 ** never freed). */
 uint64_t *plugrl__slot_raised(uint32_t index);
 
+/* Raises sysmon to the calling thread's real-time priority, if it has one
+** (helpers.c); every blocking entry point calls it first. */
+void plugrl__rt_ceiling(void);
+/* The priority sysmon was raised to: 0 none yet, -1 not permitted. */
+int plugrl__sysmon_priority(void);
+
 /* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
 ** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when
 ** memory ran out. */

@@ -8,7 +8,11 @@
 ** progress at the fork). So the child never enters Go: every call returns
 ** PLUGRL_CLOSED (or a static answer), and nothing touches the parent's
 ** connections. plugrl_interrupt, plugrl_runner_interrupt and
-** plugrl_fix_signal_handlers are C already (helpers.c). */
+** plugrl_fix_signal_handlers are C already (helpers.c).
+**
+** Each also lets a real-time caller raise sysmon to its priority before it
+** enters Go (plugrl__rt_ceiling, helpers.c): entering Go from a real-time
+** thread could otherwise spin against a preempted sysmon. */
 #include "capi.h"
 #include "_cgo_export.h"
 
@@ -19,6 +23,7 @@ plugrl_status plugrl_options_init(plugrl_options *options) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_options_init(options);
 }
 
@@ -26,6 +31,7 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_open(options, client);
 }
 
@@ -33,6 +39,7 @@ plugrl_status plugrl_close(plugrl_client *client) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_close(client);
 }
 
@@ -40,6 +47,7 @@ const char *plugrl_errmsg(plugrl_client *client) {
   if (plugrl__forked) {
     return forked_msg;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_errmsg(client);
 }
 
@@ -47,6 +55,7 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_metadata_int(client, key, value, present);
 }
 
@@ -54,6 +63,7 @@ plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, cha
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_metadata_string(client, key, buf, size, length, present);
 }
 
@@ -61,6 +71,7 @@ plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *fea
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_metadata_has_feature(client, feature, present);
 }
 
@@ -68,6 +79,7 @@ plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_metadata_json(client, key, buf, size, length, present);
 }
 
@@ -75,6 +87,7 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_infer(client, env_indices, step_ids, n, obs, reuse, action);
 }
 
@@ -82,6 +95,7 @@ plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_si
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_action_copy(client, dst, dst_size, dtype);
 }
 
@@ -89,6 +103,7 @@ plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_feedback(client, env_indices, step_ids, m, next_obs, rewards, terminated, truncated, episode);
 }
 
@@ -96,6 +111,7 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_can_reuse(client, env, yes);
 }
 
@@ -103,6 +119,7 @@ const char *plugrl_version(void) {
   if (plugrl__forked) {
     return PLUGRL_VERSION_STRING;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_version();
 }
 
@@ -110,6 +127,7 @@ int plugrl_version_number(void) {
   if (plugrl__forked) {
     return PLUGRL_VERSION_NUMBER;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_version_number();
 }
 
@@ -117,6 +135,7 @@ const char *plugrl_status_str(plugrl_status status) {
   if (plugrl__forked) {
     return forked_msg;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_status_str(status);
 }
 
@@ -124,6 +143,7 @@ size_t plugrl_dtype_size(plugrl_dtype dtype) {
   if (plugrl__forked) {
     return 0;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_dtype_size(dtype);
 }
 
@@ -131,6 +151,7 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_new(client, num_envs, runner);
 }
 
@@ -138,6 +159,7 @@ plugrl_status plugrl_runner_free(plugrl_runner *runner) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_free(runner);
 }
 
@@ -145,6 +167,7 @@ const char *plugrl_runner_errmsg(plugrl_runner *runner) {
   if (plugrl__forked) {
     return forked_msg;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_errmsg(runner);
 }
 
@@ -152,6 +175,7 @@ plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_on_episode(runner, fn, user);
 }
 
@@ -159,6 +183,7 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_step_size(runner, step_size, known);
 }
 
@@ -166,6 +191,7 @@ plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_chunk(runner, env, dst, dst_size, dtype, steps);
 }
 
@@ -173,6 +199,7 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_act(runner, obs, actions, actions_size, dtype);
 }
 
@@ -180,6 +207,7 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
 }
 
@@ -187,6 +215,7 @@ plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_stats(client, out);
 }
 
@@ -194,5 +223,6 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  plugrl__rt_ceiling();
   return plugrl__go_runner_stats(runner, out);
 }

@@ -246,6 +246,22 @@ int plugrl_fix_signal_handlers(void) {
 */
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+/* The runtime's threads, counted as they are created (below), and the
+** second of them, which is sysmon (see plugrl__rt_ceiling). */
+static _Atomic int threads_created;
+static pthread_t sysmon_thread;
+static _Atomic int sysmon_known;
+
+/* counted notes a runtime thread just created: the second is sysmon. The
+** first is the thread that starts the runtime as the library loads; it
+** runs runtime.main, which creates sysmon before any other thread. */
+static void counted(pthread_t t) {
+  if (atomic_fetch_add(&threads_created, 1) == 1) {
+    sysmon_thread = t;
+    atomic_store(&sysmon_known, 1);
+  }
+}
+
 __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                          void *(*start)(void *), void *arg) {
   static _Atomic(pthread_create_fn) real;
@@ -267,10 +283,15 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   ** cannot even create threads that inherit it: create SCHED_OTHER. */
   if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy == SCHED_OTHER || policy == SCHED_BATCH ||
       policy == SCHED_IDLE) {
-    return create(thread, attr, start, arg);
+    int err = create(thread, attr, start, arg);
+    if (err == 0) {
+      counted(*thread);
+    }
+    return err;
   }
   pthread_attr_t own;
   pthread_attr_t *a = (pthread_attr_t *)attr; /* runtime/cgo's, made for this call */
+  int err;
   if (a == NULL) {
     if (pthread_attr_init(&own) != 0) {
       return EAGAIN;
@@ -281,9 +302,62 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
   pthread_attr_setschedpolicy(a, SCHED_OTHER);
   pthread_attr_setschedparam(a, &normal);
-  int err = create(thread, a, start, arg);
+  err = create(thread, a, start, arg);
   if (a == &own) {
     pthread_attr_destroy(&own);
   }
+  if (err == 0) {
+    counted(*thread);
+  }
   return err;
 }
+
+/* ------------------------------------------------------------------------
+** sysmon at the real-time caller's priority. Go 1.26's sysmon looks at a
+** thread that is in a system call, or back in C between calls, by setting
+** the scan bit of its goroutine for a moment (setBlockOnExitSyscall); the
+** thread, returning to Go meanwhile, spins in exitsyscall until the bit
+** is cleared. sysmon is SCHED_OTHER (see pthread_create above). On one
+** core, a real-time caller woken in that moment (its action arrived)
+** preempts sysmon and spins, and sysmon, below it, never runs again to
+** clear the bit: the caller spun until the kernel's real-time throttling
+** let sysmon run (0.95 s every second by default; never, with throttling
+** off). Measured: one such stall every few seconds of a SCHED_FIFO client
+** on one core, each 0.90-0.95 s.
+**
+** So sysmon runs at the highest real-time priority of the library's
+** callers, SCHED_FIFO: a caller woken while sysmon holds the bit waits for
+** it (microseconds: sysmon then sleeps again), as a priority ceiling
+** wants. sysmon sleeps between its ticks and never spins, so at that
+** priority it costs the caller's core a few microseconds per tick. Each
+** thread's policy is looked at on its first call and every 256th after,
+** so a thread made real-time after it began calling is seen within 256
+** calls. The priority is raised, never lowered.
+*/
+static _Atomic int sysmon_priority; /* the ceiling set so far; -1: not permitted */
+static pthread_mutex_t ceiling_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread unsigned ceiling_calls;
+
+void plugrl__rt_ceiling(void) {
+  if ((ceiling_calls++ & 255) != 0 || !atomic_load(&sysmon_known)) {
+    return;
+  }
+  int policy;
+  struct sched_param param;
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || (policy != SCHED_FIFO && policy != SCHED_RR)) {
+    return;
+  }
+  int cur = atomic_load(&sysmon_priority);
+  if (cur < 0 || param.sched_priority <= cur) {
+    return;
+  }
+  pthread_mutex_lock(&ceiling_mu);
+  cur = atomic_load(&sysmon_priority);
+  if (cur >= 0 && param.sched_priority > cur) {
+    struct sched_param sp = {.sched_priority = param.sched_priority};
+    atomic_store(&sysmon_priority, pthread_setschedparam(sysmon_thread, SCHED_FIFO, &sp) == 0 ? param.sched_priority : -1);
+  }
+  pthread_mutex_unlock(&ceiling_mu);
+}
+
+int plugrl__sysmon_priority(void) { return atomic_load(&sysmon_priority); }

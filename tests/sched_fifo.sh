@@ -5,6 +5,14 @@
 # Before the library created the Go runtime's threads SCHED_OTHER, the
 # image workload on the server's core hung in every run.
 #
+# Then, the 1-env workload on a core of its own for longer: no exchange may
+# take half a second. Go 1.26's sysmon briefly blocks a thread's return
+# from a system call; a real-time client that preempted it there spun
+# until the kernel's real-time throttling let sysmon run: a stall of
+# 0.90-0.95 s every few seconds, until the library ran sysmon at the
+# caller's priority. So the client's sysmon must be SCHED_FIFO too (the one
+# real-time thread besides the client's own, seen asleep in nanosleep).
+#
 #   sched_fifo.sh BIN_DIR
 #
 # Skipped (exit 0, with a message) where chrt -f is not permitted.
@@ -54,4 +62,66 @@ for core in 0 $([[ $cores -gt 1 ]] && echo 1); do
   run "$core" 16 2 224 32
   run "$core" 1 0 224 8
 done
+
+# stalls CORE: a 3 s SMALL run with the client under SCHED_FIFO on CORE;
+# fails on an exchange of 0.5 s or more, or if sysmon is not real-time.
+stalls() {
+  local core=$1 url= cpid rc=0 max
+  : >"$tmp/server.out"
+  taskset -c 0 "$bin/plugrl-bench-server" --envs 1 --warmup 0.5s --seconds 3s \
+    >"$tmp/server.out" 2>"$tmp/server.err" &
+  spid=$!
+  url=$(wait_url "$tmp/server.out" "$spid") || {
+    echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
+    exit 1
+  }
+  timeout -s KILL 30 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs 1 \
+    --state 8 >"$tmp/client.out" 2>&1 &
+  cpid=$!
+  sleep 1
+  # The client's real-time threads: its main thread, and sysmon. sysmon
+  # ticks in nanosleep while a call waits in a system call.
+  local rt=() tid asleep=0 pid
+  pid=$(pgrep -P "$cpid" | head -n 1) || pid= # timeout's child: the client
+  for tid in $(ls "/proc/${pid:-0}/task" 2>/dev/null); do
+    [[ $tid == "$pid" ]] && continue
+    [[ $(chrt -p "$tid" 2>/dev/null) == *SCHED_FIFO* ]] && rt+=("$tid")
+  done
+  if [[ ${#rt[@]} -eq 1 ]]; then
+    for _ in $(seq 200); do
+      [[ $(cut -d' ' -f1 "/proc/$pid/task/${rt[0]}/syscall" 2>/dev/null) == "$nanosleep" ]] && { asleep=1; break; }
+      sleep 0.005
+    done
+  fi
+  wait "$cpid" || rc=$?
+  wait "$spid" 2>/dev/null || true
+  spid=
+  max=$(sed -n 's/^latency_us turnaround .* max \([0-9.]*\)$/\1/p' "$tmp/server.out")
+  if [[ $rc -ne 0 || -z $max ]]; then
+    echo "FAIL: SCHED_FIFO SMALL client on core $core: exit $rc (137: hung, killed after 30 s)"
+    cat "$tmp/client.out"
+    fail=1
+  elif [[ ${#rt[@]} -ne 1 || $asleep -ne 1 ]]; then
+    echo "FAIL: SCHED_FIFO SMALL client on core $core: real-time threads besides its own: ${rt[*]:-none}" \
+      "(want exactly one, sysmon, seen in nanosleep: $asleep)"
+    fail=1
+  elif awk -v m="$max" 'BEGIN {exit !(m >= 500000)}'; then
+    echo "FAIL: SCHED_FIFO SMALL client on core $core: an exchange took $max us (a stall behind sysmon?)"
+    fail=1
+  else
+    echo "ok   SCHED_FIFO SMALL client on core $core for 3 s: sysmon real-time, longest exchange $max us"
+  fi
+}
+
+# The system call number of nanosleep, where this check knows it.
+case $(uname -m) in
+  x86_64) nanosleep=35 ;;
+  aarch64) nanosleep=101 ;;
+  *) nanosleep= ;;
+esac
+if [[ -n $nanosleep ]]; then
+  for _ in 1 2; do stalls "$([[ $cores -gt 1 ]] && echo 1 || echo 0)"; done
+else
+  echo "sched_fifo.sh: the sysmon check knows nanosleep's number only on x86_64 and aarch64: skipped"
+fi
 exit $fail
