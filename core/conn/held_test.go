@@ -76,8 +76,8 @@ func nextFrame(t *testing.T, seen <-chan frameSeen, what string) frameSeen {
 
 // TestHeldMessage: a held message stays in the write buffer (nothing is
 // sent) until the next message, which takes it along in the same write;
-// without one, the timer sends it after heldDelay, and Close and Interrupt
-// send it first. One over heldMax is sent at once.
+// without one, the timer sends it after one to two ticks (heldDelay), and
+// Close and Interrupt send it first. One over heldMax is sent at once.
 func TestHeldMessage(t *testing.T) {
 	t.Run("then a message", func(t *testing.T) {
 		url, seen := frameServer(t, false)
@@ -145,6 +145,24 @@ func TestHeldMessage(t *testing.T) {
 		}
 		if f := nextFrame(t, seen, "the pong"); f.op != ws.OpPong {
 			t.Fatalf("then opcode %v; want the pong", f.op)
+		}
+	})
+	t.Run("a small write buffer, nearly full", func(t *testing.T) {
+		// What is held leaves too little room for the next header: it
+		// must go first, and both frames arrive whole.
+		url, seen := frameServer(t, false)
+		c := dialT(t, Options{URL: url, WriteBufferSize: minWBuf})
+		probe := heldTestMessage(t, 0)
+		held := heldTestMessage(t, minWBuf-2-probe.Len()-4-3) // header 2 + mask 4: 3 bytes to spare
+		next := heldTestMessage(t, 10)
+		if err := c.WriteHeldMessage(held, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteMessage(next); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := nextFrame(t, seen, "the held message"), nextFrame(t, seen, "the next one"); a.n != held.Len() || b.n != next.Len() {
+			t.Fatalf("frames of %d and %d bytes; want the held %d, then %d", a.n, b.n, held.Len(), next.Len())
 		}
 	})
 	t.Run("over heldMax", func(t *testing.T) {

@@ -55,11 +55,11 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // follow at once with another (a feedback, then the next infer): its
 // frame stays in the connection's write buffer, and the next message's
 // write sends both with one system call, in one TCP segment, so that the
-// server wakes once for the two. If no write comes within 2 x heldDelay
-// (20 ms), a timer sends it; Close, Abort and Interrupt send it first, if the socket
-// takes it without waiting. Until it leaves, it is lost if the connection
-// fails or the process exits without closing, as bytes in the kernel's
-// buffer would be after a reset. A message over heldMax, or on a
+// server wakes once for the two. If no write comes within one to two
+// ticks of heldDelay (10-20 ms), a timer sends it; Close, Abort and
+// Interrupt send it first, if the socket takes it without waiting. Until
+// it leaves, it is lost if the connection fails or the process exits
+// without closing. A message over heldMax, or on a
 // transport that cannot hold (TLS), is sent as WriteMessageObserved sends
 // it: most of a long one would leave anyway.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
@@ -106,12 +106,13 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 		copy(b, c.wbuf[:c.held])
 		c.wbuf = b
 	}
-	if hold && c.held+ws.HeaderSize(h)+total > len(c.wbuf) {
-		// No room to hold it: send what is held, and then this at once.
+	if hold && c.held+ws.HeaderSize(h)+total > len(c.wbuf) || c.held+ws.MaxHeaderSize > len(c.wbuf) {
+		// No room to hold it, or for its header after what is held (a
+		// small write buffer): send what is held first.
 		if err := c.flushHeld(); err != nil {
 			return err
 		}
-		hold = false
+		hold = hold && ws.HeaderSize(h)+total <= len(c.wbuf)
 	}
 	// The message follows what is held: the two leave together.
 	w := c.held + putHeader(c.wbuf[c.held:], h)
@@ -407,8 +408,8 @@ func (c *Conn) flushControl() {
 
 // flushControlLocked is flushControl with wmu held.
 func (c *Conn) flushControlLocked() {
-	if c.Err() != nil || c.sentCls {
-		return
+	if c.Err() != nil || c.sentCls || c.ctl.r == c.ctl.n && !c.pongOwed.Load() {
+		return // nothing to send (a held message waits for its timer)
 	}
 	if !c.tryWriteHeld() {
 		return
