@@ -46,6 +46,9 @@ uint64_t *plugrl__slot_raised(uint32_t index);
 void plugrl__rt_ceiling(void);
 /* The priority sysmon was raised to: 0 none yet, -1 not permitted. */
 int plugrl__sysmon_priority(void);
+/* A flag, nonzero once a real-time thread has called in, for Go to read
+** atomically (runtime.go). */
+int *plugrl__rt_seen(void);
 
 /* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
 ** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when

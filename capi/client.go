@@ -70,6 +70,7 @@ func (h *clientHandle) interruptBlocked() {
 //export plugrl__go_open
 func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_status) {
 	defer recoverPlain(&st)
+	tameGC()
 	if out == nil {
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
@@ -129,7 +130,13 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 }
 
 //export plugrl__go_close
-func plugrl__go_close(p *C.plugrl_client) C.plugrl_status { return clients.close(unsafe.Pointer(p)) }
+func plugrl__go_close(p *C.plugrl_client) C.plugrl_status {
+	st := clients.close(unsafe.Pointer(p))
+	if st == C.PLUGRL_OK {
+		collectAfterClose()
+	}
+	return st
+}
 
 // stop interrupts a call running on another thread (or a runner's on this
 // client), for close.

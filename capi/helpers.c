@@ -329,23 +329,32 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
 ** callers, SCHED_FIFO: a caller woken while sysmon holds the bit waits for
 ** it (microseconds: sysmon then sleeps again), as a priority ceiling
 ** wants. sysmon sleeps between its ticks and never spins, so at that
-** priority it costs the caller's core a few microseconds per tick. Each
+** priority it costs the caller's core a few microseconds per tick. (A
+** SCHED_DEADLINE caller preempts any priority: it gets no ceiling, only
+** the collector's care, runtime.go.) Each
 ** thread's policy is looked at on its first call and every 256th after,
 ** so a thread made real-time after it began calling is seen within 256
 ** calls. The priority is raised, never lowered.
 */
 static _Atomic int sysmon_priority; /* the ceiling set so far; -1: not permitted */
+/* Set once a real-time thread has called in; runtime.go reads it (tameGC). */
+static int rt_seen;
 static pthread_mutex_t ceiling_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread unsigned ceiling_calls;
 
 void plugrl__rt_ceiling(void) {
-  if ((ceiling_calls++ & 255) != 0 || !atomic_load(&sysmon_known)) {
+  if (!atomic_load(&sysmon_known) || (ceiling_calls++ & 255) != 0) {
     return;
   }
   int policy;
   struct sched_param param;
-  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || (policy != SCHED_FIFO && policy != SCHED_RR)) {
+  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy == SCHED_OTHER || policy == SCHED_BATCH ||
+      policy == SCHED_IDLE) {
     return;
+  }
+  __atomic_store_n(&rt_seen, 1, __ATOMIC_RELAXED);
+  if (policy != SCHED_FIFO && policy != SCHED_RR) {
+    return; /* SCHED_DEADLINE: above every priority; no ceiling helps */
   }
   int cur = atomic_load(&sysmon_priority);
   if (cur < 0 || param.sched_priority <= cur) {
@@ -361,3 +370,5 @@ void plugrl__rt_ceiling(void) {
 }
 
 int plugrl__sysmon_priority(void) { return atomic_load(&sysmon_priority); }
+
+int *plugrl__rt_seen(void) { return &rt_seen; }

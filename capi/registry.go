@@ -299,6 +299,7 @@ func (h *handleBase) errmsg() *C.plugrl_cchar {
 // enter marks the handle busy; the returned status is non-OK if it is not
 // usable. leave must follow an OK enter.
 func (h *handleBase) enter() C.plugrl_status {
+	tameGC()
 	if !h.busy.CompareAndSwap(false, true) {
 		return C.PLUGRL_BUSY // no message: it belongs to the call in progress
 	}

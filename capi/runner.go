@@ -94,7 +94,11 @@ func (h *runnerHandle) episode(e runner.Episode) {
 
 //export plugrl__go_runner_free
 func plugrl__go_runner_free(p *C.plugrl_runner) C.plugrl_status {
-	return runners.close(unsafe.Pointer(p))
+	st := runners.close(unsafe.Pointer(p))
+	if st == C.PLUGRL_OK {
+		collectAfterClose()
+	}
+	return st
 }
 
 // stop interrupts a call running on another thread, for free. Only a

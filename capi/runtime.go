@@ -1,8 +1,18 @@
 package main
 
+/*
+#include "capi.h"
+*/
+import "C"
+
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // The Go runtime inside libplugrl is the library's own, so the library
@@ -22,4 +32,116 @@ func init() {
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
+}
+
+// Real-time callers and the garbage collector. A collection scans every
+// goroutine's stack, a caller's too while it waits in a system call or is
+// back in C, holding that goroutine's scan bit meanwhile: the caller's
+// thread, returning to Go then, spins until the scan ends, as it does
+// behind sysmon (helpers.c, plugrl__rt_ceiling). The collector's workers
+// run SCHED_OTHER, so a real-time caller that preempts one in the middle
+// of its scan, on its own core, spins, and the worker never runs again to
+// finish: a stall until the kernel's real-time throttling, a hang without
+// it. An exchange allocates nothing, so the one collection left to hit a
+// real-time loop is Go's periodic one, every two minutes.
+//
+// So once a real-time thread has called in (helpers.c raises the flag),
+// the library turns automatic collection off and collects on its own
+// terms: after every successful plugrl_close and plugrl_runner_free, on
+// the closing thread, which waits for it (a millisecond or so for this
+// library's heap), and, as a backstop for reconnect storms and for handles
+// opened and never closed, when memory grows rtGCSlack past what lives (a
+// memory limit, reset after each collection). Those collections scan the
+// other handles' threads too: a process whose real-time loops run on while
+// another handle closes takes a small risk of one stall, where Go's own
+// schedule would take it every two minutes. A GOGC or GOMEMLIMIT in the
+// environment is the user's choice: the library then leaves the collector
+// alone.
+const rtGCSlack = 256 << 20
+
+var (
+	rtSeen = (*int32)(unsafe.Pointer(C.plugrl__rt_seen()))
+	gc     gcManager
+)
+
+// gcManager takes the collector over once (see above).
+type gcManager struct {
+	once    sync.Once
+	decided atomic.Bool // it has looked at a real-time caller
+	managed atomic.Bool // and turned automatic collection off
+}
+
+// tameGC turns automatic collection off once a real-time thread has called
+// in (see above): every entry into a handle calls it, at the cost of a
+// load or two.
+func tameGC() {
+	if !gc.decided.Load() && atomic.LoadInt32(rtSeen) != 0 {
+		gc.take(os.Getenv)
+	}
+}
+
+// take turns automatic collection off, unless getenv shows GOGC or
+// GOMEMLIMIT set; only the first call does anything.
+func (m *gcManager) take(getenv func(string) string) {
+	m.once.Do(func() {
+		defer m.decided.Store(true)
+		if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
+			return
+		}
+		debug.SetGCPercent(-1)
+		setGCLimit()
+		noticeNextGC()
+		m.managed.Store(true)
+	})
+}
+
+// collectAfterClose collects the garbage a close left, on the closing
+// thread, when the library manages the collector.
+func collectAfterClose() {
+	if gc.managed.Load() {
+		runtime.GC() // noticeNextGC's finalizer then resets the limit
+	}
+}
+
+// setGCLimit sets the memory limit rtGCSlack above the memory that lives:
+// the heap the last collection marked live, plus what is not heap objects
+// (stacks, the runtime's own structures). Not the memory mapped: right
+// after a collection that still counts the heap just freed, and a limit
+// set from it would ratchet up by the slack at every collection.
+func setGCLimit() {
+	debug.SetMemoryLimit(liveMemory() + rtGCSlack)
+}
+
+// liveMemory is the memory setGCLimit counts as living.
+func liveMemory() int64 {
+	s := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+	}
+	metrics.Read(s)
+	v := func(i int) int64 { return int64(s[i].Value.Uint64()) }
+	objects := v(3)
+	if v(6) > 0 { // a collection has marked what lives
+		objects = v(5)
+	}
+	return v(0) - v(1) - v(2) - v(3) - v(4) + objects
+}
+
+// gcSentinel is an object whose finalizer runs after the collection that
+// found it unreachable; it holds a pointer so that it is not a tiny
+// allocation (whose finalizer may never run).
+type gcSentinel struct{ _ *int }
+
+// noticeNextGC resets the memory limit after the next collection, and so on
+// after every one, so that it follows what lives.
+func noticeNextGC() {
+	runtime.SetFinalizer(new(gcSentinel), func(*gcSentinel) {
+		setGCLimit()
+		noticeNextGC()
+	})
 }

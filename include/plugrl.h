@@ -66,9 +66,20 @@
 **     connections are left alone) and plugrl_open returns PLUGRL_CLOSED.
 **   - Real-time callers: a thread under SCHED_FIFO or SCHED_RR may call in.
 **     The runtime's own threads (which it creates from whichever thread
-**     needs one) are always created SCHED_OTHER, so only the caller's
-**     thread runs at its priority and nothing of the library's can starve
-**     it on its core.
+**     needs one) are always created SCHED_OTHER, so nothing of the
+**     library's can starve the caller on its core, with one exception:
+**     the runtime's monitor thread (sysmon) runs SCHED_FIFO at the highest
+**     priority of the real-time threads that have called in, because it
+**     briefly blocks a thread's return into Go, and a caller preempting it
+**     there would spin until it ran again (a 0.95 s stall, or a hang with
+**     real-time throttling off). It sleeps between ticks of 20 us to
+**     10 ms and works a few microseconds in each. Once a real-time thread
+**     has called in, the garbage collector, whose stack scans block a
+**     thread the same way, no longer runs on its own: plugrl_close and
+**     plugrl_runner_free collect on the closing thread (about a
+**     millisecond), and a memory limit 256 MiB above the memory in use
+**     after the last collection is the backstop. GOGC or GOMEMLIMIT set in
+**     the environment leave the collector to the user.
 **   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
 **     thread while it runs the library's Go code can crash the process
 **     (the handler would run on a small goroutine stack). Programs whose
@@ -509,11 +520,12 @@ typedef struct plugrl_episode {
 ** that ends no episode is held in the handle's send buffer and leaves with
 ** the next infer, in one system call and one TCP segment: the client makes
 ** one send per exchange and the server wakes once for both. If that infer
-** is late, the feedback reaches the server as much later, or after 20 ms,
-** whichever is first (a timer on a library thread sends it);
-** plugrl_close and plugrl_interrupt send it at once. A process that exits
-** without plugrl_close may lose a feedback still held, as it may lose any
-** bytes the kernel has not sent. Over wss:// it is sent at once.
+** is late, the feedback reaches the server as much later, or after 10 to
+** 20 ms, whichever is first (a timer on a library thread sends it);
+** plugrl_close sends it at once, and so does plugrl_interrupt when no
+** write is under way and the socket takes it without waiting. A process
+** that exits (or a connection that fails) within those 20 ms without
+** plugrl_close loses it. Over wss:// it is sent at once.
 */
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
                               const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,

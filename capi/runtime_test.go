@@ -1,0 +1,95 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+// TestGCTaken: once a real-time caller is seen, automatic collection is
+// off, the memory limit sits rtGCSlack above the memory in use and follows
+// it after every collection, and a close collects; a GOGC or GOMEMLIMIT in
+// the environment leaves the collector alone.
+func TestGCTaken(t *testing.T) {
+	percent := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	})
+
+	var user gcManager
+	user.take(func(k string) string {
+		if k == "GOGC" {
+			return "200"
+		}
+		return ""
+	})
+	if user.managed.Load() || debug.SetGCPercent(100) != 100 {
+		t.Fatal("GOGC set in the environment: the collector was taken over anyway")
+	}
+
+	var m gcManager
+	m.take(func(string) string { return "" })
+	if !m.managed.Load() || !m.decided.Load() {
+		t.Fatal("no GOGC or GOMEMLIMIT: the collector was not taken over")
+	}
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Fatalf("GOGC is %d; want off (-1)", p)
+	}
+	near := func(what string) {
+		t.Helper()
+		got, want := debug.SetMemoryLimit(-1), liveMemory()+rtGCSlack
+		if d := got - want; d < -(32<<20) || d > 32<<20 {
+			t.Fatalf("%s: memory limit %d; want about %d (living memory + rtGCSlack)", what, got, want)
+		}
+	}
+	near("at once")
+
+	// Memory in use grows: the limit follows after the next collection.
+	keep := make([][]byte, 0, 64)
+	for i := 0; i < 64; i++ {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	before := debug.SetMemoryLimit(-1)
+	cycles := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	n := cycles()
+	gc.managed.Store(true) // collectAfterClose reads the package's manager
+	t.Cleanup(func() { gc.managed.Store(false) })
+	collectAfterClose()
+	if cycles() == n {
+		t.Fatal("collectAfterClose ran no collection")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for debug.SetMemoryLimit(-1) == before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	if after := debug.SetMemoryLimit(-1); after < before+(32<<20) {
+		t.Fatalf("64 MiB more in use: the limit went from %d to %d after a collection; want it to follow", before, after)
+	}
+	near("after a collection")
+	runtime.KeepAlive(keep)
+
+	// Garbage, collected: the limit must come back down with what lives,
+	// not ratchet up with the memory the collection just freed.
+	keep = nil
+	high := debug.SetMemoryLimit(-1)
+	collectAfterClose()
+	deadline = time.Now().Add(5 * time.Second)
+	for debug.SetMemoryLimit(-1) >= high-(32<<20) && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	if after := debug.SetMemoryLimit(-1); after >= high-(32<<20) {
+		t.Fatalf("64 MiB let go and collected: the limit stayed at %d (was %d); want it back near living memory + slack", after, high)
+	}
+	near("after the garbage was collected")
+}
