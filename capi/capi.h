@@ -44,8 +44,6 @@ uint64_t *plugrl__slot_raised(uint32_t index);
 /* Raises sysmon to the calling thread's real-time priority, if it has one
 ** (helpers.c); every blocking entry point calls it first. */
 void plugrl__rt_ceiling(void);
-/* The priority sysmon was raised to: 0 none yet, -1 not permitted. */
-int plugrl__sysmon_priority(void);
 /* A flag, nonzero once a real-time thread has called in, for Go to read
 ** atomically (runtime.go). */
 int *plugrl__rt_seen(void);

@@ -331,10 +331,11 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
 ** wants. sysmon sleeps between its ticks and never spins, so at that
 ** priority it costs the caller's core a few microseconds per tick. (A
 ** SCHED_DEADLINE caller preempts any priority: it gets no ceiling, only
-** the collector's care, runtime.go.) Each
-** thread's policy is looked at on its first call and every 256th after,
-** so a thread made real-time after it began calling is seen within 256
-** calls. The priority is raised, never lowered.
+** the collector's care, runtime.go.) Each thread's policy is looked at on
+** its first call and every 256th after, so a thread made real-time after
+** it began calling is seen within 256 calls. The priority is raised,
+** never lowered; where raising it is not permitted, it is not tried
+** again.
 */
 static _Atomic int sysmon_priority; /* the ceiling set so far; -1: not permitted */
 /* Set once a real-time thread has called in; runtime.go reads it (tameGC). */
@@ -368,7 +369,5 @@ void plugrl__rt_ceiling(void) {
   }
   pthread_mutex_unlock(&ceiling_mu);
 }
-
-int plugrl__sysmon_priority(void) { return atomic_load(&sysmon_priority); }
 
 int *plugrl__rt_seen(void) { return &rt_seen; }
