@@ -13,8 +13,32 @@
 ** Each also lets a real-time caller raise sysmon to its priority before it
 ** enters Go (plugrl__rt_ceiling, helpers.c): entering Go from a real-time
 ** thread could otherwise spin against a preempted sysmon. */
+#include <pthread.h>
+
 #include "capi.h"
 #include "_cgo_export.h"
+
+/* A thread's first call into Go takes one of the runtime's spare Ms
+** (needm), and the runtime makes the next spare only from a thread already
+** in Go (cgocallbackg1): a thread that finds none waits in a loop of 1 us
+** sleeps. 64 SCHED_FIFO threads opening clients at once on one core all
+** did, and their wake-ups left the core to nothing else: the runtime's
+** threads starved, and the handshakes timed out. So a thread's first call
+** is an empty one, made alone: it takes the spare M and, inside Go, makes
+** the next, which the next thread then finds waiting. Threads queue for
+** it asleep, on a mutex. Once per thread. */
+static __thread int thread_bound;
+static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void enter(void) {
+  if (!thread_bound) {
+    pthread_mutex_lock(&first_call_mu);
+    plugrl__go_bind_thread();
+    pthread_mutex_unlock(&first_call_mu);
+    thread_bound = 1;
+  }
+  plugrl__rt_ceiling();
+}
 
 static const char forked_msg[] =
     "libplugrl cannot be used in a child forked after it was loaded: its handles belong to the parent";
@@ -23,7 +47,7 @@ plugrl_status plugrl_options_init(plugrl_options *options) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_options_init(options);
 }
 
@@ -31,7 +55,7 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_open(options, client);
 }
 
@@ -39,7 +63,7 @@ plugrl_status plugrl_close(plugrl_client *client) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_close(client);
 }
 
@@ -47,7 +71,7 @@ const char *plugrl_errmsg(plugrl_client *client) {
   if (plugrl__forked) {
     return forked_msg;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_errmsg(client);
 }
 
@@ -55,7 +79,7 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_metadata_int(client, key, value, present);
 }
 
@@ -63,7 +87,7 @@ plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, cha
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_metadata_string(client, key, buf, size, length, present);
 }
 
@@ -71,7 +95,7 @@ plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *fea
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_metadata_has_feature(client, feature, present);
 }
 
@@ -79,7 +103,7 @@ plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_metadata_json(client, key, buf, size, length, present);
 }
 
@@ -87,7 +111,7 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_infer(client, env_indices, step_ids, n, obs, reuse, action);
 }
 
@@ -95,7 +119,7 @@ plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_si
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_action_copy(client, dst, dst_size, dtype);
 }
 
@@ -103,7 +127,7 @@ plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_feedback(client, env_indices, step_ids, m, next_obs, rewards, terminated, truncated, episode);
 }
 
@@ -111,7 +135,7 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_can_reuse(client, env, yes);
 }
 
@@ -119,7 +143,7 @@ const char *plugrl_version(void) {
   if (plugrl__forked) {
     return PLUGRL_VERSION_STRING;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_version();
 }
 
@@ -127,7 +151,7 @@ int plugrl_version_number(void) {
   if (plugrl__forked) {
     return PLUGRL_VERSION_NUMBER;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_version_number();
 }
 
@@ -135,7 +159,7 @@ const char *plugrl_status_str(plugrl_status status) {
   if (plugrl__forked) {
     return forked_msg;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_status_str(status);
 }
 
@@ -143,7 +167,7 @@ size_t plugrl_dtype_size(plugrl_dtype dtype) {
   if (plugrl__forked) {
     return 0;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_dtype_size(dtype);
 }
 
@@ -151,7 +175,7 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_new(client, num_envs, runner);
 }
 
@@ -159,7 +183,7 @@ plugrl_status plugrl_runner_free(plugrl_runner *runner) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_free(runner);
 }
 
@@ -167,7 +191,7 @@ const char *plugrl_runner_errmsg(plugrl_runner *runner) {
   if (plugrl__forked) {
     return forked_msg;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_errmsg(runner);
 }
 
@@ -175,7 +199,7 @@ plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_on_episode(runner, fn, user);
 }
 
@@ -183,7 +207,7 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_step_size(runner, step_size, known);
 }
 
@@ -191,7 +215,7 @@ plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst,
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_chunk(runner, env, dst, dst_size, dtype, steps);
 }
 
@@ -199,7 +223,7 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_act(runner, obs, actions, actions_size, dtype);
 }
 
@@ -207,7 +231,7 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
 }
 
@@ -215,7 +239,7 @@ plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_stats(client, out);
 }
 
@@ -223,6 +247,6 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
-  plugrl__rt_ceiling();
+  enter();
   return plugrl__go_runner_stats(runner, out);
 }

@@ -34,6 +34,13 @@ func init() {
 	}
 }
 
+// plugrl__go_bind_thread is a thread's first call into Go, made alone
+// (exports.c, enter): it binds the thread to a spare M, and the runtime makes
+// the next spare on the way in.
+//
+//export plugrl__go_bind_thread
+func plugrl__go_bind_thread() {}
+
 // Real-time callers and the garbage collector. A collection scans every
 // goroutine's stack, a caller's too while it waits in a system call or is
 // back in C, holding that goroutine's scan bit meanwhile: the caller's

@@ -13,6 +13,12 @@
 # caller's priority. So the client's sysmon must be SCHED_FIFO too (the one
 # real-time thread besides the client's own, seen asleep in nanosleep).
 #
+# Last, 64 SCHED_FIFO threads of one process open a client each at once on
+# one core and exchange: each thread's first call into Go waited for a
+# spare runtime M in a loop of 1 us sleeps, 60 of them at a time, and the
+# handshakes starved until the server gave up, until first calls were
+# made one at a time (capi/exports.c).
+#
 #   sched_fifo.sh BIN_DIR
 #
 # Skipped (exit 0, with a message) where chrt -f is not permitted.
@@ -124,4 +130,33 @@ if [[ -n $nanosleep ]]; then
 else
   echo "sched_fifo.sh: the sysmon check knows nanosleep's number only on x86_64 and aarch64: skipped"
 fi
+
+# many CORE: 64 SCHED_FIFO handles on CORE open at once and run.
+many() {
+  local core=$1 url= rc=0
+  : >"$tmp/server.out"
+  taskset -c 0 chrt -f 50 "$bin/plugrl-bench-server" --envs 1 --conns 64 --warmup 0.5s --seconds 1s \
+    >"$tmp/server.out" 2>"$tmp/server.err" &
+  spid=$!
+  url=$(wait_url "$tmp/server.out" "$spid") || {
+    echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
+    exit 1
+  }
+  timeout -s KILL 60 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs 1 --state 8 \
+    --handles 64 >"$tmp/client.out" 2>&1 || rc=$?
+  if ! wait "$spid" 2>/dev/null && [[ $rc -eq 0 ]]; then
+    rc=1 # the server gave up (a handshake timed out)
+  fi
+  spid=
+  if [[ $rc -ne 0 ]]; then
+    echo "FAIL: 64 SCHED_FIFO handles on core $core: exit $rc (137: killed after 60 s)"
+    sort "$tmp/client.out" | uniq -c | sort -rn | head -n 3
+    head -n 3 "$tmp/server.err"
+    fail=1
+  else
+    echo "ok   64 SCHED_FIFO handles on core $core opened at once and ran: $(grep '^exchanges/s' "$tmp/server.out")"
+  fi
+}
+many "$([[ $cores -gt 1 ]] && echo 1 || echo 0)"
+many 0
 exit $fail
