@@ -80,6 +80,11 @@
 **     millisecond), and a memory limit 256 MiB above the memory in use
 **     after the last collection is the backstop. GOGC or GOMEMLIMIT set in
 **     the environment leave the collector to the user.
+**   - A thread's first call into the library binds it to one of the Go
+**     runtime's threads, and such first calls are made one at a time (a
+**     few microseconds each): many threads starting at once queue for it
+**     asleep, instead of spinning, which starved 64 real-time threads
+**     opening clients together on one core.
 **   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
 **     thread while it runs the library's Go code can crash the process
 **     (the handler would run on a small goroutine stack). Programs whose
