@@ -40,16 +40,21 @@ cleanup() {
 trap cleanup EXIT
 
 fail=0
-run() { # CLIENT_CORE ENVS CAMS IMG STATE
-  local core=$1 envs=$2 cams=$3 img=$4 state=$5 url=
+# start_server COMMAND...: COMMAND (the bench server, maybe under chrt) on
+# core 0; sets url (the caller's local) and spid.
+start_server() {
   : >"$tmp/server.out" # see wait_url
-  taskset -c 0 "$bin/plugrl-bench-server" --envs "$envs" --warmup 0.2s --seconds 0.5s \
-    >"$tmp/server.out" 2>"$tmp/server.err" &
+  taskset -c 0 "$@" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
   url=$(wait_url "$tmp/server.out" "$spid") || {
     echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
     exit 1
   }
+}
+
+run() { # CLIENT_CORE ENVS CAMS IMG STATE
+  local core=$1 envs=$2 cams=$3 img=$4 state=$5 url=
+  start_server "$bin/plugrl-bench-server" --envs "$envs" --warmup 0.2s --seconds 0.5s
   local rc=0
   timeout -s KILL 30 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs "$envs" \
     --cams "$cams" --img "$img" --state "$state" >"$tmp/client.out" 2>&1 || rc=$?
@@ -73,14 +78,7 @@ done
 # fails on an exchange of 0.5 s or more, or if sysmon is not real-time.
 stalls() {
   local core=$1 url= cpid rc=0 max
-  : >"$tmp/server.out"
-  taskset -c 0 "$bin/plugrl-bench-server" --envs 1 --warmup 0.5s --seconds 3s \
-    >"$tmp/server.out" 2>"$tmp/server.err" &
-  spid=$!
-  url=$(wait_url "$tmp/server.out" "$spid") || {
-    echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
-    exit 1
-  }
+  start_server "$bin/plugrl-bench-server" --envs 1 --warmup 0.5s --seconds 3s
   timeout -s KILL 30 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs 1 \
     --state 8 >"$tmp/client.out" 2>&1 &
   cpid=$!
@@ -134,14 +132,7 @@ fi
 # many CORE: 64 SCHED_FIFO handles on CORE open at once and run.
 many() {
   local core=$1 url= rc=0
-  : >"$tmp/server.out"
-  taskset -c 0 chrt -f 50 "$bin/plugrl-bench-server" --envs 1 --conns 64 --warmup 0.5s --seconds 1s \
-    >"$tmp/server.out" 2>"$tmp/server.err" &
-  spid=$!
-  url=$(wait_url "$tmp/server.out" "$spid") || {
-    echo "FAIL: the bench server did not start: $(cat "$tmp/server.err")"
-    exit 1
-  }
+  start_server chrt -f 50 "$bin/plugrl-bench-server" --envs 1 --conns 64 --warmup 0.5s --seconds 1s
   timeout -s KILL 60 taskset -c "$core" chrt -f 50 "$bin/plugrl_bench_client" --url "$url" --envs 1 --state 8 \
     --handles 64 >"$tmp/client.out" 2>&1 || rc=$?
   if ! wait "$spid" 2>/dev/null && [[ $rc -eq 0 ]]; then

@@ -57,6 +57,24 @@ func heldTestMessage(t *testing.T, size int) *wire.Message {
 	return m
 }
 
+// heldThenNext holds held, runs meanwhile (if not nil), writes next, and
+// checks that the server read both, whole, in that order.
+func heldThenNext(t *testing.T, c *Conn, seen <-chan frameSeen, held, next *wire.Message, meanwhile func()) {
+	t.Helper()
+	if err := c.WriteHeldMessage(held, nil); err != nil {
+		t.Fatal(err)
+	}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	if err := c.WriteMessage(next); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := nextFrame(t, seen, "the held message"), nextFrame(t, seen, "the next one"); a.n != held.Len() || b.n != next.Len() {
+		t.Fatalf("frames of %d and %d bytes; want the held %d, then %d", a.n, b.n, held.Len(), next.Len())
+	}
+}
+
 func nextFrame(t *testing.T, seen <-chan frameSeen, what string) frameSeen {
 	t.Helper()
 	select {
@@ -83,19 +101,11 @@ func TestHeldMessage(t *testing.T) {
 		url, seen := frameServer(t, false)
 		var cnt Counters
 		c := dialT(t, Options{URL: url, Counters: &cnt})
-		held, next := heldTestMessage(t, 100), heldTestMessage(t, 200)
-		if err := c.WriteHeldMessage(held, nil); err != nil {
-			t.Fatal(err)
-		}
-		if n := cnt.Sent.Load(); n != 0 {
-			t.Fatalf("%d bytes sent for a held message; want none until the next write", n)
-		}
-		if err := c.WriteMessage(next); err != nil {
-			t.Fatal(err)
-		}
-		if a, b := nextFrame(t, seen, "the held message"), nextFrame(t, seen, "the next one"); a.n != held.Len() || b.n != next.Len() {
-			t.Fatalf("frames of %d and %d bytes; want the held %d, then %d", a.n, b.n, held.Len(), next.Len())
-		}
+		heldThenNext(t, c, seen, heldTestMessage(t, 100), heldTestMessage(t, 200), func() {
+			if n := cnt.Sent.Load(); n != 0 {
+				t.Fatalf("%d bytes sent for a held message; want none until the next write", n)
+			}
+		})
 	})
 	t.Run("nothing after", func(t *testing.T) {
 		url, seen := frameServer(t, false)
@@ -154,16 +164,7 @@ func TestHeldMessage(t *testing.T) {
 		c := dialT(t, Options{URL: url, WriteBufferSize: minWBuf})
 		probe := heldTestMessage(t, 0)
 		held := heldTestMessage(t, minWBuf-2-probe.Len()-4-3) // header 2 + mask 4: 3 bytes to spare
-		next := heldTestMessage(t, 10)
-		if err := c.WriteHeldMessage(held, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WriteMessage(next); err != nil {
-			t.Fatal(err)
-		}
-		if a, b := nextFrame(t, seen, "the held message"), nextFrame(t, seen, "the next one"); a.n != held.Len() || b.n != next.Len() {
-			t.Fatalf("frames of %d and %d bytes; want the held %d, then %d", a.n, b.n, held.Len(), next.Len())
-		}
+		heldThenNext(t, c, seen, held, heldTestMessage(t, 10), nil)
 	})
 	t.Run("over heldMax", func(t *testing.T) {
 		url, seen := frameServer(t, false)

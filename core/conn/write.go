@@ -63,7 +63,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // transport that cannot hold (TLS), is sent as WriteMessageObserved sends
 // it: most of a long one would leave anyway.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
-	return c.writeMessage(m, ob, m.Len() <= heldMax && c.tr.Holds())
+	return c.writeMessage(m, ob, m.Len() <= heldMax && c.heldTimer != nil) // a timer: the transport holds
 }
 
 const (
@@ -99,20 +99,21 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	mask := c.newMask()
 	total := m.Len()
 	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Mask: mask, Length: int64(total)}
-	if need := c.held + ws.HeaderSize(h) + total; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
+	frame := ws.HeaderSize(h) + total
+	if need := c.held + frame; need > len(c.wbuf) && len(c.wbuf) < c.wmax {
 		// Grow once to what the workload needs (up to wmax); steady
 		// state allocates nothing.
 		b := make([]byte, min(need, c.wmax))
 		copy(b, c.wbuf[:c.held])
 		c.wbuf = b
 	}
-	if hold && c.held+ws.HeaderSize(h)+total > len(c.wbuf) || c.held+ws.MaxHeaderSize > len(c.wbuf) {
+	if hold && c.held+frame > len(c.wbuf) || c.held+ws.MaxHeaderSize > len(c.wbuf) {
 		// No room to hold it, or for its header after what is held (a
 		// small write buffer): send what is held first.
 		if err := c.flushHeld(); err != nil {
 			return err
 		}
-		hold = hold && ws.HeaderSize(h)+total <= len(c.wbuf)
+		hold = hold && frame <= len(c.wbuf)
 	}
 	// The message follows what is held: the two leave together.
 	w := c.held + putHeader(c.wbuf[c.held:], h)
@@ -122,11 +123,7 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 		// CopyObserver).
 		n := m.CopyTo(c.wbuf[w:])
 		maskCopy(c.wbuf[w:w+n], c.wbuf[w:w+n], mask, 0)
-		if hold {
-			c.hold(w + n)
-			return nil
-		}
-		return c.finish(c.flushBuf(w + n))
+		return c.end(w+n, hold)
 	}
 	pos := 0
 	// Short segments (the msgpack structure, ids, flags) are copied as
@@ -180,11 +177,17 @@ func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	if run >= 0 {
 		maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
 	}
-	if hold { // all of it is in wbuf: there was room (see above)
-		c.hold(w)
+	return c.end(w, hold) // held: all of it is in wbuf, there was room (see above)
+}
+
+// end ends a message write whose bytes are wbuf[:n]: they are held, or
+// sent. wmu must be held.
+func (c *Conn) end(n int, hold bool) error {
+	if hold {
+		c.hold(n)
 		return nil
 	}
-	return c.finish(c.flushBuf(w))
+	return c.finish(c.flushBuf(n))
 }
 
 // flushBuf writes wbuf[:n], which starts with what is held, and so ends the
