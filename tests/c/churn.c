@@ -1,0 +1,263 @@
+/*
+** A day of handles in one process. A fleet process or a test rig opens and
+** closes handles for hours, from threads that come and go; what one handle
+** took must be given back when it closes, or a process that lives for a
+** day runs out. This opens SEQUENTIAL sessions on one thread, then WAVES
+** waves of WAVE threads that each open a session and exit, then SEQUENTIAL
+** more; a session is open, a runner of one env, STEPS steps, free, close.
+** Between the phases it counts the process's open descriptors, threads and
+** resident memory, and fails if any grows with the number of sessions:
+**
+**   - descriptors: back to what they were after the warm-up, exactly;
+**   - threads: the second half of the run (as many sessions as the
+**     first) adds at most one wave's worth. The runtime keeps every thread
+**     it makes, and makes one when it finds none idle: a high-water mark,
+**     which a SCHED_FIFO caller preempting the runtime's threads on their
+**     core pushes up (tens of threads over the first thousand sessions,
+**     then a few), but which must not follow the number of sessions;
+**   - resident memory: the last phase adds at most RSS_SLACK to the first's
+**     (the Go heap settles; it must not keep growing).
+**
+** It also prints the slowest session of each phase: tests/sched_fifo.sh
+** runs it under SCHED_FIFO on one core, where a collection meeting a
+** real-time caller once stalled a session for a second.
+**
+** Run as: churn URL (tests/run_with_server.sh passes it). With --quick, a
+** tenth of the sessions.
+*/
+#define _POSIX_C_SOURCE 200809L
+#include <plugrl.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { WARMUP = 50, SEQUENTIAL = 1000, WAVES = 40, WAVE = 16, STEPS = 5 };
+#define RSS_SLACK (8L << 20)
+
+/* What the process holds: open descriptors, threads, resident bytes. */
+struct usage {
+  long fds, threads, rss;
+};
+
+static long count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (d == NULL) {
+    return -1;
+  }
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] != '.') {
+      n++;
+    }
+  }
+  closedir(d);
+  return n - 1; /* the directory's own descriptor */
+}
+
+static long count_threads(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) {
+    return -1;
+  }
+  char line[256];
+  long n = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "Threads:", 8) == 0) {
+      n = strtol(line + 8, NULL, 10);
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+static long resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL) {
+    return -1;
+  }
+  long size = 0, resident = -1;
+  if (fscanf(f, "%ld %ld", &size, &resident) != 2) {
+    resident = -1;
+  }
+  fclose(f);
+  return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The slowest session since the last measure, in seconds (any thread). */
+static pthread_mutex_t slowest_mu = PTHREAD_MUTEX_INITIALIZER;
+static double slowest;
+
+static void note_time(double took) {
+  pthread_mutex_lock(&slowest_mu);
+  if (took > slowest) {
+    slowest = took;
+  }
+  pthread_mutex_unlock(&slowest_mu);
+}
+
+static struct usage measure(const char *when) {
+  struct usage u = {count_fds(), count_threads(), resident_bytes()};
+  printf("%-33s descriptors %3ld  threads %3ld  resident %6ld KiB  slowest session %6.1f ms\n", when, u.fds,
+         u.threads, u.rss >> 10, slowest * 1e3);
+  fflush(stdout);
+  slowest = 0;
+  return u;
+}
+
+/* session opens a client, steps a runner of one env STEPS times, and
+** closes both; on failure it writes why and returns nonzero. */
+static int session(const char *url, int index, char *why, size_t n) {
+  double start = now_s();
+  plugrl_options opt;
+  plugrl_options_init(&opt);
+  opt.url = url;
+  opt.receive_timeout_ms = 20000;
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  plugrl_status s = plugrl_open(&opt, &c);
+  if (s == PLUGRL_OK) {
+    s = plugrl_runner_new(c, 1, &r);
+  }
+  double state[1][2] = {{(double)index, 0}};
+  double actions[1][2];
+  double reward[1] = {1};
+  uint8_t terminated[1] = {0}, truncated[1] = {0};
+  int64_t shape[2] = {1, 2};
+  plugrl_array arr = {"s", state, PLUGRL_DTYPE_F64, 2, shape};
+  const char *text[1] = {"churn"};
+  plugrl_observation obs = {NULL, 0, &arr, 1, text, 0};
+  for (int step = 0; s == PLUGRL_OK && step < STEPS; step++) {
+    s = plugrl_runner_act(r, &obs, actions, sizeof actions, PLUGRL_DTYPE_F64);
+    if (s == PLUGRL_OK) {
+      state[0][1] += 1;
+      terminated[0] = (uint8_t)(step == STEPS - 1);
+      s = plugrl_runner_report(r, &obs, reward, terminated, truncated, NULL);
+    }
+  }
+  if (s != PLUGRL_OK) {
+    snprintf(why, n, "session %d: %s: %s", index, plugrl_status_str(s),
+             r ? plugrl_runner_errmsg(r) : plugrl_errmsg(c));
+  }
+  if (r) {
+    plugrl_runner_free(r);
+  }
+  plugrl_status cs = plugrl_close(c);
+  if (s == PLUGRL_OK && cs != PLUGRL_OK) {
+    snprintf(why, n, "session %d: close: %s", index, plugrl_status_str(cs));
+    s = cs;
+  }
+  note_time(now_s() - start);
+  return s != PLUGRL_OK;
+}
+
+static int sequential(const char *url, int count, int first) {
+  char why[512];
+  for (int i = 0; i < count; i++) {
+    if (session(url, first + i, why, sizeof why)) {
+      fprintf(stderr, "%s\n", why);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+struct job {
+  const char *url;
+  int index, failed;
+  char why[512];
+};
+
+static void *run(void *arg) {
+  struct job *j = arg;
+  j->failed = session(j->url, j->index, j->why, sizeof j->why);
+  return NULL;
+}
+
+static int waves(const char *url, int count, int first) {
+  for (int w = 0; w < count; w++) {
+    pthread_t th[WAVE];
+    struct job jobs[WAVE];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < WAVE; i++) {
+      jobs[i].url = url;
+      jobs[i].index = first + w * WAVE + i;
+      if (pthread_create(&th[i], NULL, run, &jobs[i]) != 0) {
+        fprintf(stderr, "pthread_create failed\n");
+        return 1;
+      }
+    }
+    int failed = 0;
+    for (int i = 0; i < WAVE; i++) {
+      pthread_join(th[i], NULL);
+      if (jobs[i].failed) {
+        fprintf(stderr, "%s\n", jobs[i].why);
+        failed = 1;
+      }
+    }
+    if (failed) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int quick = argc == 3 && strcmp(argv[1], "--quick") == 0;
+  if (argc != 2 && !quick) {
+    fprintf(stderr, "usage: %s [--quick] ws://HOST:PORT\n", argv[0]);
+    return 2;
+  }
+  const char *url = argv[argc - 1];
+  int seq = quick ? SEQUENTIAL / 10 : SEQUENTIAL, nwaves = quick ? WAVES / 10 : WAVES;
+  if (sequential(url, WARMUP, 0)) {
+    return 1;
+  }
+  struct usage base = measure("after the warm-up");
+  if (sequential(url, seq, WARMUP)) {
+    return 1;
+  }
+  struct usage first = measure("after sessions on one thread");
+  if (waves(url, nwaves, WARMUP + seq)) {
+    return 1;
+  }
+  measure("after threads that came and went");
+  if (sequential(url, seq, WARMUP + seq + nwaves * WAVE)) {
+    return 1;
+  }
+  struct usage last = measure("after as many again");
+  int sessions = WARMUP + 2 * seq + nwaves * WAVE;
+  int bad = 0;
+  if (base.fds < 0 || base.threads < 0 || base.rss < 0) {
+    fprintf(stderr, "churn: /proc/self is not readable here: cannot count what the process holds\n");
+    return 1;
+  }
+  if (last.fds != base.fds) {
+    fprintf(stderr, "churn: %ld descriptors open after %d sessions, %ld after the warm-up: a close leaks them\n",
+            last.fds, sessions, base.fds);
+    bad = 1;
+  }
+  if (last.threads > first.threads + WAVE) {
+    fprintf(stderr, "churn: %ld threads after %d sessions, %ld after the first %d: the last %d sessions added more than %d\n",
+            last.threads, sessions, first.threads, WARMUP + seq, seq + nwaves * WAVE, WAVE);
+    bad = 1;
+  }
+  if (last.rss > first.rss + RSS_SLACK) {
+    fprintf(stderr, "churn: resident memory grew by %ld KiB over the last %d sessions (allowed: %ld KiB)\n",
+            (last.rss - first.rss) >> 10, seq + nwaves * WAVE, RSS_SLACK >> 10);
+    bad = 1;
+  }
+  printf("%d sessions (%d on threads that exited): %s\n", sessions, nwaves * WAVE,
+         bad ? "something grew" : "descriptors, threads and memory stayed bounded");
+  return bad;
+}
