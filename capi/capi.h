@@ -48,6 +48,16 @@ void plugrl__rt_ceiling(void);
 ** atomically (runtime.go). */
 int *plugrl__rt_seen(void);
 
+/* The collection's gate (helpers.c). Every call into Go is bracketed by
+** plugrl__gate_enter, which waits while the library collects, and
+** plugrl__gate_leave. plugrl__collect_begin returns nonzero when the
+** calling thread (in a call itself) is the only one in a call, and then
+** holds every other call at the gate until plugrl__collect_end. */
+void plugrl__gate_enter(void);
+void plugrl__gate_leave(void);
+int plugrl__collect_begin(void);
+void plugrl__collect_end(void);
+
 /* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
 ** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when
 ** memory ran out. */

@@ -30,7 +30,11 @@
 static __thread int thread_bound;
 static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* enter starts a call into Go: it waits while the library collects
+** (plugrl__gate_enter, helpers.c), binds the thread on its first call,
+** and lets a real-time caller raise sysmon. leave ends the call. */
 static void enter(void) {
+  plugrl__gate_enter();
   if (!thread_bound) {
     pthread_mutex_lock(&first_call_mu);
     plugrl__go_bind_thread();
@@ -40,6 +44,8 @@ static void enter(void) {
   plugrl__rt_ceiling();
 }
 
+static void leave(void) { plugrl__gate_leave(); }
+
 static const char forked_msg[] =
     "libplugrl cannot be used in a child forked after it was loaded: its handles belong to the parent";
 
@@ -48,7 +54,9 @@ plugrl_status plugrl_options_init(plugrl_options *options) {
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_options_init(options);
+  plugrl_status result = plugrl__go_options_init(options);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client) {
@@ -56,7 +64,9 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_open(options, client);
+  plugrl_status result = plugrl__go_open(options, client);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_close(plugrl_client *client) {
@@ -64,7 +74,9 @@ plugrl_status plugrl_close(plugrl_client *client) {
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_close(client);
+  plugrl_status result = plugrl__go_close(client);
+  leave();
+  return result;
 }
 
 const char *plugrl_errmsg(plugrl_client *client) {
@@ -72,7 +84,9 @@ const char *plugrl_errmsg(plugrl_client *client) {
     return forked_msg;
   }
   enter();
-  return plugrl__go_errmsg(client);
+  const char *result = plugrl__go_errmsg(client);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_t *value, int *present) {
@@ -80,7 +94,9 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_metadata_int(client, key, value, present);
+  plugrl_status result = plugrl__go_metadata_int(client, key, value, present);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present) {
@@ -88,7 +104,9 @@ plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, cha
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_metadata_string(client, key, buf, size, length, present);
+  plugrl_status result = plugrl__go_metadata_string(client, key, buf, size, length, present);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *feature, int *present) {
@@ -96,7 +114,9 @@ plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *fea
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_metadata_has_feature(client, feature, present);
+  plugrl_status result = plugrl__go_metadata_has_feature(client, feature, present);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present) {
@@ -104,7 +124,9 @@ plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char 
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_metadata_json(client, key, buf, size, length, present);
+  plugrl_status result = plugrl__go_metadata_json(client, key, buf, size, length, present);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t n, const plugrl_observation *obs, const uint8_t *reuse, plugrl_action *action) {
@@ -112,7 +134,9 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_infer(client, env_indices, step_ids, n, obs, reuse, action);
+  plugrl_status result = plugrl__go_infer(client, env_indices, step_ids, n, obs, reuse, action);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype) {
@@ -120,7 +144,9 @@ plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_si
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_action_copy(client, dst, dst_size, dtype);
+  plugrl_status result = plugrl__go_action_copy(client, dst, dst_size, dtype);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m, const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated, const uint8_t *truncated, const plugrl_episode *episode) {
@@ -128,7 +154,9 @@ plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices,
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_feedback(client, env_indices, step_ids, m, next_obs, rewards, terminated, truncated, episode);
+  plugrl_status result = plugrl__go_feedback(client, env_indices, step_ids, m, next_obs, rewards, terminated, truncated, episode);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
@@ -136,7 +164,9 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_can_reuse(client, env, yes);
+  plugrl_status result = plugrl__go_can_reuse(client, env, yes);
+  leave();
+  return result;
 }
 
 const char *plugrl_version(void) {
@@ -144,7 +174,9 @@ const char *plugrl_version(void) {
     return PLUGRL_VERSION_STRING;
   }
   enter();
-  return plugrl__go_version();
+  const char *result = plugrl__go_version();
+  leave();
+  return result;
 }
 
 int plugrl_version_number(void) {
@@ -152,7 +184,9 @@ int plugrl_version_number(void) {
     return PLUGRL_VERSION_NUMBER;
   }
   enter();
-  return plugrl__go_version_number();
+  int result = plugrl__go_version_number();
+  leave();
+  return result;
 }
 
 const char *plugrl_status_str(plugrl_status status) {
@@ -160,7 +194,9 @@ const char *plugrl_status_str(plugrl_status status) {
     return forked_msg;
   }
   enter();
-  return plugrl__go_status_str(status);
+  const char *result = plugrl__go_status_str(status);
+  leave();
+  return result;
 }
 
 size_t plugrl_dtype_size(plugrl_dtype dtype) {
@@ -168,7 +204,9 @@ size_t plugrl_dtype_size(plugrl_dtype dtype) {
     return 0;
   }
   enter();
-  return plugrl__go_dtype_size(dtype);
+  size_t result = plugrl__go_dtype_size(dtype);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner) {
@@ -176,7 +214,9 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_new(client, num_envs, runner);
+  plugrl_status result = plugrl__go_runner_new(client, num_envs, runner);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_free(plugrl_runner *runner) {
@@ -184,7 +224,9 @@ plugrl_status plugrl_runner_free(plugrl_runner *runner) {
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_free(runner);
+  plugrl_status result = plugrl__go_runner_free(runner);
+  leave();
+  return result;
 }
 
 const char *plugrl_runner_errmsg(plugrl_runner *runner) {
@@ -192,7 +234,9 @@ const char *plugrl_runner_errmsg(plugrl_runner *runner) {
     return forked_msg;
   }
   enter();
-  return plugrl__go_runner_errmsg(runner);
+  const char *result = plugrl__go_runner_errmsg(runner);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn fn, void *user) {
@@ -200,7 +244,9 @@ plugrl_status plugrl_runner_on_episode(plugrl_runner *runner, plugrl_episode_fn 
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_on_episode(runner, fn, user);
+  plugrl_status result = plugrl__go_runner_on_episode(runner, fn, user);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known) {
@@ -208,7 +254,9 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_step_size(runner, step_size, known);
+  plugrl_status result = plugrl__go_runner_step_size(runner, step_size, known);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst, size_t dst_size, plugrl_dtype dtype, int64_t *steps) {
@@ -216,7 +264,9 @@ plugrl_status plugrl_runner_chunk(plugrl_runner *runner, int64_t env, void *dst,
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_chunk(runner, env, dst, dst_size, dtype, steps);
+  plugrl_status result = plugrl__go_runner_chunk(runner, env, dst, dst_size, dtype, steps);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions, size_t actions_size, plugrl_dtype dtype) {
@@ -224,7 +274,9 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_act(runner, obs, actions, actions_size, dtype);
+  plugrl_status result = plugrl__go_runner_act(runner, obs, actions, actions_size, dtype);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards, const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success) {
@@ -232,7 +284,9 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
+  plugrl_status result = plugrl__go_runner_report(runner, next_obs, rewards, terminated, truncated, success);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out) {
@@ -240,7 +294,9 @@ plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out) {
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_stats(client, out);
+  plugrl_status result = plugrl__go_stats(client, out);
+  leave();
+  return result;
 }
 
 plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out) {
@@ -248,5 +304,7 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
     return PLUGRL_CLOSED;
   }
   enter();
-  return plugrl__go_runner_stats(runner, out);
+  plugrl_status result = plugrl__go_runner_stats(runner, out);
+  leave();
+  return result;
 }

@@ -371,3 +371,94 @@ void plugrl__rt_ceiling(void) {
 }
 
 int *plugrl__rt_seen(void) { return &rt_seen; }
+
+/* ------------------------------------------------------------------------
+** The collection's gate. With real-time callers the library turns Go's
+** automatic collection off (runtime.go) and collects after a close, on the
+** closing thread. Go's collector scans every goroutine's stack, on the
+** runtime's own threads (SCHED_OTHER), and a goroutine whose stack is
+** being scanned cannot leave a system call or start running: its thread
+** spins until the scan ends, yielding only to threads of its own priority.
+** A real-time thread that spins so on the scanner's core, having preempted
+** it, never lets it finish: it spins until the kernel's real-time
+** throttling runs the scanner, about 1 s later (never, with throttling
+** off). Measured: 16 SCHED_FIFO threads on one core opening and closing
+** sessions stalled 0.95-2 s every few hundred sessions, the callers or
+** sysmon (at their priority, plugrl__rt_ceiling) spinning.
+**
+** Raising the runtime's threads to the callers' priority for the length of
+** the collection made it worse: the background sweeper yields by
+** rescheduling its goroutine, never its thread, so at real-time priority
+** it held the core while the callers it waited for could not run (a hang).
+**
+** So the library collects only when no other thread is in a call into it,
+** and nobody calls in while it collects: a call that begins meanwhile
+** waits here, asleep, before it enters Go, so no caller's goroutine can be
+** scanned while it runs, and none can spin against the collector; sysmon
+** is lowered to SCHED_OTHER for the collection, as no caller needs its
+** ceiling then. A close that finds another thread inside (a loop waiting
+** for its server) leaves the garbage to the next close that finds the
+** library idle, or to the memory limit (runtime.go). The counting is
+** Dekker's: a caller counts itself in, then looks at the flag; the
+** collector raises the flag, then looks at the count; with sequentially
+** consistent atomics at least one of them sees the other.
+*/
+static _Atomic int inside;     /* calls into Go in progress, all threads */
+static _Atomic int collecting; /* a collection after a close is running */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+
+void plugrl__gate_enter(void) {
+  for (;;) {
+    atomic_fetch_add(&inside, 1);
+    if (!atomic_load(&collecting)) {
+      return;
+    }
+    atomic_fetch_sub(&inside, 1);
+    pthread_mutex_lock(&gate_mu);
+    while (atomic_load(&collecting)) {
+      pthread_cond_wait(&gate_cv, &gate_mu);
+    }
+    pthread_mutex_unlock(&gate_mu);
+  }
+}
+
+void plugrl__gate_leave(void) { atomic_fetch_sub(&inside, 1); }
+
+static void set_sysmon(int policy, int priority) {
+  if (atomic_load(&sysmon_known) && priority >= 0) {
+    struct sched_param sp = {.sched_priority = priority};
+    pthread_setschedparam(sysmon_thread, policy, &sp);
+  }
+}
+
+int plugrl__collect_begin(void) {
+  pthread_mutex_lock(&gate_mu);
+  int alone = 0;
+  if (!atomic_load(&collecting)) {
+    atomic_store(&collecting, 1);
+    alone = atomic_load(&inside) == 1; /* the closing thread's own call */
+    if (!alone) {
+      atomic_store(&collecting, 0);
+      pthread_cond_broadcast(&gate_cv);
+    }
+  }
+  pthread_mutex_unlock(&gate_mu);
+  if (alone && atomic_load(&sysmon_priority) > 0) {
+    set_sysmon(SCHED_OTHER, 0);
+  }
+  return alone;
+}
+
+void plugrl__collect_end(void) {
+  pthread_mutex_lock(&ceiling_mu);
+  int priority = atomic_load(&sysmon_priority);
+  if (priority > 0) {
+    set_sysmon(SCHED_FIFO, priority);
+  }
+  pthread_mutex_unlock(&ceiling_mu);
+  pthread_mutex_lock(&gate_mu);
+  atomic_store(&collecting, 0);
+  pthread_cond_broadcast(&gate_cv);
+  pthread_mutex_unlock(&gate_mu);
+}

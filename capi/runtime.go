@@ -103,11 +103,17 @@ func (m *gcManager) take(getenv func(string) string) {
 }
 
 // collectAfterClose collects the garbage a close left, on the closing
-// thread, when the library manages the collector.
+// thread, when the library manages the collector and no other thread is
+// in a call into the library; calls that begin meanwhile wait for it (see
+// plugrl__collect_begin, helpers.c: the collector's stack scans must not
+// meet a real-time caller). A close that finds another thread inside
+// leaves the garbage for a later one, or for the memory limit.
 func collectAfterClose() {
-	if gc.managed.Load() {
-		runtime.GC() // noticeNextGC's finalizer then resets the limit
+	if !gc.managed.Load() || !collectBegin() {
+		return
 	}
+	defer collectEnd()
+	runtime.GC() // noticeNextGC's finalizer then resets the limit
 }
 
 // setGCLimit sets the memory limit rtGCSlack above the memory that lives:

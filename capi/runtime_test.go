@@ -55,16 +55,13 @@ func TestGCTaken(t *testing.T) {
 		keep = append(keep, make([]byte, 1<<20))
 	}
 	before := debug.SetMemoryLimit(-1)
-	cycles := func() uint64 {
-		s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-		metrics.Read(s)
-		return s[0].Value.Uint64()
-	}
-	n := cycles()
+	n := gcCycles()
 	gc.managed.Store(true) // collectAfterClose reads the package's manager
 	t.Cleanup(func() { gc.managed.Store(false) })
+	enterCall() // as plugrl_close's wrapper does
+	defer leaveCall()
 	collectAfterClose()
-	if cycles() == n {
+	if gcCycles() == n {
 		t.Fatal("collectAfterClose ran no collection")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -92,4 +89,55 @@ func TestGCTaken(t *testing.T) {
 		t.Fatalf("64 MiB let go and collected: the limit stayed at %d (was %d); want it back near living memory + slack", after, high)
 	}
 	near("after the garbage was collected")
+}
+
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestCollectionGate: a close collects only when its call is the only one
+// in the library, and a call that begins during the collection waits for
+// its end (capi/helpers.c says why).
+func TestCollectionGate(t *testing.T) {
+	gc.managed.Store(true)
+	t.Cleanup(func() { gc.managed.Store(false) })
+
+	enterCall() // the closing call
+	n := gcCycles()
+	collectAfterClose()
+	if gcCycles() == n {
+		t.Fatal("the only call in the library: no collection after the close")
+	}
+
+	enterCall() // another thread's call, waiting for its server
+	n = gcCycles()
+	collectAfterClose()
+	if gcCycles() != n {
+		t.Fatal("another call was in the library: the close collected anyway")
+	}
+	leaveCall()
+
+	if !collectBegin() {
+		t.Fatal("the only call in the library: collectBegin refused")
+	}
+	entered := make(chan struct{})
+	go func() {
+		enterCall()
+		close(entered)
+		leaveCall()
+	}()
+	select {
+	case <-entered:
+		t.Fatal("a call entered the library while it collected")
+	case <-time.After(50 * time.Millisecond):
+	}
+	collectEnd()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the collection ended, and a call waiting at the gate did not enter")
+	}
+	leaveCall()
 }

@@ -13,11 +13,19 @@
 # caller's priority. So the client's sysmon must be SCHED_FIFO too (the one
 # real-time thread besides the client's own, seen asleep in nanosleep).
 #
-# Last, 64 SCHED_FIFO threads of one process open a client each at once on
+# Then, 64 SCHED_FIFO threads of one process open a client each at once on
 # one core and exchange: each thread's first call into Go waited for a
 # spare runtime M in a loop of 1 us sleeps, 60 of them at a time, and the
 # handshakes starved until the server gave up, until first calls were
 # made one at a time (capi/exports.c).
+#
+# Last, a day of handles under SCHED_FIFO on one core (tests/c/churn.c:
+# thousands of sessions, from one thread and from waves of 16 threads):
+# no session may take half a second. The collection the library runs after
+# a close scanned the stacks of other real-time callers, which spun against
+# the preempted scanner until the kernel's throttling: a session in a few
+# hundred took 0.95-2 s, until collections waited for the library to be
+# idle and held calls at the door meanwhile (capi/helpers.c).
 #
 #   sched_fifo.sh BIN_DIR
 #
@@ -150,4 +158,29 @@ many() {
 }
 many "$([[ $cores -gt 1 ]] && echo 1 || echo 0)"
 many 0
+
+# churn CORE: tests/c/churn.c under SCHED_FIFO on CORE, against `plugrl
+# serve` on core 0; it must pass, and no session may take 0.5 s.
+churn() {
+  local core=$1 url= rc=0
+  start_server "$bin/plugrl" serve --addr 127.0.0.1:0 --action-dim 2 --horizon 1 --features reuse-feedback-obs
+  timeout -s KILL 120 taskset -c "$core" chrt -f 50 "$bin/churn" "$url" >"$tmp/churn.out" 2>&1 || rc=$?
+  kill "$spid" 2>/dev/null || true
+  wait "$spid" 2>/dev/null || true
+  spid=
+  local slowest
+  slowest=$(sed -n 's/.*slowest session *\([0-9.]*\) ms$/\1/p' "$tmp/churn.out" | sort -n | tail -n 1)
+  if [[ $rc -ne 0 ]]; then
+    echo "FAIL: churn under SCHED_FIFO on core $core: exit $rc (137: hung, killed after 120 s)"
+    cat "$tmp/churn.out"
+    fail=1
+  elif [[ -z $slowest ]] || awk -v s="$slowest" 'BEGIN { exit !(s >= 500) }'; then
+    echo "FAIL: churn under SCHED_FIFO on core $core: a session took ${slowest:-?} ms (a real-time stall)"
+    cat "$tmp/churn.out"
+    fail=1
+  else
+    echo "ok   churn under SCHED_FIFO on core $core: $(tail -n 1 "$tmp/churn.out"); slowest session $slowest ms"
+  fi
+}
+churn "$([[ $cores -gt 1 ]] && echo 1 || echo 0)"
 exit $fail
