@@ -55,8 +55,13 @@ int *plugrl__rt_seen(void);
 ** holds every other call at the gate until plugrl__collect_end. */
 void plugrl__gate_enter(void);
 void plugrl__gate_leave(void);
+/* Brackets the calling thread's exit like a call (its first call into Go
+** calls it; helpers.c says why). */
+void plugrl__gate_bind_thread(void);
 int plugrl__collect_begin(void);
 void plugrl__collect_end(void);
+/* The calls the gate counts in progress (for tests). */
+int plugrl__gate_inside(void);
 
 /* This thread's buffer of at least n bytes for plugrl_errmsg's copy (valid
 ** until the thread's next plugrl_errmsg or plugrl_runner_errmsg); NULL when

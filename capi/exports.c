@@ -39,6 +39,7 @@ static void enter(void) {
     pthread_mutex_lock(&first_call_mu);
     plugrl__go_bind_thread();
     pthread_mutex_unlock(&first_call_mu);
+    plugrl__gate_bind_thread();
     thread_bound = 1;
   }
   plugrl__rt_ceiling();

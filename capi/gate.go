@@ -2,6 +2,7 @@ package main
 
 /*
 #include "capi.h"
+#include "plugrl.h"
 */
 import "C"
 
@@ -22,3 +23,21 @@ func collectBegin() bool { return C.plugrl__collect_begin() != 0 }
 
 // collectEnd opens the gate.
 func collectEnd() { C.plugrl__collect_end() }
+
+// callsInside is the number of calls the gate counts in progress.
+func callsInside() int { return int(C.plugrl__gate_inside()) }
+
+// callThroughWrappers makes a few calls through the exported C functions,
+// as a C caller would, for tests of their bracket (Go test files cannot
+// use cgo).
+func callThroughWrappers() {
+	_ = C.plugrl_version_number()
+	_ = C.plugrl_version()
+	_ = C.plugrl_status_str(C.PLUGRL_TIMEOUT)
+	_ = C.plugrl_dtype_size(C.PLUGRL_DTYPE_F32)
+	_ = C.plugrl_errmsg(nil)
+	_ = C.plugrl_close(nil)
+	_ = C.plugrl_runner_free(nil)
+	var o C.plugrl_options
+	_ = C.plugrl_options_init(&o)
+}

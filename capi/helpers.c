@@ -51,7 +51,16 @@ volatile int plugrl__forked = 0;
 
 static void on_fork_child(void) { plugrl__forked = 1; }
 
-__attribute__((constructor)) static void plugrl__init_c(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+static void exit_bracket(void *state);
+static pthread_key_t exit_key; /* see plugrl__gate_bind_thread */
+
+__attribute__((constructor)) static void plugrl__init_c(void) {
+  pthread_atfork(NULL, NULL, on_fork_child);
+  /* Created at load, before the Go runtime creates the key whose
+  ** destructor unbinds an exiting thread from Go: glibc runs a round of
+  ** destructors in the order of the keys' creation. */
+  (void)pthread_key_create(&exit_key, exit_bracket);
+}
 
 int plugrl__interrupt_fd(void) {
   if (interrupt_fd < 0) {
@@ -398,7 +407,11 @@ int *plugrl__rt_seen(void) { return &rt_seen; }
 ** is lowered to SCHED_OTHER for the collection, as no caller needs its
 ** ceiling then. A close that finds another thread inside (a loop waiting
 ** for its server) leaves the garbage to the next close that finds the
-** library idle, or to the memory limit (runtime.go). The counting is
+** library idle, or to the memory limit (runtime.go), whose collection is
+** the one left that can meet a caller; a caller held at the gate waits
+** for SCHED_OTHER work (the collector), so real-time load on its core
+** stretches that wait. A thread's exit is bracketed too (exit_bracket,
+** below). The counting is
 ** Dekker's: a caller counts itself in, then looks at the flag; the
 ** collector raises the flag, then looks at the count; with sequentially
 ** consistent atomics at least one of them sees the other.
@@ -415,21 +428,44 @@ void plugrl__gate_enter(void) {
       return;
     }
     atomic_fetch_sub(&inside, 1);
+    /* No call into the library was ever a cancellation point (Go's
+    ** system calls are not): a thread cancelled here would leave gate_mu
+    ** locked and every later call waiting. */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&gate_mu);
     while (atomic_load(&collecting)) {
       pthread_cond_wait(&gate_cv, &gate_mu);
     }
     pthread_mutex_unlock(&gate_mu);
+    pthread_setcancelstate(cancel, NULL);
   }
 }
 
 void plugrl__gate_leave(void) { atomic_fetch_sub(&inside, 1); }
 
-static void set_sysmon(int policy, int priority) {
-  if (atomic_load(&sysmon_known) && priority >= 0) {
-    struct sched_param sp = {.sched_priority = priority};
-    pthread_setschedparam(sysmon_thread, policy, &sp);
+int plugrl__gate_inside(void) { return atomic_load(&inside); }
+
+/* A thread that has called in and exits enters Go once more: the runtime's
+** key destructor unbinds it (dropm), changing its goroutine's status, which
+** spins while a collection scans that goroutine. So the exit is bracketed
+** like a call: this key's destructor counts the thread in (waiting, if the
+** library is collecting), stores a new value so that it runs again in the
+** next round of destructors, after the runtime's, and then counts it out. */
+static void exit_bracket(void *state) {
+  if (state == (void *)1) {
+    plugrl__gate_enter();
+    (void)pthread_setspecific(exit_key, (void *)2);
+  } else if (state == (void *)2) {
+    plugrl__gate_leave();
   }
+}
+
+void plugrl__gate_bind_thread(void) { (void)pthread_setspecific(exit_key, (void *)1); }
+
+static int set_sysmon(int policy, int priority) {
+  struct sched_param sp = {.sched_priority = priority};
+  return pthread_setschedparam(sysmon_thread, policy, &sp);
 }
 
 int plugrl__collect_begin(void) {
@@ -444,8 +480,12 @@ int plugrl__collect_begin(void) {
     }
   }
   pthread_mutex_unlock(&gate_mu);
-  if (alone && atomic_load(&sysmon_priority) > 0) {
-    set_sysmon(SCHED_OTHER, 0);
+  if (alone) {
+    pthread_mutex_lock(&ceiling_mu);
+    if (atomic_load(&sysmon_priority) > 0) {
+      (void)set_sysmon(SCHED_OTHER, 0);
+    }
+    pthread_mutex_unlock(&ceiling_mu);
   }
   return alone;
 }
@@ -453,8 +493,10 @@ int plugrl__collect_begin(void) {
 void plugrl__collect_end(void) {
   pthread_mutex_lock(&ceiling_mu);
   int priority = atomic_load(&sysmon_priority);
-  if (priority > 0) {
-    set_sysmon(SCHED_FIFO, priority);
+  if (priority > 0 && set_sysmon(SCHED_FIFO, priority) != 0) {
+    /* No longer permitted (the process dropped the capability): say so,
+    ** as plugrl__rt_ceiling does, rather than claim a ceiling. */
+    atomic_store(&sysmon_priority, -1);
   }
   pthread_mutex_unlock(&ceiling_mu);
   pthread_mutex_lock(&gate_mu);

@@ -54,16 +54,18 @@ func plugrl__go_bind_thread() {}
 //
 // So once a real-time thread has called in (helpers.c raises the flag),
 // the library turns automatic collection off and collects on its own
-// terms: after every successful plugrl_close and plugrl_runner_free, on
-// the closing thread, which waits for it (a millisecond or so for this
-// library's heap), and, as a backstop for reconnect storms and for handles
-// opened and never closed, when memory grows rtGCSlack past what lives (a
-// memory limit, reset after each collection). Those collections scan the
-// other handles' threads too: a process whose real-time loops run on while
-// another handle closes takes a small risk of one stall, where Go's own
-// schedule would take it every two minutes. A GOGC or GOMEMLIMIT in the
-// environment is the user's choice: the library then leaves the collector
-// alone.
+// terms: after a successful plugrl_close or plugrl_runner_free, on the
+// closing thread, which waits for it (a millisecond or so for this
+// library's heap), when no other thread is in a call into the library,
+// with the calls that begin meanwhile held at the door (helpers.c, the
+// collection's gate): no caller's goroutine is scanned then. As a
+// backstop for reconnect storms, for handles opened and never closed and
+// for closes that always find another call inside, it collects when
+// memory grows rtGCSlack past what lives (a memory limit, reset after
+// each collection): that collection can still meet a real-time loop, once
+// per rtGCSlack of garbage, where Go's own schedule would every two
+// minutes. A GOGC or GOMEMLIMIT in the environment is the user's choice:
+// the library then leaves the collector alone.
 const rtGCSlack = 256 << 20
 
 var (

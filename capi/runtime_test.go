@@ -98,13 +98,25 @@ func gcCycles() uint64 {
 }
 
 // TestCollectionGate: a close collects only when its call is the only one
-// in the library, and a call that begins during the collection waits for
-// its end (capi/helpers.c says why).
+// in the library, a call that begins during the collection waits for its
+// end, and every exported C function counts its call in and out (capi/
+// helpers.c says why).
 func TestCollectionGate(t *testing.T) {
+	percent := debug.SetGCPercent(-1) // no collection but the ones counted here
 	gc.managed.Store(true)
-	t.Cleanup(func() { gc.managed.Store(false) })
+	t.Cleanup(func() {
+		debug.SetGCPercent(percent)
+		gc.managed.Store(false)
+	})
+
+	base := callsInside()
+	callThroughWrappers()
+	if n := callsInside(); n != base {
+		t.Fatalf("%d calls counted in progress after calls through the C wrappers returned, %d before: a wrapper does not count its call out", n, base)
+	}
 
 	enterCall() // the closing call
+	t.Cleanup(leaveCall)
 	n := gcCycles()
 	collectAfterClose()
 	if gcCycles() == n {
@@ -114,14 +126,20 @@ func TestCollectionGate(t *testing.T) {
 	enterCall() // another thread's call, waiting for its server
 	n = gcCycles()
 	collectAfterClose()
+	leaveCall()
 	if gcCycles() != n {
 		t.Fatal("another call was in the library: the close collected anyway")
 	}
-	leaveCall()
 
 	if !collectBegin() {
 		t.Fatal("the only call in the library: collectBegin refused")
 	}
+	ended := false
+	t.Cleanup(func() {
+		if !ended {
+			collectEnd()
+		}
+	})
 	entered := make(chan struct{})
 	go func() {
 		enterCall()
@@ -134,10 +152,10 @@ func TestCollectionGate(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	collectEnd()
+	ended = true
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the collection ended, and a call waiting at the gate did not enter")
 	}
-	leaveCall()
 }

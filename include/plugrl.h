@@ -78,15 +78,18 @@
 **     thread the same way, no longer runs on its own. plugrl_close and
 **     plugrl_runner_free collect on the closing thread (about a
 **     millisecond) when no other thread is in a call into the library,
-**     and a call that begins meanwhile waits for the collection to end,
-**     asleep, before it enters Go: a collection never meets a real-time
-**     caller (one that did spun a caller for 1-2 s, 16 SCHED_FIFO threads
-**     opening and closing sessions on one core). A close that finds
-**     another thread in a call (a loop waiting for its server) leaves its
-**     garbage (tens of KiB) to a later one; a memory limit 256 MiB above
-**     the memory in use after the last collection is the backstop, and
-**     the one collection that can still meet a caller. GOGC or GOMEMLIMIT
-**     set in the environment leave the collector to the user.
+**     and a call that begins meanwhile (or a thread that has called in
+**     and exits) waits for the collection to end, asleep, before it
+**     enters Go: such a collection never meets a real-time caller (one
+**     that did spun a caller for 1-2 s, 16 SCHED_FIFO threads opening and
+**     closing sessions on one core). The wait is for the collector's
+**     SCHED_OTHER threads, so other real-time work on their core
+**     lengthens it. A close that finds another thread in a call (a loop
+**     waiting for its server) leaves its garbage (tens of KiB) to a later
+**     one; a memory limit 256 MiB above the memory in use after the last
+**     collection is the backstop, and the one collection that can still
+**     meet a caller. GOGC or GOMEMLIMIT set in the environment leave the
+**     collector to the user.
 **   - A thread's first call into the library binds it to one of the Go
 **     runtime's threads, and such first calls are made one at a time (a
 **     few microseconds each): many threads starting at once queue for it

@@ -9,14 +9,16 @@
 ** resident memory, and fails if any grows with the number of sessions:
 **
 **   - descriptors: back to what they were after the warm-up, exactly;
-**   - threads: the second half of the run (as many sessions as the
-**     first) adds at most one wave's worth. The runtime keeps every thread
+**   - threads: the rest of the run (the waves and the second thousand,
+**     1640 sessions) adds at most one wave's worth to what the first 1050
+**     left. The runtime keeps every thread
 **     it makes, and makes one when it finds none idle: a high-water mark,
 **     which a SCHED_FIFO caller preempting the runtime's threads on their
 **     core pushes up (tens of threads over the first thousand sessions,
 **     then a few), but which must not follow the number of sessions;
-**   - resident memory: the last phase adds at most RSS_SLACK to the first's
-**     (the Go heap settles; it must not keep growing).
+**   - resident memory: the rest of the run adds at most RSS_SLACK to what
+**     the first 1050 sessions left (the Go heap settles; it must not keep
+**     growing).
 **
 ** It also prints the slowest session of each phase: tests/sched_fifo.sh
 ** runs it under SCHED_FIFO on one core, where a collection meeting a
@@ -224,6 +226,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   struct usage base = measure("after the warm-up");
+  if (base.fds < 0 || base.threads < 0 || base.rss < 0) {
+    fprintf(stderr, "churn: /proc/self is not readable here: cannot count what the process holds\n");
+    return 1;
+  }
   if (sequential(url, seq, WARMUP)) {
     return 1;
   }
@@ -238,10 +244,6 @@ int main(int argc, char **argv) {
   struct usage last = measure("after as many again");
   int sessions = WARMUP + 2 * seq + nwaves * WAVE;
   int bad = 0;
-  if (base.fds < 0 || base.threads < 0 || base.rss < 0) {
-    fprintf(stderr, "churn: /proc/self is not readable here: cannot count what the process holds\n");
-    return 1;
-  }
   if (last.fds != base.fds) {
     fprintf(stderr, "churn: %ld descriptors open after %d sessions, %ld after the warm-up: a close leaks them\n",
             last.fds, sessions, base.fds);
