@@ -411,10 +411,11 @@ int *plugrl__rt_seen(void) { return &rt_seen; }
 ** the one left that can meet a caller; a caller held at the gate waits
 ** for SCHED_OTHER work (the collector), so real-time load on its core
 ** stretches that wait. A thread's exit is bracketed too (exit_bracket,
-** below). The counting is
-** Dekker's: a caller counts itself in, then looks at the flag; the
-** collector raises the flag, then looks at the count; with sequentially
-** consistent atomics at least one of them sees the other.
+** below).
+**
+** The counting is Dekker's: a caller counts itself in, then looks at the
+** flag; the collector raises the flag, then looks at the count; with
+** sequentially consistent atomics at least one of them sees the other.
 */
 static _Atomic int inside;     /* calls into Go in progress, all threads */
 static _Atomic int collecting; /* a collection after a close is running */
