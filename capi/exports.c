@@ -12,7 +12,11 @@
 **
 ** Each also lets a real-time caller raise sysmon to its priority before it
 ** enters Go (plugrl__rt_ceiling, helpers.c): entering Go from a real-time
-** thread could otherwise spin against a preempted sysmon. */
+** thread could otherwise spin against a preempted sysmon. And each counts
+** its call in and out of the collection's gate (enter, leave: the library
+** collects after a close only when no other call is in progress, and
+** holds new calls at the gate meanwhile; helpers.c says why), so every
+** path from enter() returns through leave(). */
 #include <pthread.h>
 
 #include "capi.h"
