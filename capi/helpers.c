@@ -255,6 +255,14 @@ int plugrl_fix_signal_handlers(void) {
 */
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+/* realtime reports whether the calling thread runs under a real-time
+** policy (SCHED_FIFO, SCHED_RR) or SCHED_DEADLINE, and its policy and
+** parameters. */
+static int realtime(int *policy, struct sched_param *param) {
+  return pthread_getschedparam(pthread_self(), policy, param) == 0 && *policy != SCHED_OTHER &&
+         *policy != SCHED_BATCH && *policy != SCHED_IDLE;
+}
+
 /* The runtime's threads, counted as they are created (below), and the
 ** second of them, which is sysmon (see plugrl__rt_ceiling). */
 static _Atomic int threads_created;
@@ -290,8 +298,7 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   struct sched_param param;
   /* Real-time (SCHED_FIFO, SCHED_RR) and SCHED_DEADLINE, whose threads
   ** cannot even create threads that inherit it: create SCHED_OTHER. */
-  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy == SCHED_OTHER || policy == SCHED_BATCH ||
-      policy == SCHED_IDLE) {
+  if (!realtime(&policy, &param)) {
     int err = create(thread, attr, start, arg);
     if (err == 0) {
       counted(*thread);
@@ -337,14 +344,16 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
 ** So sysmon runs at the highest real-time priority of the library's
 ** callers, SCHED_FIFO: a caller woken while sysmon holds the bit waits for
 ** it (microseconds: sysmon then sleeps again), as a priority ceiling
-** wants. sysmon sleeps between its ticks and never spins, so at that
-** priority it costs the caller's core a few microseconds per tick. (A
+** wants. sysmon sleeps between its ticks, so at that priority it costs
+** the caller's core a few microseconds per tick; it spins only on a
+** goroutine a collection is scanning, which is why it is lowered for the
+** library's own collections (the gate, below). (A
 ** SCHED_DEADLINE caller preempts any priority: it gets no ceiling, only
 ** the collector's care, runtime.go.) Each thread's policy is looked at on
 ** its first call and every 256th after, so a thread made real-time after
-** it began calling is seen within 256 calls. The priority is raised,
-** never lowered; where raising it is not permitted, it is not tried
-** again.
+** it began calling is seen within 256 calls. The ceiling is raised,
+** never lowered (sysmon leaves it only for the length of a collection);
+** where raising it is not permitted, it is not tried again.
 */
 static _Atomic int sysmon_priority; /* the ceiling set so far; -1: not permitted */
 /* Set once a real-time thread has called in; runtime.go reads it (tameGC). */
@@ -352,14 +361,18 @@ static int rt_seen;
 static pthread_mutex_t ceiling_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread unsigned ceiling_calls;
 
+static int set_sysmon(int policy, int priority) {
+  struct sched_param sp = {.sched_priority = priority};
+  return pthread_setschedparam(sysmon_thread, policy, &sp);
+}
+
 void plugrl__rt_ceiling(void) {
   if (!atomic_load(&sysmon_known) || (ceiling_calls++ & 255) != 0) {
     return;
   }
   int policy;
   struct sched_param param;
-  if (pthread_getschedparam(pthread_self(), &policy, &param) != 0 || policy == SCHED_OTHER || policy == SCHED_BATCH ||
-      policy == SCHED_IDLE) {
+  if (!realtime(&policy, &param)) {
     return;
   }
   __atomic_store_n(&rt_seen, 1, __ATOMIC_RELAXED);
@@ -373,8 +386,7 @@ void plugrl__rt_ceiling(void) {
   pthread_mutex_lock(&ceiling_mu);
   cur = atomic_load(&sysmon_priority);
   if (cur >= 0 && param.sched_priority > cur) {
-    struct sched_param sp = {.sched_priority = param.sched_priority};
-    atomic_store(&sysmon_priority, pthread_setschedparam(sysmon_thread, SCHED_FIFO, &sp) == 0 ? param.sched_priority : -1);
+    atomic_store(&sysmon_priority, set_sysmon(SCHED_FIFO, param.sched_priority) == 0 ? param.sched_priority : -1);
   }
   pthread_mutex_unlock(&ceiling_mu);
 }
@@ -463,11 +475,6 @@ static void exit_bracket(void *state) {
 }
 
 void plugrl__gate_bind_thread(void) { (void)pthread_setspecific(exit_key, (void *)1); }
-
-static int set_sysmon(int policy, int priority) {
-  struct sched_param sp = {.sched_priority = priority};
-  return pthread_setschedparam(sysmon_thread, policy, &sp);
-}
 
 int plugrl__collect_begin(void) {
   pthread_mutex_lock(&gate_mu);
