@@ -15,10 +15,13 @@
 // record can gain fields without a new version.
 //
 // The Writer keeps the caller's thread to copying and digesting: it appends
-// records to a bounded buffer under a mutex that is held for an append, and
-// a background goroutine compresses and writes that buffer every
-// FlushInterval. When the buffer is full a record is not written but
-// counted, and the next block carries a "lost" record saying how many.
+// each record's raw material (a frame) to a bounded buffer under a mutex
+// that is held for an append, and a background goroutine turns the frames
+// into records, patch-codes, compresses and writes them every
+// FlushInterval. A send whose message kept its layout is queued as the
+// bytes that can have changed (sent.go). When the buffer is full a record
+// is not written but counted, and the next block carries a "lost" record
+// saying how many.
 package ledger
 
 import (

@@ -12,16 +12,15 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/tinylib/msgp/msgp"
-
-	"github.com/plugrl/libplugrl/core/wire"
 )
 
 // Options configure a Writer. Zero values choose the defaults noted.
 type Options struct {
 	Level Level
 	// QueueBytes bounds the records waiting for the background writer:
-	// 8 MiB, at most 64 MiB. A record that does not fit is counted as
-	// lost instead of stalling the caller.
+	// 8 MiB, at most 32 MiB. A record that does not fit is counted as
+	// lost instead of stalling the caller; a queue half full wakes the
+	// writer before its interval is up.
 	QueueBytes int
 	// FlushInterval is how often the background writer compresses and
 	// writes what is queued: 100 ms, at most 250 ms. A process killed
@@ -38,6 +37,16 @@ type Options struct {
 // methods may be called from one goroutine at a time (the client's), and
 // Close from any; every method of a nil *Writer does nothing, so a client
 // without a ledger calls them unconditionally.
+//
+// The work is split so that the caller's thread touches as little memory
+// as it can: after each wait for the server its caches are cold, and each
+// line it reads or writes is a miss. A record method appends a frame to
+// the queue: a receive as the message, a send as its kept bytes, or as
+// only the bytes that can have changed when its message kept its layout
+// (sent.go), and any other record already encoded. The background writer
+// turns the frames into records (msgpack, messages patch-coded against the
+// last of their kind), compresses them and writes them (docs/LEDGER.md
+// has the costs measured).
 type Writer struct {
 	path     string
 	level    Level
@@ -50,28 +59,53 @@ type Writer struct {
 	// The recording goroutine's own state.
 	warn    func(string)
 	warned  bool
-	sends   history   // the last two send records' messages, for patch coding
-	recvs   history   // the last recv record's message
-	kept    [][]byte  // scratch for Sent: the segments it records (held until the next Sent, as the caller's message holds them)
-	cuts    []Cut     // scratch for Sent
-	digests []byte    // scratch for Sent
-	recvMsg [1][]byte // scratch for Received: its message as segments
-	dig     Digester  // the digests of the message being sent (BeginSend)
+	kept    [][]byte    // scratch for Sent: the segments it records (held until the next Sent, as the caller's message holds them)
+	cuts    []Cut       // scratch for Sent
+	refs    []uint32    // scratch for Sent: offset and length of each referenced kept segment
+	digests []byte      // scratch for Sent
+	dig     Digester    // the digests of the message being sent (BeginSend)
+	slots   [2]sendSlot // the messages recorded whole (sent.go)
+	oldest  int         // the slot a new message takes
 
 	mu        sync.Mutex // guards what follows; held for an append, never across I/O
-	queue     []byte
+	queue     []byte     // frames (see frameRecord)
 	lostCount int
 	lostBytes int
+	kicked    bool // the writer was woken early since its last flush
 	closed    bool
 
-	flushMu sync.Mutex // one flush at a time (the ticker's or Close's)
+	flushMu sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
 	spare   []byte
-	block   []byte
+	raw     []byte      // a block's records, before compression
+	block   []byte      // a block, compressed, with its header
+	sends   history     // the last two send records' messages, for patch coding
+	recvs   history     // the last recv record's message
+	bases   [2]sendBase // per slot, the message its frameSendSame frames patch
+	one     [1][]byte   // a message as the one segment appendCoded takes
 	enc     *zstd.Encoder
 	werr    error // the first write error; later blocks are not written
+	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
 }
+
+// The queue holds frames, each a record as the caller's thread left it:
+//
+//	tag (1 byte), payload length (uint32 LE), payload
+//
+// A frameRecord's payload is the record itself; a frameRecv's is the time
+// (int64 LE) and the message; frameSend and frameSendSame are described in
+// sent.go.
+const (
+	frameRecord = iota + 1
+	frameSend
+	frameSendSame
+	frameRecv
+
+	frameHeader    = 5
+	maxQueue       = 32 << 20
+	blockRawTarget = 8 << 20 // a flush writes a block whenever its records reach this
+)
 
 // used counts, per path, the ledgers this process has created there.
 var used = struct {
@@ -107,7 +141,7 @@ func Create(path string, o Options) (*Writer, error) {
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 8 << 20
 	}
-	o.QueueBytes = min(o.QueueBytes, maxBlock)
+	o.QueueBytes = min(o.QueueBytes, maxQueue)
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 100 * time.Millisecond
 	}
@@ -132,14 +166,14 @@ func Create(path string, o Options) (*Writer, error) {
 		path:  path,
 		level: o.Level, start: time.Now(), file: f, interval: o.FlushInterval, warn: o.Warn,
 		limit: o.QueueBytes, enc: enc,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	b := w.begin(KindOpen, 4)
+	b, at := w.begin(KindOpen, 4)
 	b = appendInt64(b, keyWall, w.start.UnixNano())
 	b = appendStr(b, keyLevel, o.Level.String())
 	b = appendStr(b, keyVersion, o.Version)
 	b = appendInt64(b, keyPID, int64(os.Getpid()))
-	w.queue = b
+	w.endFrame(b, at)
 	go w.run()
 	return w, nil
 }
@@ -150,11 +184,33 @@ func (w *Writer) Path() string { return w.path }
 // Level is the level the ledger records at.
 func (w *Writer) Level() Level { return w.level }
 
-// begin appends the start of a record of kind with extra more keys to the
-// queue and returns it; mu must be held.
-func (w *Writer) begin(kind string, extra int) []byte {
-	return msgp.AppendInt64(append(w.queue, recordPrefix(kind, extra)...), int64(time.Since(w.start)))
+// begin starts a frameRecord in the queue, for a record of kind with
+// extra more keys, and returns the queue and where the payload starts, for
+// endFrame; mu must be held.
+func (w *Writer) begin(kind string, extra int) ([]byte, int) {
+	b := append(w.queue, frameRecord, 0, 0, 0, 0)
+	return msgp.AppendInt64(append(b, recordPrefix(kind, extra)...), w.now()), len(b)
 }
+
+// endFrame ends the frame whose payload starts at at, and makes b the
+// queue. When the queue is past half its limit it wakes the background
+// writer, once until the writer flushes, so that a high rate of records
+// meets a flush before it meets the limit.
+func (w *Writer) endFrame(b []byte, at int) {
+	binary.LittleEndian.PutUint32(b[at-4:], uint32(len(b)-at))
+	w.queue = b
+	if len(b) > w.limit/2 && !w.kicked {
+		w.kicked = true
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// now is the records' time: nanoseconds since the ledger was opened, on
+// the monotonic clock.
+func (w *Writer) now() int64 { return int64(time.Since(w.start)) }
 
 // prefixes holds each record kind's first bytes for each count of extra
 // keys: the map header, the kind, and the time's key. Precomputed, as
@@ -216,73 +272,28 @@ func (w *Writer) Connected(url string, metadata []byte) {
 		return
 	}
 	w.conn++
-	b := w.begin(KindConnect, 3)
+	b, at := w.begin(KindConnect, 3)
 	b = appendInt64(b, keyConn, int64(w.conn))
 	b = appendStr(b, keyURL, url)
 	b = appendBin(b, keyMsg, metadata)
-	w.queue = b
+	w.endFrame(b, at)
 	w.mu.Unlock()
 }
 
-// Sent records a message the client sent; obs is the observation it was
-// encoded from. At Digest level the observation's array data is cut out
-// and each of its rows digested. Everything here runs on the caller's
-// thread, so it is one pass over the message's segments, which sorts them
-// into cuts and kept ones; the kept ones go into the record as a patch of
-// an earlier message when one has the same length (see history), copied
-// only where they differ from it.
-func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
+// Received records a message received after the metadata, as it arrived.
+func (w *Writer) Received(msg []byte) {
 	if w == nil {
 		return
 	}
-	w.kept, w.cuts, w.digests = w.kept[:0], w.cuts[:0], w.digests[:0]
-	// The digests, if the connection computed them as it copied m (it
-	// shows a Digester no small message: those rows are read here, from
-	// the cache, in the walk over the segments that Sent makes anyway).
-	digested := w.dig.active && w.dig.m == m && w.dig.seg >= 0
-	w.dig.active = false
-	off, kept := 0, 0
-	for i := 0; i < m.Segments(); i++ {
-		seg := m.Segment(i)
-		if w.level == Digest {
-			if rb, ok := m.ObsRowBytes(i, obs); ok {
-				w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
-				for r := 0; !digested && rb > 0 && r+rb <= len(seg); r += rb {
-					w.digests = binary.LittleEndian.AppendUint32(w.digests, RowDigest(seg[r:r+rb]))
-				}
-				off += len(seg)
-				continue
-			}
-		}
-		w.kept = append(w.kept, seg)
-		kept += len(seg)
-		off += len(seg)
-	}
-	if digested {
-		w.digests = append(w.digests, w.dig.out...)
-	}
-	if !w.reserve(kept + len(w.digests) + 32*len(w.cuts) + 96) {
+	t := w.now()
+	if !w.reserve(frameHeader + 8 + len(msg)) {
 		return
 	}
-	keys := 2
-	if len(w.cuts) > 0 {
-		keys = 5
-	}
-	b := w.begin(KindSend, keys)
-	b = w.sends.appendCoded(b, w.kept, kept, 2)
-	if len(w.cuts) > 0 {
-		b = appendInt64(b, keyLen, int64(m.Len()))
-		b = appendKey(b, keyCuts)
-		b = msgp.AppendArrayHeader(b, uint32(len(w.cuts)))
-		for _, c := range w.cuts {
-			b = msgp.AppendArrayHeader(b, 3)
-			b = msgp.AppendInt64(b, c.Offset)
-			b = msgp.AppendInt64(b, c.Len)
-			b = msgp.AppendInt64(b, c.RowBytes)
-		}
-		b = appendBin(b, keyDigests, w.digests)
-	}
-	w.queue = b
+	b := append(w.queue, frameRecv)
+	b = binary.LittleEndian.AppendUint32(b, uint32(8+len(msg)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(t))
+	b = append(b, msg...)
+	w.endFrame(b, len(b)-8-len(msg))
 	w.mu.Unlock()
 }
 
@@ -299,20 +310,6 @@ func appendBin(b []byte, key string, v []byte) []byte {
 	return msgp.AppendBytes(appendKey(b, key), v)
 }
 
-// Received records a message received after the metadata, as it arrived.
-func (w *Writer) Received(msg []byte) {
-	if w == nil {
-		return
-	}
-	if !w.reserve(len(msg) + 64) {
-		return
-	}
-	w.recvMsg[0] = msg
-	w.queue = w.recvs.appendCoded(w.begin(KindRecv, 2), w.recvMsg[:], len(msg), 1)
-	w.recvMsg[0] = nil
-	w.mu.Unlock()
-}
-
 // Closed records the end of the current connection: by "server" (its close
 // frame's code and reason), "client" (Close: 1000) or "local" (the client
 // dropped it: a lost link, a timeout, a protocol error, an interrupt, or
@@ -322,7 +319,7 @@ func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64
 	if w == nil || !w.reserve(len(reason)+len(err)+9*len(dropped)+96) {
 		return
 	}
-	b := w.begin(KindClose, 6)
+	b, at := w.begin(KindClose, 6)
 	b = appendInt64(b, keyConn, int64(w.conn))
 	b = appendStr(b, keyBy, by)
 	b = appendInt64(b, keyCode, int64(code))
@@ -333,7 +330,7 @@ func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64
 	for _, e := range dropped {
 		b = msgp.AppendInt64(b, e)
 	}
-	w.queue = b
+	w.endFrame(b, at)
 	w.mu.Unlock()
 }
 
@@ -342,9 +339,9 @@ func (w *Writer) Reconnecting(cause string) {
 	if w == nil || !w.reserve(len(cause)+48) {
 		return
 	}
-	b := w.begin(KindReconnect, 1)
+	b, at := w.begin(KindReconnect, 1)
 	b = appendStr(b, keyCause, cause)
-	w.queue = b
+	w.endFrame(b, at)
 	w.mu.Unlock()
 }
 
@@ -353,7 +350,7 @@ func (w *Writer) Interrupted() {
 	if w == nil || !w.reserve(32) {
 		return
 	}
-	w.queue = w.begin(KindInterrupt, 0)
+	w.endFrame(w.begin(KindInterrupt, 0))
 	w.mu.Unlock()
 }
 
@@ -368,7 +365,7 @@ func (w *Writer) Close() error {
 		w.mu.Unlock()
 		return w.werr
 	}
-	w.queue = w.begin(KindEnd, 0)
+	w.endFrame(w.begin(KindEnd, 0))
 	w.closed = true
 	w.mu.Unlock()
 	close(w.stop)
@@ -389,28 +386,65 @@ func (w *Writer) run() {
 			return
 		case <-t.C:
 			w.flush()
+		case <-w.kick:
+			w.flush()
 		}
 	}
 }
 
-// flush takes what is queued and writes it as one block.
+// flush takes the frames queued, turns them into records and writes them,
+// in blocks of about blockRawTarget bytes.
 func (w *Writer) flush() {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
-	raw := w.queue
+	queued := w.queue
 	w.queue = w.spare[:0]
 	lostN, lostB := w.lostCount, w.lostBytes
 	w.lostCount, w.lostBytes = 0, 0
+	w.kicked = false
 	w.mu.Unlock()
+	defer func() { w.spare = queued[:0] }()
+	raw := w.raw[:0]
+	for frames := queued; len(frames) > 0; {
+		tag, n := frames[0], int(binary.LittleEndian.Uint32(frames[1:]))
+		p := frames[frameHeader : frameHeader+n]
+		frames = frames[frameHeader+n:]
+		switch tag {
+		case frameRecord:
+			raw = append(raw, p...)
+		case frameSend:
+			raw = w.appendSend(raw, p)
+		case frameSendSame:
+			var ok bool
+			if raw, ok = w.appendSendSame(raw, p); !ok {
+				lostN, lostB = lostN+1, lostB+frameHeader+n
+			}
+		case frameRecv:
+			raw = msgp.AppendInt64(append(raw, recvPrefixes[2]...), int64(binary.LittleEndian.Uint64(p)))
+			w.one[0] = p[8:]
+			raw = w.recvs.appendCoded(raw, w.one[:], len(w.one[0]), 1)
+			w.one[0] = nil
+		}
+		if len(raw) >= blockRawTarget {
+			w.writeBlock(raw)
+			raw = raw[:0]
+		}
+	}
 	if lostN > 0 { // after what was queued: by now those records are lost
 		raw = msgp.AppendMapHeader(raw, 4)
 		raw = appendStr(raw, keyKind, KindLost)
-		raw = appendInt64(raw, keyTime, int64(time.Since(w.start)))
+		raw = appendInt64(raw, keyTime, w.now())
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
-	defer func() { w.spare = raw[:0] }()
+	w.writeBlock(raw)
+	w.raw = raw[:0]
+}
+
+// writeBlock compresses raw, a run of whole records, and writes it as one
+// block.
+func (w *Writer) writeBlock(raw []byte) {
 	if len(raw) == 0 || w.werr != nil {
 		return
 	}

@@ -26,6 +26,7 @@ type Message struct {
 	typestr [24]byte // scratch for a dtype's text
 
 	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
+	layout  uint64  // counts Resets (see Layout)
 	src     segSrc  // the source of the next refs
 	srcBase []byte
 }
@@ -39,6 +40,7 @@ type segment struct {
 
 // Reset empties m, keeping its buffers.
 func (m *Message) Reset() {
+	m.layout++
 	m.head = m.head[:0]
 	m.segs = m.segs[:0]
 	m.mark = 0
@@ -61,6 +63,19 @@ func (m *Message) Segment(i int) []byte {
 	}
 	return m.head[s.start:s.end]
 }
+
+// Layout identifies the message's own bytes: it changes with every Reset,
+// which every encoder does unless it reuses its plan (plan.go), and with
+// every new run of them. Two
+// encodings with the same Layout, Segments and Len differ only in the
+// bytes of their Referenced segments, which have the same lengths: the
+// ledger records only those when it can.
+func (m *Message) Layout() uint64 { return m.layout }
+
+// Referenced reports whether segment i is caller memory the message
+// references (array data, env ids, step ids, rewards: what the plan does
+// not compare) rather than the message's own msgpack bytes.
+func (m *Message) Referenced(i int) bool { return m.segs[i].ext != nil }
 
 // ObsRowBytes reports whether segment i is observation data (rows of an
 // image or state array of obs, the observation the message was encoded
@@ -115,6 +130,7 @@ func (m *Message) CopyTo(dst []byte) int {
 // seal closes the pending run of head bytes into a segment.
 func (m *Message) seal() {
 	if len(m.head) > m.mark {
+		m.layout++ // its own bytes changed (see Layout)
 		m.segs = append(m.segs, segment{start: m.mark, end: len(m.head)})
 		m.total += len(m.head) - m.mark
 		m.mark = len(m.head)

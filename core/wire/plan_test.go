@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"testing"
 	"unsafe"
@@ -11,18 +12,23 @@ import (
 // keeps its plan when the structure repeats) encodes every request exactly
 // as a fresh Message does, byte for byte and error for error, while the
 // requests change one thing at a time: data, env indices, flags, names,
-// dtypes, shapes, rows, text, episode stats, or nothing at all.
+// dtypes, shapes, rows, text, episode stats, or nothing at all. Its
+// Layout stays the same exactly when the plan is reused, and then only its
+// referenced segments' bytes differ from the last encoding (the ledger
+// records just those).
 func TestPlanMatchesFreshEncoding(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	var mi, mf Message
+	var last [2]lastEncoding
 	hits := 0
 	for step := 0; step < 4000; step++ {
 		in, fb := randomRequests(rng, step)
-		for _, kind := range []string{"infer", "feedback"} {
+		for k, kind := range []string{"infer", "feedback"} {
 			var reused, fresh Message
 			var errR, errF error
+			var before bool
 			if kind == "infer" {
-				before := mi.plan.kind == planInfer && mi.planMatch(viewOf(in, nil))
+				before = mi.plan.kind == planInfer && mi.planMatch(viewOf(in, nil))
 				errR = EncodeInfer(&mi, in)
 				errF = EncodeInfer(&fresh, in)
 				reused = mi
@@ -30,7 +36,7 @@ func TestPlanMatchesFreshEncoding(t *testing.T) {
 					hits++
 				}
 			} else {
-				before := mf.plan.kind == planFeedback && mf.planMatch(viewOf(nil, fb))
+				before = mf.plan.kind == planFeedback && mf.planMatch(viewOf(nil, fb))
 				errR = EncodeFeedback(&mf, fb)
 				errF = EncodeFeedback(&fresh, fb)
 				reused = mf
@@ -42,7 +48,11 @@ func TestPlanMatchesFreshEncoding(t *testing.T) {
 				t.Fatalf("step %d %s: reused message gives %v, a fresh one %v", step, kind, errR, errF)
 			}
 			if errR != nil {
+				last[k] = lastEncoding{}
 				continue
+			}
+			if err := last[k].check(&reused, before); err != "" {
+				t.Fatalf("step %d %s: %s", step, kind, err)
 			}
 			got, want := reused.AppendTo(nil), fresh.AppendTo(nil)
 			if !bytes.Equal(got, want) {
@@ -63,6 +73,50 @@ func TestPlanMatchesFreshEncoding(t *testing.T) {
 	if hits < 1000 {
 		t.Fatalf("only %d of 8000 encodings reused a plan; the test does not exercise it", hits)
 	}
+}
+
+// lastEncoding is what TestPlanMatchesFreshEncoding keeps of a message's
+// last successful encoding, to check its Layout.
+type lastEncoding struct {
+	ok     bool
+	layout uint64
+	own    [][]byte // each segment's bytes; nil where referenced
+	lens   []int
+}
+
+// check compares m, just encoded (planned: by reusing its plan), with the
+// last encoding, and makes m the last one; it returns what is wrong.
+func (l *lastEncoding) check(m *Message, planned bool) string {
+	defer func() {
+		*l = lastEncoding{ok: true, layout: m.Layout()}
+		for i := 0; i < m.Segments(); i++ {
+			var own []byte
+			if !m.Referenced(i) {
+				own = bytes.Clone(m.Segment(i))
+			}
+			l.own, l.lens = append(l.own, own), append(l.lens, len(m.Segment(i)))
+		}
+	}()
+	if !l.ok {
+		return ""
+	}
+	if planned != (m.Layout() == l.layout) {
+		return fmt.Sprintf("plan reused %v, but Layout %d after %d", planned, m.Layout(), l.layout)
+	}
+	if !planned {
+		return ""
+	}
+	if m.Segments() != len(l.lens) {
+		return fmt.Sprintf("the same Layout with %d segments, %d before", m.Segments(), len(l.lens))
+	}
+	for i := 0; i < m.Segments(); i++ {
+		seg := m.Segment(i)
+		if m.Referenced(i) != (l.own[i] == nil && l.lens[i] > 0) || len(seg) != l.lens[i] ||
+			!m.Referenced(i) && !bytes.Equal(seg, l.own[i]) {
+			return fmt.Sprintf("the same Layout, but segment %d (%d bytes, referenced %v) is not what it was", i, len(seg), m.Referenced(i))
+		}
+	}
+	return ""
 }
 
 // planWorld is the state randomRequests mutates step by step.

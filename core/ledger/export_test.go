@@ -1,0 +1,8 @@
+package ledger
+
+// HoldFlushes keeps w's background writer from taking the queue until
+// release is called, so that a test decides what the queue holds.
+func HoldFlushes(w *Writer) (release func()) {
+	w.flushMu.Lock()
+	return w.flushMu.Unlock
+}

@@ -1,0 +1,263 @@
+package ledger
+
+import (
+	"encoding/binary"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/plugrl/libplugrl/core/wire"
+)
+
+// A send is queued in one of two frames.
+//
+// frameSend holds the message as recorded (its kept bytes):
+//
+//	time, length on the wire            int64 LE each
+//	slot, kept bytes, cuts, digest      uint32 LE each
+//	bytes, referenced runs
+//	each cut: offset, length, row bytes int64 LE each
+//	each referenced run: offset in the
+//	kept bytes, length                  uint32 LE each
+//	the digests
+//	the kept bytes
+//
+// frameSendSame holds only what changed since the slot's last frameSend:
+// the message has the same layout (wire.Message.Layout: the encoder
+// reused its plan), so its own msgpack bytes, its cuts and the lengths of
+// its referenced runs are the same, and only the referenced bytes (ids,
+// rewards, array data that is not cut) and the digests can differ:
+//
+//	time                                int64 LE
+//	slot, digest bytes                  uint32 LE each
+//	the digests
+//	the referenced runs' bytes, in order
+//
+// An env loop sends the same layout on every exchange, so the caller's
+// thread copies a few dozen bytes per send instead of the message. Copying
+// the message was most of what recording cost the caller: the queue's
+// lines it writes are cold after every wait for the server, and each miss
+// is paid before the queue's lock is released (docs/LEDGER.md).
+const (
+	sendFixed     = 8 + 8 + 5*4
+	sendCut       = 3 * 8
+	sendRef       = 2 * 4
+	sendSameFixed = 8 + 2*4
+)
+
+// sendSlot is what the caller's side knows of a message whose last
+// recording was a frameSend the queue took: enough to record the next
+// encoding of the same layout as a frameSendSame.
+type sendSlot struct {
+	m       *wire.Message
+	layout  uint64
+	segs, n int  // the message's segments and length then
+	refs    int  // the bytes of its referenced kept segments
+	based   bool // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
+}
+
+// sendBase is the writer's side of a slot: the message of its last
+// frameSend, which each frameSendSame updates in place.
+type sendBase struct {
+	msg     []byte // the kept bytes
+	wireLen int64
+	cuts    []byte // as in the frame
+	refs    []byte // as in the frame
+	ok      bool
+}
+
+// slot is the slot of m, a message of the caller's (a client has two: its
+// infer and its feedback); a message it has not seen takes the slot of the
+// one seen least recently.
+func (w *Writer) slot(m *wire.Message) int {
+	for i := range w.slots {
+		if w.slots[i].m == m {
+			w.oldest = 1 - i
+			return i
+		}
+	}
+	i := w.oldest
+	w.slots[i] = sendSlot{m: m}
+	w.oldest = 1 - i
+	return i
+}
+
+// Sent records a message the client sent; obs is the observation it was
+// encoded from. At Digest level the observation's array data is cut out
+// and each of its rows digested. This runs on the caller's thread: it
+// walks the message's segments once, sorting them into cuts and kept ones,
+// and copies into the queue the kept ones, or only their referenced bytes
+// when the message has the layout it had last time (see frameSendSame).
+// The background writer patch-codes them.
+func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
+	if w == nil {
+		return
+	}
+	t := w.now()
+	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
+	// The digests, if the connection computed them as it copied m (it
+	// shows a Digester no small message: those rows are read here, from
+	// the cache, in the walk over the segments that Sent makes anyway).
+	digested := w.dig.active && w.dig.m == m && w.dig.seg >= 0
+	w.dig.active = false
+	si := w.slot(m)
+	s := &w.slots[si]
+	same := s.based && s.layout == m.Layout() && s.segs == m.Segments() && s.n == m.Len()
+	off, kept := 0, 0
+	for i := 0; i < m.Segments(); i++ {
+		seg := m.Segment(i)
+		if w.level == Digest {
+			if rb, ok := m.ObsRowBytes(i, obs); ok {
+				if !same {
+					w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
+				}
+				for r := 0; !digested && rb > 0 && r+rb <= len(seg); r += rb {
+					w.digests = binary.LittleEndian.AppendUint32(w.digests, RowDigest(seg[r:r+rb]))
+				}
+				off += len(seg)
+				continue
+			}
+		}
+		if !same {
+			w.kept = append(w.kept, seg)
+			if m.Referenced(i) {
+				w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
+			}
+		} else if m.Referenced(i) {
+			w.kept = append(w.kept, seg)
+		}
+		kept += len(seg)
+		off += len(seg)
+	}
+	if digested {
+		w.digests = append(w.digests, w.dig.out...)
+	}
+	if same {
+		w.sentSame(si, t, s.refs)
+		return
+	}
+	payload := sendFixed + sendCut*len(w.cuts) + sendRef*len(w.refs)/2 + len(w.digests) + kept
+	if !w.reserve(frameHeader + payload) {
+		// The slot stays as it was, and so does the writer's base. This
+		// message's Layout is not the slot's, and Layouts do not repeat:
+		// its next send is a frameSend too.
+		return
+	}
+	le := binary.LittleEndian
+	b := append(w.queue, frameSend)
+	b = le.AppendUint32(b, uint32(payload))
+	b = le.AppendUint64(b, uint64(t))
+	b = le.AppendUint64(b, uint64(m.Len()))
+	b = le.AppendUint32(b, uint32(si))
+	b = le.AppendUint32(b, uint32(kept))
+	b = le.AppendUint32(b, uint32(len(w.cuts)))
+	b = le.AppendUint32(b, uint32(len(w.digests)))
+	b = le.AppendUint32(b, uint32(len(w.refs)/2))
+	for _, c := range w.cuts {
+		b = le.AppendUint64(b, uint64(c.Offset))
+		b = le.AppendUint64(b, uint64(c.Len))
+		b = le.AppendUint64(b, uint64(c.RowBytes))
+	}
+	refs := 0
+	for k := 0; k < len(w.refs); k += 2 {
+		b = le.AppendUint32(b, w.refs[k])
+		b = le.AppendUint32(b, w.refs[k+1])
+		refs += int(w.refs[k+1])
+	}
+	b = append(b, w.digests...)
+	for _, seg := range w.kept {
+		b = append(b, seg...)
+	}
+	w.endFrame(b, len(b)-payload)
+	w.mu.Unlock()
+	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), refs: refs, based: true}
+}
+
+// sentSame queues the frameSendSame of slot si's message, whose
+// referenced kept segments Sent gathered in w.kept (refs bytes).
+func (w *Writer) sentSame(si int, t int64, refs int) {
+	payload := sendSameFixed + len(w.digests) + refs
+	if !w.reserve(frameHeader + payload) {
+		return // the writer's base is still the slot's last frameSend
+	}
+	le := binary.LittleEndian
+	b := append(w.queue, frameSendSame)
+	b = le.AppendUint32(b, uint32(payload))
+	b = le.AppendUint64(b, uint64(t))
+	b = le.AppendUint32(b, uint32(si))
+	b = le.AppendUint32(b, uint32(len(w.digests)))
+	b = append(b, w.digests...)
+	for _, seg := range w.kept {
+		b = append(b, seg...)
+	}
+	w.endFrame(b, len(b)-payload)
+	w.mu.Unlock()
+}
+
+// appendSend appends the send record of a frameSend's payload p, and
+// makes its message the base of its slot.
+func (w *Writer) appendSend(raw, p []byte) []byte {
+	le := binary.LittleEndian
+	t, wireLen := int64(le.Uint64(p)), int64(le.Uint64(p[8:]))
+	si, kept := int(le.Uint32(p[16:])), int(le.Uint32(p[20:]))
+	ncuts, ndig, nrefs := int(le.Uint32(p[24:])), int(le.Uint32(p[28:])), int(le.Uint32(p[32:]))
+	p = p[sendFixed:]
+	cuts, p := p[:sendCut*ncuts], p[sendCut*ncuts:]
+	refs, p := p[:sendRef*nrefs], p[sendRef*nrefs:]
+	digests, msg := p[:ndig], p[ndig:][:kept]
+	base := &w.bases[si]
+	base.msg = append(base.msg[:0], msg...)
+	base.cuts = append(base.cuts[:0], cuts...)
+	base.refs = append(base.refs[:0], refs...)
+	base.wireLen, base.ok = wireLen, true
+	return w.appendSendRecord(raw, t, base, digests)
+}
+
+// appendSendSame appends the send record of a frameSendSame's payload p:
+// its slot's base, with the referenced runs replaced by p's bytes. It
+// reports false, appending nothing, for a frame it has no base for, which
+// Sent never queues (it queues a frameSendSame only after the queue took
+// its slot's frameSend, and the writer reads frames in order): the flush
+// counts it as lost rather than stopping the process.
+func (w *Writer) appendSendSame(raw, p []byte) ([]byte, bool) {
+	le := binary.LittleEndian
+	t, si, ndig := int64(le.Uint64(p)), int(le.Uint32(p[8:])), int(le.Uint32(p[12:]))
+	p = p[sendSameFixed:]
+	digests, p := p[:ndig], p[ndig:]
+	base := &w.bases[si]
+	if !base.ok {
+		return raw, false
+	}
+	for r := base.refs; len(r) > 0; r = r[sendRef:] {
+		off, n := le.Uint32(r), le.Uint32(r[4:])
+		copy(base.msg[off:off+n], p[:n])
+		p = p[n:]
+	}
+	return w.appendSendRecord(raw, t, base, digests), true
+}
+
+// appendSendRecord appends a send record of base's message at time t.
+func (w *Writer) appendSendRecord(raw []byte, t int64, base *sendBase, digests []byte) []byte {
+	le := binary.LittleEndian
+	ncuts := len(base.cuts) / sendCut
+	keys := 2
+	if ncuts > 0 {
+		keys = 5
+	}
+	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
+	w.one[0] = base.msg
+	raw = w.sends.appendCoded(raw, w.one[:], len(base.msg), 2)
+	w.one[0] = nil
+	if ncuts > 0 {
+		raw = appendInt64(raw, keyLen, base.wireLen)
+		raw = appendKey(raw, keyCuts)
+		raw = msgp.AppendArrayHeader(raw, uint32(ncuts))
+		for c := base.cuts; len(c) > 0; c = c[sendCut:] {
+			raw = msgp.AppendArrayHeader(raw, 3)
+			raw = msgp.AppendInt64(raw, int64(le.Uint64(c)))
+			raw = msgp.AppendInt64(raw, int64(le.Uint64(c[8:])))
+			raw = msgp.AppendInt64(raw, int64(le.Uint64(c[16:])))
+		}
+		raw = appendBin(raw, keyDigests, digests)
+	}
+	return raw
+}
