@@ -248,6 +248,27 @@ func (h *history) patchInPlace(b []byte, segs [][]byte, old []byte) []byte {
 	return b
 }
 
+// appendCodedRange is appendCoded for the usual send at depth 2: msg has
+// the length of the send two back, and differs from it only within
+// msg[lo:hi], so only that range is compared and copied, as patchInPlace
+// does for the segments that differ.
+func (h *history) appendCodedRange(b, msg []byte, lo, hi int) []byte {
+	b = appendKey(b, keyPatch)
+	b = append(b, 2)
+	b = appendKey(b, keyMsg)
+	b = append(b, 0xc6, 0, 0, 0, 0) // bin 32, its length filled in below
+	at := len(b)
+	old := h.prev[1]
+	if lo < hi {
+		b = appendPatch(b, msg[lo:hi], old[lo:hi], lo)
+		copy(old[lo:hi], msg[lo:hi])
+	}
+	binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
+	h.prev[0], h.prev[1] = h.prev[1], h.prev[0]
+	h.valid[0], h.valid[1] = true, h.valid[0]
+	return b
+}
+
 func appendSegments(b []byte, segs [][]byte) []byte {
 	for _, seg := range segs {
 		b = append(b, seg...)

@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -52,6 +54,7 @@ type sendSlot struct {
 	layout  uint64
 	segs, n int  // the message's segments and length then
 	refs    int  // the bytes of its referenced kept segments
+	digests int  // the bytes of its digests
 	based   bool // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
 }
 
@@ -93,7 +96,6 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 		return
 	}
 	t := w.now()
-	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
 	// The digests, if the connection computed them as it copied m (it
 	// shows a Digester no small message: those rows are read here, from
 	// the cache, in the walk over the segments that Sent makes anyway).
@@ -101,15 +103,17 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	w.dig.active = false
 	si := w.slot(m)
 	s := &w.slots[si]
-	same := s.based && s.layout == m.Layout() && s.segs == m.Segments() && s.n == m.Len()
+	if s.based && s.layout == m.Layout() && s.segs == m.Segments() && s.n == m.Len() &&
+		w.sentSame(m, obs, si, t, digested) {
+		return
+	}
+	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
 	off, kept := 0, 0
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		if w.level == Digest {
 			if rb, ok := m.ObsRowBytes(i, obs); ok {
-				if !same {
-					w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
-				}
+				w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
 				for r := 0; !digested && rb > 0 && r+rb <= len(seg); r += rb {
 					w.digests = binary.LittleEndian.AppendUint32(w.digests, RowDigest(seg[r:r+rb]))
 				}
@@ -117,23 +121,15 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 				continue
 			}
 		}
-		if !same {
-			w.kept = append(w.kept, seg)
-			if m.Referenced(i) {
-				w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
-			}
-		} else if m.Referenced(i) {
-			w.kept = append(w.kept, seg)
+		w.kept = append(w.kept, seg)
+		if m.Referenced(i) {
+			w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
 		}
 		kept += len(seg)
 		off += len(seg)
 	}
 	if digested {
 		w.digests = append(w.digests, w.dig.out...)
-	}
-	if same {
-		w.sentSame(si, t, s.refs)
-		return
 	}
 	payload := sendFixed + sendCut*len(w.cuts) + sendRef*len(w.refs)/2 + len(w.digests) + kept
 	if !w.reserve(frameHeader + payload) {
@@ -169,28 +165,74 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	}
 	w.endFrame(b, len(b)-payload)
 	w.mu.Unlock()
-	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), refs: refs, based: true}
+	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), refs: refs, digests: len(w.digests), based: true}
 }
 
-// sentSame queues the frameSendSame of slot si's message, whose
-// referenced kept segments Sent gathered in w.kept (refs bytes).
-func (w *Writer) sentSame(si int, t int64, refs int) {
-	payload := sendSameFixed + len(w.digests) + refs
+// sentSame queues the frameSendSame of m, which has the layout of slot
+// si's last frameSend: its digests and referenced kept bytes, written
+// straight into the queue in one walk over m's segments (the fewest lines
+// the caller's thread can touch). It reports false, having queued nothing,
+// if m's cuts or referenced bytes are not those of the slot (an obs other
+// than the one m was encoded from): Sent then records m whole.
+func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int64, digested bool) bool {
+	s := &w.slots[si]
+	payload := sendSameFixed + s.digests + s.refs
 	if !w.reserve(frameHeader + payload) {
-		return // the writer's base is still the slot's last frameSend
+		return true // lost, and counted; the writer's base is still the slot's last frameSend
 	}
 	le := binary.LittleEndian
+	start := len(w.queue)
 	b := append(w.queue, frameSendSame)
 	b = le.AppendUint32(b, uint32(payload))
 	b = le.AppendUint64(b, uint64(t))
 	b = le.AppendUint32(b, uint32(si))
-	b = le.AppendUint32(b, uint32(len(w.digests)))
-	b = append(b, w.digests...)
-	for _, seg := range w.kept {
-		b = append(b, seg...)
+	b = le.AppendUint32(b, uint32(s.digests))
+	d := len(b) // the digests go at b[d:], the referenced bytes at b[r:]
+	r := d + s.digests
+	b = slices.Grow(b, s.digests+s.refs)[:r+s.refs]
+	end := len(b)
+	if digested {
+		if len(w.dig.out) != s.digests {
+			return w.unqueue(start)
+		}
+		copy(b[d:], w.dig.out)
+		d = r
 	}
-	w.endFrame(b, len(b)-payload)
+	for i := 0; i < m.Segments(); i++ {
+		seg := m.Segment(i)
+		if w.level == Digest {
+			if rb, ok := m.ObsRowBytes(i, obs); ok {
+				for k := 0; !digested && rb > 0 && k+rb <= len(seg); k += rb {
+					if d+4 > r {
+						return w.unqueue(start)
+					}
+					le.PutUint32(b[d:], RowDigest(seg[k:k+rb]))
+					d += 4
+				}
+				continue
+			}
+		}
+		if m.Referenced(i) {
+			if r+len(seg) > end {
+				return w.unqueue(start)
+			}
+			r += copy(b[r:], seg)
+		}
+	}
+	if d != len(b)-s.refs || r != end {
+		return w.unqueue(start)
+	}
+	w.endFrame(b, end-payload)
 	w.mu.Unlock()
+	return true
+}
+
+// unqueue takes a frame sentSame was writing back off the queue, and
+// reports false: the message is not what its slot says.
+func (w *Writer) unqueue(start int) bool {
+	w.queue = w.queue[:start]
+	w.mu.Unlock()
+	return false
 }
 
 // appendSend appends the send record of a frameSend's payload p, and
@@ -209,7 +251,7 @@ func (w *Writer) appendSend(raw, p []byte) []byte {
 	base.cuts = append(base.cuts[:0], cuts...)
 	base.refs = append(base.refs[:0], refs...)
 	base.wireLen, base.ok = wireLen, true
-	return w.appendSendRecord(raw, t, base, digests)
+	return w.appendSendRecord(raw, t, si, base, 0, len(base.msg), digests)
 }
 
 // appendSendSame appends the send record of a frameSendSame's payload p:
@@ -227,16 +269,26 @@ func (w *Writer) appendSendSame(raw, p []byte) ([]byte, bool) {
 	if !base.ok {
 		return raw, false
 	}
+	lo, hi := 0, 0 // the bytes that changed are within base.msg[lo:hi]
 	for r := base.refs; len(r) > 0; r = r[sendRef:] {
-		off, n := le.Uint32(r), le.Uint32(r[4:])
-		copy(base.msg[off:off+n], p[:n])
+		off, n := int(le.Uint32(r)), int(le.Uint32(r[4:]))
+		if !bytes.Equal(base.msg[off:off+n], p[:n]) {
+			if lo == hi {
+				lo = off
+			}
+			hi = off + n
+			copy(base.msg[off:off+n], p[:n])
+		}
 		p = p[n:]
 	}
-	return w.appendSendRecord(raw, t, base, digests), true
+	return w.appendSendRecord(raw, t, si, base, lo, hi, digests), true
 }
 
-// appendSendRecord appends a send record of base's message at time t.
-func (w *Writer) appendSendRecord(raw []byte, t int64, base *sendBase, digests []byte) []byte {
+// appendSendRecord appends a send record of slot si's message (base) at
+// time t. When the message is a frameSendSame's, it differs from the
+// slot's last one only within base.msg[lo:hi] (lo == hi: not at all); a
+// frameSendSame passes lo = 0, hi = len(base.msg).
+func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, lo, hi int, digests []byte) []byte {
 	le := binary.LittleEndian
 	ncuts := len(base.cuts) / sendCut
 	keys := 2
@@ -244,9 +296,17 @@ func (w *Writer) appendSendRecord(raw []byte, t int64, base *sendBase, digests [
 		keys = 5
 	}
 	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
-	w.one[0] = base.msg
-	raw = w.sends.appendCoded(raw, w.one[:], len(base.msg), 2)
-	w.one[0] = nil
+	h := &w.sends
+	if w.sendFrom[1] == si && h.valid[1] && len(h.prev[1]) == len(base.msg) {
+		// The send two back is this slot's last message, which the patch
+		// is against: only [lo, hi) can differ from it.
+		raw = h.appendCodedRange(raw, base.msg, lo, hi)
+	} else {
+		w.one[0] = base.msg
+		raw = h.appendCoded(raw, w.one[:], len(base.msg), 2)
+		w.one[0] = nil
+	}
+	w.sendFrom[0], w.sendFrom[1] = si, w.sendFrom[0]
 	if ncuts > 0 {
 		raw = appendInt64(raw, keyLen, base.wireLen)
 		raw = appendKey(raw, keyCuts)
