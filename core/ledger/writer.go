@@ -106,9 +106,19 @@ const (
 	frameSendSame
 	frameRecv
 
-	frameHeader    = 5
-	maxQueue       = 32 << 20
-	blockRawTarget = 8 << 20 // a flush writes a block whenever its records reach this
+	frameHeader = 5
+	maxQueue    = 32 << 20
+	// blockRawTarget is the size of the blocks a flush writes (a record
+	// larger than it is a block of its own). Small blocks keep the
+	// writer's bursts short: it yields the core between them, so that a
+	// client thread sharing the core waits for one block's work at most.
+	// In the SMALL bench on one core, a 100 ms flush in one go made the
+	// turnaround's p99.99 1.4-1.7 ms; 32 KiB blocks with yields 0.65-1.0
+	// ms, at the price of p99.9 (0.15-0.25 ms to 0.37-0.50; 8 KiB blocks:
+	// 0.3 ms, and 20 % fewer exchanges). And zstd does better on them: on
+	// a SMALL ledger, 32 KiB blocks compress 12.2:1 at 700 MB/s, one
+	// 230 KiB block 9.8:1 at 370 MB/s (its tables stay in the cache).
+	blockRawTarget = 32 << 10
 	windowBytes    = 256 << 10
 )
 
@@ -402,7 +412,8 @@ func (w *Writer) run() {
 }
 
 // flush takes the frames queued, turns them into records and writes them,
-// in blocks of about blockRawTarget bytes.
+// in blocks of about blockRawTarget bytes, yielding the core between
+// blocks.
 func (w *Writer) flush() {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
@@ -438,6 +449,7 @@ func (w *Writer) flush() {
 		if len(raw) >= blockRawTarget {
 			w.writeBlock(raw)
 			raw = raw[:0]
+			yieldThread()
 		}
 	}
 	if lostN > 0 { // after what was queued: by now those records are lost
