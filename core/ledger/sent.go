@@ -52,10 +52,12 @@ const (
 type sendSlot struct {
 	m       *wire.Message
 	layout  uint64
-	segs, n int  // the message's segments and length then
-	refs    int  // the bytes of its referenced kept segments
-	digests int  // the bytes of its digests
-	based   bool // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
+	segs, n int     // the message's segments and length then
+	kept    int     // the bytes it kept
+	refs    int     // the bytes of its referenced kept segments
+	digests int     // the bytes of its digests
+	cutRows []int32 // at digest level, per segment: 1 + its row size if it was cut, else 0
+	based   bool    // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
 }
 
 // sendBase is the writer's side of a slot: the message of its last
@@ -79,7 +81,7 @@ func (w *Writer) slot(m *wire.Message) int {
 		}
 	}
 	i := w.oldest
-	w.slots[i] = sendSlot{m: m}
+	w.slots[i] = sendSlot{m: m, cutRows: w.slots[i].cutRows[:0]}
 	w.oldest = 1 - i
 	return i
 }
@@ -103,16 +105,22 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	w.dig.active = false
 	si := w.slot(m)
 	s := &w.slots[si]
-	if s.based && s.layout == m.Layout() && s.segs == m.Segments() && s.n == m.Len() &&
+	// A message longer than maxDelta is recorded whole every time (the
+	// writer does not patch it), so it is queued whole: the queue's limit
+	// bounds the writer's work too.
+	if s.based && s.layout == m.Layout() && s.segs == m.Segments() && s.n == m.Len() && s.kept <= maxDelta &&
 		w.sentSame(m, obs, si, t, digested) {
 		return
 	}
 	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
+	w.cutRows = w.cutRows[:0]
 	off, kept := 0, 0
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		if w.level == Digest {
-			if rb, ok := m.ObsRowBytes(i, obs); ok {
+			rb, ok := m.ObsRowBytes(i, obs)
+			w.cutRows = append(w.cutRows, cutRow(rb, ok))
+			if ok {
 				w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
 				for r := 0; !digested && rb > 0 && r+rb <= len(seg); r += rb {
 					w.digests = binary.LittleEndian.AppendUint32(w.digests, RowDigest(seg[r:r+rb]))
@@ -133,9 +141,9 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	}
 	payload := sendFixed + sendCut*len(w.cuts) + sendRef*len(w.refs)/2 + len(w.digests) + kept
 	if !w.reserve(frameHeader + payload) {
-		// The slot stays as it was, and so does the writer's base. This
-		// message's Layout is not the slot's, and Layouts do not repeat:
-		// its next send is a frameSend too.
+		// The slot stays as it was, and so does the writer's base: a
+		// later frameSendSame carries every referenced byte, so it
+		// rebuilds its message from that base whatever was lost between.
 		return
 	}
 	le := binary.LittleEndian
@@ -165,15 +173,26 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	}
 	w.endFrame(b, len(b)-payload)
 	w.mu.Unlock()
-	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), refs: refs, digests: len(w.digests), based: true}
+	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), kept: kept, refs: refs, digests: len(w.digests),
+		cutRows: append(s.cutRows[:0], w.cutRows...), based: true}
+}
+
+// cutRow is a segment's entry in sendSlot.cutRows: 1 + its row size if
+// ObsRowBytes said it is observation data (ok), else 0.
+func cutRow(rowBytes int, ok bool) int32 {
+	if !ok {
+		return 0
+	}
+	return 1 + int32(rowBytes)
 }
 
 // sentSame queues the frameSendSame of m, which has the layout of slot
 // si's last frameSend: its digests and referenced kept bytes, written
 // straight into the queue in one walk over m's segments (the fewest lines
 // the caller's thread can touch). It reports false, having queued nothing,
-// if m's cuts or referenced bytes are not those of the slot (an obs other
-// than the one m was encoded from): Sent then records m whole.
+// if m's cuts (which segments, their row sizes) are not the slot's, as
+// with an obs other than the one m was encoded from: Sent then records m
+// whole.
 func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int64, digested bool) bool {
 	s := &w.slots[si]
 	payload := sendSameFixed + s.digests + s.refs
@@ -201,7 +220,11 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
 		if w.level == Digest {
-			if rb, ok := m.ObsRowBytes(i, obs); ok {
+			rb, ok := m.ObsRowBytes(i, obs)
+			if cutRow(rb, ok) != s.cutRows[i] {
+				return w.unqueue(start)
+			}
+			if ok {
 				for k := 0; !digested && rb > 0 && k+rb <= len(seg); k += rb {
 					if d+4 > r {
 						return w.unqueue(start)
@@ -227,8 +250,8 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 	return true
 }
 
-// unqueue takes a frame sentSame was writing back off the queue, and
-// reports false: the message is not what its slot says.
+// unqueue abandons the frame sentSame was writing (w.queue is as it was
+// before it), and reports false: the message is not what its slot says.
 func (w *Writer) unqueue(start int) bool {
 	w.queue = w.queue[:start]
 	w.mu.Unlock()
@@ -287,7 +310,7 @@ func (w *Writer) appendSendSame(raw, p []byte) ([]byte, bool) {
 // appendSendRecord appends a send record of slot si's message (base) at
 // time t. When the message is a frameSendSame's, it differs from the
 // slot's last one only within base.msg[lo:hi] (lo == hi: not at all); a
-// frameSendSame passes lo = 0, hi = len(base.msg).
+// frameSend passes lo = 0, hi = len(base.msg).
 func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, lo, hi int, digests []byte) []byte {
 	le := binary.LittleEndian
 	ncuts := len(base.cuts) / sendCut
@@ -297,9 +320,12 @@ func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, l
 	}
 	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
 	h := &w.sends
-	if w.sendFrom[1] == si && h.valid[1] && len(h.prev[1]) == len(base.msg) {
-		// The send two back is this slot's last message, which the patch
-		// is against: only [lo, hi) can differ from it.
+	if w.sendFrom[1] == si && w.sendFrom[0] != si && h.valid[1] && len(h.prev[1]) == len(base.msg) {
+		// The send two back is this slot's last message (the last send
+		// is the other slot's), which the patch is against: only
+		// [lo, hi) can differ from it. Two sends in a row from one slot
+		// (an infer after a reconnect, a feedback the queue refused) are
+		// compared whole.
 		raw = h.appendCodedRange(raw, base.msg, lo, hi)
 	} else {
 		w.one[0] = base.msg

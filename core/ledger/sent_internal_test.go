@@ -216,3 +216,175 @@ func TestHalfFullWakesWriter(t *testing.T) {
 		t.Fatal("a flush left the queue or the wake-up behind")
 	}
 }
+
+// sendsOf records sends through a fresh ledger at level (each a function
+// that encodes and sends, returning the message as the ledger must read it
+// back, or nil when the queue is to refuse it) and checks that the ledger
+// reads back exactly the messages it took.
+func sendsOf(t *testing.T, level Level, sends ...func(w *Writer) []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{Level: level, FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][]byte
+	for _, send := range sends {
+		if m := send(w); m != nil {
+			want = append(want, m)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got [][]byte
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Kind == KindSend {
+			m, err := r.Message(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, bytes.Clone(m))
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d sends read back, %d taken", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("send %d reads back as other bytes:\n got %x\nwant %x", i, got[i], want[i])
+		}
+	}
+}
+
+// refused runs send with a queue that takes nothing more.
+func refused(w *Writer, send func()) {
+	w.mu.Lock()
+	limit := w.limit
+	w.limit = len(w.queue)
+	w.mu.Unlock()
+	send()
+	w.mu.Lock()
+	w.limit = limit
+	w.mu.Unlock()
+}
+
+// TestSendsFromOneSlotInARow: the writer patches a send of a known layout
+// over the bytes that changed only against its slot's last send; when that
+// is the last send of all (two infers in a row, as after a reconnect; a
+// feedback the queue refused between two infers), the send two back is
+// older, and the patch must not be made against it.
+func TestSendsFromOneSlotInARow(t *testing.T) {
+	state := []float64{1, 2}
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "q", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 2}, Data: wire.BytesOf(state)}}}}
+	steps, rewards, flags := []int64{0}, []float32{0}, []bool{false}
+	in := &wire.Infer{EnvIndices: []int64{0}, StepIDs: steps, Obs: obs}
+	fb := &wire.Feedback{EnvIndices: []int64{0}, StepIDs: steps, Obs: obs, Rewards: rewards, Terminated: flags, Truncated: flags}
+	for _, level := range []Level{Digest, Full} {
+		var mi, mf wire.Message
+		infer := func(step int64, s1 float64) func(*Writer) []byte {
+			return func(w *Writer) []byte {
+				steps[0], state[1] = step, s1
+				if err := wire.EncodeInfer(&mi, in); err != nil {
+					t.Fatal(err)
+				}
+				w.Sent(&mi, obs)
+				return rebuiltAt(&mi, obs, level)
+			}
+		}
+		feedback := func(reward float32, refuse bool) func(*Writer) []byte {
+			return func(w *Writer) []byte {
+				rewards[0] = reward
+				if err := wire.EncodeFeedback(&mf, fb); err != nil {
+					t.Fatal(err)
+				}
+				if refuse {
+					refused(w, func() { w.Sent(&mf, obs) })
+					return nil
+				}
+				w.Sent(&mf, obs)
+				return rebuiltAt(&mf, obs, level)
+			}
+		}
+		sendsOf(t, level, infer(0, 2), infer(7, 2), infer(7, 9), infer(8, 9))
+		sendsOf(t, level, infer(0, 2), feedback(0, false), infer(1, 2), feedback(1, true),
+			infer(2, 2), feedback(5, true), infer(2, 3), feedback(6, false), infer(3, 3))
+	}
+}
+
+// TestSendWithOtherCuts: at digest level, a send of a known layout whose
+// observation cuts other segments, or the same ones in other rows, than
+// its slot's last send (an obs other than the one the message was encoded
+// from, with the same totals) is recorded whole, as it is.
+func TestSendWithOtherCuts(t *testing.T) {
+	img := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	st := []byte{21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36}
+	enc := &wire.Observation{
+		Images: []wire.NamedArray{{Name: "i", Array: wire.Array{DType: wire.Uint8, Shape: []int{4, 2, 2, 1}, Data: img}}},
+		States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{4, 4}, Data: st}}},
+	}
+	onlyImg, onlyState := &wire.Observation{Images: enc.Images}, &wire.Observation{States: enc.States}
+	// The image again, as 2 rows of 8: the same digest bytes, other cuts.
+	wide := &wire.Observation{Images: []wire.NamedArray{{Name: "i", Array: wire.Array{DType: wire.Uint8, Shape: []int{2, 8}, Data: img}}}}
+	in := &wire.Infer{EnvIndices: []int64{0, 1, 2, 3}, StepIDs: []int64{0, 0, 0, 0}, Obs: enc}
+	var m wire.Message
+	send := func(o *wire.Observation) func(*Writer) []byte {
+		return func(w *Writer) []byte {
+			if err := wire.EncodeInfer(&m, in); err != nil {
+				t.Fatal(err)
+			}
+			w.Sent(&m, o)
+			return rebuiltAt(&m, o, Digest)
+		}
+	}
+	sendsOf(t, Digest, send(onlyImg), send(onlyState), send(onlyImg), send(wide), send(enc), send(enc))
+}
+
+// TestLongSendsQueuedWhole: a send whose kept bytes are over maxDelta is
+// queued whole each time, even with a known layout: the writer records it
+// whole, so the queue's limit must count it whole to bound the writer's
+// work (a text observation of 100 Ki characters, 400 KiB as <U4, and
+// 1 MiB of queue: 2 are taken).
+func TestLongSendsQueuedWhole(t *testing.T) {
+	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{Level: Digest, QueueBytes: 1 << 20, FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	release := HoldFlushes(w)
+	defer release()
+	obs := &wire.Observation{Text: []string{string(bytes.Repeat([]byte("x"), 100<<10))}}
+	in := &wire.Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: obs}
+	var m wire.Message
+	for i := 0; i < 20; i++ {
+		in.StepIDs[0] = int64(i)
+		if err := wire.EncodeInfer(&m, in); err != nil {
+			t.Fatal(err)
+		}
+		w.Sent(&m, obs)
+	}
+	frames := map[byte]int{}
+	for f := w.queue; len(f) > 0; f = f[frameHeader+int(binary.LittleEndian.Uint32(f[1:])):] {
+		frames[f[0]]++
+	}
+	if frames[frameSendSame] != 0 || frames[frameSend]+w.lostCount != 20 || w.lostCount == 0 {
+		t.Fatalf("frames queued %v, %d lost: want only whole sends, and the rest lost", frames, w.lostCount)
+	}
+}

@@ -75,6 +75,7 @@ type Writer struct {
 	cuts    []Cut    // scratch for Sent
 	refs    []uint32 // scratch for Sent: offset and length of each referenced kept segment
 	digests []byte   // scratch for Sent
+	cutRows []int32  // scratch for Sent (sendSlot.cutRows)
 	dig     Digester // the digests of the message being sent (BeginSend)
 
 	flushMu  sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
@@ -382,6 +383,8 @@ func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
+		w.flushMu.Lock() // werr is the flush's
+		defer w.flushMu.Unlock()
 		return w.werr
 	}
 	w.endFrame(w.begin(KindEnd, 0))

@@ -26,7 +26,7 @@ type Message struct {
 	typestr [24]byte // scratch for a dtype's text
 
 	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
-	layout  uint64  // counts Resets (see Layout)
+	layout  uint64  // counts Resets and runs of own bytes (see Layout)
 	src     segSrc  // the source of the next refs
 	srcBase []byte
 }
@@ -66,10 +66,9 @@ func (m *Message) Segment(i int) []byte {
 
 // Layout identifies the message's own bytes: it changes with every Reset,
 // which every encoder does unless it reuses its plan (plan.go), and with
-// every new run of them. Two
-// encodings with the same Layout, Segments and Len differ only in the
-// bytes of their Referenced segments, which have the same lengths: the
-// ledger records only those when it can.
+// every new run of them. Two encodings with the same Layout, Segments and
+// Len differ only in the bytes of their Referenced segments, which have
+// the same lengths: the ledger records only those when it can.
 func (m *Message) Layout() uint64 { return m.layout }
 
 // Referenced reports whether segment i is caller memory the message
