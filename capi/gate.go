@@ -1,8 +1,28 @@
 package main
 
 /*
+#include <pthread.h>
 #include "capi.h"
 #include "plugrl.h"
+
+// For TestThreadExitBracket: n threads, one after another, that each call
+// into the library through an exported function and exit.
+static void *plugrl__call_and_exit(void *arg) {
+  (void)arg;
+  (void)plugrl_version_number();
+  return NULL;
+}
+
+static int plugrl__calls_from_exiting_threads(int n) {
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, plugrl__call_and_exit, NULL) != 0) {
+      return i;
+    }
+    (void)pthread_join(t, NULL);
+  }
+  return n;
+}
 */
 import "C"
 
@@ -41,3 +61,9 @@ func callThroughWrappers() {
 	var o C.plugrl_options
 	_ = C.plugrl_options_init(&o)
 }
+
+// callsFromExitingThreads has n C threads in turn call into the library
+// and exit, as a fleet's short-lived threads do; it returns how many it
+// started. pthread_join returns after a thread's key destructors, the
+// runtime's (dropm) and the gate's exit bracket, have run.
+func callsFromExitingThreads(n int) int { return int(C.plugrl__calls_from_exiting_threads(C.int(n))) }

@@ -97,6 +97,20 @@ func gcCycles() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// TestThreadExitBracket: a C thread that has called into the library and
+// exits is counted in and out again around the runtime's unbinding of it
+// (helpers.c, exit_bracket): after many such threads the gate counts no
+// call in progress, so closes can still collect.
+func TestThreadExitBracket(t *testing.T) {
+	base := callsInside()
+	if n := callsFromExitingThreads(200); n != 200 {
+		t.Fatalf("started %d threads of 200", n)
+	}
+	if n := callsInside(); n != base {
+		t.Fatalf("%d calls counted in progress after 200 threads called in and exited, %d before: a thread's exit is not counted out", n, base)
+	}
+}
+
 // TestCollectionGate: a close collects only when its call is the only one
 // in the library, a call that begins during the collection waits for its
 // end, and every exported C function counts its call in and out (capi/
