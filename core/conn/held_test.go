@@ -180,3 +180,53 @@ func TestHeldMessage(t *testing.T) {
 		nextFrame(t, seen, "the message")
 	})
 }
+
+// partialTransport is a transport whose TryWrite takes at most max bytes
+// at a time, as a socket whose buffer is nearly full does.
+type partialTransport struct {
+	transport
+	max int
+}
+
+func (p *partialTransport) TryWrite(b []byte) (int, error) {
+	return p.transport.TryWrite(b[:min(len(b), p.max)])
+}
+
+// TestHeldMessageTimerPaths: the timer's tick that finds the write lock
+// taken looks again a tick later, and one whose write the socket takes
+// only part of sends the rest at the next ticks; either way the held
+// message arrives whole, without another write to take it along.
+func TestHeldMessageTimerPaths(t *testing.T) {
+	t.Run("write lock taken at the ticks", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		var cnt Counters
+		c := dialT(t, Options{URL: url, Counters: &cnt})
+		m := heldTestMessage(t, 100)
+		if err := c.WriteHeldMessage(m, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.wmu.Lock() // a writer in the middle of something, for a few ticks
+		time.Sleep(5 * heldDelay)
+		if n := cnt.Sent.Load(); n != 0 {
+			t.Fatalf("%d bytes sent while the write lock was taken", n)
+		}
+		c.wmu.Unlock()
+		if f := nextFrame(t, seen, "the held message"); f.n != m.Len() {
+			t.Fatalf("a frame of %d bytes; want the held %d", f.n, m.Len())
+		}
+	})
+	t.Run("the socket takes part of it", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		c := dialT(t, Options{URL: url})
+		c.wmu.Lock()
+		c.tr = &partialTransport{transport: c.tr, max: 16}
+		c.wmu.Unlock()
+		m := heldTestMessage(t, 100)
+		if err := c.WriteHeldMessage(m, nil); err != nil {
+			t.Fatal(err)
+		}
+		if f := nextFrame(t, seen, "the held message"); f.n != m.Len() {
+			t.Fatalf("a frame of %d bytes; want the held %d", f.n, m.Len())
+		}
+	})
+}
