@@ -351,7 +351,7 @@ func TestQueueFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := ledger.HoldFlushes(w) // a queue half full wakes the writer early
+	release := ledger.HoldFlushes(w) // no flush (the ticker's) between the records
 	for i := 0; i < 100; i++ {
 		w.Received(make([]byte, 1000))
 	}

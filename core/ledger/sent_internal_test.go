@@ -189,34 +189,6 @@ func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
 	}
 }
 
-// TestHalfFullWakesWriter: the record that takes the queue past half its
-// limit wakes the background writer (once until it flushes), so that a
-// high rate of records meets a flush before it meets the limit.
-func TestHalfFullWakesWriter(t *testing.T) {
-	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{QueueBytes: 64 << 10, FlushInterval: 250e6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	w.flushMu.Lock()
-	woken := func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.kicked }
-	msg := make([]byte, 1000)
-	for len(w.queue) <= 32<<10 {
-		if woken() {
-			t.Fatalf("woken with %d bytes queued, at most half of %d", len(w.queue), w.limit)
-		}
-		w.Received(msg)
-	}
-	if !woken() {
-		t.Fatalf("%d bytes queued, past half of %d, and the writer not woken", len(w.queue), w.limit)
-	}
-	w.flushMu.Unlock()
-	w.flush()
-	if woken() || len(w.queue) != 0 {
-		t.Fatal("a flush left the queue or the wake-up behind")
-	}
-}
-
 // sendsOf records sends through a fresh ledger at level (each a function
 // that encodes and sends, returning the message as the ledger must read it
 // back, or nil when the queue is to refuse it) and checks that the ledger
