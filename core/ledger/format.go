@@ -144,8 +144,8 @@ func appendHeader(b []byte) []byte {
 // that a message can be recorded as a patch of an earlier one of the same
 // length. An env loop's messages differ from the last ones of their kind
 // only in a few bytes (ids, rewards, flags, the action's values): the
-// patch is a fraction of the message, which is what keeps both the
-// caller's copy and the background compression cheap. Sends alternate
+// patch is a fraction of the message, which keeps the writer's
+// compression cheap and the file small. Sends alternate
 // infer and feedback, so a send is patched against the send two back when
 // it can be. The writer and the reader keep the same history: every send
 // or recv record written is remembered, in order; one dropped from a full
@@ -157,7 +157,7 @@ func appendHeader(b []byte) []byte {
 type history struct {
 	prev    [2][]byte // prev[0] is the newest
 	valid   [2]bool
-	scratch []byte // the message being recorded or decoded (or its differing part, patchInPlace)
+	scratch []byte // the message being recorded or decoded
 }
 
 // maxDelta bounds the messages the history keeps: a larger one (a full
@@ -168,19 +168,25 @@ const maxDelta = 64 << 10
 
 func (h *history) forget() { h.valid = [2]bool{} }
 
-// appendCoded appends the "p" and "m" keys for a message of n bytes, given
-// as the segments it is made of (a sent message's kept bytes, or a
-// received message whole), as a patch when an earlier message (up to depth
-// back) has its length, and makes it the newest message. A message over
-// maxDelta is recorded whole and clears the history, as decode does.
-func (h *history) appendCoded(b []byte, segs [][]byte, n, depth int) []byte {
+// appendCoded appends the "p" and "m" keys for msg, as a patch when an
+// earlier message (up to depth back) has its length, and makes it the
+// newest message. A message over maxDelta is recorded whole and clears the
+// history, as decode does.
+//
+// msg differs from the message depth back, when that is the one it is
+// patched against, only within msg[lo:hi]; a caller that knows no better
+// passes 0, len(msg). The writer knows better for a send queued by its
+// changes: only that range is then compared and copied. The usual case is
+// that one: the message patched against is the oldest, which this one
+// replaces, so it is updated in place and made the newest.
+func (h *history) appendCoded(b, msg []byte, depth, lo, hi int) []byte {
+	n := len(msg)
 	if n > maxDelta {
 		h.forget()
 		b = appendKey(b, keyPatch)
 		b = append(b, 0)
 		b = appendKey(b, keyMsg)
-		b = msgp.AppendBytesHeader(b, uint32(n))
-		return appendSegments(b, segs)
+		return msgp.AppendBytes(b, msg)
 	}
 	ref := 0
 	for j := depth; j >= 1; j-- {
@@ -193,7 +199,7 @@ func (h *history) appendCoded(b []byte, segs [][]byte, n, depth int) []byte {
 	b = append(b, byte(ref)) // a msgpack positive fixint: ref <= depth <= 2
 	b = appendKey(b, keyMsg)
 	if ref == 0 {
-		h.scratch = appendSegments(h.scratch[:0], segs)
+		h.scratch = append(h.scratch[:0], msg...)
 		b = msgp.AppendBytes(b, h.scratch)
 		h.remember(depth)
 		return b
@@ -202,77 +208,20 @@ func (h *history) appendCoded(b []byte, segs [][]byte, n, depth int) []byte {
 	b = append(b, 0xc6, 0, 0, 0, 0)
 	at := len(b)
 	if ref == depth {
-		// The usual case: the message patched against is the oldest, which
-		// this one replaces, so it is updated in place and made the newest.
-		b = h.patchInPlace(b, segs, h.prev[ref-1])
+		// Outside [lo, hi) every byte is equal, so the patch of that
+		// range, placed at its offset, is the patch of the whole message.
+		if old := h.prev[ref-1]; lo < hi {
+			b = appendPatch(b, msg[lo:hi], old[lo:hi], lo)
+			copy(old[lo:hi], msg[lo:hi])
+		}
 		h.prev[0], h.prev[depth-1] = h.prev[depth-1], h.prev[0]
 		h.valid[depth-1], h.valid[0] = h.valid[0], true
 	} else {
-		h.scratch = appendSegments(h.scratch[:0], segs)
-		b = appendPatch(b, h.scratch, h.prev[ref-1], 0)
+		b = appendPatch(b, msg, h.prev[ref-1], 0)
+		h.scratch = append(h.scratch[:0], msg...)
 		h.remember(depth)
 	}
 	binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
-	return b
-}
-
-// patchInPlace appends the patch of the message made of segs against old
-// (as long), and makes old that message. Only the segments that differ
-// from old's bytes at their offset are scanned by appendPatch and copied
-// into old: an env loop's message differs from the last of its kind in a
-// few small segments (ids, rewards, the action), and the rest, equal, is
-// neither copied nor scanned again. Outside the range from the first
-// differing segment to the last every byte is equal, so the patch of that
-// range, placed at its offset, is the patch of the whole message.
-func (h *history) patchInPlace(b []byte, segs [][]byte, old []byte) []byte {
-	first, last, lo, hi, off := -1, -1, 0, 0, 0
-	for k, seg := range segs {
-		if !bytes.Equal(seg, old[off:off+len(seg)]) {
-			if first < 0 {
-				first, lo = k, off
-			}
-			last, hi = k, off+len(seg)
-		}
-		off += len(seg)
-	}
-	if first < 0 {
-		return b // the same message: an empty patch
-	}
-	cur := segs[first]
-	if last > first { // make the differing range one run of bytes
-		h.scratch = appendSegments(h.scratch[:0], segs[first:last+1])
-		cur = h.scratch
-	}
-	b = appendPatch(b, cur, old[lo:hi], lo)
-	copy(old[lo:hi], cur)
-	return b
-}
-
-// appendCodedRange is appendCoded for the usual send at depth 2: msg has
-// the length of the send two back, and differs from it only within
-// msg[lo:hi], so only that range is compared and copied, as patchInPlace
-// does for the segments that differ.
-func (h *history) appendCodedRange(b, msg []byte, lo, hi int) []byte {
-	b = appendKey(b, keyPatch)
-	b = append(b, 2)
-	b = appendKey(b, keyMsg)
-	b = append(b, 0xc6, 0, 0, 0, 0) // bin 32, its length filled in below
-	at := len(b)
-	old := h.prev[1]
-	if lo < hi {
-		b = appendPatch(b, msg[lo:hi], old[lo:hi], lo)
-		copy(old[lo:hi], msg[lo:hi])
-	}
-	binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
-	h.prev[0], h.prev[1] = h.prev[1], h.prev[0]
-	h.valid[0], h.valid[1] = true, h.valid[0]
-	return b
-}
-
-func appendSegments(b []byte, segs [][]byte) []byte {
-	for _, seg := range segs {
-		b = append(b, seg...)
-	}
 	return b
 }
 

@@ -123,12 +123,14 @@ func FuzzPatch(f *testing.F) {
 	})
 }
 
-// TestCodedSegments codes runs of messages given as segments, as Sent and
-// Received do, and checks each record against the patch of the whole
-// message (appendPatchBytewise, against the message the byte rule picks)
-// and that the reader's history decodes it back: the in-place coding of
-// segments that differ must not change what is recorded.
-func TestCodedSegments(t *testing.T) {
+// TestCoded codes runs of messages, as the writer does, each with a
+// range said to hold every byte that differs from the message depth back
+// (the whole message, or a random range that does, as a send queued by
+// its changes gives), and checks each record against the patch of the
+// whole message (appendPatchBytewise, against the message the byte rule
+// picks) and that the reader's history decodes it back: coding only the
+// range must not change what is recorded.
+func TestCoded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, depth := range []int{1, 2} {
 		var coder, reader history
@@ -152,19 +154,24 @@ func TestCodedSegments(t *testing.T) {
 					msg[i] = byte(rng.Uint32())
 				}
 			}
-			// Cut it into segments at random, some empty.
-			var segs [][]byte
-			for rest := msg; ; {
-				k := rng.IntN(len(rest) + 1)
-				if rng.IntN(3) == 0 {
-					k = min(len(rest), rng.IntN(6))
+			// The range: the whole message, or, when the message depth
+			// back has its length, the bytes that differ from it, widened
+			// at random.
+			lo, hi := 0, n
+			if back := len(past) - depth; rng.IntN(2) == 0 && back >= 0 && len(past[back]) == n {
+				lo, hi = n, n
+				for i := range msg {
+					if msg[i] != past[back][i] {
+						lo, hi = min(lo, i), i+1
+					}
 				}
-				segs = append(segs, rest[:k])
-				if rest = rest[k:]; len(rest) == 0 {
-					break
+				if lo == hi {
+					lo = n - rng.IntN(n+1)
+					hi = lo
 				}
+				lo, hi = lo-rng.IntN(lo+1), hi+rng.IntN(n-hi+1)
 			}
-			rec := coder.appendCoded(nil, segs, n, depth)
+			rec := coder.appendCoded(nil, msg, depth, lo, hi)
 
 			ref := 0
 			for j := min(depth, len(past)); j >= 1; j-- {

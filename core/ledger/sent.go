@@ -320,18 +320,15 @@ func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, l
 	}
 	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
 	h := &w.sends
-	if w.sendFrom[1] == si && w.sendFrom[0] != si && h.valid[1] && len(h.prev[1]) == len(base.msg) {
-		// The send two back is this slot's last message (the last send
-		// is the other slot's), which the patch is against: only
-		// [lo, hi) can differ from it. Two sends in a row from one slot
-		// (an infer after a reconnect, a feedback the queue refused) are
-		// compared whole.
-		raw = h.appendCodedRange(raw, base.msg, lo, hi)
-	} else {
-		w.one[0] = base.msg
-		raw = h.appendCoded(raw, w.one[:], len(base.msg), 2)
-		w.one[0] = nil
+	if w.sendFrom[1] != si || w.sendFrom[0] == si || !h.valid[1] || len(h.prev[1]) != len(base.msg) {
+		// Only when the send two back is this slot's last message (the
+		// last send is the other slot's) is it the one the patch is
+		// against and [lo, hi) all that can differ from it. Two sends in
+		// a row from one slot (an infer after a reconnect, a feedback the
+		// queue refused) are compared whole.
+		lo, hi = 0, len(base.msg)
 	}
+	raw = h.appendCoded(raw, base.msg, 2, lo, hi)
 	w.sendFrom[0], w.sendFrom[1] = si, w.sendFrom[0]
 	if ncuts > 0 {
 		raw = appendInt64(raw, keyLen, base.wireLen)

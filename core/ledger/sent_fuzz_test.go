@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -124,41 +122,4 @@ func FuzzSends(f *testing.F) {
 			}
 		}
 	})
-}
-
-// readBackSends reads a ledger's sends, in order, and the records it says
-// were lost.
-func readBackSends(t *testing.T, path string) ([][]byte, int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var sends [][]byte
-	var lost int64
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return sends, lost
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch rec.Kind {
-		case KindLost:
-			lost += rec.Count
-		case KindSend:
-			m, err := r.Message(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sends = append(sends, bytes.Clone(m))
-		}
-	}
 }

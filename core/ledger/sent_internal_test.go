@@ -136,9 +136,10 @@ func rebuiltAt(m *wire.Message, obs *wire.Observation, level Level) []byte {
 	return b
 }
 
-// readSends reads a ledger's sends back, by the first of their step_ids,
-// and the records it says were lost.
-func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
+// readBackSends reads a ledger's sends, in order, and the records it says
+// were lost.
+func readBackSends(t *testing.T, path string) ([][]byte, int64) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -149,13 +150,11 @@ func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sends, lost, empty := map[int64][]byte{}, int64(0), 0
+	var sends [][]byte
+	var lost int64
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			if empty != 2 {
-				t.Fatalf("%d empty sends read back, want 2", empty)
-			}
 			return sends, lost
 		}
 		if err != nil {
@@ -169,24 +168,40 @@ func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(m) == 0 {
-				empty++
-				continue
-			}
-			var id int64
-			if in, err := wire.DecodeInfer(m); err == nil {
-				id = in.StepIDs[0]
-			} else if fb, err := wire.DecodeFeedback(m); err == nil {
-				id = fb.StepIDs[0]
-			} else {
-				t.Fatalf("send record %d decodes as neither an infer nor a feedback", rec.Seq)
-			}
-			if _, dup := sends[id]; dup {
-				t.Fatalf("two sends with step_ids[0] %d", id)
-			}
-			sends[id] = bytes.Clone(m)
+			sends = append(sends, bytes.Clone(m))
 		}
 	}
+}
+
+// readSends reads a ledger's sends back, by the first of their step_ids,
+// and the records it says were lost. Two sends must be empty (the message
+// never encoded that TestSentByChanges records).
+func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
+	t.Helper()
+	sends, lost := readBackSends(t, path)
+	byID, empty := map[int64][]byte{}, 0
+	for _, m := range sends {
+		if len(m) == 0 {
+			empty++
+			continue
+		}
+		var id int64
+		if in, err := wire.DecodeInfer(m); err == nil {
+			id = in.StepIDs[0]
+		} else if fb, err := wire.DecodeFeedback(m); err == nil {
+			id = fb.StepIDs[0]
+		} else {
+			t.Fatal("a send decodes as neither an infer nor a feedback")
+		}
+		if _, dup := byID[id]; dup {
+			t.Fatalf("two sends with step_ids[0] %d", id)
+		}
+		byID[id] = m
+	}
+	if empty != 2 {
+		t.Fatalf("%d empty sends read back, want 2", empty)
+	}
+	return byID, lost
 }
 
 // sendsOf records sends through a fresh ledger at level (each a function
@@ -209,33 +224,7 @@ func sendsOf(t *testing.T, level Level, sends ...func(w *Writer) []byte) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var got [][]byte
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Kind == KindSend {
-			m, err := r.Message(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, bytes.Clone(m))
-		}
-	}
+	got, _ := readBackSends(t, path)
 	if len(got) != len(want) {
 		t.Fatalf("%d sends read back, %d taken", len(got), len(want))
 	}

@@ -84,7 +84,6 @@ type Writer struct {
 	sendFrom [2]int      // the slot each of them came from (sent.go)
 	recvs    history     // the last recv record's message
 	bases    [2]sendBase // per slot, the message its frameSendSame frames patch
-	one      [1][]byte   // a message as the one segment appendCoded takes
 	enc      *zstd.Encoder
 	werr     error // the first write error; later blocks are not written
 	stop     chan struct{}
@@ -436,9 +435,7 @@ func (w *Writer) flush() {
 			}
 		case frameRecv:
 			raw = msgp.AppendInt64(append(raw, recvPrefixes[2]...), int64(binary.LittleEndian.Uint64(p)))
-			w.one[0] = p[8:]
-			raw = w.recvs.appendCoded(raw, w.one[:], len(w.one[0]), 1)
-			w.one[0] = nil
+			raw = w.recvs.appendCoded(raw, p[8:], 1, 0, len(p)-8)
 		}
 		if len(raw) >= blockRawTarget {
 			w.writeBlock(raw)
