@@ -52,12 +52,20 @@ const (
 type sendSlot struct {
 	m       *wire.Message
 	layout  uint64
-	segs, n int     // the message's segments and length then
-	kept    int     // the bytes it kept
-	refs    int     // the bytes of its referenced kept segments
-	digests int     // the bytes of its digests
-	cutRows []int32 // at digest level, per segment: 1 + its row size if it was cut, else 0
-	based   bool    // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
+	segs, n int      // the message's segments and length then
+	kept    int      // the bytes it kept
+	refs    int      // the bytes of its referenced kept segments
+	digests int      // the bytes of its digests
+	refSegs []refSeg // its referenced segments, in order: all a frameSendSame reads
+	based   bool     // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
+}
+
+// refSeg is a referenced segment of a slot's message: its index and, at
+// digest level, cutRow of what ObsRowBytes said of it. Only referenced
+// segments can change under one Layout, or be observation data, so a
+// frameSendSame walks these and no other.
+type refSeg struct {
+	seg, cutRow int32
 }
 
 // sendBase is the writer's side of a slot: the message of its last
@@ -81,7 +89,7 @@ func (w *Writer) slot(m *wire.Message) int {
 		}
 	}
 	i := w.oldest
-	w.slots[i] = sendSlot{m: m, cutRows: w.slots[i].cutRows[:0]}
+	w.slots[i] = sendSlot{m: m, refSegs: w.slots[i].refSegs[:0]}
 	w.oldest = 1 - i
 	return i
 }
@@ -113,13 +121,21 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 		return
 	}
 	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
-	w.cutRows = w.cutRows[:0]
+	w.refSegs = w.refSegs[:0]
 	off, kept := 0, 0
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
+		if !m.Referenced(i) { // the message's own bytes: kept
+			w.kept = append(w.kept, seg)
+			kept += len(seg)
+			off += len(seg)
+			continue
+		}
+		rs := refSeg{seg: int32(i)}
 		if w.level == Digest {
 			rb, ok := m.ObsRowBytes(i, obs)
-			w.cutRows = append(w.cutRows, cutRow(rb, ok))
+			rs.cutRow = cutRow(rb, ok)
+			w.refSegs = append(w.refSegs, rs)
 			if ok {
 				w.cuts = append(w.cuts, Cut{Offset: int64(off), Len: int64(len(seg)), RowBytes: int64(rb)})
 				for r := 0; !digested && rb > 0 && r+rb <= len(seg); r += rb {
@@ -128,11 +144,11 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 				off += len(seg)
 				continue
 			}
+		} else {
+			w.refSegs = append(w.refSegs, rs)
 		}
 		w.kept = append(w.kept, seg)
-		if m.Referenced(i) {
-			w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
-		}
+		w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
 		kept += len(seg)
 		off += len(seg)
 	}
@@ -174,10 +190,10 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	w.endFrame(b, len(b)-payload)
 	w.mu.Unlock()
 	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), kept: kept, refs: refs, digests: len(w.digests),
-		cutRows: append(s.cutRows[:0], w.cutRows...), based: true}
+		refSegs: append(s.refSegs[:0], w.refSegs...), based: true}
 }
 
-// cutRow is a segment's entry in sendSlot.cutRows: 1 + its row size if
+// cutRow is a segment's refSeg.cutRow: 1 + its row size if
 // ObsRowBytes said it is observation data (ok), else 0.
 func cutRow(rowBytes int, ok bool) int32 {
 	if !ok {
@@ -188,11 +204,12 @@ func cutRow(rowBytes int, ok bool) int32 {
 
 // sentSame queues the frameSendSame of m, which has the layout of slot
 // si's last frameSend: its digests and referenced kept bytes, written
-// straight into the queue in one walk over m's segments (the fewest lines
-// the caller's thread can touch). It reports false, having queued nothing,
-// if m's cuts (which segments, their row sizes) are not the slot's, as
-// with an obs other than the one m was encoded from: Sent then records m
-// whole.
+// straight into the queue in one walk over the referenced segments the
+// slot lists (the fewest lines the caller's thread can touch: an own
+// segment cannot change under one Layout, so it is not even read). It
+// reports false, having queued nothing, if m's cuts (which segments, their
+// row sizes) are not the slot's, as with an obs other than the one m was
+// encoded from: Sent then records m whole.
 func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int64, digested bool) bool {
 	s := &w.slots[si]
 	payload := sendSameFixed + s.digests + s.refs
@@ -217,11 +234,15 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 		copy(b[d:], w.dig.out)
 		d = r
 	}
-	for i := 0; i < m.Segments(); i++ {
+	for _, rs := range s.refSegs {
+		i := int(rs.seg)
 		seg := m.Segment(i)
+		if !m.Referenced(i) { // not under one Layout; but never trust, check
+			return w.unqueue(start)
+		}
 		if w.level == Digest {
 			rb, ok := m.ObsRowBytes(i, obs)
-			if cutRow(rb, ok) != s.cutRows[i] {
+			if cutRow(rb, ok) != rs.cutRow {
 				return w.unqueue(start)
 			}
 			if ok {
@@ -235,12 +256,10 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 				continue
 			}
 		}
-		if m.Referenced(i) {
-			if r+len(seg) > end {
-				return w.unqueue(start)
-			}
-			r += copy(b[r:], seg)
+		if r+len(seg) > end {
+			return w.unqueue(start)
 		}
+		r += copy(b[r:], seg)
 	}
 	if d != len(b)-s.refs || r != end {
 		return w.unqueue(start)

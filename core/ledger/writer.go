@@ -73,7 +73,7 @@ type Writer struct {
 	cuts    []Cut    // scratch for Sent
 	refs    []uint32 // scratch for Sent: offset and length of each referenced kept segment
 	digests []byte   // scratch for Sent
-	cutRows []int32  // scratch for Sent (sendSlot.cutRows)
+	refSegs []refSeg // scratch for Sent (sendSlot.refSegs)
 	dig     Digester // the digests of the message being sent (BeginSend)
 
 	flushMu  sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
