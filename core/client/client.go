@@ -214,7 +214,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{opts: o, wake: make(chan struct{}, 1), phase: phaseDisconnected}
 	if o.LedgerPath != "" {
 		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version,
-			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }})
+			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }, Clock: conn.Mono})
 		if err != nil {
 			return nil, newErr(KindInvalid, err, "opening the ledger")
 		}

@@ -90,10 +90,11 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 		}
 		return nil, c.lost(err, "waiting for an action")
 	}
-	c.ledger.Received(raw) // before Decode, which aligns the data in place
+	now := conn.Mono()
+	c.ledger.ReceivedAt(now, raw) // before Decode, which aligns the data in place
 	// The round trip: from the start of the wait, which began as the
 	// infer's last byte went out (Receive read the clock then), to now.
-	rtt := conn.Mono() - c.conn.ReceiveStarted()
+	rtt := now - c.conn.ReceiveStarted()
 	if err := c.action.Decode(raw); err != nil {
 		e := newErr(KindProtocol, err, "the server's reply to infer")
 		c.dropConnection(CauseOther, e)
@@ -209,7 +210,13 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	defer func() { c.feedbackDone = conn.Mono() }()
+	var sent time.Duration // when the send ended (one clock read for tightLoop and the ledger)
+	defer func() {
+		if sent == 0 {
+			sent = conn.Mono()
+		}
+		c.feedbackDone = sent
+	}()
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	var err error
 	if c.tight && !episodeEnds {
@@ -225,7 +232,8 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		return c.lost(err, "sending feedback")
 	}
-	c.ledger.Sent(&c.feedbackMsg, f.Obs)
+	sent = conn.Mono()
+	c.ledger.SentAt(sent, &c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
 	c.phase = phaseIdle
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"time"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -105,7 +106,15 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
 	}
-	t := w.now()
+	w.SentAt(w.clock(), m, obs)
+}
+
+// SentAt is Sent of a message sent at at, a reading of Options.Clock.
+func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation) {
+	if w == nil {
+		return
+	}
+	t := w.since(at)
 	// The digests, if the connection computed them as it copied m (it
 	// shows a Digester no small message: those rows are read here, from
 	// the cache, in the walk over the segments that Sent makes anyway).
