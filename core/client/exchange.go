@@ -210,7 +210,7 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	var sent time.Duration // when the send ended (one clock read for tightLoop and the ledger)
+	var sent time.Duration // when the send ended: the ledger's time for it, and tightLoop's start
 	defer func() {
 		if sent == 0 {
 			sent = conn.Mono()
@@ -233,7 +233,12 @@ func (c *Client) feedback(f *Feedback) error {
 		return c.lost(err, "sending feedback")
 	}
 	sent = conn.Mono()
-	c.ledger.SentAt(sent, &c.feedbackMsg, f.Obs)
+	if c.ledger != nil {
+		c.ledger.SentAt(sent, &c.feedbackMsg, f.Obs)
+		// tightLoop paces the caller, not the ledger: a full ledger's
+		// copy of a large feedback can take a good part of it.
+		sent = conn.Mono()
+	}
 	c.stats.feedbacks.Add(1)
 	c.phase = phaseIdle
 	return nil
