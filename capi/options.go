@@ -119,11 +119,33 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		if err != nil {
 			return opts, err
 		}
+		cpus, err := ledgerCPUs(full.ledger_cpus)
+		if err != nil {
+			return opts, err
+		}
 		// A directory, or a path used before, is resolved by ledger.Resolve.
-		opts.LedgerPath, opts.LedgerLevel = path, level
+		opts.LedgerPath, opts.LedgerLevel, opts.LedgerCPUs = path, level, cpus
 		opts.Version = C.PLUGRL_VERSION_STRING
 	}
 	return opts, nil
+}
+
+// ledgerCPUs reads options.ledger_cpus, or PLUGRL_LEDGER_CPUS for NULL:
+// none (nil) when neither is set.
+func ledgerCPUs(list *C.char) ([]int, error) {
+	what, s := "options.ledger_cpus", ""
+	if list != nil {
+		s = C.GoString(list)
+	} else if env, ok := os.LookupEnv("PLUGRL_LEDGER_CPUS"); ok {
+		what, s = "PLUGRL_LEDGER_CPUS", env
+	} else {
+		return nil, nil
+	}
+	cpus, err := ledger.ParseCPUs(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s is %q: %v", what, s, err)
+	}
+	return cpus, nil
 }
 
 // ledgerLevel reads options.ledger_level, or PLUGRL_LEDGER_LEVEL for 0.

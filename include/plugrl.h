@@ -286,6 +286,10 @@ typedef struct plugrl_options {
                                   included; default 262144 */
   int32_t ledger_level;        /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: the environment
                                   variable PLUGRL_LEDGER_LEVEL ("digest" or "full"), else digest */
+  const char *ledger_cpus;     /* the CPUs the ledger's background writer runs on, as taskset -c
+                                  lists them ("3", "2-3,6"; Linux only); NULL: the environment
+                                  variable PLUGRL_LEDGER_CPUS, if set, else wherever the process
+                                  may run. See "The step ledger" below */
 } plugrl_options;
 
 /*
@@ -309,7 +313,13 @@ typedef struct plugrl_options {
 ** The calling thread only copies (and digests) into a bounded queue (8 MiB);
 ** a background thread compresses and writes it at least every 100 ms. A
 ** full queue never stalls the call: the record is dropped and the ledger
-** says how many were. A process killed without plugrl_close leaves a
+** says how many were. That thread runs wherever the process may run: on a
+** process pinned to one core, on the control loop's core. ledger_cpus
+** gives it CPUs of its own (a housekeeping core: the compression then
+** costs the loop nothing but the copies); the writer then keeps an OS
+** thread of its own while the ledger is open. A list that does not parse,
+** or that the kernel refuses (a CPU offline or outside the process's
+** cpuset), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT. A process killed without plugrl_close leaves a
 ** ledger readable up to its last written block. A ledger file that cannot
 ** be created makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT.
 */

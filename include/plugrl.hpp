@@ -282,6 +282,8 @@ class Options {
   Options &ledger_path(std::string v) { ledger_ = std::move(v); return *this; }
   /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: PLUGRL_LEDGER_LEVEL, else digest. */
   Options &ledger_level(int32_t v) { o_.ledger_level = v; return *this; }
+  /* The CPUs the ledger's writer runs on ("3", "2-3,6"); unset: PLUGRL_LEDGER_CPUS. */
+  Options &ledger_cpus(std::string v) { ledger_cpus_ = std::move(v); return *this; }
   /* Sets (or, with an empty function, clears) the log callback. */
   Options &log(LogFn fn) {
     log_ = fn ? std::make_shared<LogFn>(std::move(fn)) : nullptr;
@@ -298,6 +300,7 @@ class Options {
     o.api_key = api_key_ ? api_key_->c_str() : nullptr;
     o.tls_ca_file = ca_file_ ? ca_file_->c_str() : nullptr;
     o.ledger_path = ledger_ ? ledger_->c_str() : nullptr;
+    o.ledger_cpus = ledger_cpus_ ? ledger_cpus_->c_str() : nullptr;
     o.log = log_ ? &Options::trampoline : nullptr;
     o.log_user = log_ ? log_.get() : nullptr;
     return o;
@@ -323,7 +326,7 @@ class Options {
 
   plugrl_options o_{};
   std::string url_;
-  std::optional<std::string> api_key_, ca_file_, ledger_;
+  std::optional<std::string> api_key_, ca_file_, ledger_, ledger_cpus_;
   std::shared_ptr<LogFn> log_;
 };
 

@@ -120,14 +120,24 @@ assert ended == int(sys.argv[2]), (ended, sys.argv[2])
 print(f"export: {len(envs)} envs, {rows} transitions, {ended} episode ends (as the ledger's episode log), numpy loads every file")
 PY
 
-# 4. Killed mid-run.
+# 4. Killed mid-run, its writer placed on a CPU of its own
+# (PLUGRL_LEDGER_CPUS): while it runs, exactly one of its threads may run
+# only there.
 start_server "$tmp/server-killed.csv"
-PLUGRL_LEDGER=$tmp/killed.ledger "${cartpole[@]}" --episodes 1000000 --url "$url" >/dev/null &
+writer_cpu=$(grep Cpus_allowed_list /proc/self/status | grep -o '[0-9]*$')
+PLUGRL_LEDGER=$tmp/killed.ledger PLUGRL_LEDGER_CPUS=$writer_cpu "${cartpole[@]}" --episodes 1000000 --url "$url" >/dev/null &
 cpid=$!
 for _ in $(seq 200); do
   [[ $(stat -c %s "$tmp/killed.ledger" 2>/dev/null || echo 0) -gt 20000 ]] && break
   sleep 0.05
 done
+all_cpus=$(grep Cpus_allowed_list "/proc/$cpid/status" | awk '{print $2}')
+pinned=$(grep -h Cpus_allowed_list /proc/"$cpid"/task/*/status | awk -v c="$writer_cpu" '$2 == c' | wc -l)
+if [[ $all_cpus != "$writer_cpu" && $pinned != 1 ]]; then
+  echo "FAIL: with PLUGRL_LEDGER_CPUS=$writer_cpu, $pinned threads run on CPU $writer_cpu only; want 1 (the writer)" >&2
+  exit 1
+fi
+echo "PLUGRL_LEDGER_CPUS=$writer_cpu: the writer's thread runs there alone (the process: $all_cpus)"
 kill -9 "$cpid"
 wait "$cpid" 2>/dev/null || true
 cpid=

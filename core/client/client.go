@@ -96,6 +96,10 @@ type Options struct {
 	// created (or truncated) by Dial and closed by Close.
 	LedgerPath  string
 	LedgerLevel ledger.Level
+	// LedgerCPUs, if set, are the CPUs the ledger's background writer
+	// runs on (ledger.Options.CPUs): a control loop on a core of its own
+	// keeps the ledger's compression off that core.
+	LedgerCPUs []int
 	// Version is the library version a ledger's first record names.
 	Version string
 }
@@ -214,12 +218,16 @@ func New(o Options) (*Client, error) {
 	c := &Client{opts: o, wake: make(chan struct{}, 1), phase: phaseDisconnected}
 	if o.LedgerPath != "" {
 		w, err := ledger.Create(o.LedgerPath, ledger.Options{Level: o.LedgerLevel, Version: o.Version,
-			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }, Clock: conn.Mono})
+			Warn: func(msg string) { c.logf(LevelWarn, "%s", msg) }, Clock: conn.Mono, CPUs: o.LedgerCPUs})
 		if err != nil {
 			return nil, newErr(KindInvalid, err, "opening the ledger")
 		}
 		c.ledger = w
-		c.logf(LevelInfo, "recording a %s ledger to %s", o.LedgerLevel, w.Path())
+		if len(o.LedgerCPUs) > 0 {
+			c.logf(LevelInfo, "recording a %s ledger to %s, its writer on CPUs %s", o.LedgerLevel, w.Path(), ledger.FormatCPUs(o.LedgerCPUs))
+		} else {
+			c.logf(LevelInfo, "recording a %s ledger to %s", o.LedgerLevel, w.Path())
+		}
 	}
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -37,6 +38,15 @@ type Options struct {
 	// readings on: a clock read is about 40 ns of the caller's time per
 	// record. Nil: the time since Create.
 	Clock func() time.Duration
+	// CPUs, if set, are the only CPUs the background writer's thread may
+	// run on (ParseCPUs reads a list such as "2-3"): a control loop
+	// pinned to a core of its own keeps the ledger's compression off it.
+	// The writer then has an OS thread of its own while the ledger is
+	// open. Linux only; Create fails if the kernel refuses the set (a CPU
+	// that is offline, or outside the process's cpuset). Empty: wherever
+	// the Go runtime runs it, which for a process pinned to one core is
+	// that core.
+	CPUs []int
 }
 
 // Writer records one client's traffic into a ledger file. Its record
@@ -97,6 +107,8 @@ type Writer struct {
 	werr     error // the first write error; later blocks are not written
 	stop     chan struct{}
 	done     chan struct{}
+	cpus     []int // Options.CPUs
+	tid      int   // the writer's thread, when it has one of its own (cpus): for tests
 }
 
 // The queue holds frames, each a record as the caller's thread left it:
@@ -158,6 +170,11 @@ func Resolve(path string) string {
 // Create creates (or truncates) the ledger file for path (see Resolve) and
 // starts its background writer.
 func Create(path string, o Options) (*Writer, error) {
+	for _, c := range o.CPUs {
+		if c < 0 || c >= maxCPU {
+			return nil, fmt.Errorf("ledger: writer CPU %d is not a CPU number (0-%d)", c, maxCPU-1)
+		}
+	}
 	path = Resolve(path)
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 8 << 20
@@ -197,13 +214,22 @@ func Create(path string, o Options) (*Writer, error) {
 		w.clock = func() time.Duration { return time.Since(w.start) }
 	}
 	w.base = w.clock()
+	w.cpus = o.CPUs
 	b, at := w.begin(KindOpen, 4)
 	b = appendInt64(b, keyWall, w.start.UnixNano())
 	b = appendStr(b, keyLevel, o.Level.String())
 	b = appendStr(b, keyVersion, o.Version)
 	b = appendInt64(b, keyPID, int64(os.Getpid()))
 	w.endFrame(b, at)
-	go w.run()
+	started := make(chan error, 1)
+	go w.run(started)
+	if err := <-started; err != nil {
+		<-w.done
+		f.Close()
+		os.Remove(path)
+		enc.Close()
+		return nil, fmt.Errorf("ledger: running the writer on CPUs %s: %w", FormatCPUs(o.CPUs), err)
+	}
 	return w, nil
 }
 
@@ -416,8 +442,28 @@ func (w *Writer) Close() error {
 	return errors.Join(w.werr, err)
 }
 
-func (w *Writer) run() {
+// run is the background writer: it flushes every interval until Close.
+// It reports on started whether it runs where Options.CPUs asked.
+func (w *Writer) run(started chan<- error) {
 	defer close(w.done)
+	if len(w.cpus) > 0 {
+		// The thread is the writer's alone while it has the writer's
+		// CPUs; it has its own back before other work may run on it.
+		runtime.LockOSThread()
+		restore, err := pinThread(w.cpus)
+		if err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		defer func() {
+			if restore() == nil {
+				runtime.UnlockOSThread()
+			} // else it stays locked, and Go ends it with this goroutine
+		}()
+		w.tid = threadID()
+	}
+	started <- nil
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {

@@ -485,6 +485,14 @@ static void test_options(void) {
   o.ledger_level = 7;
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  /* A writer CPU list that does not parse, and one the kernel refuses. */
+  o.ledger_level = 0;
+  o.ledger_cpus = "2-x";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  o.ledger_cpus = "1023";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
 }
 
 /* Every function on a handle that is NULL, made up, or closed. */

@@ -371,15 +371,50 @@ fn a_stopped_run_is_a_flow_not_an_error() {
 /// the episodes the runner reported.
 #[test]
 fn ledger_records_a_run_that_audits_clean() {
-    let dir = std::env::temp_dir().join(format!("plugrl-rust-ledger-{}", std::process::id()));
+    ledger_run(None);
+}
+
+/// The same, with the ledger's writer placed on the last CPU this process
+/// may use; and a CPU list that does not parse is refused at open.
+#[test]
+fn ledger_writer_on_given_cpus() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list");
+    let last = allowed
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .unwrap()
+        .to_string();
+    ledger_run(Some(&last));
+    let e = Client::builder("ws://127.0.0.1:1")
+        .ledger_path(std::env::temp_dir().join("plugrl-rust-bad-cpus.ledger"))
+        .ledger_cpus("2-x")
+        .open()
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("ledger_cpus"), "{e}");
+}
+
+fn ledger_run(cpus: Option<&str>) {
+    let dir = std::env::temp_dir().join(format!(
+        "plugrl-rust-ledger-{}-{}",
+        std::process::id(),
+        cpus.is_some()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let server = probe_server("float64");
-    let mut client = Client::builder(&server.url)
+    let mut builder = Client::builder(&server.url)
         .receive_timeout(Duration::from_secs(30))
         .ledger_path(&dir)
-        .ledger_level(plugrl::LedgerLevel::Full)
-        .open()
-        .expect("connect to plugrl serve");
+        .ledger_level(plugrl::LedgerLevel::Full);
+    if let Some(list) = cpus {
+        builder = builder.ledger_cpus(list);
+    }
+    let mut client = builder.open().expect("connect to plugrl serve");
     let n = 3;
     let mut probe = ProbeEnvs::new(n, 2);
     let mut runner = Runner::new(&mut client, n).unwrap();

@@ -118,6 +118,7 @@ pub struct ClientBuilder {
     api_key: Option<String>,
     tls_ca_file: Option<std::path::PathBuf>,
     ledger_path: Option<std::path::PathBuf>,
+    ledger_cpus: Option<String>,
     log: Option<Box<LogFn>>,
     n: Numbers,
 }
@@ -169,6 +170,7 @@ impl ClientBuilder {
             api_key: None,
             tls_ca_file: None,
             ledger_path: None,
+            ledger_cpus: None,
             log: None,
             n: Numbers::default(),
         }
@@ -291,6 +293,17 @@ impl ClientBuilder {
         self
     }
 
+    /// The CPUs the ledger's background writer runs on, as `taskset -c`
+    /// lists them (`"3"`, `"2-3,6"`; Linux only), so that a control loop
+    /// on a core of its own keeps the ledger's compression off it.
+    /// Without it, the `PLUGRL_LEDGER_CPUS` environment variable is used if
+    /// set. A list that does not parse, or that the kernel refuses, makes
+    /// [`ClientBuilder::open`] fail with [`Error::InvalidArgument`].
+    pub fn ledger_cpus(mut self, list: impl Into<String>) -> Self {
+        self.ledger_cpus = Some(list.into());
+        self
+    }
+
     /// How much of each observation the ledger keeps (default: the
     /// `PLUGRL_LEDGER_LEVEL` environment variable, else [`LedgerLevel::Digest`]).
     pub fn ledger_level(mut self, level: LedgerLevel) -> Self {
@@ -321,6 +334,10 @@ impl ClientBuilder {
         let api_key = opt_c_string("api_key", self.api_key.as_deref().map(str::as_bytes))?;
         let ca = opt_c_string("tls_ca_file", self.tls_ca_file.as_deref().map(path_bytes))?;
         let ledger = opt_c_string("ledger_path", self.ledger_path.as_deref().map(path_bytes))?;
+        let ledger_cpus = opt_c_string(
+            "ledger_cpus",
+            self.ledger_cpus.as_deref().map(str::as_bytes),
+        )?;
 
         let mut o = sys::plugrl_options::default();
         // SAFETY: o is a valid, writable plugrl_options.
@@ -332,6 +349,7 @@ impl ClientBuilder {
         o.api_key = opt_ptr(&api_key);
         o.tls_ca_file = opt_ptr(&ca);
         o.ledger_path = opt_ptr(&ledger);
+        o.ledger_cpus = opt_ptr(&ledger_cpus);
         let n = self.n;
         o.connect_timeout_ms = n.connect_timeout_ms;
         o.metadata_timeout_ms = n.metadata_timeout_ms;
