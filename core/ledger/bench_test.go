@@ -95,3 +95,48 @@ func BenchmarkFlush(b *testing.B) {
 	b.ReportMetric(float64(len(w.queue)), "queued-bytes")
 	w.mu.Unlock()
 }
+
+// BenchmarkWriter is the background writer's share of recording a SMALL
+// exchange: the caller's records are queued off the clock, 3000 exchanges
+// at a time (what a 100 ms flush finds at the bench's rate), and only the
+// flush is timed. "fixed": the same action every time, as the bench server
+// sends; "varying": an action whose data changes every exchange, as a
+// policy's does.
+func BenchmarkWriter(b *testing.B) {
+	for _, lv := range []Level{Digest, Full} {
+		for _, varying := range []bool{false, true} {
+			name := lv.String() + "/fixed"
+			if varying {
+				name = lv.String() + "/varying"
+			}
+			b.Run(name, func(b *testing.B) {
+				in, fb, obs, action, data := smallExchange(b)
+				w, err := Create(filepath.Join(b.TempDir(), "l"), Options{Level: lv, QueueBytes: maxQueue, FlushInterval: 250e6})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
+				b.ReportAllocs()
+				b.StopTimer()
+				for done := 0; done < b.N; {
+					n := min(b.N-done, 3000)
+					for i := 0; i < n; i++ {
+						if varying {
+							for k := 0; k < len(data); k += 4 {
+								data[k] += byte(done + i + k)
+								data[k+1] ^= byte(done + i)
+							}
+						}
+						w.Sent(in, obs)
+						w.Received(action)
+						w.Sent(fb, obs)
+					}
+					b.StartTimer()
+					w.flush()
+					b.StopTimer()
+					done += n
+				}
+			})
+		}
+	}
+}
