@@ -13,8 +13,11 @@
 // --conns connections, sends each metadata (action_horizon, action_dim), and
 // then serves each on its own goroutine: read one data frame (the infer; its
 // bytes are not parsed, so the floor client's frames, which are not msgpack,
-// are served the same way), send a precomputed action message ([H, n, D]
-// <f4 zeros, env_ids 0..n-1), read one data frame (the feedback). The
+// are served the same way), send an action message ([H, n, D] <f4,
+// env_ids 0..n-1; encoded once, with new values in [-1, 1) written into its
+// data before each send, as a policy's actions change every step: a
+// client that records its traffic, libplugrl's step ledger, would compress
+// a fixed action to nothing), read one data frame (the feedback). The
 // window is the same for every connection: it opens --warmup after the
 // last connection's metadata went out and lasts --seconds; an exchange
 // counts when its feedback is read inside it. A connection's first exchange
@@ -50,6 +53,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -107,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "plugrl-bench-server: --seconds must be positive and --warmup not negative")
 		return 2
 	}
-	action, err := actionMessage(*envs, *horizon, *dim)
+	action, data, err := actionMessage(*envs, *horizon, *dim)
 	if err != nil {
 		fmt.Fprintln(stderr, "plugrl-bench-server:", err)
 		return 1
@@ -178,13 +182,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	actionFrame := frame(ws.OpBinary, action)
+	dataAt := len(actionFrame) - len(action) + data
 	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.serve(actionFrame, w, func() { once.Do(announce) })
+			errs[i] = s.serve(newActions(actionFrame, dataAt, 4*(*horizon)*(*envs)*(*dim), uint32(i)), w, func() { once.Do(announce) })
 			// End the run as a PlugRL server does, then wait briefly for
 			// the client's close (its next infer may come first).
 			_ = s.send(stop)
@@ -270,14 +275,14 @@ type server struct {
 
 // serve runs exchanges until the first whose feedback is read after the
 // window, then calls stopping and returns (the caller closes).
-func (s *server) serve(actionFrame []byte, w *window, stopping func()) error {
+func (s *server) serve(actions *actions, w *window, stopping func()) error {
 	var sent time.Duration // when the previous action was written; 0: none yet
 	for {
 		if err := s.readMessage(); err != nil {
 			return fmt.Errorf("reading an infer: %w", err)
 		}
 		infer := w.since()
-		if err := s.send(actionFrame); err != nil {
+		if err := s.send(actions.next()); err != nil {
 			return fmt.Errorf("sending an action: %w", err)
 		}
 		prev := sent
@@ -424,7 +429,9 @@ func frame(op ws.OpCode, payload []byte) []byte {
 	return append([]byte(b.String()), payload...)
 }
 
-func actionMessage(n, horizon, dim int) ([]byte, error) {
+// actionMessage encodes the action of n envs and says where its float32
+// data starts in it (its length is 4 * horizon * n * dim).
+func actionMessage(n, horizon, dim int) (msg []byte, data int, err error) {
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = int64(i)
@@ -432,9 +439,46 @@ func actionMessage(n, horizon, dim int) ([]byte, error) {
 	chunk := wire.Array{DType: wire.Float32, Shape: []int{horizon, n, dim}, Data: make([]byte, 4*horizon*n*dim)}
 	var m wire.Message
 	if err := wire.EncodeAction(&m, ids, &chunk); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return m.AppendTo(nil), nil
+	for i, off := 0, 0; i < m.Segments(); i++ {
+		if seg := m.Segment(i); len(seg) > 0 && &seg[0] == &chunk.Data[0] { // the data, referenced in place
+			return m.AppendTo(nil), off, nil
+		}
+		off += len(m.Segment(i))
+	}
+	return nil, 0, errors.New("the action's data is not a segment of its message")
+}
+
+// actions is one connection's action frame, whose float32 data next
+// rewrites before each send.
+type actions struct {
+	frame []byte
+	data  []byte // within frame
+	rng   uint32 // xorshift32 state, never 0
+}
+
+// newActions copies frame, whose float32 data is frame[dataAt:][:n], for
+// one connection (seed tells connections apart).
+func newActions(frame []byte, dataAt, n int, seed uint32) *actions {
+	f := slices.Clone(frame)
+	return &actions{frame: f, data: f[dataAt:][:n], rng: 2463534242 ^ seed*0x9e3779b9 | 1}
+}
+
+// next writes new values in [-1, 1) into the data, as a policy's output
+// would vary (sign, exponent and mantissa: most bytes change), and
+// returns the frame. About 3 ns a value.
+func (a *actions) next() []byte {
+	x := a.rng
+	for k := 0; k+4 <= len(a.data); k += 4 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		v := float32(int32(x)) / (1 << 31)
+		binary.LittleEndian.PutUint32(a.data[k:], math.Float32bits(v))
+	}
+	a.rng = x
+	return a.frame
 }
 
 func metadataMessage(horizon, dim int) ([]byte, error) {

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,11 +197,12 @@ func TestServeAllocs(t *testing.T) {
 	defer nc.Close()
 	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
 		turn: make([]uint32, 0, 1<<20), inferFeedback: make([]uint32, 0, 1<<20)}
-	action, err := actionMessage(1, 8, 7)
+	action, data, err := actionMessage(1, 8, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	actionFrame := frame(ws.OpBinary, action)
+	actions := newActions(actionFrame, len(actionFrame)-len(action)+data, 4*8*7, 1)
 	// A masked client frame of 400 bytes (the key is zero: the server does
 	// not unmask).
 	msg := append([]byte{0x82, 0x80 | 126, 400 >> 8, 400 & 0xff, 0, 0, 0, 0}, make([]byte, 400)...)
@@ -222,7 +225,7 @@ func TestServeAllocs(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if err := s.serve(actionFrame, w, func() {}); err != nil {
+	if err := s.serve(actions, w, func() {}); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
@@ -244,5 +247,48 @@ func TestSizes(t *testing.T) {
 	}
 	if got := out.String(); !strings.HasPrefix(got, "infer=412 feedback=590 action=") {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestActionsVary checks that each action sent decodes as the action of
+// its envs, with new values in [-1, 1) in most of its data's bytes, as a
+// policy's would be.
+func TestActionsVary(t *testing.T) {
+	const envs, horizon, dim = 3, 8, 7
+	action, data, err := actionMessage(envs, horizon, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := frame(ws.OpBinary, action)
+	a := newActions(f, len(f)-len(action)+data, 4*horizon*envs*dim, 7)
+	var prev []float32
+	for i := 0; i < 3; i++ {
+		msg := slices.Clone(a.next()[len(f)-len(action):])
+		var got wire.Action
+		if err := got.Decode(msg); err != nil {
+			t.Fatalf("action %d does not decode: %v", i, err)
+		}
+		if !slices.Equal(got.EnvIDs, []int64{0, 1, 2}) || !slices.Equal(got.Chunk.Shape, []int{horizon, envs, dim}) {
+			t.Fatalf("action %d: env_ids %v, shape %v", i, got.EnvIDs, got.Chunk.Shape)
+		}
+		vals := make([]float32, horizon*envs*dim)
+		for k := range vals {
+			vals[k] = math.Float32frombits(binary.LittleEndian.Uint32(got.Chunk.Data[4*k:]))
+			if vals[k] < -1 || vals[k] >= 1 {
+				t.Fatalf("action %d value %d is %v; want [-1, 1)", i, k, vals[k])
+			}
+		}
+		if prev != nil {
+			same := 0
+			for k := range vals {
+				if vals[k] == prev[k] {
+					same++
+				}
+			}
+			if same > len(vals)/10 {
+				t.Fatalf("action %d repeats %d of %d values of the one before", i, same, len(vals))
+			}
+		}
+		prev = vals
 	}
 }
