@@ -131,14 +131,16 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 }
 
 // ledgerCPUs reads options.ledger_cpus, or PLUGRL_LEDGER_CPUS for NULL:
-// none (nil) when neither is set.
+// none (nil) when neither is set or the one read is empty, as for
+// PLUGRL_LEDGER.
 func ledgerCPUs(list *C.char) ([]int, error) {
 	what, s := "options.ledger_cpus", ""
 	if list != nil {
 		s = C.GoString(list)
-	} else if env, ok := os.LookupEnv("PLUGRL_LEDGER_CPUS"); ok {
-		what, s = "PLUGRL_LEDGER_CPUS", env
 	} else {
+		what, s = "PLUGRL_LEDGER_CPUS", os.Getenv("PLUGRL_LEDGER_CPUS")
+	}
+	if s == "" {
 		return nil, nil
 	}
 	cpus, err := ledger.ParseCPUs(s)

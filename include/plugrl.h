@@ -287,9 +287,9 @@ typedef struct plugrl_options {
   int32_t ledger_level;        /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: the environment
                                   variable PLUGRL_LEDGER_LEVEL ("digest" or "full"), else digest */
   const char *ledger_cpus;     /* the CPUs the ledger's background writer runs on, as taskset -c
-                                  lists them ("3", "2-3,6"; Linux only); NULL: the environment
-                                  variable PLUGRL_LEDGER_CPUS, if set, else wherever the process
-                                  may run. See "The step ledger" below */
+                                  lists them ("3", "2-3,6"; Linux only); NULL or "": the
+                                  environment variable PLUGRL_LEDGER_CPUS, if set and not empty,
+                                  else wherever the process may run. See "The step ledger" below */
 } plugrl_options;
 
 /*
@@ -318,8 +318,9 @@ typedef struct plugrl_options {
 ** gives it CPUs of its own (a housekeeping core: the compression then
 ** costs the loop nothing but the copies); the writer then keeps an OS
 ** thread of its own while the ledger is open. A list that does not parse,
-** or that the kernel refuses (a CPU offline or outside the process's
-** cpuset), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT. A process killed without plugrl_close leaves a
+** or that the kernel cannot give whole (a CPU offline or outside the
+** process's cpuset), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT
+** and a message naming the CPUs this thread may run on. A process killed without plugrl_close leaves a
 ** ledger readable up to its last written block. A ledger file that cannot
 ** be created makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT.
 */

@@ -474,7 +474,7 @@ func (a *actions) next() []byte {
 		x ^= x << 13
 		x ^= x >> 17
 		x ^= x << 5
-		v := float32(int32(x)) / (1 << 31)
+		v := float32(int32(x)>>8) / (1 << 23) // 24 bits: exact in a float32, so never 1
 		binary.LittleEndian.PutUint32(a.data[k:], math.Float32bits(v))
 	}
 	a.rng = x

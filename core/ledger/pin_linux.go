@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"syscall"
 	"unsafe"
 )
@@ -15,11 +16,24 @@ func affinity(op uintptr, set *cpuSet) error {
 	return nil
 }
 
+// list is the set's CPUs, in a CPU list ParseCPUs reads.
+func (s *cpuSet) list() string {
+	var cpus []int
+	for c := 0; c < maxCPU; c++ {
+		if s[c/64]&(1<<(c%64)) != 0 {
+			cpus = append(cpus, c)
+		}
+	}
+	return FormatCPUs(cpus)
+}
+
 // pinThread restricts the calling thread, which must be locked to its
-// goroutine, to cpus (each below maxCPU). restore gives the thread back
-// the CPUs it had.
+// goroutine, to cpus (each below maxCPU), all of them or it fails: the
+// kernel alone would drop the CPUs it cannot give (offline, outside the
+// cpuset) and keep the rest. restore gives the thread back the CPUs it
+// had.
 func pinThread(cpus []int) (restore func() error, err error) {
-	var was, set cpuSet
+	var was, set, got cpuSet
 	if err := affinity(syscall.SYS_SCHED_GETAFFINITY, &was); err != nil {
 		return nil, err
 	}
@@ -27,9 +41,15 @@ func pinThread(cpus []int) (restore func() error, err error) {
 		set[c/64] |= 1 << (c % 64)
 	}
 	if err := affinity(syscall.SYS_SCHED_SETAFFINITY, &set); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the kernel refused them (%w); this thread may run on CPUs %s", err, was.list())
 	}
-	return func() error { return affinity(syscall.SYS_SCHED_SETAFFINITY, &was) }, nil
+	restore = func() error { return affinity(syscall.SYS_SCHED_SETAFFINITY, &was) }
+	if err := affinity(syscall.SYS_SCHED_GETAFFINITY, &got); err != nil || got != set {
+		restore()
+		return nil, fmt.Errorf("the kernel would give only CPUs %s of them (offline, or outside the process's cpuset); this thread may run on CPUs %s",
+			got.list(), was.list())
+	}
+	return restore, nil
 }
 
 // threadID is the calling thread's id (for tests).

@@ -119,3 +119,30 @@ func TestWriterCPUsRefused(t *testing.T) {
 		t.Fatalf("Create on CPU -1: %v; want an error", err)
 	}
 }
+
+// TestWriterCPUsPartlyRefused checks that a list the kernel could give
+// only in part fails too, naming what it would give, instead of the writer
+// running on fewer CPUs than asked; and that a retry without the bad CPU
+// gets the file asked for, not the next one.
+func TestWriterCPUsPartlyRefused(t *testing.T) {
+	first := allowedCPUs(t)[0]
+	path := filepath.Join(t.TempDir(), "l")
+	_, err := Create(path, Options{CPUs: []int{first, maxCPU - 1}})
+	if err == nil || !strings.Contains(err.Error(), "would give only CPUs "+strconv.Itoa(first)) {
+		t.Fatalf("Create on CPUs %d,1023: %v; want an error saying only %d would be given", first, err, first)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused ledger left its file: %v", err)
+	}
+	w, err := Create(path, Options{CPUs: []int{first}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Path() != path {
+		t.Fatalf("after a refused Create, the retry writes %s; want %s", w.Path(), path)
+	}
+	if got := threadCPUs(t, w.tid); got != strconv.Itoa(first) {
+		t.Fatalf("the writer's thread may run on %q; want %d", got, first)
+	}
+}

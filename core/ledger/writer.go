@@ -152,19 +152,34 @@ var used = struct {
 // 2, 3, ...), so that handles given one path (PLUGRL_LEDGER) never
 // truncate each other's ledgers; else path itself.
 func Resolve(path string) string {
+	file, _ := resolve(path)
+	return file
+}
+
+// resolve is Resolve, and the use of path it counted (for unresolve).
+func resolve(path string) (file string, n int) {
 	used.Lock()
 	defer used.Unlock()
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		n := used.paths[path] + 1
-		used.paths[path] = n
-		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n))
-	}
-	n := used.paths[path] + 1
+	n = used.paths[path] + 1
 	used.paths[path] = n
-	if n == 1 {
-		return path
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n)), n
 	}
-	return fmt.Sprintf("%s.%d", path, n)
+	if n == 1 {
+		return path, n
+	}
+	return fmt.Sprintf("%s.%d", path, n), n
+}
+
+// unresolve gives back the n-th use of path, which did not become a
+// ledger, if no later use was counted since: a caller retrying after an
+// error gets the file it asked for.
+func unresolve(path string, n int) {
+	used.Lock()
+	defer used.Unlock()
+	if used.paths[path] == n {
+		used.paths[path] = n - 1
+	}
 }
 
 // Create creates (or truncates) the ledger file for path (see Resolve) and
@@ -175,7 +190,14 @@ func Create(path string, o Options) (*Writer, error) {
 			return nil, fmt.Errorf("ledger: writer CPU %d is not a CPU number (0-%d)", c, maxCPU-1)
 		}
 	}
-	path = Resolve(path)
+	asked := path
+	path, use := resolve(asked)
+	created := false
+	defer func() {
+		if !created {
+			unresolve(asked, use)
+		}
+	}()
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 8 << 20
 	}
@@ -230,6 +252,7 @@ func Create(path string, o Options) (*Writer, error) {
 		enc.Close()
 		return nil, fmt.Errorf("ledger: running the writer on CPUs %s: %w", FormatCPUs(o.CPUs), err)
 	}
+	created = true
 	return w, nil
 }
 

@@ -485,7 +485,8 @@ static void test_options(void) {
   o.ledger_level = 7;
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
-  /* A writer CPU list that does not parse, and one the kernel refuses. */
+  /* A writer CPU list that does not parse, one the kernel refuses, and one it
+  ** would give only in part (CPU 0 and 1023). */
   o.ledger_level = 0;
   o.ledger_cpus = "2-x";
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
@@ -493,6 +494,10 @@ static void test_options(void) {
   o.ledger_cpus = "1023";
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  o.ledger_cpus = "0,1023";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  o.ledger_cpus = NULL;
 }
 
 /* Every function on a handle that is NULL, made up, or closed. */
