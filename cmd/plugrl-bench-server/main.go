@@ -181,15 +181,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			_ = f.Sync()
 		}
 	}
-	actionFrame := frame(ws.OpBinary, action)
-	dataAt := len(actionFrame) - len(action) + data
 	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.serve(newActions(actionFrame, dataAt, 4*(*horizon)*(*envs)*(*dim), uint32(i)), w, func() { once.Do(announce) })
+			errs[i] = s.serve(newActions(action, data, uint32(i)), w, func() { once.Do(announce) })
 			// End the run as a PlugRL server does, then wait briefly for
 			// the client's close (its next infer may come first).
 			_ = s.send(stop)
@@ -430,8 +428,8 @@ func frame(op ws.OpCode, payload []byte) []byte {
 }
 
 // actionMessage encodes the action of n envs and says where its float32
-// data starts in it (its length is 4 * horizon * n * dim).
-func actionMessage(n, horizon, dim int) (msg []byte, data int, err error) {
+// data is in it: msg[data[0]:data[1]].
+func actionMessage(n, horizon, dim int) (msg []byte, data [2]int, err error) {
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = int64(i)
@@ -439,15 +437,15 @@ func actionMessage(n, horizon, dim int) (msg []byte, data int, err error) {
 	chunk := wire.Array{DType: wire.Float32, Shape: []int{horizon, n, dim}, Data: make([]byte, 4*horizon*n*dim)}
 	var m wire.Message
 	if err := wire.EncodeAction(&m, ids, &chunk); err != nil {
-		return nil, 0, err
+		return nil, data, err
 	}
 	for i, off := 0, 0; i < m.Segments(); i++ {
 		if seg := m.Segment(i); len(seg) > 0 && &seg[0] == &chunk.Data[0] { // the data, referenced in place
-			return m.AppendTo(nil), off, nil
+			return m.AppendTo(nil), [2]int{off, off + len(seg)}, nil
 		}
 		off += len(m.Segment(i))
 	}
-	return nil, 0, errors.New("the action's data is not a segment of its message")
+	return nil, data, errors.New("the action's data is not a segment of its message")
 }
 
 // actions is one connection's action frame, whose float32 data next
@@ -458,11 +456,12 @@ type actions struct {
 	rng   uint32 // xorshift32 state, never 0
 }
 
-// newActions copies frame, whose float32 data is frame[dataAt:][:n], for
-// one connection (seed tells connections apart).
-func newActions(frame []byte, dataAt, n int, seed uint32) *actions {
-	f := slices.Clone(frame)
-	return &actions{frame: f, data: f[dataAt:][:n], rng: 2463534242 ^ seed*0x9e3779b9 | 1}
+// newActions frames action, whose float32 data is action[data[0]:data[1]]
+// (actionMessage), for one connection (seed tells connections apart).
+func newActions(action []byte, data [2]int, seed uint32) *actions {
+	f := frame(ws.OpBinary, action)
+	at := len(f) - len(action)
+	return &actions{frame: f, data: f[at+data[0] : at+data[1]], rng: 2463534242 ^ seed*0x9e3779b9 | 1}
 }
 
 // next writes new values in [-1, 1) into the data, as a policy's output

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/wire"
 )
@@ -201,12 +199,11 @@ func TestServeAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	actionFrame := frame(ws.OpBinary, action)
-	actions := newActions(actionFrame, len(actionFrame)-len(action)+data, 4*8*7, 1)
+	actions := newActions(action, data, 1)
 	// A masked client frame of 400 bytes (the key is zero: the server does
 	// not unmask).
 	msg := append([]byte{0x82, 0x80 | 126, 400 >> 8, 400 & 0xff, 0, 0, 0, 0}, make([]byte, 400)...)
-	reply := make([]byte, len(actionFrame))
+	reply := make([]byte, len(actions.frame))
 	go func() {
 		for {
 			if _, err := cc.Write(msg); err != nil {
@@ -259,11 +256,11 @@ func TestActionsVary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := frame(ws.OpBinary, action)
-	a := newActions(f, len(f)-len(action)+data, 4*horizon*envs*dim, 7)
+	a := newActions(action, data, 7)
 	var prev []float32
 	for i := 0; i < 3; i++ {
-		msg := slices.Clone(a.next()[len(f)-len(action):])
+		f := a.next()
+		msg := slices.Clone(f[len(f)-len(action):])
 		var got wire.Action
 		if err := got.Decode(msg); err != nil {
 			t.Fatalf("action %d does not decode: %v", i, err)

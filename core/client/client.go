@@ -223,11 +223,11 @@ func New(o Options) (*Client, error) {
 			return nil, newErr(KindInvalid, err, "opening the ledger")
 		}
 		c.ledger = w
+		where := ""
 		if len(o.LedgerCPUs) > 0 {
-			c.logf(LevelInfo, "recording a %s ledger to %s, its writer on CPUs %s", o.LedgerLevel, w.Path(), ledger.FormatCPUs(o.LedgerCPUs))
-		} else {
-			c.logf(LevelInfo, "recording a %s ledger to %s", o.LedgerLevel, w.Path())
+			where = ", its writer on CPUs " + ledger.FormatCPUs(o.LedgerCPUs)
 		}
+		c.logf(LevelInfo, "recording a %s ledger to %s%s", o.LedgerLevel, w.Path(), where)
 	}
 	return c, nil
 }

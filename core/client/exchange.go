@@ -210,13 +210,7 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		c.envs.set(e, flags)
 	}
-	var sent time.Duration // when the send ended: the ledger's time for it, and tightLoop's start
-	defer func() {
-		if sent == 0 {
-			sent = conn.Mono()
-		}
-		c.feedbackDone = sent
-	}()
+	defer func() { c.feedbackDone = conn.Mono() }() // after the ledger's record: tightLoop paces the caller
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	var err error
 	if c.tight && !episodeEnds {
@@ -232,13 +226,7 @@ func (c *Client) feedback(f *Feedback) error {
 		}
 		return c.lost(err, "sending feedback")
 	}
-	sent = conn.Mono()
-	if c.ledger != nil {
-		c.ledger.SentAt(sent, &c.feedbackMsg, f.Obs)
-		// tightLoop paces the caller, not the ledger: a full ledger's
-		// copy of a large feedback can take a good part of it.
-		sent = conn.Mono()
-	}
+	c.ledger.Sent(&c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
 	c.phase = phaseIdle
 	return nil

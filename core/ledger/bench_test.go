@@ -40,9 +40,7 @@ func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, 
 
 // BenchmarkRecordExchange is the caller's share of recording one SMALL
 // exchange: two sends and a receive into the queue, timed as the client
-// times them (the receive with the clock reading it takes anyway; the
-// feedback's reading is shared too, but then the client reads the clock
-// again for its own pace, so the benchmark counts one read for it).
+// times them (the receive with the clock reading it takes anyway).
 func BenchmarkRecordExchange(b *testing.B) {
 	in, fb, obs, action, _ := smallExchange(b)
 	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{})

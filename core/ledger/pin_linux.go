@@ -16,16 +16,19 @@ func affinity(op uintptr, set *cpuSet) error {
 	return nil
 }
 
-// list is the set's CPUs, in a CPU list ParseCPUs reads.
-func (s *cpuSet) list() string {
+// cpus is the set's CPUs, in order.
+func (s *cpuSet) cpus() []int {
 	var cpus []int
 	for c := 0; c < maxCPU; c++ {
 		if s[c/64]&(1<<(c%64)) != 0 {
 			cpus = append(cpus, c)
 		}
 	}
-	return FormatCPUs(cpus)
+	return cpus
 }
+
+// list is the set's CPUs, in a CPU list ParseCPUs reads.
+func (s *cpuSet) list() string { return FormatCPUs(s.cpus()) }
 
 // pinThread restricts the calling thread, which must be locked to its
 // goroutine, to cpus (each below maxCPU), all of them or it fails: the

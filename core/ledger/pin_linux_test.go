@@ -8,23 +8,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 )
 
 // allowedCPUs is the CPUs the calling thread may run on.
 func allowedCPUs(t *testing.T) []int {
 	t.Helper()
-	var set [maxCPU / 64]uint64
-	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(set), uintptr(unsafe.Pointer(&set))); e != 0 {
-		t.Fatalf("sched_getaffinity: %v", e)
+	var set cpuSet
+	if err := affinity(syscall.SYS_SCHED_GETAFFINITY, &set); err != nil {
+		t.Fatalf("sched_getaffinity: %v", err)
 	}
-	var cpus []int
-	for c := 0; c < maxCPU; c++ {
-		if set[c/64]&(1<<(c%64)) != 0 {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus
+	return set.cpus()
 }
 
 // threadCPUs is what the kernel says thread tid of this process may run on.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"time"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -106,15 +105,7 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
 	}
-	w.SentAt(w.clock(), m, obs)
-}
-
-// SentAt is Sent of a message sent at at, a reading of Options.Clock.
-func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation) {
-	if w == nil {
-		return
-	}
-	t := w.since(at)
+	t := w.now()
 	// The digests, if the connection computed them as it copied m (it
 	// shows a Digester no small message: those rows are read here, from
 	// the cache, in the walk over the segments that Sent makes anyway).

@@ -32,11 +32,11 @@ type Options struct {
 	// queue first overflows and records start to be lost.
 	Warn func(msg string)
 	// Clock, if set, is the monotonic clock (a duration since any fixed
-	// point) that the times given to SentAt and ReceivedAt were read
-	// from, and that the Writer reads for the records it times itself. A
-	// client that reads the clock around its messages anyway passes those
-	// readings on: a clock read is about 40 ns of the caller's time per
-	// record. Nil: the time since Create.
+	// point) that the times given to ReceivedAt were read from, and that
+	// the Writer reads for the records it times itself. A client that
+	// reads the clock after each receive anyway passes that reading on: a
+	// clock read is about 40 ns of the caller's time per record. Nil: the
+	// time since Create.
 	Clock func() time.Duration
 	// CPUs, if set, are the only CPUs the background writer's thread may
 	// run on (ParseCPUs reads a list such as "2-3"): a control loop
