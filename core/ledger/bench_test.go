@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"encoding/binary"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -36,6 +38,21 @@ func smallExchange(tb testing.TB) (in, fb *wire.Message, obs *wire.Observation, 
 	}
 	tb.Fatal("the action's data is not a segment of its message")
 	return
+}
+
+// newAction writes new float32 values in [-1, 1) into an action's data, as
+// a policy's output changes (sign, exponent, every mantissa bit), the way
+// the bench server does (cmd/plugrl-bench-server), from the xorshift32
+// state rng, and returns the next state.
+func newAction(data []byte, rng uint32) uint32 {
+	for k := 0; k+4 <= len(data); k += 4 {
+		rng ^= rng << 13
+		rng ^= rng >> 17
+		rng ^= rng << 5
+		v := float32(int32(rng)>>8) / (1 << 23)
+		binary.LittleEndian.PutUint32(data[k:], math.Float32bits(v))
+	}
+	return rng
 }
 
 // BenchmarkRecordExchange is the caller's share of recording one SMALL
@@ -74,13 +91,9 @@ func BenchmarkFlush(b *testing.B) {
 	}
 	defer w.Close()
 	b.ReportAllocs()
+	rng := uint32(1)
 	for i := 0; i < b.N; i++ {
-		// A policy's actions change every time: vary their bytes as a
-		// float32 of real numbers would (mantissa bits).
-		for k := 0; k < len(data); k += 4 {
-			data[k] += byte(i + k)
-			data[k+1] ^= byte(i)
-		}
+		rng = newAction(data, rng)
 		w.Sent(in, obs)
 		w.Received(action)
 		w.Sent(fb, obs)
@@ -97,9 +110,8 @@ func BenchmarkFlush(b *testing.B) {
 // BenchmarkWriter is the background writer's share of recording a SMALL
 // exchange: the caller's records are queued off the clock, 3000 exchanges
 // at a time (what a 100 ms flush finds at the bench's rate), and only the
-// flush is timed. "fixed": the same action every time, as the bench server
-// sends; "varying": an action whose data changes every exchange, as a
-// policy's does.
+// flush is timed. "fixed": the same action every time; "varying": new
+// values every exchange, as a policy's and the bench server's.
 func BenchmarkWriter(b *testing.B) {
 	for _, lv := range []Level{Digest, Full} {
 		for _, varying := range []bool{false, true} {
@@ -116,14 +128,12 @@ func BenchmarkWriter(b *testing.B) {
 				defer w.Close()
 				b.ReportAllocs()
 				b.StopTimer()
+				rng := uint32(1)
 				for done := 0; done < b.N; {
 					n := min(b.N-done, 3000)
 					for i := 0; i < n; i++ {
 						if varying {
-							for k := 0; k < len(data); k += 4 {
-								data[k] += byte(done + i + k)
-								data[k+1] ^= byte(done + i)
-							}
+							rng = newAction(data, rng)
 						}
 						w.Sent(in, obs)
 						w.Received(action)

@@ -32,6 +32,11 @@ func FuzzReader(f *testing.F) {
 	seed, _ := os.ReadFile(path)
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
+	v2, err := os.ReadFile(filepath.Join("testdata", "v2-digest.ledger")) // format version 2's reading too
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v2)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ledger.NewReader(bytes.NewReader(b))
 		if err != nil {

@@ -2,8 +2,10 @@ package ledger_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/klauspost/compress/zstd"
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -180,66 +183,81 @@ func TestMessagesRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want [][]byte // each send as the reader rebuilds it, each recv
-			rng := rand.New(rand.NewPCG(5, 6))
-			for i := 0; i < 40; i++ {
-				in, img, _ := request()
-				in.StepIDs = []int64{int64(i), int64(i / 3)}
-				img[i%len(img)] = byte(i)
-				if i%8 >= 5 { // 2 x 9000 characters of <U text: over 64 KiB
-					in.Obs.Text = []string{strings.Repeat("x", 9000), strings.Repeat("y", i)}
-				}
-				if level == ledger.Full && i%8 == 3 { // images over 64 KiB
-					big := make([]byte, 2*120*100*3)
-					for k := range big {
-						big[k] = byte(rng.Uint32())
-					}
-					in.Obs.Images[0].Array = wire.Array{DType: wire.Uint8, Shape: []int{2, 120, 100, 3}, Data: big}
-				}
-				var m, fm wire.Message
-				if err := wire.EncodeInfer(&m, in); err != nil {
-					t.Fatal(err)
-				}
-				fb := &wire.Feedback{EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Obs: in.Obs,
-					Rewards: []float32{float32(i), 1}, Terminated: []bool{i%5 == 4, false}, Truncated: []bool{false, false}}
-				if err := wire.EncodeFeedback(&fm, fb); err != nil {
-					t.Fatal(err)
-				}
-				action := make([]byte, 300)
-				for k := 100; i%4 != 0 && k < 100+i*5; k++ {
-					action[k] = byte(rng.Uint32())
-				}
-				w.Sent(&m, in.Obs)
-				w.Received(action)
-				w.Sent(&fm, in.Obs)
-				want = append(want, rebuilt(&m, in.Obs, level), action, rebuilt(&fm, in.Obs, level))
-			}
+			want := recordLoop(t, w, level)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			recs, msgs, err := readAll(t, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got [][]byte
-			for i, r := range recs {
-				switch r.Kind {
-				case ledger.KindSend:
-					got = append(got, msgs[i])
-				case ledger.KindRecv:
-					got = append(got, r.Msg)
-				}
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d messages read back, %d recorded", len(got), len(want))
-			}
-			for i := range want {
-				if !bytes.Equal(got[i], want[i]) {
-					t.Fatalf("message %d (%d bytes) reads back as %d other bytes", i, len(want[i]), len(got[i]))
-				}
-			}
+			checkMessages(t, path, want)
 		})
 	}
+}
+
+// checkMessages checks that the ledger at path reads back as the messages
+// want, sends and recvs in order.
+func checkMessages(t *testing.T, path string, want [][]byte) {
+	t.Helper()
+	recs, msgs, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	for i, r := range recs {
+		switch r.Kind {
+		case ledger.KindSend:
+			got = append(got, msgs[i])
+		case ledger.KindRecv:
+			got = append(got, r.Msg)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d messages read back, %d recorded", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("message %d (%d bytes) reads back as %d other bytes", i, len(want[i]), len(got[i]))
+		}
+	}
+}
+
+// recordLoop records into w the exchanges of TestMessagesRoundTrip and
+// returns each message as the reader rebuilds it: each send (with zeros
+// for the observation data at digest level) and each recv.
+func recordLoop(t *testing.T, w *ledger.Writer, level ledger.Level) [][]byte {
+	var want [][]byte // each send as the reader rebuilds it, each recv
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 40; i++ {
+		in, img, _ := request()
+		in.StepIDs = []int64{int64(i), int64(i / 3)}
+		img[i%len(img)] = byte(i)
+		if i%8 >= 5 { // 2 x 9000 characters of <U text: over 64 KiB
+			in.Obs.Text = []string{strings.Repeat("x", 9000), strings.Repeat("y", i)}
+		}
+		if level == ledger.Full && i%8 == 3 { // images over 64 KiB
+			big := make([]byte, 2*120*100*3)
+			for k := range big {
+				big[k] = byte(rng.Uint32())
+			}
+			in.Obs.Images[0].Array = wire.Array{DType: wire.Uint8, Shape: []int{2, 120, 100, 3}, Data: big}
+		}
+		var m, fm wire.Message
+		if err := wire.EncodeInfer(&m, in); err != nil {
+			t.Fatal(err)
+		}
+		fb := &wire.Feedback{EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Obs: in.Obs,
+			Rewards: []float32{float32(i), 1}, Terminated: []bool{i%5 == 4, false}, Truncated: []bool{false, false}}
+		if err := wire.EncodeFeedback(&fm, fb); err != nil {
+			t.Fatal(err)
+		}
+		action := make([]byte, 300)
+		for k := 100; i%4 != 0 && k < 100+i*5; k++ {
+			action[k] = byte(rng.Uint32())
+		}
+		w.Sent(&m, in.Obs)
+		w.Received(action)
+		w.Sent(&fm, in.Obs)
+		want = append(want, rebuilt(&m, in.Obs, level), action, rebuilt(&fm, in.Obs, level))
+	}
+	return want
 }
 
 // rebuilt is m as a reader rebuilds it from a ledger at level: at digest
@@ -492,11 +510,97 @@ func TestOtherVersions(t *testing.T) {
 	for _, tc := range []struct {
 		version uint16
 		want    string
-	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows %d", ledger.Version+1, ledger.Version)}} {
+	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows versions 2 and %d", ledger.Version+1, ledger.Version)}} {
 		head := append([]byte("plugrl-ledger\x00"), byte(tc.version), byte(tc.version>>8))
 		_, err := ledger.NewReader(bytes.NewReader(head))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("version %d: NewReader error %v, want one containing %q", tc.version, err, tc.want)
+		}
+	}
+}
+
+// TestReadsVersion2: a ledger of format version 2, as libplugrl wrote it
+// before the literals moved to the end of each block (testdata: recordLoop
+// at digest level, written by commit b48fbdd), reads back message for
+// message.
+func TestReadsVersion2(t *testing.T) {
+	path := filepath.Join("testdata", "v2-digest.ledger")
+	head, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := int(head[14]) | int(head[15])<<8; v != 2 {
+		t.Fatalf("%s is format version %d, want 2", path, v)
+	}
+	w, err := ledger.Create(filepath.Join(t.TempDir(), "l"), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := recordLoop(t, w, ledger.Digest) // the messages; this ledger is not read
+	w.Close()
+	checkMessages(t, path, want)
+}
+
+// TestLiteralsAccounted: a block whose patches take more literal bytes
+// than it has, or fewer, is an error naming the block, and so is a block
+// header whose literal length was damaged (the checksum covers it).
+func TestLiteralsAccounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		w.Received([]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', byte(i)})
+	}
+	w.Close()
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file is the header and one block: take its records and literals
+	// apart, to build blocks with other literals.
+	le := binary.LittleEndian
+	const at = 16 // the block's header
+	zlen, lits := int(le.Uint32(good[at:])), int(le.Uint32(good[at+12:]))
+	if len(good) != at+16+zlen || lits != 2 {
+		t.Fatalf("%d bytes, a block of %d with %d literal bytes: want one block, 2 literal bytes (one per patched recv)", len(good), zlen, lits)
+	}
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	raw, err := dec.DecodeAll(good[at+16:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := raw[:len(raw)-lits]
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	file := func(raw []byte, lits int) []byte {
+		z := enc.EncodeAll(raw, nil)
+		var litLen [4]byte
+		le.PutUint32(litLen[:], uint32(lits))
+		sum := crc32.Update(crc32.Checksum(z, crc32.MakeTable(crc32.Castagnoli)), crc32.MakeTable(crc32.Castagnoli), litLen[:])
+		b := append(bytes.Clone(good[:at]), le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, uint32(len(z))), uint32(len(raw))), sum)...)
+		return append(append(b, litLen[:]...), z...)
+	}
+	damaged := bytes.Clone(good)
+	damaged[at+12] = 1
+	for _, tc := range []struct {
+		what, want string
+		file       []byte
+	}{
+		{"as written", "", file(raw, lits)},
+		{"a literal short", "a patch run of 1 new bytes, where 0 are left", file(append(bytes.Clone(records), raw[len(records)]), 1)},
+		{"a literal more", "block 1: 1 literal bytes that no patch took", file(append(bytes.Clone(raw), 'x'), lits+1)},
+		{"the literal length damaged", "block 0 fails its checksum", damaged},
+	} {
+		p := filepath.Join(t.TempDir(), "l")
+		if err := os.WriteFile(p, tc.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := readAll(t, p)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Fatalf("%s: %v, want %q", tc.what, err, tc.want)
 		}
 	}
 }

@@ -10,8 +10,10 @@ import (
 )
 
 // appendPatchBytewise is the patch rule byte by byte, as the writer first
-// did it: appendPatch must give the same patches a word at a time.
-func appendPatchBytewise(dst, cur, prev []byte) []byte {
+// did it: appendPatch must give the same patches a word at a time. It
+// returns the patch's runs and their new bytes (format version 3), and
+// the patch as format version 2 coded it, each run's new bytes inline.
+func appendPatchBytewise(cur, prev []byte) (runs, lits, inline []byte) {
 	n, i, kept := len(cur), 0, 0
 	for i < n {
 		for i < n && cur[i] == prev[i] {
@@ -35,32 +37,42 @@ func appendPatchBytewise(dst, cur, prev []byte) []byte {
 			}
 			j = k
 		}
-		dst = binary.AppendUvarint(dst, uint64(i-kept))
-		dst = binary.AppendUvarint(dst, uint64(j-i))
-		dst = append(dst, cur[i:j]...)
+		run := binary.AppendUvarint(binary.AppendUvarint(nil, uint64(i-kept)), uint64(j-i))
+		runs = append(runs, run...)
+		lits = append(lits, cur[i:j]...)
+		inline = append(append(inline, run...), cur[i:j]...)
 		i, kept = j, j
 	}
-	return dst
+	return runs, lits, inline
 }
 
 // checkPatch checks that appendPatch codes cur against prev as the byte
-// rule does, and that the reader's history decodes the patch back to cur.
+// rule does, and that the reader's history decodes the patch back to cur,
+// and the byte rule's patch as format version 2 coded it too.
 func checkPatch(t *testing.T, cur, prev []byte) {
 	t.Helper()
-	got := appendPatch(nil, cur, prev, 0)
-	if want := appendPatchBytewise(nil, cur, prev); !bytes.Equal(got, want) {
-		t.Fatalf("cur %x\nprev %x\npatch %x\nbyte rule %x", cur, prev, got, want)
+	got, gotLits := appendPatch(nil, []byte("before"), cur, prev, 0)
+	runs, lits, inline := appendPatchBytewise(cur, prev)
+	if !bytes.Equal(got, runs) || !bytes.Equal(gotLits, append([]byte("before"), lits...)) {
+		t.Fatalf("cur %x\nprev %x\npatch %x, literals %x\nbyte rule %x, %x", cur, prev, got, gotLits, runs, lits)
 	}
-	var h history
-	if _, err := h.decode(prev, 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	dec, err := h.decode(got, 1, 1)
-	if err != nil {
-		t.Fatalf("cur %x\nprev %x\npatch %x: %v", cur, prev, got, err)
-	}
-	if !bytes.Equal(dec, cur) {
-		t.Fatalf("cur %x\nprev %x\npatch %x decodes to %x", cur, prev, got, dec)
+	for _, v2 := range []bool{false, true} {
+		var h history
+		if _, err := h.decode(prev, 0, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		patch, rest := got, append(bytes.Clone(lits), "after"...)
+		src := &rest
+		if v2 {
+			patch, src = inline, nil
+		}
+		dec, err := h.decode(patch, 1, 1, src)
+		if err != nil {
+			t.Fatalf("version 2 %v: cur %x\nprev %x\npatch %x: %v", v2, cur, prev, patch, err)
+		}
+		if !bytes.Equal(dec, cur) || (!v2 && string(rest) != "after") {
+			t.Fatalf("version 2 %v: cur %x\nprev %x\npatch %x decodes to %x, leaving literals %q", v2, cur, prev, patch, dec, rest)
+		}
 	}
 }
 
@@ -171,7 +183,7 @@ func TestCoded(t *testing.T) {
 				}
 				lo, hi = lo-rng.IntN(lo+1), hi+rng.IntN(n-hi+1)
 			}
-			rec := coder.appendCoded(nil, msg, depth, lo, hi)
+			rec, lits := coder.appendCoded(nil, nil, msg, depth, lo, hi)
 
 			ref := 0
 			for j := min(depth, len(past)); j >= 1; j-- {
@@ -185,24 +197,27 @@ func TestCoded(t *testing.T) {
 			want = appendKey(want, keyMsg)
 			if ref == 0 {
 				want = msgp.AppendBytes(want, msg)
-			} else { // always bin 32: its length is filled in after the patch
-				patch := appendPatchBytewise(nil, msg, past[len(past)-ref])
-				want = binary.BigEndian.AppendUint32(append(want, 0xc6), uint32(len(patch)))
-				want = append(want, patch...)
 			}
-			if !bytes.Equal(rec, want) {
-				t.Fatalf("depth %d message %d (%d bytes, ref %d): coded\n%x\nwant\n%x", depth, rep, n, ref, rec, want)
+			var wantLits []byte
+			if ref > 0 { // always bin 32: its length is filled in after the patch
+				var runs []byte
+				runs, wantLits, _ = appendPatchBytewise(msg, past[len(past)-ref])
+				want = binary.BigEndian.AppendUint32(append(want, 0xc6), uint32(len(runs)))
+				want = append(want, runs...)
+			}
+			if !bytes.Equal(rec, want) || !bytes.Equal(lits, wantLits) {
+				t.Fatalf("depth %d message %d (%d bytes, ref %d): coded\n%x\n%x\nwant\n%x\n%x", depth, rep, n, ref, rec, lits, want, wantLits)
 			}
 			m, _, err := msgp.ReadBytesZC(rec[5:])
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := reader.decode(m, ref, depth)
+			got, err := reader.decode(m, ref, depth, &lits)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, msg) {
-				t.Fatalf("depth %d message %d decodes to %x, want %x", depth, rep, got, msg)
+			if !bytes.Equal(got, msg) || len(lits) != 0 {
+				t.Fatalf("depth %d message %d decodes to %x, want %x (%d literals left)", depth, rep, got, msg, len(lits))
 			}
 			past = append(past, msg)
 		}

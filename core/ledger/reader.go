@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/zstd"
@@ -65,16 +64,19 @@ func (c Cut) Rows() int64 {
 
 // Reader reads a ledger's records in order.
 type Reader struct {
-	r     *bufio.Reader
-	dec   *zstd.Decoder
-	raw   []byte // the current block, decompressed
-	rest  []byte // its records not yet read
-	zbuf  []byte
-	seq   int
-	conn  int     // the current connection
-	sends history // as the writer's (see history)
-	recvs history
-	Block int // blocks read so far
+	r    *bufio.Reader
+	dec  *zstd.Decoder
+	raw  []byte // the current block, decompressed
+	rest []byte // its records not yet read
+	lits []byte // its literals not yet taken (version 3)
+	zbuf []byte
+	// version is the file's format version: 2 or 3 (see Version).
+	version uint16
+	seq     int
+	conn    int     // the current connection
+	sends   history // as the writer's (see history)
+	recvs   history
+	Block   int // blocks read so far
 	// MaxMessage bounds a message Message reconstructs (the sum of its
 	// cuts): 1 GiB unless set.
 	MaxMessage int64
@@ -90,17 +92,18 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if string(h[:len(magic)]) != magic {
 		return nil, errors.New("ledger: not a plugrl ledger (bad magic)")
 	}
-	if v := binary.LittleEndian.Uint16(h[len(magic):]); v != Version {
-		if v == 1 {
-			return nil, fmt.Errorf("ledger: format version 1 (CRC-32C row digests, libplugrl before the digest became Adler-32): this reader knows version %d", Version)
-		}
-		return nil, fmt.Errorf("ledger: format version %d, this reader knows %d", v, Version)
+	v := binary.LittleEndian.Uint16(h[len(magic):])
+	switch {
+	case v == 1:
+		return nil, fmt.Errorf("ledger: format version 1 (CRC-32C row digests, libplugrl before the digest became Adler-32): this reader knows versions 2 and %d", Version)
+	case v != 2 && v != Version:
+		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 and %d", v, Version)
 	}
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd decoder: %w", err)
 	}
-	return &Reader{r: br, dec: dec, MaxMessage: 1 << 30}, nil
+	return &Reader{r: br, dec: dec, MaxMessage: 1 << 30, version: v}, nil
 }
 
 // Close releases the decoder.
@@ -112,6 +115,11 @@ func (r *Reader) Close() { r.dec.Close() }
 // next call.
 func (r *Reader) Next() (*Record, error) {
 	for len(r.rest) == 0 {
+		if len(r.lits) > 0 {
+			err := fmt.Errorf("ledger: block %d: %d literal bytes that no patch took", r.Block, len(r.lits))
+			r.lits = nil
+			return nil, err
+		}
 		if err := r.nextBlock(); err != nil {
 			return nil, err
 		}
@@ -127,15 +135,19 @@ func (r *Reader) Next() (*Record, error) {
 		case KindSend, KindRecv:
 			rec.Conn = r.conn // the connection of the last connect record
 		}
+		var lits *[]byte // version 2: each patch holds its new bytes
+		if r.version != 2 {
+			lits = &r.lits
+		}
 		switch rec.Kind {
 		case KindSend:
-			rec.Msg, err = r.sends.decode(rec.Msg, int(rec.patch), 2)
+			rec.Msg, err = r.sends.decode(rec.Msg, int(rec.patch), 2, lits)
 		case KindRecv:
-			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1)
+			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
 		}
 	}
 	if err != nil {
-		r.rest = nil
+		r.rest, r.lits = nil, nil
 		return nil, fmt.Errorf("ledger: record %d (block %d): %w", r.seq, r.Block, err)
 	}
 	r.rest = rest
@@ -144,17 +156,28 @@ func (r *Reader) Next() (*Record, error) {
 }
 
 func (r *Reader) nextBlock() error {
-	var h [blockHeader]byte
-	n, err := io.ReadFull(r.r, h[:])
+	var hb [blockHeader]byte
+	h := hb[:]
+	if r.version == 2 {
+		h = hb[:blockHeaderV2]
+	}
+	n, err := io.ReadFull(r.r, h)
 	if err == io.EOF {
 		return io.EOF
 	}
 	if err != nil {
-		return fmt.Errorf("%w (a block header of %d of %d bytes after block %d)", ErrTruncated, n, blockHeader, r.Block)
+		return fmt.Errorf("%w (a block header of %d of %d bytes after block %d)", ErrTruncated, n, len(h), r.Block)
 	}
-	zlen, rawLen, sum := binary.LittleEndian.Uint32(h[0:]), binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint32(h[8:])
+	le := binary.LittleEndian
+	zlen, rawLen, sum, litLen := le.Uint32(h[0:]), le.Uint32(h[4:]), le.Uint32(h[8:]), uint32(0)
+	if r.version != 2 {
+		litLen = le.Uint32(h[12:])
+	}
 	if zlen > maxBlock || rawLen > maxBlock {
 		return fmt.Errorf("%w (block %d claims %d bytes, %d raw: more than a writer writes)", ErrTruncated, r.Block, zlen, rawLen)
+	}
+	if litLen > rawLen {
+		return fmt.Errorf("%w (block %d claims %d literal bytes of %d raw)", ErrTruncated, r.Block, litLen, rawLen)
 	}
 	// Grow with the bytes that arrive, not with what the header claims.
 	r.zbuf = r.zbuf[:0]
@@ -175,7 +198,7 @@ func (r *Reader) nextBlock() error {
 	if len(r.zbuf) < int(zlen) {
 		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen)
 	}
-	if crc32.Checksum(r.zbuf, castagnoli) != sum {
+	if blockSum(r.zbuf, h[blockHeaderV2:]) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
 	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0])
@@ -185,7 +208,8 @@ func (r *Reader) nextBlock() error {
 	if len(raw) != int(rawLen) {
 		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
 	}
-	r.raw, r.rest = raw, raw
+	records := len(raw) - int(litLen)
+	r.raw, r.rest, r.lits = raw, raw[:records], raw[records:]
 	r.Block++
 	return nil
 }

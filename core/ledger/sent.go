@@ -347,7 +347,7 @@ func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, l
 		// queue refused) are compared whole.
 		lo, hi = 0, len(base.msg)
 	}
-	raw = h.appendCoded(raw, base.msg, 2, lo, hi)
+	raw, w.lits = h.appendCoded(raw, w.lits, base.msg, 2, lo, hi)
 	w.sendFrom[0], w.sendFrom[1] = si, w.sendFrom[0]
 	if ncuts > 0 {
 		raw = appendInt64(raw, keyLen, base.wireLen)

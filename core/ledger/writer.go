@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,6 +97,7 @@ type Writer struct {
 	flushMu  sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
 	spare    []byte
 	raw      []byte      // a block's records, before compression
+	lits     []byte      // a block's literals: its patches' new bytes (see format.go)
 	block    []byte      // a block, compressed, with its header
 	sends    history     // the last two send records' messages, for patch coding
 	sendFrom [2]int      // the slot each of them came from (sent.go)
@@ -529,11 +529,10 @@ func (w *Writer) flush() {
 			}
 		case frameRecv:
 			raw = msgp.AppendInt64(append(raw, recvPrefixes[2]...), int64(binary.LittleEndian.Uint64(p)))
-			raw = w.recvs.appendCoded(raw, p[8:], 1, 0, len(p)-8)
+			raw, w.lits = w.recvs.appendCoded(raw, w.lits, p[8:], 1, 0, len(p)-8)
 		}
-		if len(raw) >= blockRawTarget {
-			w.writeBlock(raw)
-			raw = raw[:0]
+		if len(raw)+len(w.lits) >= blockRawTarget {
+			raw = w.writeBlock(raw)
 			yieldThread()
 		}
 	}
@@ -544,23 +543,30 @@ func (w *Writer) flush() {
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
-	w.writeBlock(raw)
-	w.raw = raw[:0]
+	w.raw = w.writeBlock(raw)
 }
 
-// writeBlock compresses raw, a run of whole records, and writes it as one
-// block.
-func (w *Writer) writeBlock(raw []byte) {
+// writeBlock compresses raw, a run of whole records, and w.lits, their
+// literals, and writes them as one block. It empties w.lits and returns
+// raw emptied, for the next block.
+func (w *Writer) writeBlock(raw []byte) []byte {
+	lits := len(w.lits)
 	if len(raw) == 0 || w.werr != nil {
-		return
+		w.lits = w.lits[:0]
+		return raw[:0]
 	}
+	raw = append(raw, w.lits...)
+	w.lits = w.lits[:0]
 	w.block = append(w.block[:0], make([]byte, blockHeader)...)
 	w.block = w.enc.EncodeAll(raw, w.block)
 	z := w.block[blockHeader:]
-	binary.LittleEndian.PutUint32(w.block[0:], uint32(len(z)))
-	binary.LittleEndian.PutUint32(w.block[4:], uint32(len(raw)))
-	binary.LittleEndian.PutUint32(w.block[8:], crc32.Checksum(z, castagnoli))
+	le := binary.LittleEndian
+	le.PutUint32(w.block[0:], uint32(len(z)))
+	le.PutUint32(w.block[4:], uint32(len(raw)))
+	le.PutUint32(w.block[12:], uint32(lits))
+	le.PutUint32(w.block[8:], blockSum(z, w.block[12:16]))
 	if _, err := w.file.Write(w.block); err != nil {
 		w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
 	}
+	return raw[:0]
 }
