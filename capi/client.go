@@ -112,6 +112,9 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 		h.openErr = err
 		return h.fail(err)
 	}
+	if opts.LedgerPath != "" {
+		spareLedgerP()
+	}
 	// Published before connecting, so that plugrl_interrupt on the token
 	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c

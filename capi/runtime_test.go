@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -172,4 +173,45 @@ func TestCollectionGate(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the collection ended, and a call waiting at the gate did not enter")
 	}
+}
+
+// TestSpareLedgerP: the first open of a client with a ledger gives the
+// runtime one more P, once, and only when it is the only call in the
+// library (changing GOMAXPROCS stops the world) and GOMAXPROCS is not set
+// in the environment.
+func TestSpareLedgerP(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	env, had := os.LookupEnv("GOMAXPROCS")
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(procs)
+		ledgerP.Store(false)
+		if had {
+			os.Setenv("GOMAXPROCS", env)
+		} else {
+			os.Unsetenv("GOMAXPROCS")
+		}
+	})
+	check := func(what string, want int) {
+		t.Helper()
+		if got := runtime.GOMAXPROCS(0); got != want {
+			t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
+		}
+	}
+	enterCall() // the open's call
+	defer leaveCall()
+
+	os.Setenv("GOMAXPROCS", "2")
+	spareLedgerP()
+	check("GOMAXPROCS set in the environment", procs)
+	os.Unsetenv("GOMAXPROCS")
+
+	enterCall() // another thread's call, waiting for its server
+	spareLedgerP()
+	leaveCall()
+	check("another call in the library", procs)
+
+	spareLedgerP()
+	check("the only call", procs+1)
+	spareLedgerP()
+	check("a second open with a ledger", procs+1)
 }
