@@ -259,6 +259,41 @@ echo "(medians of $reps; same = both on core 0, split = server core 0, client co
 echo " lib/fl: libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
 echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
 
+# The ledger's cost again, paired: each repetition's ledger run against
+# the libplugrl run of the same repetition (the runs of one repetition are
+# seconds apart, and this machine's speed drifts by tens of percent over
+# minutes, which the ratio of two medians above carries and a median of
+# per-repetition ratios mostly cancels).
+# paired A B: the median (min-max) of A's values over B's, pair by pair.
+paired() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); k = 0
+    for (i = 1; i <= n; i++) if (y[i] > 0) r[++k] = x[i] / y[i]
+    if (k == 0) { print "-"; exit }
+    for (i = 2; i <= k; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
+    m = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+    printf "%.3f (%.3f-%.3f)", m, r[1], r[k]
+  }'
+}
+if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]]; then
+  echo
+  echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) of $reps"
+  printf '%-9s %-5s %-5s %-26s %-26s %-26s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
+  for wl in "${workloads[@]}"; do
+    read -r name _ _ _ _ _ <<<"$wl"
+    for sched in "${scheds[@]}"; do
+      for pin in "${pinnings[@]}"; do
+        lkey=$name/$pin/$sched/libplugrl
+        printf '%-9s %-5s %-5s %-26s %-26s %-26s %s\n' "$name" "$pin" "$sched" \
+          "$(paired "${runs[$name/$pin/$sched/ledger-digest/rate]}" "${runs[$lkey/rate]}")" \
+          "$(paired "${runs[$name/$pin/$sched/ledger-digest/cpu]}" "${runs[$lkey/cpu]}")" \
+          "$(paired "${runs[$name/$pin/$sched/ledger-full/rate]}" "${runs[$lkey/rate]}")" \
+          "$(paired "${runs[$name/$pin/$sched/ledger-full/cpu]}" "${runs[$lkey/cpu]}")"
+      done
+    done
+  done
+fi
+
 # The memory of an idle client: K clients opened and left idle against
 # plugrl serve, the client process's resident set before and after
 # (plugrl_bench_client --idle).
