@@ -49,8 +49,9 @@ import (
 )
 
 // Version is the format version this package writes. Its reader also
-// reads version 2 (written by libplugrl before 2026-12-02: a 12-byte block
-// header without the literal length, and each patch's new bytes inline).
+// reads version 2 (written by libplugrl up to commit b48fbdd: a 12-byte
+// block header without the literal length, and each patch's new bytes
+// inline).
 // Version 1 (its row digests were CRC-32C) is refused: a digest means one
 // thing per version.
 const Version = 3

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,11 +33,14 @@ func FuzzReader(f *testing.F) {
 	seed, _ := os.ReadFile(path)
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
-	v2, err := os.ReadFile(filepath.Join("testdata", "v2-digest.ledger")) // format version 2's reading too
+	// Format version 2's reading too: the header and first block of a
+	// version 2 ledger (the whole file makes the fuzzer crawl).
+	v2, err := os.ReadFile(filepath.Join("testdata", "v2-digest.ledger"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(v2)
+	first := 16 + 12 + int(binary.LittleEndian.Uint32(v2[16:]))
+	f.Add(v2[:first])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ledger.NewReader(bytes.NewReader(b))
 		if err != nil {

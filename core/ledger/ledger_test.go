@@ -591,7 +591,7 @@ func TestLiteralsAccounted(t *testing.T) {
 	}{
 		{"as written", "", file(raw, lits)},
 		{"a literal short", "a patch run of 1 new bytes, where 0 are left", file(append(bytes.Clone(records), raw[len(records)]), 1)},
-		{"a literal more", "block 1: 1 literal bytes that no patch took", file(append(bytes.Clone(raw), 'x'), lits+1)},
+		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", file(append(bytes.Clone(raw), 'x'), lits+1)},
 		{"the literal length damaged", "block 0 fails its checksum", damaged},
 	} {
 		p := filepath.Join(t.TempDir(), "l")

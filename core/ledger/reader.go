@@ -76,7 +76,7 @@ type Reader struct {
 	conn    int     // the current connection
 	sends   history // as the writer's (see history)
 	recvs   history
-	Block   int // blocks read so far
+	Block   int // blocks read so far; errors number blocks from 0
 	// MaxMessage bounds a message Message reconstructs (the sum of its
 	// cuts): 1 GiB unless set.
 	MaxMessage int64
@@ -115,11 +115,6 @@ func (r *Reader) Close() { r.dec.Close() }
 // next call.
 func (r *Reader) Next() (*Record, error) {
 	for len(r.rest) == 0 {
-		if len(r.lits) > 0 {
-			err := fmt.Errorf("ledger: block %d: %d literal bytes that no patch took", r.Block, len(r.lits))
-			r.lits = nil
-			return nil, err
-		}
 		if err := r.nextBlock(); err != nil {
 			return nil, err
 		}
@@ -146,9 +141,13 @@ func (r *Reader) Next() (*Record, error) {
 			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
 		}
 	}
+	if err == nil && len(rest) == 0 && len(r.lits) > 0 {
+		// The block's last record: every literal must have been taken.
+		err = fmt.Errorf("the block's records leave %d of its literal bytes, which no patch took", len(r.lits))
+	}
 	if err != nil {
 		r.rest, r.lits = nil, nil
-		return nil, fmt.Errorf("ledger: record %d (block %d): %w", r.seq, r.Block, err)
+		return nil, fmt.Errorf("ledger: record %d (block %d): %w", r.seq, r.Block-1, err)
 	}
 	r.rest = rest
 	r.seq++
@@ -166,7 +165,7 @@ func (r *Reader) nextBlock() error {
 		return io.EOF
 	}
 	if err != nil {
-		return fmt.Errorf("%w (a block header of %d of %d bytes after block %d)", ErrTruncated, n, len(h), r.Block)
+		return fmt.Errorf("%w (block %d's header has %d of its %d bytes)", ErrTruncated, r.Block, n, len(h))
 	}
 	le := binary.LittleEndian
 	zlen, rawLen, sum, litLen := le.Uint32(h[0:]), le.Uint32(h[4:]), le.Uint32(h[8:]), uint32(0)
@@ -208,10 +207,16 @@ func (r *Reader) nextBlock() error {
 	if len(raw) != int(rawLen) {
 		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
 	}
-	records := len(raw) - int(litLen)
+	r.setBlock(raw, int(litLen))
+	return nil
+}
+
+// setBlock makes raw, a block's bytes decompressed, whose last lits bytes
+// (at most len(raw)) are its literals, the block being read.
+func (r *Reader) setBlock(raw []byte, lits int) {
+	records := len(raw) - lits
 	r.raw, r.rest, r.lits = raw, raw[:records], raw[records:]
 	r.Block++
-	return nil
 }
 
 // decode reads one record from b.
