@@ -268,7 +268,8 @@ echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without
 paired() {
   awk -v a="$1" -v b="$2" 'BEGIN {
     n = split(a, x, " "); split(b, y, " "); k = 0
-    for (i = 1; i <= n; i++) if (y[i] > 0) r[++k] = x[i] / y[i]
+    # A failed run is "nan" or "-": only pairs of two numbers count.
+    for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0) r[++k] = x[i] / y[i]
     if (k == 0) { print "-"; exit }
     for (i = 2; i <= k; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
     m = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
