@@ -14,6 +14,11 @@
 #                             SCHED_FIFO (chrt -f 50, both at 50, pinned as
 #                             usual); where chrt -f is not permitted, says so
 #                             and runs the normal cells only
+#   PLUGRL_BENCH_LOAD=1       every cell also with a low-priority busy loop
+#                             on every core (nice 19, one per core) while it
+#                             runs: a real-time loop's latency should not care
+#                             what low-priority work shares the machine; the
+#                             cells say other+load and fifo+load
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
 #                             clients (libplugrl recording a step ledger)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
@@ -85,6 +90,7 @@ command -v taskset >/dev/null || {
 }
 
 fifo=${PLUGRL_BENCH_FIFO:-0}
+load=${PLUGRL_BENCH_LOAD:-0}
 handles=${PLUGRL_BENCH_HANDLES:-}
 for n in $handles; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || {
@@ -117,10 +123,22 @@ if [[ $fifo == 1 ]]; then
       "or an rtprio limit): SCHED_FIFO cells skipped, normal scheduling only" >&2
   fi
 fi
+if [[ $load == 1 ]]; then
+  for s in "${scheds[@]}"; do scheds+=("$s+load"); done
+fi
 
 tmp=$(mktemp -d)
 spid=
+busy=() # the busy loops of a +load run
+stop_load() {
+  if [[ ${#busy[@]} -gt 0 ]]; then
+    kill "${busy[@]}" 2>/dev/null || true
+    wait "${busy[@]}" 2>/dev/null || true
+  fi
+  busy=()
+}
 cleanup() {
+  stop_load
   if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then kill "$spid" 2>/dev/null || true; fi
   if [[ -n ${ipid:-} ]] && kill -0 "$ipid" 2>/dev/null; then kill "$ipid" 2>/dev/null || true; fi
   rm -rf "$tmp"
@@ -136,7 +154,16 @@ run_one() {
   local client=$1 pin=$2 sched=$3 conns=$4 envs=$5 cams=$6 img=$7 state=$8 ccore=0 url=
   [[ $pin == split ]] && ccore=1
   local rt=()
-  [[ $sched == fifo ]] && rt=(chrt -f 50)
+  busy=()
+  [[ $sched == fifo* ]] && rt=(chrt -f 50)
+  if [[ $sched == *+load ]]; then
+    # The load: a busy loop at nice 19 on every core, for the whole run.
+    local c
+    for ((c = 0; c < cores; c++)); do
+      taskset -c "$c" nice -n 19 sh -c 'while :; do :; done' &
+      busy+=($!)
+    done
+  fi
   : >"$tmp/server.out" # see wait_url
   timeout -s KILL "$limit" taskset -c 0 "${rt[@]}" "$bin/plugrl-bench-server" --envs "$envs" --conns "$conns" \
     --warmup "${warmup}s" --seconds "${window}s" >"$tmp/server.out" 2>"$tmp/server.err" &
@@ -162,13 +189,14 @@ run_one() {
   fi
   wait "$spid" || rc=$?
   spid=
+  stop_load
   if [[ $rc -ne 0 ]]; then
     echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed after $limit s):" >&2
     sort "$tmp/client.err" | uniq -c | head -n 5 >&2
     head -n 5 "$tmp/server.err" >&2
     # Under SCHED_FIFO a failure is a finding (a real-time client starving
     # what it waits for), not a broken bench: the cell says "nan".
-    [[ $sched == fifo ]] || exit 1
+    [[ $sched == fifo* ]] || exit 1
     echo "tests/bench.sh: (recorded as nan)" >&2
     echo nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan
     return 0
@@ -227,7 +255,7 @@ lat() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; }
 
 echo
-printf '%-9s %-5s %-5s %-13s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
+printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
   lib/fl "cpu-us/ex" "(min-max)" lib/fl "turnaround us p50/90/99/99.9/99.99/max" "infer->feedback us (same)" \
   "per-conn ex min/max"
 for wl in "${workloads[@]}"; do
@@ -248,7 +276,7 @@ for wl in "${workloads[@]}"; do
           rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
         fi
         [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
-        printf '%-9s %-5s %-5s %-13s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
+        printf '%-9s %-5s %-10s %-13s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
           "$r" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$c" "($(spread <<<"${runs[$key/cpu]}"))" "$cr" \
           "$(lat "$key" t)" "$(lat "$key" f)" "$per"
       done
@@ -256,8 +284,24 @@ for wl in "${workloads[@]}"; do
   done
 done
 echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
+echo " +load = a nice 19 busy loop on every core during the run;"
 echo " lib/fl: libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
 echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+
+# The turnaround's tail against the floor's, per cell (the medians above):
+# a real-time loop's deadline is set by its slowest exchanges.
+echo
+echo "turnaround tail, libplugrl / floor (medians of $reps): p99 p99.9 p99.99"
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ _ <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=$name/$pin/$sched/floor lkey=$name/$pin/$sched/libplugrl
+      printf '%-9s %-5s %-10s %s %s %s\n' "$name" "$pin" "$sched" "$(ratio "$(med "$lkey" t99)" "$(med "$fkey" t99)")" \
+        "$(ratio "$(med "$lkey" t999)" "$(med "$fkey" t999)")" "$(ratio "$(med "$lkey" t9999)" "$(med "$fkey" t9999)")"
+    done
+  done
+done
 
 # The ledger's cost again, paired: each repetition's ledger run against
 # the libplugrl run of the same repetition (the runs of one repetition are
@@ -279,13 +323,13 @@ paired() {
 if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]]; then
   echo
   echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) of $reps"
-  printf '%-9s %-5s %-5s %-26s %-26s %-26s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
+  printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
   for wl in "${workloads[@]}"; do
     read -r name _ _ _ _ _ <<<"$wl"
     for sched in "${scheds[@]}"; do
       for pin in "${pinnings[@]}"; do
         lkey=$name/$pin/$sched/libplugrl
-        printf '%-9s %-5s %-5s %-26s %-26s %-26s %s\n' "$name" "$pin" "$sched" \
+        printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' "$name" "$pin" "$sched" \
           "$(paired "${runs[$name/$pin/$sched/ledger-digest/rate]}" "${runs[$lkey/rate]}")" \
           "$(paired "${runs[$name/$pin/$sched/ledger-digest/cpu]}" "${runs[$lkey/cpu]}")" \
           "$(paired "${runs[$name/$pin/$sched/ledger-full/rate]}" "${runs[$lkey/rate]}")" \
