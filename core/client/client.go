@@ -93,7 +93,11 @@ type Options struct {
 
 	// LedgerPath, if set, records every message and connection event into
 	// a ledger file there (docs/LEDGER.md), at LedgerLevel. The file is
-	// created (or truncated) by Dial and closed by Close.
+	// created (or truncated) by Dial and closed by Close. Its background
+	// writer compresses on one of the runtime's Ps: a program whose
+	// callers wait in the client on every P but one, as libplugrl's C
+	// callers do, gives the runtime one more (capi/runtime.go,
+	// spareLedgerP, says why).
 	LedgerPath  string
 	LedgerLevel ledger.Level
 	// LedgerCPUs, if set, are the CPUs the ledger's background writer
