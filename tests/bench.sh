@@ -62,9 +62,10 @@
 #   per-conn    N-handle cells: the fewest and the most exchanges one
 #               connection made in the window (evenness)
 #
-# Prints every run and one table: medians of the repetitions, with the
-# min-max of throughput and CPU; latency percentiles (p50/p90/p99/p99.9/
-# p99.99/max, us) are the medians of each run's.
+# Prints every run and three tables: medians of the repetitions, with the
+# min-max of throughput and CPU (latency percentiles, p50/p90/p99/p99.9/
+# p99.99/max in us, are the medians of each run's); libplugrl's tail over
+# the floor's; and the ledger's cost paired per repetition.
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
@@ -158,9 +159,13 @@ run_one() {
   [[ $sched == fifo* ]] && rt=(chrt -f 50)
   if [[ $sched == *+load ]]; then
     # The load: a busy loop at nice 19 on every core, for the whole run.
+    # run_one runs in a subshell (out=$(run_one ...)), whose exit the
+    # script's cleanup does not see: the subshell stops its own loops,
+    # whichever way it ends, and they do not hold its output open.
+    [[ $BASH_SUBSHELL -gt 0 ]] && trap stop_load EXIT
     local c
     for ((c = 0; c < cores; c++)); do
-      taskset -c "$c" nice -n 19 sh -c 'while :; do :; done' &
+      taskset -c "$c" nice -n 19 sh -c 'while :; do :; done' >/dev/null 2>&1 &
       busy+=($!)
     done
   fi

@@ -70,36 +70,52 @@ func FuzzBlock(f *testing.F) {
 	})
 }
 
-// TestBlockRoundTrip: oneBlock, given the raw bytes and literal length of a
-// block the writer wrote, makes a ledger that reads back as the writer's
-// did, so that FuzzBlock's seeds start from real records.
+// TestBlockRoundTrip: oneBlock, given the raw bytes and literal length of
+// the block the writer wrote, makes a ledger that reads back record for
+// record as the writer's file does, so that FuzzBlock's seeds start from
+// real records, literals included.
 func TestBlockRoundTrip(t *testing.T) {
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := ledgerBlocks(t)
-	lits := 0
-	for _, b := range blocks {
-		lits += int(b.lits)
-		n := 0
-		r, err := NewReader(bytes.NewReader(oneBlock(enc, b.raw, b.lits, false)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			if _, err := r.Next(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Fatalf("a block the writer wrote, rebuilt: %v after %d records", err, n)
-				}
-				break
-			}
-			n++
-		}
-		r.Close()
+	file, blocks := ledgerFile(t)
+	if len(blocks) != 1 || blocks[0].lits == 0 {
+		t.Fatalf("the seed ledger has %d blocks; want one, with literals (its patches' new bytes)", len(blocks))
 	}
-	if lits == 0 {
-		t.Fatal("the seed ledger has no literals: its patches are not exercised")
+	want, got := readRecords(t, file), readRecords(t, oneBlock(enc, blocks[0].raw, blocks[0].lits))
+	if len(got) != len(want) {
+		t.Fatalf("%d records read back from the rebuilt block, %d from the file", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].Time != want[i].Time || !bytes.Equal(got[i].Msg, want[i].Msg) {
+			t.Fatalf("record %d: %s at %d, %d bytes; the file's: %s at %d, %d bytes", i,
+				got[i].Kind, got[i].Time, len(got[i].Msg), want[i].Kind, want[i].Time, len(want[i].Msg))
+		}
+	}
+}
+
+// readRecords reads every record of a ledger file, each with its own copy
+// of its message.
+func readRecords(t *testing.T, file []byte) []Record {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var recs []Record
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return recs
+		}
+		if err != nil {
+			t.Fatalf("after %d records: %v", len(recs), err)
+		}
+		c := *rec
+		c.Msg = bytes.Clone(rec.Msg)
+		recs = append(recs, c)
 	}
 }
 
@@ -112,6 +128,12 @@ type rawBlock struct {
 // ledgerBlocks records SMALL exchanges whose actions vary (patches, so
 // literals) and returns the blocks of the ledger written.
 func ledgerBlocks(tb testing.TB) []rawBlock {
+	_, blocks := ledgerFile(tb)
+	return blocks
+}
+
+// ledgerFile is the ledger of ledgerBlocks, and its blocks.
+func ledgerFile(tb testing.TB) ([]byte, []rawBlock) {
 	in, fb, obs, action, data := smallExchange(tb)
 	path := filepath.Join(tb.TempDir(), "l")
 	w, err := Create(path, Options{})
@@ -134,7 +156,7 @@ func ledgerBlocks(tb testing.TB) []rawBlock {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return splitBlocks(tb, file)
+	return file, splitBlocks(tb, file)
 }
 
 // splitBlocks decompresses each block of a ledger file.
@@ -166,21 +188,13 @@ func splitBlocks(tb testing.TB, file []byte) []rawBlock {
 	return blocks
 }
 
-// oneBlock is a ledger file of format version 3 (2 if v2) holding one
-// block of raw bytes, the last lits of them literals (version 3), with a
-// valid checksum.
-func oneBlock(enc *zstd.Encoder, raw []byte, lits uint32, v2 bool) []byte {
+// oneBlock is a ledger file of format version 3 holding one block of raw
+// bytes, the last lits of them literals, with a valid checksum.
+func oneBlock(enc *zstd.Encoder, raw []byte, lits uint32) []byte {
 	le := binary.LittleEndian
-	file := append([]byte(magic), 3, 0)
-	if v2 {
-		file[len(magic)] = 2
-	}
 	z := enc.EncodeAll(raw, nil)
-	file = le.AppendUint32(le.AppendUint32(file, uint32(len(z))), uint32(len(raw)))
-	var litLen []byte // version 2: none
-	if !v2 {
-		litLen = le.AppendUint32(nil, lits)
-	}
+	litLen := le.AppendUint32(nil, lits)
+	file := le.AppendUint32(le.AppendUint32(appendHeader(nil), uint32(len(z))), uint32(len(raw)))
 	file = le.AppendUint32(file, blockSum(z, litLen))
 	return append(append(file, litLen...), z...)
 }

@@ -592,6 +592,7 @@ func TestLiteralsAccounted(t *testing.T) {
 		{"as written", "", file(raw, lits)},
 		{"a literal short", "a patch run of 1 new bytes, where 0 are left", file(append(bytes.Clone(records), raw[len(records)]), 1)},
 		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", file(append(bytes.Clone(raw), 'x'), lits+1)},
+		{"literals alone", "block 0: 3 literal bytes and no record to take them", file([]byte("abc"), 3)},
 		{"the literal length damaged", "block 0 fails its checksum", damaged},
 	} {
 		p := filepath.Join(t.TempDir(), "l")

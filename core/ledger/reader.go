@@ -115,6 +115,11 @@ func (r *Reader) Close() { r.dec.Close() }
 // next call.
 func (r *Reader) Next() (*Record, error) {
 	for len(r.rest) == 0 {
+		if len(r.lits) > 0 { // a block of literals and no records
+			err := fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block-1, len(r.lits))
+			r.lits = nil
+			return nil, err
+		}
 		if err := r.nextBlock(); err != nil {
 			return nil, err
 		}
