@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -24,7 +25,8 @@ import (
 // from run to run). The reader must return records or an error, never
 // panic, and bound its memory by the bytes it is given.
 func FuzzBlock(f *testing.F) {
-	for _, b := range ledgerBlocks(f) {
+	_, blocks := ledgerFile(f)
+	for _, b := range blocks {
 		f.Add(b.raw, b.lits, false)
 	}
 	v2, err := os.ReadFile(filepath.Join("testdata", "v2-digest.ledger"))
@@ -83,7 +85,14 @@ func TestBlockRoundTrip(t *testing.T) {
 	if len(blocks) != 1 || blocks[0].lits == 0 {
 		t.Fatalf("the seed ledger has %d blocks; want one, with literals (its patches' new bytes)", len(blocks))
 	}
-	want, got := readRecords(t, file), readRecords(t, oneBlock(enc, blocks[0].raw, blocks[0].lits))
+	want, err := readRecords(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readRecords(oneBlock(enc, blocks[0].raw, blocks[0].lits))
+	if err != nil {
+		t.Fatalf("the rebuilt block, after %d records: %v", len(got), err)
+	}
 	if len(got) != len(want) {
 		t.Fatalf("%d records read back from the rebuilt block, %d from the file", len(got), len(want))
 	}
@@ -96,26 +105,72 @@ func TestBlockRoundTrip(t *testing.T) {
 }
 
 // readRecords reads every record of a ledger file, each with its own copy
-// of its message.
-func readRecords(t *testing.T, file []byte) []Record {
-	t.Helper()
+// of its message, up to the end or the first error.
+func readRecords(file []byte) ([]Record, error) {
 	r, err := NewReader(bytes.NewReader(file))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer r.Close()
 	var recs []Record
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return recs
+			return recs, nil
 		}
 		if err != nil {
-			t.Fatalf("after %d records: %v", len(recs), err)
+			return recs, err
 		}
 		c := *rec
 		c.Msg = bytes.Clone(rec.Msg)
 		recs = append(recs, c)
+	}
+}
+
+// TestLiteralsAccounted: a block whose patches take more literal bytes
+// than it has, or fewer, or that has literals and no records, is an error
+// naming the block, and so is a block header whose literal length was
+// damaged (the checksum covers it).
+func TestLiteralsAccounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		w.Received([]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', byte(i)})
+	}
+	w.Close()
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := splitBlocks(t, good)
+	if len(blocks) != 1 || blocks[0].lits != 2 {
+		t.Fatalf("%d blocks: want one, with 2 literal bytes (one per patched recv)", len(blocks))
+	}
+	raw, lits := blocks[0].raw, blocks[0].lits
+	records := raw[:len(raw)-int(lits)]
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := bytes.Clone(good)
+	damaged[headerSize+12] = 1 // the literal length
+	for _, tc := range []struct {
+		what, want string
+		file       []byte
+	}{
+		{"as written", "", oneBlock(enc, raw, lits)},
+		{"a literal short", "a patch run of 1 new bytes, where 0 are left", oneBlock(enc, append(bytes.Clone(records), raw[len(records)]), 1)},
+		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", oneBlock(enc, append(bytes.Clone(raw), 'x'), lits+1)},
+		{"literals alone", "block 0: 3 literal bytes and no record to take them", oneBlock(enc, []byte("abc"), 3)},
+		{"the literal length damaged", "block 0 fails its checksum", damaged},
+	} {
+		_, err := readRecords(tc.file)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Fatalf("%s: %v, want %q", tc.what, err, tc.want)
+		}
 	}
 }
 
@@ -125,14 +180,8 @@ type rawBlock struct {
 	lits uint32
 }
 
-// ledgerBlocks records SMALL exchanges whose actions vary (patches, so
-// literals) and returns the blocks of the ledger written.
-func ledgerBlocks(tb testing.TB) []rawBlock {
-	_, blocks := ledgerFile(tb)
-	return blocks
-}
-
-// ledgerFile is the ledger of ledgerBlocks, and its blocks.
+// ledgerFile records SMALL exchanges whose actions vary (patches, so
+// literals) and returns the ledger written, and its blocks.
 func ledgerFile(tb testing.TB) ([]byte, []rawBlock) {
 	in, fb, obs, action, data := smallExchange(tb)
 	path := filepath.Join(tb.TempDir(), "l")

@@ -2,10 +2,8 @@ package ledger_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-	"github.com/klauspost/compress/zstd"
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/maskcopy"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -539,69 +536,4 @@ func TestReadsVersion2(t *testing.T) {
 	want := recordLoop(t, w, ledger.Digest) // the messages; this ledger is not read
 	w.Close()
 	checkMessages(t, path, want)
-}
-
-// TestLiteralsAccounted: a block whose patches take more literal bytes
-// than it has, or fewer, is an error naming the block, and so is a block
-// header whose literal length was damaged (the checksum covers it).
-func TestLiteralsAccounted(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l")
-	w, err := ledger.Create(path, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		w.Received([]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', byte(i)})
-	}
-	w.Close()
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The file is the header and one block: take its records and literals
-	// apart, to build blocks with other literals.
-	le := binary.LittleEndian
-	const at = 16 // the block's header
-	zlen, lits := int(le.Uint32(good[at:])), int(le.Uint32(good[at+12:]))
-	if len(good) != at+16+zlen || lits != 2 {
-		t.Fatalf("%d bytes, a block of %d with %d literal bytes: want one block, 2 literal bytes (one per patched recv)", len(good), zlen, lits)
-	}
-	dec, _ := zstd.NewReader(nil)
-	defer dec.Close()
-	raw, err := dec.DecodeAll(good[at+16:], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	records := raw[:len(raw)-lits]
-	enc, _ := zstd.NewWriter(nil)
-	defer enc.Close()
-	file := func(raw []byte, lits int) []byte {
-		z := enc.EncodeAll(raw, nil)
-		var litLen [4]byte
-		le.PutUint32(litLen[:], uint32(lits))
-		sum := crc32.Update(crc32.Checksum(z, crc32.MakeTable(crc32.Castagnoli)), crc32.MakeTable(crc32.Castagnoli), litLen[:])
-		b := append(bytes.Clone(good[:at]), le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, uint32(len(z))), uint32(len(raw))), sum)...)
-		return append(append(b, litLen[:]...), z...)
-	}
-	damaged := bytes.Clone(good)
-	damaged[at+12] = 1
-	for _, tc := range []struct {
-		what, want string
-		file       []byte
-	}{
-		{"as written", "", file(raw, lits)},
-		{"a literal short", "a patch run of 1 new bytes, where 0 are left", file(append(bytes.Clone(records), raw[len(records)]), 1)},
-		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", file(append(bytes.Clone(raw), 'x'), lits+1)},
-		{"literals alone", "block 0: 3 literal bytes and no record to take them", file([]byte("abc"), 3)},
-		{"the literal length damaged", "block 0 fails its checksum", damaged},
-	} {
-		p := filepath.Join(t.TempDir(), "l")
-		if err := os.WriteFile(p, tc.file, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, _, err := readAll(t, p)
-		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Fatalf("%s: %v, want %q", tc.what, err, tc.want)
-		}
-	}
 }

@@ -115,11 +115,6 @@ func (r *Reader) Close() { r.dec.Close() }
 // next call.
 func (r *Reader) Next() (*Record, error) {
 	for len(r.rest) == 0 {
-		if len(r.lits) > 0 { // a block of literals and no records
-			err := fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block-1, len(r.lits))
-			r.lits = nil
-			return nil, err
-		}
 		if err := r.nextBlock(); err != nil {
 			return nil, err
 		}
@@ -182,6 +177,9 @@ func (r *Reader) nextBlock() error {
 	}
 	if litLen > rawLen {
 		return fmt.Errorf("%w (block %d claims %d literal bytes of %d raw)", ErrTruncated, r.Block, litLen, rawLen)
+	}
+	if litLen > 0 && litLen == rawLen {
+		return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
 	}
 	// Grow with the bytes that arrive, not with what the header claims.
 	r.zbuf = r.zbuf[:0]
