@@ -55,10 +55,7 @@ func (c *Conn) release() {
 	c.released = true
 	_ = c.tr.Close()
 	c.fdmu.Unlock()
-	if c.heldTimer != nil {
-		c.heldTimer.Stop()
-	}
-	c.held = 0
+	c.held = 0 // the sweeper's next look lets go of c
 	if c.rbuf != nil {
 		c.alloc.Free(c.rbuf)
 		c.rbuf = nil

@@ -212,15 +212,15 @@ type Conn struct {
 	ctl       pending
 	ctlQueued atomic.Bool // ctl holds bytes: flushControl's look without wmu
 	// wbuf[:held] is a held message (WriteHeldMessage), or the unsent
-	// rest of one: owed to the wire before any other byte. heldTimer
-	// (where the transport holds; else nil) sends it if no write has
-	// within two of its ticks; heldArmed says it is running, holds counts
-	// the holds and heldSeen is that count at its last tick. Guarded by
-	// wmu, but for heldTimer, set once before the Conn is shared.
+	// rest of one: owed to the wire before any other byte. Where the
+	// transport can hold (canHold, set before the Conn is shared), the
+	// sweeper (heldsweep.go) sends it if no write has within two of its
+	// ticks; heldArmed says the sweeper looks at c, holds counts the
+	// holds and heldSeen is that count at its last look. Guarded by wmu.
 	held            int
 	holds, heldSeen uint64
 	heldArmed       bool
-	heldTimer       *time.Timer
+	canHold         bool
 	// A ping's payload waiting for its pong, guarded by pmu (held only
 	// to copy these few bytes): the reader records it, whoever holds wmu
 	// next writes the pong. RFC 6455 5.5.3 allows answering only the
@@ -369,10 +369,7 @@ func newConn(tr transport, o Options) *Conn {
 		dead:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	if tr.Holds() {
-		c.heldTimer = time.AfterFunc(heldDelay, c.heldDue)
-		c.heldTimer.Stop()
-	}
+	c.canHold = tr.Holds()
 	return c
 }
 

@@ -230,3 +230,79 @@ func TestHeldMessageTimerPaths(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldSweeper: the connections holding at once share one timer. Each
+// one's held message arrives one to two ticks after its hold, a
+// connection held again and again is looked at (and listed) once, and
+// once every held message has left or its connection has closed, the
+// sweeper lets go of them all and stops ticking.
+func TestHeldSweeper(t *testing.T) {
+	const n = 24
+	conns := make([]*Conn, n)
+	seens := make([]<-chan frameSeen, n)
+	for i := range conns {
+		url, seen := frameServer(t, false)
+		conns[i], seens[i] = dialT(t, Options{URL: url}), seen
+	}
+	listed := func(c *Conn) int {
+		sweeper.mu.Lock()
+		defer sweeper.mu.Unlock()
+		k := 0
+		for _, l := range sweeper.conns {
+			if l == c {
+				k++
+			}
+		}
+		return k
+	}
+	m := heldTestMessage(t, 100)
+	t0 := time.Now()
+	for _, c := range conns {
+		for range 3 { // the first is taken along by the next
+			if err := c.WriteHeldMessage(m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, c := range conns {
+		if k := listed(c); k != 1 {
+			t.Fatalf("connection %d listed %d times by the sweeper; want once", i, k)
+		}
+	}
+	for i, seen := range seens {
+		for j := range 3 {
+			f := nextFrame(t, seen, "a held message")
+			if f.n != m.Len() {
+				t.Fatalf("connection %d, message %d: a frame of %d bytes; want %d", i, j, f.n, m.Len())
+			}
+			if j == 2 && f.at.Sub(t0) < heldDelay {
+				t.Fatalf("connection %d: the last held message arrived after %v; want heldDelay (%v) or more", i, f.at.Sub(t0), heldDelay)
+			}
+		}
+	}
+	// Half hold once more, and close with it held (Close sends it).
+	for _, c := range conns[:n/2] {
+		if err := c.WriteHeldMessage(m, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(time.Second)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sweeper.mu.Lock()
+		left, ticking := len(sweeper.conns), sweeper.ticking
+		sweeper.mu.Unlock()
+		if left == 0 && !ticking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweeper still lists %d connections (ticking %v) 5 s after their messages left", left, ticking)
+		}
+		time.Sleep(heldDelay)
+	}
+	for i, seen := range seens[:n/2] {
+		if f := nextFrame(t, seen, "the message held at close"); f.op != ws.OpBinary || f.n != m.Len() {
+			t.Fatalf("connection %d: opcode %v, %d bytes; want the held message", i, f.op, f.n)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // transport that cannot hold (TLS), is sent as WriteMessageObserved sends
 // it: most of a long one would leave anyway.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
-	return c.writeMessage(m, ob, m.Len() <= heldMax && c.heldTimer != nil) // a timer: the transport holds
+	return c.writeMessage(m, ob, m.Len() <= heldMax && c.canHold)
 }
 
 const (
@@ -71,8 +71,9 @@ const (
 	heldMax = 64 << 10
 	// heldDelay is the tick of the timer that sends a held message no
 	// write has taken along: it goes after one to two ticks (see
-	// heldDue). While a caller keeps holding, the timer fires once a tick:
-	// a wake-up cheap enough at 100 a second.
+	// heldTick). While any caller keeps holding, the timer fires once a
+	// tick, for every connection at once (heldsweep.go): a wake-up cheap
+	// enough at 100 a second.
 	heldDelay = 10 * time.Millisecond
 )
 
@@ -206,8 +207,8 @@ func (c *Conn) flushHeld() error {
 	return c.flushBuf(c.held)
 }
 
-// hold keeps wbuf[:n] back until the next write, or until heldTimer finds
-// it held at two ticks in a row (see heldDue). wmu must be held.
+// hold keeps wbuf[:n] back until the next write, or until the sweeper
+// finds it held at two ticks in a row (see heldTick). wmu must be held.
 func (c *Conn) hold(n int) {
 	c.held = n
 	c.holds++
@@ -215,38 +216,32 @@ func (c *Conn) hold(n int) {
 		return
 	}
 	c.heldArmed = true
-	c.heldTimer.Reset(heldDelay)
+	sweeper.enlist(c)
 }
 
-// heldDue is heldTimer's tick. A message held since before the last tick
-// is overdue: it is sent, if the socket takes it without waiting. One held
-// since then belongs to a caller still between its feedback and its next
-// infer, whose write will take it along: the tick only looks again later,
-// and a caller in a tight loop never finds the timer in its way (it holds
-// wmu for a few loads, and never writes). A writer holding wmu sends what
-// is held with its own message.
-func (c *Conn) heldDue() {
+// heldTick is the sweeper's look at c, once a heldDelay while c.heldArmed
+// is set; it reports whether to look again at the next tick. A message
+// held since before the last look is overdue: it is sent, if the socket
+// takes it without waiting. One held since then belongs to a caller still
+// between its feedback and its next infer, whose write will take it
+// along: the tick only looks again later, and a caller in a tight loop
+// never finds the sweeper in its way (it holds wmu for a few loads, and
+// never writes). A writer holding wmu sends what is held with its own
+// message.
+func (c *Conn) heldTick() bool {
 	if !c.wmu.TryLock() {
-		if c.Err() == nil {
-			c.heldTimer.Reset(heldDelay)
-		}
-		return
+		return c.Err() == nil
 	}
-	again := false
+	defer c.wmu.Unlock()
 	switch {
 	case c.held == 0 || c.Err() != nil || c.released:
 		c.heldArmed = false // the next hold arms it
 	case c.holds != c.heldSeen:
 		c.heldSeen = c.holds
-		again = true
 	default:
-		again = !c.tryWriteHeld() && c.Err() == nil // the socket took part of it
-		c.heldArmed = again
+		c.heldArmed = !c.tryWriteHeld() && c.Err() == nil // the socket took part of it
 	}
-	c.wmu.Unlock()
-	if again {
-		c.heldTimer.Reset(heldDelay)
-	}
+	return c.heldArmed
 }
 
 // tryWriteHeld writes what the socket takes of the held message without
