@@ -238,7 +238,7 @@ func (c *Client) feedback(f *Feedback) error {
 // follows, in the same system call and TCP segment, so the client makes
 // one send per exchange and the server wakes once for both. A loop that
 // then takes longer than that delays the feedback's arrival by as long, or
-// until the connection's hold timer sends it (10-20 ms); a feedback that
+// until the connection's sweeper sends it (10-20 ms); a feedback that
 // ends an episode is never held, since a reset often follows.
 const tightLoop = time.Millisecond
 

@@ -232,7 +232,7 @@ func TestHeldMessageTimerPaths(t *testing.T) {
 }
 
 // TestHeldSweeper: the connections holding at once share one timer. Each
-// one's held message arrives one to two ticks after its hold, a
+// one's held messages arrive no sooner than a tick after its holds, a
 // connection held again and again is looked at (and listed) once, and
 // once every held message has left or its connection has closed, the
 // sweeper lets go of them all and stops ticking.
@@ -244,28 +244,40 @@ func TestHeldSweeper(t *testing.T) {
 		url, seen := frameServer(t, false)
 		conns[i], seens[i] = dialT(t, Options{URL: url}), seen
 	}
-	listed := func(c *Conn) int {
-		sweeper.mu.Lock()
-		defer sweeper.mu.Unlock()
-		k := 0
-		for _, l := range sweeper.conns {
-			if l == c {
-				k++
-			}
-		}
-		return k
-	}
 	m := heldTestMessage(t, 100)
 	t0 := time.Now()
 	for _, c := range conns {
-		for range 3 { // the first is taken along by the next
+		for range 3 { // held one after another: all three stay, and leave together
 			if err := c.WriteHeldMessage(m, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+	// With every write lock taken, the sweeper's looks keep each
+	// connection listed and send nothing; its list is whole between sweeps.
+	for _, c := range conns {
+		c.wmu.Lock()
+	}
+	// Before a tick has passed since the first hold, none has left (and a
+	// connection whose messages have left is no longer listed).
+	early := time.Since(t0) < heldDelay
+	var listed map[*Conn]int
+	for listed == nil {
+		sweeper.mu.Lock()
+		if !sweeper.sweeping {
+			listed = map[*Conn]int{}
+			for _, l := range sweeper.conns {
+				listed[l]++
+			}
+		}
+		sweeper.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	for _, c := range conns {
+		c.wmu.Unlock()
+	}
 	for i, c := range conns {
-		if k := listed(c); k != 1 {
+		if k := listed[c]; k > 1 || k == 0 && early {
 			t.Fatalf("connection %d listed %d times by the sweeper; want once", i, k)
 		}
 	}

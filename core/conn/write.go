@@ -407,7 +407,7 @@ func (c *Conn) flushControl() {
 // flushControlLocked is flushControl with wmu held.
 func (c *Conn) flushControlLocked() {
 	if c.Err() != nil || c.sentCls || c.ctl.r == c.ctl.n && !c.pongOwed.Load() {
-		return // nothing to send (a held message waits for its timer)
+		return // nothing to send (a held message waits for the sweeper)
 	}
 	if !c.tryWriteHeld() {
 		return
