@@ -47,8 +47,10 @@ func (c *Conn) Abort() {
 func (c *Conn) release() {
 	c.fail(ErrClosed)
 	c.shutdown()
-	<-c.done
-	// Nothing reads or writes any more: release the socket and buffer.
+	idle.remove(c) // a look in progress sees the failure (idleLook)
+	// Nothing reads or writes any more (the poller neither: it takes
+	// these locks only by trying, and reads only a connection that has
+	// not failed): release the socket and buffer.
 	c.rmu.Lock()
 	c.wmu.Lock()
 	c.fdmu.Lock()

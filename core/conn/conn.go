@@ -14,13 +14,15 @@
 // goroutine can Interrupt a blocked call.
 //
 // Files: conn.go (options, errors, Dial), read.go (Receive, the frame
-// reader, the poller), write.go (WriteMessage and control frames),
-// close.go (Close, Abort, Interrupt), transport.go and fd_*.go (the socket).
+// reader), idlepoll.go (the poller), write.go (WriteMessage and control
+// frames), heldsweep.go (held messages' timer), close.go (Close, Abort,
+// Interrupt), transport.go and fd_*.go (the socket).
 //
 // Reading: the caller reads. Receive reads frames on the calling thread
 // (on Linux a blocking system call on the socket, see fdConn), answering
 // control frames on the way, until a data message is complete. Between
-// calls a background poller looks at the socket about once a second
+// calls a background poller, one for the process, looks at every socket
+// about once a second
 // without waiting on it: it answers pings and takes a close frame, so a
 // server's keepalive is honoured and a close is seen while the caller steps
 // its envs; Poll does the same on demand. The poller also enforces Receive
@@ -252,12 +254,11 @@ type Conn struct {
 
 	dead chan struct{} // closed once the connection has failed or closed
 	err  atomic.Pointer[error]
-	done chan struct{} // closed when the poller exits
 
 	closeOnce sync.Once
 }
 
-// Dial opens a connection and starts its poller. Cancelling ctx ends a
+// Dial opens a connection and hands it to the poller. Cancelling ctx ends a
 // dial in progress with ErrInterrupted.
 func Dial(ctx context.Context, o Options) (*Conn, error) {
 	timeout := o.DialTimeout
@@ -324,7 +325,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		c.rw = n
 		c.counters.Received.Add(uint64(n))
 	}
-	go c.pollLoop()
+	idle.add(c)
 	return c, nil
 }
 
@@ -367,7 +368,6 @@ func newConn(tr transport, o Options) *Conn {
 		wtimeout: wt,
 		rb:       make([]byte, readBufferSize),
 		dead:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 	c.canHold = tr.Holds()
 	return c

@@ -70,7 +70,7 @@ func FuzzFrameReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, piece uint8, data []byte) {
 		var alloc liveAlloc
 		c := newConn(&scriptTr{data: bytes.Clone(data), piece: 1 + int(piece)}, Options{MaxMessageSize: 1 << 20, Alloc: &alloc})
-		go c.pollLoop()
+		idle.add(c)
 		for i := 0; i < 64; i++ {
 			msg, err := c.Receive(0)
 			if err != nil {

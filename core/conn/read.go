@@ -63,7 +63,7 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 	watched := timeout >= watchedTimeout
 	switch {
 	case watched:
-		// The poller enforces it (see pollLoop): the read blocks with no
+		// The poller enforces it (see idleLook): the read blocks with no
 		// socket timeout, which spares the kernel a timer on every wait.
 		c.recvDeadline.Store(int64(now + timeout))
 	case timeout > 0:
@@ -122,48 +122,6 @@ func (c *Conn) Poll() {
 	}
 	c.rmu.Unlock()
 	c.flushControl()
-}
-
-// pollLoop answers pings and sees closes while nobody reads, and ends a
-// watched Receive at its deadline. It sleeps idlePoll between looks, or
-// until a watched deadline if that comes first; it never waits for a lock
-// or for the socket.
-func (c *Conn) pollLoop() {
-	defer close(c.done)
-	t := time.NewTimer(idlePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.dead:
-			return
-		case <-t.C:
-		}
-		if d := c.recvDeadline.Load(); d != 0 && int64(mono()) >= d && c.recvDeadline.CompareAndSwap(d, 0) {
-			// A Receive waits past its deadline: end the connection,
-			// which wakes it (it reports the timeout).
-			c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
-			c.shutdown()
-			continue
-		}
-		// Only with both sides free: a caller is reading, or writing,
-		// and over TLS a read may have to write (a key update) and wait
-		// for that writer; the poller never waits.
-		if c.wmu.TryLock() {
-			if c.rmu.TryLock() {
-				if c.Err() == nil {
-					c.drain()
-				}
-				c.rmu.Unlock()
-			}
-			c.flushControlLocked()
-			c.wmu.Unlock()
-		}
-		next := idlePoll
-		if d := c.recvDeadline.Load(); d != 0 {
-			next = min(next, max(time.Duration(d)-mono(), 0))
-		}
-		t.Reset(next)
-	}
 }
 
 // errBoundaryTimeout: the read deadline passed between messages; the
