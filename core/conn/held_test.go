@@ -264,7 +264,7 @@ func TestHeldSweeper(t *testing.T) {
 	var listed map[*Conn]int
 	for listed == nil {
 		sweeper.mu.Lock()
-		if !sweeper.sweeping {
+		if !sweeper.running {
 			listed = map[*Conn]int{}
 			for _, l := range sweeper.conns {
 				listed[l]++

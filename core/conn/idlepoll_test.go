@@ -36,7 +36,7 @@ func TestIdlePoller(t *testing.T) {
 		}
 	})
 	idle.mu.Lock()
-	looks0 := idle.looks
+	looks0 := idle.ticks
 	idle.mu.Unlock()
 	t0 := time.Now()
 	conns := make([]*Conn, n)
@@ -54,7 +54,7 @@ func TestIdlePoller(t *testing.T) {
 		}
 	}
 	idle.mu.Lock()
-	looks := idle.looks - looks0
+	looks := idle.ticks - looks0
 	idle.mu.Unlock()
 	if most := int(time.Since(t0)/idlePoll) + 2; looks > most {
 		t.Fatalf("%d looks in %v for %d idle connections; want at most %d, one a second for all", looks, time.Since(t0), n, most)

@@ -216,7 +216,7 @@ func (c *Conn) hold(n int) {
 		return
 	}
 	c.heldArmed = true
-	sweeper.enlist(c)
+	sweeper.add(c)
 }
 
 // heldTick is the sweeper's look at c, once a heldDelay while c.heldArmed
