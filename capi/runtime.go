@@ -26,7 +26,8 @@ import (
 // a large observation) then pays dozens of sysmon wake-ups per exchange:
 // measured, 11 % of the core for the 16-env image workload. A second, idle
 // P makes sysmon leave such a thread alone until 10 ms have passed. No more
-// threads run: the second P only ever runs the connection's poller.
+// threads run: the second P only ever runs the process's poller and its
+// sweeper of held messages (core/conn/ticker.go).
 // Setting GOMAXPROCS in the environment overrides this.
 func init() {
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {

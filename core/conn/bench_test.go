@@ -19,6 +19,7 @@ func (f *fakeTr) Write(p []byte) (int, error)       { return len(p), nil }
 func (f *fakeTr) TryWrite(p []byte) (int, error)    { return len(p), nil }
 func (f *fakeTr) BeginWrite(time.Duration)          {}
 func (f *fakeTr) Holds() bool                       { return false }
+func (f *fakeTr) NeverWaits() bool                  { return true }
 func (f *fakeTr) SetReadDeadline(t time.Time) error { return nil }
 func (f *fakeTr) Shutdown()                         {}
 func (f *fakeTr) Close() error                      { return nil }

@@ -47,7 +47,7 @@ func (c *Conn) Abort() {
 func (c *Conn) release() {
 	c.fail(ErrClosed)
 	c.shutdown()
-	idle.remove(c) // a look in progress sees the failure (idleLook)
+	c.stopPolling()
 	// Nothing reads or writes any more (the poller neither: it takes
 	// these locks only by trying, and reads only a connection that has
 	// not failed): release the socket and buffer.

@@ -219,6 +219,7 @@ type Conn struct {
 	// sweeper (heldsweep.go) sends it if no write has within two of its
 	// ticks; heldArmed says the sweeper looks at c, holds counts the
 	// holds and heldSeen is that count at its last look. Guarded by wmu.
+	poller          *connTicker // its poller (startPolling); nil for a Conn made without Dial
 	held            int
 	holds, heldSeen uint64
 	heldArmed       bool
@@ -325,7 +326,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		c.rw = n
 		c.counters.Received.Add(uint64(n))
 	}
-	idle.add(c)
+	c.startPolling()
 	return c, nil
 }
 

@@ -33,6 +33,7 @@ func (s *scriptTr) Write(p []byte) (int, error)       { return len(p), nil }
 func (s *scriptTr) TryWrite(p []byte) (int, error)    { return len(p), nil }
 func (s *scriptTr) BeginWrite(time.Duration)          {}
 func (s *scriptTr) Holds() bool                       { return false }
+func (s *scriptTr) NeverWaits() bool                  { return true }
 func (s *scriptTr) SetReadDeadline(t time.Time) error { return nil }
 func (s *scriptTr) Shutdown()                         {}
 func (s *scriptTr) Close() error                      { return nil }
@@ -70,7 +71,7 @@ func FuzzFrameReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, piece uint8, data []byte) {
 		var alloc liveAlloc
 		c := newConn(&scriptTr{data: bytes.Clone(data), piece: 1 + int(piece)}, Options{MaxMessageSize: 1 << 20, Alloc: &alloc})
-		idle.add(c)
+		c.startPolling()
 		for i := 0; i < 64; i++ {
 			msg, err := c.Receive(0)
 			if err != nil {

@@ -18,9 +18,29 @@ import (
 // go of one that has failed).
 var idle = connTicker{every: idlePoll, look: (*Conn).idleLook}
 
+// startPolling hands c, a connection just made, to a poller: the
+// process's where its transport never waits, else one of its own (TLS,
+// and sockets without a descriptor), whose looks can keep only c waiting.
+func (c *Conn) startPolling() {
+	c.poller = &idle
+	if !c.tr.NeverWaits() {
+		c.poller = &connTicker{every: idlePoll, look: (*Conn).idleLook}
+	}
+	c.poller.add(c)
+}
+
+// stopPolling takes c, a connection being released (it has failed), from
+// its poller's set; a look in progress lets go of it too.
+func (c *Conn) stopPolling() {
+	if c.poller != nil {
+		c.poller.remove(c)
+	}
+}
+
 // idleLook answers pings and sees a close that arrived while nobody reads,
-// and ends a watched Receive at its deadline; it never waits for a lock or
-// for the socket. It reports how soon c wants the next look, and whether
+// and ends a watched Receive at its deadline. It never waits for a lock,
+// nor for the socket where the transport never waits (see startPolling).
+// It reports how soon c wants the next look, and whether
 // c is still open.
 func (c *Conn) idleLook() (time.Duration, bool) {
 	if c.Err() != nil {

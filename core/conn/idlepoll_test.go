@@ -1,9 +1,12 @@
 package conn
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +50,7 @@ func TestIdlePoller(t *testing.T) {
 		select {
 		case d := <-pongs:
 			if d > 3*idlePoll {
-				t.Fatalf("pong %d after %v; want one within two looks (idlePoll %v)", i, d, idlePoll)
+				t.Fatalf("pong %d after %v; want one within 3 idlePolls (%v each)", i, d, idlePoll)
 			}
 		case <-time.After(10 * idlePoll):
 			t.Fatalf("%d of %d pings answered", i, n)
@@ -59,15 +62,26 @@ func TestIdlePoller(t *testing.T) {
 	if most := int(time.Since(t0)/idlePoll) + 2; looks > most {
 		t.Fatalf("%d looks in %v for %d idle connections; want at most %d, one a second for all", looks, time.Since(t0), n, most)
 	}
-	listed := func(c *Conn) bool {
-		idle.mu.Lock()
-		defer idle.mu.Unlock()
-		return slices.Contains(idle.conns, c)
+	listed := func(c *Conn) bool { // between ticks, when conns is the whole set
+		for {
+			idle.mu.Lock()
+			if !idle.running {
+				defer idle.mu.Unlock()
+				return slices.Contains(idle.conns, c)
+			}
+			idle.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i, c := range conns {
+		if c.poller != &idle || !listed(c) {
+			t.Fatalf("connection %d is not in the process's poller's set", i)
+		}
 	}
 	for _, c := range conns[:n/2] {
 		c.Close(time.Second)
 		if listed(c) {
-			t.Fatal("a closed connection is still in the poller's list")
+			t.Fatal("a closed connection is still in the poller's set")
 		}
 	}
 	for _, c := range conns[n/2:] {
@@ -82,7 +96,64 @@ func TestIdlePoller(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the poller still lists %d connections (ticking %v) after every one was closed", left, ticking)
+			t.Fatalf("the poller still lists %d connections (ticking %v) after every one of this test's was closed (has another test left one open?)", left, ticking)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIdlePollerTLS: a wss:// connection, whose looks can wait (a TLS read
+// may write), has a poller of its own: its ping is answered while nobody
+// reads, and its poller stops once it is closed.
+func TestIdlePollerTLS(t *testing.T) {
+	pong := make(chan time.Duration, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		t0 := time.Now()
+		if err := ws.WriteFrame(c, ws.NewPingFrame([]byte("p"))); err != nil {
+			return
+		}
+		for {
+			f, err := ws.ReadFrame(c)
+			if err != nil {
+				return
+			}
+			if f.Header.OpCode == ws.OpPong {
+				pong <- time.Since(t0)
+			}
+		}
+	}))
+	defer srv.Close()
+	url := "wss" + strings.TrimPrefix(srv.URL, "https")
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	c := dialT(t, Options{URL: url, TLS: &tls.Config{RootCAs: pool}})
+	p := c.poller
+	if p == nil || p == &idle {
+		t.Fatal("a wss:// connection shares the process's poller; want one of its own")
+	}
+	select {
+	case d := <-pong:
+		if d > 3*idlePoll {
+			t.Fatalf("pong after %v; want one within 3 idlePolls (%v each)", d, idlePoll)
+		}
+	case <-time.After(10 * idlePoll):
+		t.Fatal("the ping was not answered")
+	}
+	c.Abort()
+	deadline := time.Now().Add(5 * idlePoll)
+	for {
+		p.mu.Lock()
+		left, ticking := len(p.conns), p.ticking
+		p.mu.Unlock()
+		if left == 0 && !ticking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection's own poller still lists %d (ticking %v) after it closed", left, ticking)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -44,8 +44,8 @@ func (t *connTicker) add(c *Conn) {
 	t.timer.Reset(t.every)
 }
 
-// remove takes c out of the set now, if a tick is not looking at it; a
-// tick that is keeps it only if its look says so.
+// remove takes c, which has failed, out of the set now, if a tick is not
+// looking at it; a tick that is does not put a failed connection back.
 func (t *connTicker) remove(c *Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -60,10 +60,11 @@ func (t *connTicker) remove(c *Conn) {
 // tick is the timer's. It takes the set and looks at each connection
 // without the lock (a look may make a system call, and a caller may be
 // waiting to add), puts back those to keep, after the ones added
-// meanwhile, and sets the timer for the soonest look any of them wants.
-// The timer is set only here, at the end: ticks never overlap, and two
-// looks at a connection are at least the time it asked for apart.
+// meanwhile, and sets the timer for the soonest look any of them wants,
+// counted from the tick's start (a long tick does not make a deadline
+// late). The timer is set only here, at the end: ticks never overlap.
 func (t *connTicker) tick() {
+	start := time.Now()
 	t.mu.Lock()
 	t.looking, t.conns = t.conns, t.looking[:0]
 	t.running = true
@@ -82,7 +83,14 @@ func (t *connTicker) tick() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ticks++
-	t.conns = append(t.conns, keep...)
+	for _, c := range keep {
+		// One released during the tick is not put back: release fails
+		// it, then removes it (under mu), so either remove found it
+		// here, or this sees the failure.
+		if c.Err() == nil {
+			t.conns = append(t.conns, c)
+		}
+	}
 	clear(keep)
 	t.looking = t.looking[:0]
 	t.running = false
@@ -90,5 +98,5 @@ func (t *connTicker) tick() {
 		t.ticking = false
 		return
 	}
-	t.timer.Reset(next)
+	t.timer.Reset(max(0, next-time.Since(start)))
 }

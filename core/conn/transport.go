@@ -33,6 +33,11 @@ type transport interface {
 	// usable, so that the held bytes can be sent later from any
 	// goroutine. TLS cannot: a write that stops at its deadline ends it.
 	Holds() bool
+	// NeverWaits reports whether TryRead and TryWrite never wait at all
+	// (a descriptor's MSG_DONTWAIT): then a look at the connection costs
+	// the process's other connections nothing, and it shares their
+	// poller (see startPolling).
+	NeverWaits() bool
 	SetReadDeadline(t time.Time) error
 	// Shutdown ends the connection in both directions (the peer sees the
 	// end) and wakes a blocked Read or Write; Close then releases it.
@@ -136,6 +141,8 @@ func (d *dialConn) BeginWrite(timeout time.Duration) {
 
 func (d *dialConn) Holds() bool { return d.fd != nil }
 
+func (d *dialConn) NeverWaits() bool { return d.fd != nil }
+
 func (d *dialConn) TryRead(p []byte) (int, error) {
 	n, err := d.tryRead(p)
 	if err == os.ErrDeadlineExceeded || err != nil && isTimeout(err) {
@@ -218,6 +225,10 @@ func (t *tlsTransport) BeginWrite(timeout time.Duration) {
 }
 
 func (t *tlsTransport) Holds() bool { return false }
+
+// NeverWaits: a TLS read may write (a key update's answer), and TryWrite
+// waits up to tlsTryWriteWait.
+func (t *tlsTransport) NeverWaits() bool { return false }
 
 func (t *tlsTransport) Shutdown() { t.d.Shutdown() }
 
