@@ -299,19 +299,7 @@ func TestHeldSweeper(t *testing.T) {
 		}
 		c.Close(time.Second)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sweeper.mu.Lock()
-		left, ticking := len(sweeper.conns), sweeper.ticking
-		sweeper.mu.Unlock()
-		if left == 0 && !ticking {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sweeper still lists %d connections (ticking %v) 5 s after their messages left", left, ticking)
-		}
-		time.Sleep(heldDelay)
-	}
+	waitTickerEmpty(t, &sweeper, 5*time.Second, "the sweeper, after every held message left")
 	for i, seen := range seens[:n/2] {
 		if f := nextFrame(t, seen, "the message held at close"); f.op != ws.OpBinary || f.n != m.Len() {
 			t.Fatalf("connection %d: opcode %v, %d bytes; want the held message", i, f.op, f.n)

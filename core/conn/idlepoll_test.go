@@ -20,24 +20,7 @@ import (
 func TestIdlePoller(t *testing.T) {
 	const n = 16
 	pongs := make(chan time.Duration, n)
-	url := rawServer(t, func(c net.Conn, _ *http.Request) {
-		t0 := time.Now()
-		if err := ws.WriteFrame(c, ws.NewPingFrame([]byte("p"))); err != nil {
-			return
-		}
-		for {
-			f, err := ws.ReadFrame(c)
-			if err != nil {
-				return
-			}
-			if f.Header.OpCode == ws.OpPong {
-				pongs <- time.Since(t0)
-			}
-			if f.Header.OpCode == ws.OpClose {
-				return
-			}
-		}
-	})
+	url := rawServer(t, func(c net.Conn, _ *http.Request) { pingThenTimePong(c, pongs) })
 	idle.mu.Lock()
 	looks0 := idle.ticks
 	idle.mu.Unlock()
@@ -87,19 +70,7 @@ func TestIdlePoller(t *testing.T) {
 	for _, c := range conns[n/2:] {
 		c.Abort()
 	}
-	deadline := time.Now().Add(5 * idlePoll)
-	for {
-		idle.mu.Lock()
-		left, ticking := len(idle.conns), idle.ticking
-		idle.mu.Unlock()
-		if left == 0 && !ticking {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the poller still lists %d connections (ticking %v) after every one of this test's was closed (has another test left one open?)", left, ticking)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTickerEmpty(t, &idle, 5*idlePoll, "the poller, after every connection of this test closed (has another test left one open?)")
 }
 
 // TestIdlePollerTLS: a wss:// connection, whose looks can wait (a TLS read
@@ -113,19 +84,7 @@ func TestIdlePollerTLS(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		t0 := time.Now()
-		if err := ws.WriteFrame(c, ws.NewPingFrame([]byte("p"))); err != nil {
-			return
-		}
-		for {
-			f, err := ws.ReadFrame(c)
-			if err != nil {
-				return
-			}
-			if f.Header.OpCode == ws.OpPong {
-				pong <- time.Since(t0)
-			}
-		}
+		pingThenTimePong(c, pong)
 	}))
 	defer srv.Close()
 	url := "wss" + strings.TrimPrefix(srv.URL, "https")
@@ -144,17 +103,43 @@ func TestIdlePollerTLS(t *testing.T) {
 		t.Fatal("the ping was not answered")
 	}
 	c.Abort()
-	deadline := time.Now().Add(5 * idlePoll)
+	waitTickerEmpty(t, p, 5*idlePoll, "the connection's own poller, after it closed")
+}
+
+// waitTickerEmpty waits up to limit for p to hold no connection and to
+// have stopped ticking, and fails the test naming what if it does not.
+func waitTickerEmpty(t *testing.T, p *connTicker, limit time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		p.mu.Lock()
 		left, ticking := len(p.conns), p.ticking
 		p.mu.Unlock()
 		if left == 0 && !ticking {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the connection's own poller still lists %d (ticking %v) after it closed", left, ticking)
+			t.Fatalf("%s: still %d connections listed (ticking %v) after %v", what, left, ticking, limit)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pingThenTimePong is a server's side of a connection: it pings, then
+// reads frames until the connection ends or a close frame arrives, and
+// reports how long after the ping each pong came.
+func pingThenTimePong(c net.Conn, pongs chan<- time.Duration) {
+	t0 := time.Now()
+	if err := ws.WriteFrame(c, ws.NewPingFrame([]byte("p"))); err != nil {
+		return
+	}
+	for {
+		f, err := ws.ReadFrame(c)
+		if err != nil || f.Header.OpCode == ws.OpClose {
+			return
+		}
+		if f.Header.OpCode == ws.OpPong {
+			pongs <- time.Since(t0)
+		}
 	}
 }
