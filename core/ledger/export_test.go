@@ -6,3 +6,6 @@ func HoldFlushes(w *Writer) (release func()) {
 	w.flushMu.Lock()
 	return w.flushMu.Unlock
 }
+
+// EncoderOf is the zstd encoder w compresses with.
+func EncoderOf(w *Writer) any { return w.enc }

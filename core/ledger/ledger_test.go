@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -186,6 +187,43 @@ func TestMessagesRoundTrip(t *testing.T) {
 			}
 			checkMessages(t, path, want)
 		})
+	}
+}
+
+// TestManyLedgersAtOnce: ledgers recorded at once from many goroutines,
+// all compressed by the process's one encoder (with a short flush
+// interval, so that their flushes meet), each read back message for
+// message.
+func TestManyLedgersAtOnce(t *testing.T) {
+	const n = 8
+	dir := t.TempDir()
+	paths := make([]string, n)
+	wants := make([][][]byte, n)
+	var wg sync.WaitGroup
+	var first any
+	for i := range n {
+		paths[i] = filepath.Join(dir, fmt.Sprint(i))
+		w, err := ledger.Create(paths[i], ledger.Options{Level: ledger.Digest, FlushInterval: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc := ledger.EncoderOf(w); i > 0 && enc != first {
+			t.Fatalf("ledger %d has an encoder of its own; want the process's one", i)
+		} else if i == 0 {
+			first = enc
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wants[i] = recordLoop(t, w, ledger.Digest)
+			if err := w.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		checkMessages(t, paths[i], wants[i])
 	}
 }
 

@@ -96,15 +96,15 @@ type Writer struct {
 
 	flushMu  sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
 	spare    []byte
-	raw      []byte      // a block's records, before compression
-	lits     []byte      // a block's literals: its patches' new bytes (see format.go)
-	block    []byte      // a block, compressed, with its header
-	sends    history     // the last two send records' messages, for patch coding
-	sendFrom [2]int      // the slot each of them came from (sent.go)
-	recvs    history     // the last recv record's message
-	bases    [2]sendBase // per slot, the message its frameSendSame frames patch
-	enc      *zstd.Encoder
-	werr     error // the first write error; later blocks are not written
+	raw      []byte        // a block's records, before compression
+	lits     []byte        // a block's literals: its patches' new bytes (see format.go)
+	block    []byte        // a block, compressed, with its header
+	sends    history       // the last two send records' messages, for patch coding
+	sendFrom [2]int        // the slot each of them came from (sent.go)
+	recvs    history       // the last recv record's message
+	bases    [2]sendBase   // per slot, the message its frameSendSame frames patch
+	enc      *zstd.Encoder // the process's (sharedEncoder)
+	werr     error         // the first write error; later blocks are not written
 	stop     chan struct{}
 	done     chan struct{}
 	cpus     []int // Options.CPUs
@@ -139,6 +139,30 @@ const (
 	blockRawTarget = 32 << 10
 	windowBytes    = 256 << 10
 )
+
+// encoder is the zstd encoder of every ledger in the process. Each block
+// is compressed on its own (EncodeAll), so ledgers can share one, and
+// its calls wait for each other (concurrency 1): a flush is a few
+// milliseconds every FlushInterval, so they rarely meet. One per ledger,
+// as before, cost 1.6 MiB of memory each, whose tables a flush found
+// cold. A 256 KiB window: an env loop's records repeat within far less;
+// WithLowerEncoderMem, used before that, kept the encoder at 4.5 MiB (the
+// default window) and cost the writer a third more time per block.
+var encoder struct {
+	once sync.Once
+	enc  *zstd.Encoder
+	err  error
+}
+
+// sharedEncoder is encoder, made by the first ledger.
+func sharedEncoder() (*zstd.Encoder, error) {
+	encoder.once.Do(func() {
+		encoder.enc, encoder.err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false),
+			zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowBytes))
+	})
+	return encoder.enc, encoder.err
+}
 
 // used counts, per path, the ledgers this process has created there.
 var used = struct {
@@ -206,24 +230,16 @@ func Create(path string, o Options) (*Writer, error) {
 		o.FlushInterval = 100 * time.Millisecond
 	}
 	o.FlushInterval = min(o.FlushInterval, 250*time.Millisecond)
-	// A 256 KiB window: blocks are compressed on their own, and an env
-	// loop's records repeat within far less. It keeps the encoder at about
-	// 1.6 MiB; WithLowerEncoderMem, used before, kept it at 4.5 MiB (the
-	// default window) and cost the writer a third more time per block.
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false),
-		zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowBytes))
+	enc, err := sharedEncoder()
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd encoder: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		enc.Close()
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	if _, err := f.Write(appendHeader(nil)); err != nil {
 		f.Close()
-		enc.Close()
 		return nil, fmt.Errorf("ledger: writing %s: %w", path, err)
 	}
 	w := &Writer{
@@ -249,7 +265,6 @@ func Create(path string, o Options) (*Writer, error) {
 		<-w.done
 		f.Close()
 		os.Remove(path)
-		enc.Close()
 		return nil, fmt.Errorf("ledger: running the writer on CPUs %s: %w", FormatCPUs(o.CPUs), err)
 	}
 	created = true
@@ -461,7 +476,6 @@ func (w *Writer) Close() error {
 	<-w.done
 	w.flush()
 	err := w.file.Close()
-	w.enc.Close()
 	return errors.Join(w.werr, err)
 }
 
