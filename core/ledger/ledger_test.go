@@ -193,13 +193,15 @@ func TestMessagesRoundTrip(t *testing.T) {
 // TestManyLedgersAtOnce: ledgers recorded at once from many goroutines,
 // all compressed by the process's one encoder (with a short flush
 // interval, so that their flushes meet), each read back message for
-// message.
+// message, its own first (a writer on CPUs of its own has its own encoder:
+// TestWriterCPUs).
 func TestManyLedgersAtOnce(t *testing.T) {
 	const n = 8
 	dir := t.TempDir()
 	paths := make([]string, n)
 	wants := make([][][]byte, n)
 	var wg sync.WaitGroup
+	defer wg.Wait() // before TempDir's cleanup, if the test ends early
 	var first any
 	for i := range n {
 		paths[i] = filepath.Join(dir, fmt.Sprint(i))
@@ -215,13 +217,20 @@ func TestManyLedgersAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wants[i] = recordLoop(t, w, ledger.Digest)
-			if err := w.Close(); err != nil {
-				t.Error(err)
-			}
+			defer func() {
+				if err := w.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			own := []byte(fmt.Sprintf("ledger %d", i)) // so that no ledger reads back as another
+			w.Received(own)
+			wants[i] = append([][]byte{own}, recordLoop(t, w, ledger.Digest)...)
 		}()
 	}
 	wg.Wait()
+	if t.Failed() {
+		return
+	}
 	for i := range n {
 		checkMessages(t, paths[i], wants[i])
 	}

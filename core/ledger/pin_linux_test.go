@@ -37,8 +37,9 @@ func threadCPUs(t *testing.T, tid int) string {
 }
 
 // TestWriterCPUs checks that Options.CPUs puts the writer's thread, and
-// only it, on the CPUs asked for, that it still records, and that the
-// thread has its own CPUs back after Close.
+// only it, on the CPUs asked for, with an encoder of its own (sharing would
+// make it wait for writers starved elsewhere), that it still records, and
+// that the thread has its own CPUs back after Close.
 func TestWriterCPUs(t *testing.T) {
 	allowed := allowedCPUs(t)
 	last := allowed[len(allowed)-1]
@@ -49,6 +50,9 @@ func TestWriterCPUs(t *testing.T) {
 	}
 	if w.tid == 0 {
 		t.Fatal("the writer has no thread of its own")
+	}
+	if shared, _ := sharedEncoder(); w.enc == shared {
+		t.Fatal("a writer on CPUs of its own shares the process's encoder; want its own")
 	}
 	if got := threadCPUs(t, w.tid); got != strconv.Itoa(last) {
 		t.Fatalf("the writer's thread may run on %q; want %d", got, last)

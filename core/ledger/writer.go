@@ -103,7 +103,7 @@ type Writer struct {
 	sendFrom [2]int        // the slot each of them came from (sent.go)
 	recvs    history       // the last recv record's message
 	bases    [2]sendBase   // per slot, the message its frameSendSame frames patch
-	enc      *zstd.Encoder // the process's (sharedEncoder)
+	enc      *zstd.Encoder // the process's (sharedEncoder), or its own with CPUs
 	werr     error         // the first write error; later blocks are not written
 	stop     chan struct{}
 	done     chan struct{}
@@ -140,28 +140,25 @@ const (
 	windowBytes    = 256 << 10
 )
 
-// encoder is the zstd encoder of every ledger in the process. Each block
-// is compressed on its own (EncodeAll), so ledgers can share one, and
-// its calls wait for each other (concurrency 1): a flush is a few
-// milliseconds every FlushInterval, so they rarely meet. One per ledger,
-// as before, cost 1.6 MiB of memory each, whose tables a flush found
-// cold. A 256 KiB window: an env loop's records repeat within far less;
-// WithLowerEncoderMem, used before that, kept the encoder at 4.5 MiB (the
-// default window) and cost the writer a third more time per block.
-var encoder struct {
-	once sync.Once
-	enc  *zstd.Encoder
-	err  error
-}
+// sharedEncoder is the zstd encoder of the process's ledgers whose
+// writers run where the scheduler puts them (no Options.CPUs). Each block
+// is compressed on its own (EncodeAll: every call starts from an empty
+// history), so ledgers can share one, and its calls wait for each other
+// (concurrency 1); a flush is a few milliseconds every FlushInterval, so
+// they rarely meet. One per ledger, as before, cost 1.6 MiB of memory
+// each, whose tables a flush found cold. A writer given CPUs of its own
+// has its own encoder: sharing would make it wait for writers starved on
+// the loop's core.
+var sharedEncoder = sync.OnceValues(newEncoder)
 
-// sharedEncoder is encoder, made by the first ledger.
-func sharedEncoder() (*zstd.Encoder, error) {
-	encoder.once.Do(func() {
-		encoder.enc, encoder.err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
-			zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false),
-			zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowBytes))
-	})
-	return encoder.enc, encoder.err
+// newEncoder makes a ledger's encoder. A 256 KiB window: an env loop's
+// records repeat within far less; WithLowerEncoderMem, used before, kept
+// the encoder at 4.5 MiB (the default window) and cost the writer a third
+// more time per block.
+func newEncoder() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowBytes))
 }
 
 // used counts, per path, the ledgers this process has created there.
@@ -230,7 +227,11 @@ func Create(path string, o Options) (*Writer, error) {
 		o.FlushInterval = 100 * time.Millisecond
 	}
 	o.FlushInterval = min(o.FlushInterval, 250*time.Millisecond)
-	enc, err := sharedEncoder()
+	encoder := sharedEncoder
+	if len(o.CPUs) > 0 {
+		encoder = newEncoder
+	}
+	enc, err := encoder()
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd encoder: %w", err)
 	}
