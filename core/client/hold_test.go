@@ -9,8 +9,8 @@ import (
 // TestFeedbackHeldInTightLoops: in a loop that calls infer right after
 // feedback, a feedback is held back (no byte sent) to leave with the next
 // infer; if that infer does not come, it is still sent, after the
-// connection's sweeper finds it overdue (10-20 ms). A feedback after a slow step, or one that
-// ends an episode, goes out at once.
+// connection's sweeper finds it overdue (10-20 ms). A feedback after a
+// slow step, or one that ends an episode, goes out at once.
 func TestFeedbackHeldInTightLoops(t *testing.T) {
 	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Policy: refserver.ZeroPolicy{}})
 	c := dial(t, url, nil)

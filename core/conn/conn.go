@@ -15,19 +15,20 @@
 //
 // Files: conn.go (options, errors, Dial), read.go (Receive, the frame
 // reader), idlepoll.go (the poller), write.go (WriteMessage and control
-// frames), heldsweep.go (held messages' timer), close.go (Close, Abort,
-// Interrupt), transport.go and fd_*.go (the socket).
+// frames), heldsweep.go (held messages' timer), ticker.go (the timer both
+// share), close.go (Close, Abort, Interrupt), transport.go and fd_*.go
+// (the socket).
 //
 // Reading: the caller reads. Receive reads frames on the calling thread
 // (on Linux a blocking system call on the socket, see fdConn), answering
 // control frames on the way, until a data message is complete. Between
-// calls a background poller, one for the process, looks at every socket
-// about once a second
-// without waiting on it: it answers pings and takes a close frame, so a
-// server's keepalive is honoured and a close is seen while the caller steps
-// its envs; Poll does the same on demand. The poller also enforces Receive
-// timeouts of watchedTimeout or more, waking at the deadline, so that the
-// socket needs no timer of its own. No goroutine hand-off sits between the
+// calls a background poller (one for the process; a TLS connection has its
+// own) looks at every socket about once a second without waiting on it:
+// it answers pings and takes a close frame, so a server's keepalive is
+// honoured and a close is seen while the caller steps its envs; Poll does
+// the same on demand. The poller also enforces Receive timeouts of
+// watchedTimeout or more, waking at the deadline, so that the socket needs
+// no timer of its own. No goroutine hand-off sits between the
 // socket and the caller.
 //
 // Memory: outgoing messages are wire.Message segment lists; each array's
@@ -219,7 +220,6 @@ type Conn struct {
 	// sweeper (heldsweep.go) sends it if no write has within two of its
 	// ticks; heldArmed says the sweeper looks at c, holds counts the
 	// holds and heldSeen is that count at its last look. Guarded by wmu.
-	poller          *connTicker // its poller (startPolling); nil for a Conn made without Dial
 	held            int
 	holds, heldSeen uint64
 	heldArmed       bool
@@ -252,6 +252,10 @@ type Conn struct {
 	// belong to another file by then): fdmu orders the two.
 	fdmu     sync.Mutex
 	released bool
+
+	// poller looks at the socket between calls (startPolling); set before
+	// the Conn is shared, nil for a Conn made without Dial.
+	poller *connTicker
 
 	dead chan struct{} // closed once the connection has failed or closed
 	err  atomic.Pointer[error]

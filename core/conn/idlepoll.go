@@ -40,8 +40,7 @@ func (c *Conn) stopPolling() {
 // idleLook answers pings and sees a close that arrived while nobody reads,
 // and ends a watched Receive at its deadline. It never waits for a lock,
 // nor for the socket where the transport never waits (see startPolling).
-// It reports how soon c wants the next look, and whether
-// c is still open.
+// It reports how soon c wants the next look, and whether c is still open.
 func (c *Conn) idleLook() (time.Duration, bool) {
 	if c.Err() != nil {
 		return 0, false
