@@ -509,9 +509,21 @@ func (w *Writer) run(started chan<- error) {
 		case <-w.stop:
 			return
 		case <-t.C:
-			w.flush()
+			w.backgroundFlush()
 		}
 	}
+}
+
+// backgroundFlush is a flush of the background writer: on a thread of its
+// own for the flush's time, whose scheduler slice it shortens
+// (slice_linux.go), so that a control loop's thread that shares the core
+// takes it back as soon as it is woken. Close's last flush runs on the
+// caller's thread, which the ledger never changes.
+func (w *Writer) backgroundFlush() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer shortSlice()()
+	w.flush()
 }
 
 // flush takes the frames queued, turns them into records and writes them,
