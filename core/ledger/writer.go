@@ -98,7 +98,7 @@ type Writer struct {
 	spare    []byte
 	raw      []byte        // a block's records, before compression
 	lits     []byte        // a block's literals: its patches' new bytes (see format.go)
-	block    []byte        // a block, compressed, with its header
+	out      []byte        // blocks, compressed, with their headers, for one write (writeOut)
 	sends    history       // the last two send records' messages, for patch coding
 	sendFrom [2]int        // the slot each of them came from (sent.go)
 	recvs    history       // the last recv record's message
@@ -138,6 +138,9 @@ const (
 	// 230 KiB block 9.8:1 at 370 MB/s (its tables stay in the cache).
 	blockRawTarget = 32 << 10
 	windowBytes    = 256 << 10
+	// outTarget is how many bytes of blocks the writer gathers before it
+	// writes them (writeOut).
+	outTarget = 256 << 10
 )
 
 // sharedEncoder is the zstd encoder of the process's ledgers whose
@@ -571,11 +574,13 @@ func (w *Writer) flush() {
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
 	w.raw = w.writeBlock(raw)
+	w.writeOut()
 }
 
 // writeBlock compresses raw, a run of whole records, and w.lits, their
-// literals, and writes them as one block. It empties w.lits and returns
-// raw emptied, for the next block.
+// literals, into one block at the end of w.out, which it writes when it
+// holds outTarget bytes. It empties w.lits and returns raw emptied, for
+// the next block.
 func (w *Writer) writeBlock(raw []byte) []byte {
 	lits := len(w.lits)
 	if len(raw) == 0 || w.werr != nil {
@@ -584,16 +589,34 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 	}
 	raw = append(raw, w.lits...)
 	w.lits = w.lits[:0]
-	w.block = append(w.block[:0], make([]byte, blockHeader)...)
-	w.block = w.enc.EncodeAll(raw, w.block)
-	z := w.block[blockHeader:]
+	start := len(w.out)
+	w.out = append(w.out, make([]byte, blockHeader)...)
+	w.out = w.enc.EncodeAll(raw, w.out)
+	block := w.out[start:]
+	z := block[blockHeader:]
 	le := binary.LittleEndian
-	le.PutUint32(w.block[0:], uint32(len(z)))
-	le.PutUint32(w.block[4:], uint32(len(raw)))
-	le.PutUint32(w.block[12:], uint32(lits))
-	le.PutUint32(w.block[8:], blockSum(z, w.block[12:16]))
-	if _, err := w.file.Write(w.block); err != nil {
-		w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
+	le.PutUint32(block[0:], uint32(len(z)))
+	le.PutUint32(block[4:], uint32(len(raw)))
+	le.PutUint32(block[12:], uint32(lits))
+	le.PutUint32(block[8:], blockSum(z, block[12:16]))
+	if len(w.out) >= outTarget {
+		w.writeOut()
 	}
 	return raw[:0]
+}
+
+// writeOut writes the blocks in w.out, and empties it. Blocks are written
+// together, up to outTarget bytes at a time and at the end of each flush,
+// because a write to a file costs more per call than per byte: a SMALL
+// ledger's writer spent 0.44-0.54 us of thread CPU per exchange writing
+// each 21 KiB block as it was made, 0.31-0.32 us writing them together
+// (ext4). A process killed mid-run still loses only what it queued after
+// its last flush.
+func (w *Writer) writeOut() {
+	if len(w.out) > 0 && w.werr == nil {
+		if _, err := w.file.Write(w.out); err != nil {
+			w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
+		}
+	}
+	w.out = w.out[:0]
 }
