@@ -11,7 +11,8 @@ import (
 
 // writerSlice is the scheduler slice the background writer asks for while
 // it flushes: the least Linux grants (EEVDF clamps a custom slice of a
-// SCHED_OTHER thread to 0.1-100 ms; kernels before 6.12 ignore it).
+// SCHED_OTHER thread to 0.1-100 ms; before Linux 6.12 there are none, and
+// the writer does not ask).
 //
 // Why: a flush is CPU work of a few milliseconds. With the default slice
 // (0.7-3 ms; 1.4 ms on the 2-core machine it was measured on) a thread of
@@ -63,40 +64,59 @@ var getAttrCall, setAttrCall = func() (uintptr, uintptr) {
 	return 0, 0
 }()
 
-// sliceRefused is set when the kernel (or a seccomp filter) refused
-// sched_getattr or sched_setattr once: the writer stops asking.
-var sliceRefused atomic.Bool
+// slicesUnavailable is set when slices cannot be asked for here: the
+// kernel (or a seccomp filter) refused sched_getattr or sched_setattr
+// once, or reports no slice for a SCHED_OTHER thread (before Linux 6.12).
+// The writer then stops asking, and stops locking its thread for it.
+var slicesUnavailable atomic.Bool
+
+// slicesAvailable reports whether a flush should try shortSlice.
+func slicesAvailable() bool { return setAttrCall != 0 && !slicesUnavailable.Load() }
 
 // shortSlice gives the calling thread, which must be locked to its
 // goroutine, a writerSlice slice, if it is a SCHED_OTHER or SCHED_BATCH
-// thread (a real-time thread is left alone), and returns what puts back
-// the attributes it had: the same policy, nice value and slice as read.
-// It does nothing where the kernel refuses.
-func shortSlice() (restore func()) {
+// thread (a thread of a process run under chrt, real-time, is left
+// alone). restore gives the thread its policy and nice value back and the
+// kernel's default slice (a runtime of 0: a thread of Go's pool has no
+// slice of its own, and restoring the value sched_getattr read would fix
+// it at that length for good); it reports false if the kernel refused,
+// and the thread must then never run another goroutine.
+func shortSlice() (restore func() bool) {
 	was, ok := threadAttr()
 	if !ok || (was.policy != schedOther && was.policy != schedBatch) || was.runtime == writerSlice {
-		return func() {}
+		return func() bool { return true }
+	}
+	if was.runtime == 0 { // a kernel before EEVDF's custom slices
+		slicesUnavailable.Store(true)
+		return func() bool { return true }
 	}
 	short := was
 	short.runtime = writerSlice
 	if !setThreadAttr(&short) {
-		return func() {}
+		return func() bool { return true }
 	}
-	return func() { setThreadAttr(&was) }
+	back := was
+	back.runtime = 0
+	return func() bool { return setThreadAttr(&back) }
 }
 
 // threadAttr reads the calling thread's scheduling attributes.
 func threadAttr() (schedAttr, bool) {
 	var a schedAttr
-	if getAttrCall == 0 || sliceRefused.Load() {
+	if !slicesAvailable() {
 		return a, false
 	}
-	_, _, e := syscall.RawSyscall6(getAttrCall, 0, uintptr(unsafe.Pointer(&a)), unsafe.Sizeof(a), 0, 0, 0)
-	if e != 0 {
-		sliceRefused.Store(true)
+	if e := getAttr(&a); e != 0 {
+		slicesUnavailable.Store(true)
 		return a, false
 	}
 	return a, true
+}
+
+// getAttr is sched_getattr(2) of the calling thread.
+func getAttr(a *schedAttr) syscall.Errno {
+	_, _, e := syscall.RawSyscall6(getAttrCall, 0, uintptr(unsafe.Pointer(a)), unsafe.Sizeof(*a), 0, 0, 0)
+	return e
 }
 
 // setThreadAttr sets the calling thread's scheduling attributes to a. Of
@@ -107,7 +127,7 @@ func setThreadAttr(a *schedAttr) bool {
 	a.flags &= schedResetOnFork
 	_, _, e := syscall.RawSyscall(setAttrCall, 0, uintptr(unsafe.Pointer(a)), 0)
 	if e != 0 {
-		sliceRefused.Store(true)
+		slicesUnavailable.Store(true)
 		return false
 	}
 	return true

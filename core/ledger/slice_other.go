@@ -2,5 +2,7 @@
 
 package ledger
 
-// shortSlice does nothing where scheduler slices cannot be asked for.
-func shortSlice() (restore func()) { return func() {} }
+// Scheduler slices cannot be asked for here.
+func slicesAvailable() bool { return false }
+
+func shortSlice() (restore func() bool) { return func() bool { return true } }

@@ -98,7 +98,7 @@ type Writer struct {
 	spare    []byte
 	raw      []byte        // a block's records, before compression
 	lits     []byte        // a block's literals: its patches' new bytes (see format.go)
-	out      []byte        // blocks, compressed, with their headers, for one write (writeOut)
+	out      []byte        // blocks, compressed, with their headers, for one write (writeOut); it keeps up to outTarget plus the largest block
 	sends    history       // the last two send records' messages, for patch coding
 	sendFrom [2]int        // the slot each of them came from (sent.go)
 	recvs    history       // the last recv record's message
@@ -521,12 +521,20 @@ func (w *Writer) run(started chan<- error) {
 // own for the flush's time, whose scheduler slice it shortens
 // (slice_linux.go), so that a control loop's thread that shares the core
 // takes it back as soon as it is woken. Close's last flush runs on the
-// caller's thread, which the ledger never changes.
+// caller's thread, which the ledger never changes. Where the thread's
+// attributes cannot be put back, it stays locked to the writer and ends
+// with it, so that no other goroutine runs with the short slice.
 func (w *Writer) backgroundFlush() {
+	if !slicesAvailable() {
+		w.flush()
+		return
+	}
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer shortSlice()()
+	restore := shortSlice()
 	w.flush()
+	if restore() {
+		runtime.UnlockOSThread()
+	}
 }
 
 // flush takes the frames queued, turns them into records and writes them,
@@ -606,7 +614,8 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 }
 
 // writeOut writes the blocks in w.out, and empties it. Blocks are written
-// together, up to outTarget bytes at a time and at the end of each flush,
+// together, once they reach outTarget bytes (more with a large record's
+// block) and at the end of each flush,
 // because a write to a file costs more per call than per byte: a SMALL
 // ledger's writer spent 0.44-0.54 us of thread CPU per exchange writing
 // each 21 KiB block as it was made, 0.31-0.32 us writing them together
