@@ -133,6 +133,7 @@ const (
 	keyCause   = "cause"   // reconnect: why
 	keyCount   = "n"       // lost: records
 	keyBytes   = "bytes"   // lost: their bytes
+	keyCPU     = "cpu"     // end: the CPU time of the background writer's flushes, in ns (Linux)
 )
 
 // appendKey appends a record key, a msgpack fixstr (every key is shorter

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -583,4 +584,46 @@ func TestReadsVersion2(t *testing.T) {
 	want := recordLoop(t, w, ledger.Digest) // the messages; this ledger is not read
 	w.Close()
 	checkMessages(t, path, want)
+}
+
+// TestEndRecordCPU: the end record is the last, after every record the
+// caller made, and carries the background writer's CPU time (Linux): more
+// than nothing once it has flushed records, less than the time it ran.
+func TestEndRecordCPU(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		recordLoop(t, w, ledger.Digest)
+		time.Sleep(2 * time.Millisecond) // a background flush takes them
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ran := time.Since(start)
+	recs, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := recs[len(recs)-1]
+	if end.Kind != ledger.KindEnd {
+		t.Fatalf("the last record is %q; want end", end.Kind)
+	}
+	for _, r := range recs[:len(recs)-1] {
+		if r.Kind == ledger.KindEnd {
+			t.Fatal("an end record before the last")
+		}
+	}
+	if runtime.GOOS != "linux" {
+		if end.CPU != 0 {
+			t.Fatalf("cpu %d off Linux; want 0 (not measured)", end.CPU)
+		}
+		return
+	}
+	if end.CPU <= 0 || time.Duration(end.CPU) > ran {
+		t.Fatalf("the end record's cpu is %v; want more than 0 and at most the %v the writer ran", time.Duration(end.CPU), ran)
+	}
 }

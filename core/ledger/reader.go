@@ -43,6 +43,7 @@ type Record struct {
 	Cause   string  // reconnect
 	Count   int64   // lost: records
 	Bytes   int64   // lost: bytes
+	CPU     int64   // end: the background writer's flushes' CPU time in ns, 0 where not measured
 
 	patch int64 // how Msg is coded (see history)
 }
@@ -313,6 +314,8 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		num(&rec.Count)
 	case keyBytes:
 		num(&rec.Bytes)
+	case keyCPU:
+		num(&rec.CPU)
 	default:
 		rest, err = msgp.Skip(b)
 	}

@@ -109,6 +109,7 @@ type Writer struct {
 	done     chan struct{}
 	cpus     []int // Options.CPUs
 	tid      int   // the writer's thread, when it has one of its own (cpus): for tests
+	flushCPU int64 // the CPU time of the background flushes so far, in ns (the end record's cpu); the writer's goroutine's
 }
 
 // The queue holds frames, each a record as the caller's thread left it:
@@ -473,11 +474,16 @@ func (w *Writer) Close() error {
 		defer w.flushMu.Unlock()
 		return w.werr
 	}
-	w.endFrame(w.begin(KindEnd, 0))
 	w.closed = true
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
+	// The end record goes after every record taken, with the background
+	// writer's CPU time, which is final now that it has stopped.
+	w.mu.Lock()
+	b, at := w.begin(KindEnd, 1)
+	w.endFrame(appendInt64(b, keyCPU, w.flushCPU), at)
+	w.mu.Unlock()
 	w.flush()
 	err := w.file.Close()
 	return errors.Join(w.werr, err)
@@ -518,20 +524,25 @@ func (w *Writer) run(started chan<- error) {
 }
 
 // backgroundFlush is a flush of the background writer: on a thread of its
-// own for the flush's time, whose scheduler slice it shortens
-// (slice_linux.go), so that a control loop's thread that shares the core
-// takes it back as soon as it is woken. Close's last flush runs on the
-// caller's thread, which the ledger never changes. Where the thread's
-// attributes cannot be put back, it stays locked to the writer and ends
-// with it, so that no other goroutine runs with the short slice.
+// own for the flush's time, whose CPU clock it reads around the flush (the
+// end record's cpu: what recording took off the caller's path, which
+// `plugrl ledger summary` prints per exchange) and whose scheduler slice
+// it shortens (slice_linux.go), so that a control loop's thread that
+// shares the core takes it back as soon as it is woken. Close's last flush
+// runs on the caller's thread, which the ledger never changes. Where the
+// thread's attributes cannot be put back, it stays locked to the writer
+// and ends with it, so that no other goroutine runs with the short slice.
 func (w *Writer) backgroundFlush() {
-	if !slicesAvailable() {
-		w.flush()
-		return
-	}
 	runtime.LockOSThread()
-	restore := shortSlice()
+	restore := func() bool { return true }
+	if slicesAvailable() {
+		restore = shortSlice()
+	}
+	start := threadCPU()
 	w.flush()
+	if end := threadCPU(); start > 0 && end >= start {
+		w.flushCPU += end - start
+	}
 	if restore() {
 		runtime.UnlockOSThread()
 	}

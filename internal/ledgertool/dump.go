@@ -43,6 +43,8 @@ func (d *Dumper) Add(ev *Event) error {
 		out["cause"] = ev.Cause
 	case ledger.KindLost:
 		out["records"], out["bytes"] = ev.Count, ev.Bytes
+	case ledger.KindEnd:
+		out["writer_cpu_ns"] = ev.CPU
 	case ledger.KindSend:
 		out["len"] = ev.Len
 		switch {

@@ -26,6 +26,7 @@ type Summary struct {
 	FeedbackDropped                   int            // env rows
 	Interrupts                        int
 	Lost, LostBytes                   int64
+	WriterCPU                         time.Duration // the end record's cpu: the background writer's flushes
 	BytesSent, BytesReceived          int64
 	Chunks                            map[int]int // action horizon -> actions
 	Latency                           []time.Duration
@@ -68,6 +69,7 @@ func (s *Summary) Add(ev *Event) {
 		s.LostBytes += ev.Bytes
 	case ledger.KindEnd:
 		s.Clean = true
+		s.WriterCPU = time.Duration(ev.CPU)
 	case ledger.KindSend:
 		s.BytesSent += ev.Len
 		switch {
@@ -123,6 +125,11 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "reconnects: %d%s\n", sumCounts(s.Reconnects), counts(s.Reconnects, " [%s: %d]"))
 	fmt.Fprintf(w, "closes:%s\n", counts(s.Closes, " [%s: %d]"))
 	fmt.Fprintf(w, "feedback rows dropped on a lost connection: %d; interrupts: %d\n", s.FeedbackDropped, s.Interrupts)
+	if s.WriterCPU > 0 && s.Exchanges > 0 && s.Duration > 0 {
+		fmt.Fprintf(w, "recording: the background writer used %v of CPU, %.2f us per exchange, %.1f %% of a core over the ledger's time\n",
+			s.WriterCPU.Round(time.Millisecond), float64(s.WriterCPU.Nanoseconds())/1e3/float64(s.Exchanges),
+			100*float64(s.WriterCPU)/float64(s.Duration))
+	}
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "NOT RECORDED: %d records (%d bytes): the ledger's queue was full\n", s.Lost, s.LostBytes)
 	}
