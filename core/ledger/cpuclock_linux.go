@@ -7,6 +7,9 @@ import (
 	"unsafe"
 )
 
+// cpuClockAvailable: threadCPU reads a thread's CPU clock here.
+const cpuClockAvailable = true
+
 // threadCPU is the calling thread's CPU time in ns (CLOCK_THREAD_CPUTIME_ID;
 // a system call, not the vDSO: the writer reads it twice a flush), 0 if
 // the kernel refuses.

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -439,6 +440,9 @@ func TestQueueFull(t *testing.T) {
 	if kept != 3 || lost != 97 {
 		t.Fatalf("kept %d, lost %d: want 3 kept (the open record and three 1013-byte frames fill the 4096-byte queue), 97 lost", kept, lost)
 	}
+	if k := recs[len(recs)-1].Kind; k != ledger.KindEnd {
+		t.Fatalf("the last record is %q; want end, after the lost record", k)
+	}
 }
 
 // TestFlushedWhileOpen: records reach the file within the flush interval,
@@ -625,5 +629,74 @@ func TestEndRecordCPU(t *testing.T) {
 	}
 	if end.CPU <= 0 || time.Duration(end.CPU) > ran {
 		t.Fatalf("the end record's cpu is %v; want more than 0 and at most the %v the writer ran", time.Duration(end.CPU), ran)
+	}
+}
+
+// TestCloseWhileRecording: Close from another goroutine while the client's
+// goroutine records: the ledger holds the records taken before Close, in
+// order and none missing, then the end record, last; a second Close
+// returns only once the file is closed.
+func TestCloseWhileRecording(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	calls := make(chan int)
+	go func() {
+		n := 0
+		for ; ; n++ {
+			select {
+			case <-stop:
+				calls <- n
+				return
+			default:
+			}
+			w.Received(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	// With flushes held, neither Close may return: the file is not whole.
+	release := sync.OnceFunc(ledger.HoldFlushes(w))
+	defer release()
+	closed := make(chan error, 2)
+	go func() { closed <- w.Close() }()
+	go func() { closed <- w.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("a Close returned (%v) before the last flush could run", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if err := <-closed; err != nil { // either: the file is whole once it returns
+		t.Fatal(err)
+	}
+	recs, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	made := <-calls
+	if k := recs[len(recs)-1].Kind; k != ledger.KindEnd {
+		t.Fatalf("the last record is %q; want end", k)
+	}
+	next := uint32(0)
+	for _, r := range recs[:len(recs)-1] {
+		switch r.Kind {
+		case ledger.KindRecv:
+			if got := binary.LittleEndian.Uint32(r.Msg); got != next {
+				t.Fatalf("recv %d where %d was next: records missing or out of order", got, next)
+			}
+			next++
+		case ledger.KindLost, ledger.KindEnd:
+			t.Fatalf("a %s record before the last", r.Kind)
+		}
+	}
+	if next == 0 || int(next) > made {
+		t.Fatalf("%d records of the %d calls made; want some, and no more than were made", next, made)
 	}
 }

@@ -105,11 +105,16 @@ type Writer struct {
 	bases    [2]sendBase   // per slot, the message its frameSendSame frames patch
 	enc      *zstd.Encoder // the process's (sharedEncoder), or its own with CPUs
 	werr     error         // the first write error; later blocks are not written
+
 	stop     chan struct{}
-	done     chan struct{}
-	cpus     []int // Options.CPUs
-	tid      int   // the writer's thread, when it has one of its own (cpus): for tests
-	flushCPU int64 // the CPU time of the background flushes so far, in ns (the end record's cpu); the writer's goroutine's
+	done     chan struct{} // closed when the background writer has stopped
+	finished chan struct{} // closed when Close has written and closed the file
+	cpus     []int         // Options.CPUs
+	tid      int           // the writer's thread, when it has one of its own (cpus): for tests
+	// flushCPU is the CPU time of the background flushes so far, in ns
+	// (the end record's cpu): written by the writer's goroutine only, and
+	// read by Close once that has stopped.
+	flushCPU int64
 }
 
 // The queue holds frames, each a record as the caller's thread left it:
@@ -251,7 +256,7 @@ func Create(path string, o Options) (*Writer, error) {
 		path:  path,
 		level: o.Level, start: time.Now(), clock: o.Clock, file: f, interval: o.FlushInterval, warn: o.Warn,
 		limit: o.QueueBytes, enc: enc,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}),
 	}
 	if w.clock == nil {
 		w.clock = func() time.Duration { return time.Since(w.start) }
@@ -462,7 +467,8 @@ func (w *Writer) Interrupted() {
 }
 
 // Close writes what is queued and an end record, and closes the file. It
-// may be called from any goroutine, more than once.
+// may be called from any goroutine, more than once: a later call returns
+// once the first has closed the file, with the first write error.
 func (w *Writer) Close() error {
 	if w == nil {
 		return nil
@@ -470,23 +476,31 @@ func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		w.flushMu.Lock() // werr is the flush's
-		defer w.flushMu.Unlock()
+		<-w.finished
 		return w.werr
 	}
-	w.closed = true
+	w.closed = true // no record is taken after this one
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
-	// The end record goes after every record taken, with the background
-	// writer's CPU time, which is final now that it has stopped.
+	// The end record is the last, after every record taken and after the
+	// count of those that were not (which the last flush would otherwise
+	// write after it), with the background writer's CPU time, final now
+	// that it has stopped.
 	w.mu.Lock()
+	if w.lostCount > 0 {
+		b, at := w.begin(KindLost, 2)
+		b = appendInt64(b, keyCount, int64(w.lostCount))
+		w.endFrame(appendInt64(b, keyBytes, int64(w.lostBytes)), at)
+		w.lostCount, w.lostBytes = 0, 0
+	}
 	b, at := w.begin(KindEnd, 1)
 	w.endFrame(appendInt64(b, keyCPU, w.flushCPU), at)
 	w.mu.Unlock()
 	w.flush()
-	err := w.file.Close()
-	return errors.Join(w.werr, err)
+	err := errors.Join(w.werr, w.file.Close())
+	close(w.finished)
+	return err
 }
 
 // run is the background writer: it flushes every interval until Close.
@@ -533,6 +547,10 @@ func (w *Writer) run(started chan<- error) {
 // thread's attributes cannot be put back, it stays locked to the writer
 // and ends with it, so that no other goroutine runs with the short slice.
 func (w *Writer) backgroundFlush() {
+	if !slicesAvailable() && !cpuClockAvailable {
+		w.flush() // neither would work: no thread to keep (off Linux, Gosched between blocks would hand it off)
+		return
+	}
 	runtime.LockOSThread()
 	restore := func() bool { return true }
 	if slicesAvailable() {

@@ -44,7 +44,7 @@ func (d *Dumper) Add(ev *Event) error {
 	case ledger.KindLost:
 		out["records"], out["bytes"] = ev.Count, ev.Bytes
 	case ledger.KindEnd:
-		out["writer_cpu_ns"] = ev.CPU
+		put("writer_cpu_ns", ev.CPU, ev.CPU != 0)
 	case ledger.KindSend:
 		out["len"] = ev.Len
 		switch {

@@ -126,8 +126,8 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "closes:%s\n", counts(s.Closes, " [%s: %d]"))
 	fmt.Fprintf(w, "feedback rows dropped on a lost connection: %d; interrupts: %d\n", s.FeedbackDropped, s.Interrupts)
 	if s.WriterCPU > 0 && s.Exchanges > 0 && s.Duration > 0 {
-		fmt.Fprintf(w, "recording: the background writer used %v of CPU, %.2f us per exchange, %.1f %% of a core over the ledger's time\n",
-			s.WriterCPU.Round(time.Millisecond), float64(s.WriterCPU.Nanoseconds())/1e3/float64(s.Exchanges),
+		fmt.Fprintf(w, "recording: the background writer's flushes used %v of CPU, %.2f us per exchange, %.1f %% of a core over the ledger's time (the caller's copies and the last flush, in close, not counted)\n",
+			s.WriterCPU.Round(time.Microsecond), float64(s.WriterCPU.Nanoseconds())/1e3/float64(s.Exchanges),
 			100*float64(s.WriterCPU)/float64(s.Duration))
 	}
 	if s.Lost > 0 {
