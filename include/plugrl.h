@@ -323,6 +323,15 @@ typedef struct plugrl_options {
 ** and a message naming the CPUs this thread may run on. A process killed without plugrl_close leaves a
 ** ledger readable up to its last written block. A ledger file that cannot
 ** be created makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT.
+**
+** On Linux 6.12 and later the writer's thread asks for a 100 us scheduler
+** slice (sched_setattr) while it flushes, so that a loop thread woken on
+** its core preempts it at once, and gets the slice it had back after; it
+** never changes a caller's thread. A seccomp filter that refuses
+** sched_getattr or sched_setattr with an error makes it stop asking; one
+** that kills the process on them must allow them for a ledger to be used.
+** The writer's CPU time is written into the ledger's end record, and
+** `plugrl ledger summary` prints it per exchange.
 */
 #define PLUGRL_LEDGER_DIGEST 1
 #define PLUGRL_LEDGER_FULL 2

@@ -75,12 +75,15 @@ func slicesAvailable() bool { return setAttrCall != 0 && !slicesUnavailable.Load
 
 // shortSlice gives the calling thread, which must be locked to its
 // goroutine, a writerSlice slice, if it is a SCHED_OTHER or SCHED_BATCH
-// thread (a thread of a process run under chrt, real-time, is left
-// alone). restore gives the thread its policy and nice value back and the
-// kernel's default slice (a runtime of 0: a thread of Go's pool has no
-// slice of its own, and restoring the value sched_getattr read would fix
-// it at that length for good); it reports false if the kernel refused,
-// and the thread must then never run another goroutine.
+// thread (a real-time one, possible in a Go program run under chrt, is
+// left alone: libplugrl.so makes its runtime's threads SCHED_OTHER).
+// restore gives the thread its policy and nice value back and its slice:
+// the kernel's default (a runtime of 0), unless that is not what it had,
+// which was then a slice of its own (inherited from a process started
+// with one), given back as read. Restoring the value read in every case
+// would fix a default slice at that length for good, as a slice of the
+// thread's own. It reports false if the kernel refused, and the thread
+// must then never run another goroutine.
 func shortSlice() (restore func() bool) {
 	was, ok := threadAttr()
 	if !ok || (was.policy != schedOther && was.policy != schedBatch) || was.runtime == writerSlice {
@@ -97,7 +100,15 @@ func shortSlice() (restore func() bool) {
 	}
 	back := was
 	back.runtime = 0
-	return func() bool { return setThreadAttr(&back) }
+	return func() bool {
+		if !setThreadAttr(&back) {
+			return false
+		}
+		if now, ok := threadAttr(); ok && now.runtime != was.runtime {
+			return setThreadAttr(&was) // its own slice, not the default
+		}
+		return true
+	}
 }
 
 // threadAttr reads the calling thread's scheduling attributes.

@@ -23,7 +23,8 @@ type Options struct {
 	QueueBytes int
 	// FlushInterval is how often the background writer compresses and
 	// writes what is queued: 100 ms, at most 250 ms. A process killed
-	// without Close loses at most the records of the last interval.
+	// without Close loses at most the records of the last interval and
+	// of the flush under way.
 	FlushInterval time.Duration
 	// Version is the library version the open record names.
 	Version string
@@ -483,21 +484,11 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
-	// The end record is the last, after every record taken and after the
-	// count of those that were not (which the last flush would otherwise
-	// write after it), with the background writer's CPU time, final now
-	// that it has stopped.
-	w.mu.Lock()
-	if w.lostCount > 0 {
-		b, at := w.begin(KindLost, 2)
-		b = appendInt64(b, keyCount, int64(w.lostCount))
-		w.endFrame(appendInt64(b, keyBytes, int64(w.lostBytes)), at)
-		w.lostCount, w.lostBytes = 0, 0
-	}
-	b, at := w.begin(KindEnd, 1)
-	w.endFrame(appendInt64(b, keyCPU, w.flushCPU), at)
-	w.mu.Unlock()
-	w.flush()
+	// The end record is the last, after what was queued and the count of
+	// what was not, with the background writer's CPU time, final now that
+	// it has stopped.
+	end := msgp.AppendInt64(append([]byte(nil), recordPrefix(KindEnd, 1)...), w.now())
+	w.flushWith(appendInt64(end, keyCPU, w.flushCPU))
 	err := errors.Join(w.werr, w.file.Close())
 	close(w.finished)
 	return err
@@ -569,7 +560,11 @@ func (w *Writer) backgroundFlush() {
 // flush takes the frames queued, turns them into records and writes them,
 // in blocks of about blockRawTarget bytes, yielding the core between
 // blocks.
-func (w *Writer) flush() {
+func (w *Writer) flush() { w.flushWith(nil) }
+
+// flushWith is flush with a last record, tail (Close's end record), after
+// every other, the count of records lost included.
+func (w *Writer) flushWith(tail []byte) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
@@ -610,6 +605,7 @@ func (w *Writer) flush() {
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
+	raw = append(raw, tail...)
 	w.raw = w.writeBlock(raw)
 	w.writeOut()
 }
