@@ -49,7 +49,8 @@ type envState struct {
 	nextObs    uint64
 	stepKnown  bool
 	nextStep   int64
-	heldOnConn int // the connection its last chunk came on (0: none held)
+	counting   bool // a step_id other than 0 this episode: the env counts its chunks, and must go on
+	heldOnConn int  // the connection its last chunk came on (0: none held)
 
 	// The episode, across connections.
 	epSum     float64
@@ -153,9 +154,14 @@ func (a *Auditor) sendInfer(ev *Event) {
 		if !reused {
 			row++
 		}
-		if s.stepKnown && in.StepIDs[i] != s.nextStep {
-			a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode)", e, in.StepIDs[i], s.nextStep)
+		// SPEC 5.2's Gap: a client may send zeros. An env that has sent
+		// only zeros this episode is such a client; one that has counted
+		// must go on counting.
+		zeros := in.StepIDs[i] == 0 && !s.counting
+		if s.stepKnown && in.StepIDs[i] != s.nextStep && !zeros {
+			a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode; or 0 throughout it)", e, in.StepIDs[i], s.nextStep)
 		}
+		s.counting = s.counting || in.StepIDs[i] != 0
 		s.chunkStep = in.StepIDs[i]
 	}
 	a.infer = append(a.infer[:0], in.EnvIndices...)
@@ -260,7 +266,7 @@ func (a *Auditor) sendFeedback(ev *Event) {
 		}
 		s.stepKnown = true
 		if done {
-			s.nextStep = 0
+			s.nextStep, s.counting = 0, false
 		} else {
 			s.nextStep = fb.StepIDs[i] + 1
 		}

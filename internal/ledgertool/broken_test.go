@@ -202,6 +202,26 @@ func TestAuditOrderAndStepIDs(t *testing.T) {
 	wantViolation(t, vs, "4.2", "a feedback while no action is outstanding")
 }
 
+// TestAuditZeroStepIDs: SPEC 5.2's Gap lets a client send zeros for
+// step_ids; one that counts its chunks must go on counting until the
+// episode ends.
+func TestAuditZeroStepIDs(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	e := []int64{0, 1}
+	b.infer(e, []int64{0, 0}, obs(10, 20), nil)
+	b.feedback(fb(e, []int64{0, 0}, obs(11, 21), []float32{1, 1}, []bool{false, true}, nil))
+	b.infer(e, []int64{0, 0}, obs(11, 0), nil) // env 0 sends zeros; env 1's episode ended
+	b.feedback(fb(e, []int64{0, 0}, obs(12, 1), []float32{1, 1}, []bool{false, false}, nil))
+	b.infer(e, []int64{0, 1}, obs(12, 1), nil) // env 1 counts from its new episode
+	b.feedback(fb(e, []int64{0, 1}, obs(13, 2), []float32{1, 1}, []bool{false, false}, nil))
+	b.infer(e, []int64{0, 0}, obs(13, 2), nil) // env 1 stops counting mid-episode
+	vs := audit(t, b, path)
+	wantViolation(t, vs, "5.2", "env 1's step_id is 0, want 2")
+	if len(vs) != 1 {
+		t.Fatalf("want only env 1's step_id flagged (zeros are allowed), got %v", vs)
+	}
+}
+
 // TestAuditBrokenServer: the ledger shows a server's violations too, as it
 // received them: wrong env_ids, a horizon metadata did not announce.
 func TestAuditBrokenServer(t *testing.T) {
