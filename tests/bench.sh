@@ -21,6 +21,13 @@
 #                             cells say other+load and fifo+load
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
 #                             clients (libplugrl recording a step ledger)
+#   PLUGRL_BENCH_LEDGER_PAIRS=N  also the ledger's cost measured the firmer
+#                             way: for SMALL and LARGE, each pinning, N
+#                             rotated triplets of back-to-back runs
+#                             (libplugrl, ledger-digest, ledger-full), each
+#                             ledger run against the libplugrl run beside
+#                             it, with a 90 % bootstrap interval of the
+#                             median (N=20: about 10 minutes more)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -340,6 +347,79 @@ if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]]; then
           "$(paired "${runs[$name/$pin/$sched/ledger-full/rate]}" "${runs[$lkey/rate]}")" \
           "$(paired "${runs[$name/$pin/$sched/ledger-full/cpu]}" "${runs[$lkey/cpu]}")"
       done
+    done
+  done
+fi
+
+# The ledger's cost in adjacent runs (PLUGRL_BENCH_LEDGER_PAIRS=N): the
+# repetitions above put a ledger run up to five runs from its libplugrl
+# run, and this machine's speed drifts by tens of percent over minutes; a
+# 5 % cost needs runs seconds apart and many of them. Each triplet runs
+# libplugrl and both ledger levels back to back, in an order that rotates;
+# the figure is the median of the per-triplet ratios (exchanges/s) and
+# differences (client CPU per exchange), with a 90 % bootstrap interval
+# of that median (2000 resamples, a fixed seed).
+# boot A B MODE: median and interval of A[i]/B[i] (MODE ratio) or A[i]-B[i]
+# (MODE diff) over the pairs where both are numbers.
+boot() {
+  awk -v a="$1" -v b="$2" -v mode="$3" '
+    function med(v, n,   i, j, t) {
+      for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+      return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    BEGIN {
+      n = split(a, x, " "); split(b, y, " "); k = 0
+      for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0)
+        r[++k] = (mode == "ratio") ? x[i] / y[i] : x[i] - y[i]
+      if (k == 0) { print "-"; exit }
+      for (i = 1; i <= k; i++) c[i] = r[i]
+      m = med(c, k)
+      srand(1)
+      for (s = 1; s <= 2000; s++) {
+        for (i = 1; i <= k; i++) c[i] = r[int(rand() * k) + 1]
+        ms[s] = med(c, k)
+      }
+      med(ms, 2000)
+      fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
+      printf fmt, m, ms[100], ms[1900]
+    }'
+}
+lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
+if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 && $lpairs -gt 0 ]]; then
+  [[ $lpairs =~ ^[1-9][0-9]*$ ]] || {
+    echo "tests/bench.sh: PLUGRL_BENCH_LEDGER_PAIRS wants a count, got \"$lpairs\"" >&2
+    exit 1
+  }
+  declare -A adj
+  trio=(libplugrl ledger-digest ledger-full)
+  for wl in "${workloads[@]:0:2}"; do # SMALL and LARGE
+    read -r name envs cams img state conns <<<"$wl"
+    IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
+    for pin in "${pinnings[@]}"; do
+      for ((i = 1; i <= lpairs; i++)); do
+        order=("${trio[@]:$((i % 3))}" "${trio[@]:0:$((i % 3))}")
+        for client in "${order[@]}"; do
+          out=$(run_one "$client" "$pin" other "$conns" "$envs" "$cams" "$img" "$state")
+          read -r -a vals <<<"$out"
+          adj[$name/$pin/$client/rate]+=" ${vals[0]}"
+          adj[$name/$pin/$client/cpu]+=" ${vals[1]}"
+        done
+      done
+    done
+  done
+  echo
+  echo "step ledger cost in adjacent runs: $lpairs rotated triplets per cell (libplugrl, digest, full back to back);"
+  echo "ledger / libplugrl exchanges/s and ledger - libplugrl client cpu-us/ex, median (90 % bootstrap interval)"
+  printf '%-9s %-5s %-24s %-24s %-24s %s\n' workload pin "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
+  for wl in "${workloads[@]:0:2}"; do
+    read -r name _ _ _ _ _ <<<"$wl"
+    for pin in "${pinnings[@]}"; do
+      k=$name/$pin
+      printf '%-9s %-5s %-24s %-24s %-24s %s\n' "$name" "$pin" \
+        "$(boot "${adj[$k/ledger-digest/rate]}" "${adj[$k/libplugrl/rate]}" ratio)" \
+        "$(boot "${adj[$k/ledger-digest/cpu]}" "${adj[$k/libplugrl/cpu]}" diff)" \
+        "$(boot "${adj[$k/ledger-full/rate]}" "${adj[$k/libplugrl/rate]}" ratio)" \
+        "$(boot "${adj[$k/ledger-full/cpu]}" "${adj[$k/libplugrl/cpu]}" diff)"
     done
   done
 fi
