@@ -12,12 +12,17 @@
 //
 //   infer    images cam0..cam{C-1}: u8 [N, S, S, 3]; states "state": f64
 //            [N, D] (none when D is 0); text "pick up the red block" per
-//            env (sent as <U21)
-//   feedback the same observation, rewards f4 zeros, terminated and
-//            truncated false, info {}
+//            env (sent as <U21); step_ids: the chunks completed (SPEC 5.2)
+//   feedback the same observation, rewards f4, terminated and truncated
+//            false (the episode never ends), info {}
 //
-// The arrays are filled once before the loop, so the number is the cost of
-// the library and the transport, not of an environment. `./build.sh bench`
+// The arrays are filled once before the loop, and each exchange changes
+// only what an env's step changes cheaply: the state values, the step ids
+// and the rewards (a few bytes per env), so the number is the cost of the
+// library and the transport, not of an environment. They change because a
+// step ledger records them: a fixed state patched to nothing in a full
+// ledger, which flattered it. The images stay; a full ledger records a
+// message that large whole anyway. `./build.sh bench`
 // runs it against cmd/plugrl-bench-server beside the transport floor
 // (bench_floor.cpp), which sends frames of the same sizes with no encoding.
 // With --handles H it runs H threads, each with its own plugrl_client and
@@ -226,10 +231,19 @@ struct Workload {
     for (size_t i = 0; i < n; i++) env_indices[i] = int64_t(i);
   }
 
+  int64_t step = 0;  // chunks completed in the (endless) episode
+
+  // One exchange: infer the current observation, step (new state values
+  // and rewards), feed the new observation back; the next infer sends it
+  // again, as an env loop does (SPEC 5.4).
   plugrl_status exchange(plugrl_client *c) {
+    for (int64_t &s : step_ids) s = step;
     plugrl_action action;
     plugrl_status st = plugrl_infer(c, env_indices.data(), step_ids.data(), n, &obs, nullptr, &action);
     if (st != PLUGRL_OK) return st;
+    for (double &v : state) v += 1e-3;
+    for (float &r : rewards) r = 0.01f * float(step % 100);
+    step++;
     return plugrl_feedback(c, env_indices.data(), step_ids.data(), n, &obs, rewards.data(), terminated.data(),
                            truncated.data(), nullptr);
   }
