@@ -49,7 +49,8 @@ type envState struct {
 	nextObs    uint64
 	stepKnown  bool
 	nextStep   int64
-	counting   bool // a step_id other than 0 this episode: the env counts its chunks, and must go on
+	counting   bool // a step_id other than 0 on this connection this episode: the env counts its chunks, and must go on
+	zeros      bool // a step_id of 0 where the count was above it: the env sends zeros, and must go on
 	heldOnConn int  // the connection its last chunk came on (0: none held)
 
 	// The episode, across connections.
@@ -126,6 +127,9 @@ func (a *Auditor) connect(ev *Event) {
 			s.epKnown = false
 		}
 		s.holding, s.fedBack, s.terminal, s.stepKnown = false, false, false, false
+		// An episode's end may have gone with the old connection (SPEC
+		// 7.6): the step_ids are re-learned from the next chunk.
+		s.counting, s.zeros = false, false
 	}
 }
 
@@ -154,12 +158,22 @@ func (a *Auditor) sendInfer(ev *Event) {
 		if !reused {
 			row++
 		}
-		// SPEC 5.2's Gap: a client may send zeros. An env that has sent
-		// only zeros this episode is such a client; one that has counted
-		// must go on counting.
-		zeros := in.StepIDs[i] == 0 && !s.counting
-		if s.stepKnown && in.StepIDs[i] != s.nextStep && !zeros {
-			a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode; or 0 throughout it)", e, in.StepIDs[i], s.nextStep)
+		// SPEC 5.2's Gap: a client may send zeros. An episode is either
+		// counted from its start or all zeros: an env that sent 0 where
+		// the count was above it sends zeros; one that sent a count goes
+		// on counting.
+		if step := in.StepIDs[i]; s.stepKnown {
+			switch {
+			case s.zeros && step != 0:
+				a.flag(ev, "5.2", "env %d's step_id is %d after zeros earlier in its episode: want 0 throughout the episode, or counts from its start", e, step)
+			case step == s.nextStep:
+			case step == 0 && !s.counting:
+				s.zeros = true
+			case step == 0:
+				a.flag(ev, "5.2", "env %d's step_id is 0 after counts earlier in its episode: want %d (a client that counts goes on until the episode ends)", e, s.nextStep)
+			default:
+				a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode) or 0 throughout it", e, step, s.nextStep)
+			}
 		}
 		s.counting = s.counting || in.StepIDs[i] != 0
 		s.chunkStep = in.StepIDs[i]
@@ -266,7 +280,7 @@ func (a *Auditor) sendFeedback(ev *Event) {
 		}
 		s.stepKnown = true
 		if done {
-			s.nextStep, s.counting = 0, false
+			s.nextStep, s.counting, s.zeros = 0, false, false
 		} else {
 			s.nextStep = fb.StepIDs[i] + 1
 		}

@@ -215,10 +215,13 @@ func TestAuditZeroStepIDs(t *testing.T) {
 	b.infer(e, []int64{0, 1}, obs(12, 1), nil) // env 1 counts from its new episode
 	b.feedback(fb(e, []int64{0, 1}, obs(13, 2), []float32{1, 1}, []bool{false, false}, nil))
 	b.infer(e, []int64{0, 0}, obs(13, 2), nil) // env 1 stops counting mid-episode
+	b.feedback(fb(e, []int64{0, 0}, obs(14, 3), []float32{1, 1}, []bool{false, false}, nil))
+	b.infer([]int64{0}, []int64{3}, obs(14), nil) // env 0 starts counting late
 	vs := audit(t, b, path)
-	wantViolation(t, vs, "5.2", "env 1's step_id is 0, want 2")
-	if len(vs) != 1 {
-		t.Fatalf("want only env 1's step_id flagged (zeros are allowed), got %v", vs)
+	wantViolation(t, vs, "5.2", "env 1's step_id is 0 after counts earlier in its episode: want 2")
+	wantViolation(t, vs, "5.2", "env 0's step_id is 3 after zeros earlier in its episode")
+	if len(vs) != 2 {
+		t.Fatalf("want only the two switches flagged (zeros are allowed), got %v", vs)
 	}
 }
 
