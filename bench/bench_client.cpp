@@ -7,22 +7,23 @@
 //   plugrl_bench_client --url ws://HOST:PORT --calls K
 //   plugrl_bench_client --url ws://HOST:PORT --idle K
 //
-// The first form sends the same workload on every exchange until the server
+// The first form runs an env loop of one endless episode until the server
 // stops the run (plugrl-server-stop), then prints exchanges/s and exits 0:
 //
 //   infer    images cam0..cam{C-1}: u8 [N, S, S, 3]; states "state": f64
 //            [N, D] (none when D is 0); text "pick up the red block" per
 //            env (sent as <U21); step_ids: the chunks completed (SPEC 5.2)
-//   feedback the same observation, rewards f4, terminated and truncated
-//            false (the episode never ends), info {}
+//   feedback the observation after the step (its state values +1e-3),
+//            rewards f4, terminated and truncated false, info {}, and its
+//            chunk's step_ids; the next infer sends that observation again
 //
-// The arrays are filled once before the loop, and each exchange changes
-// only what an env's step changes cheaply: the state values, the step ids
-// and the rewards (a few bytes per env), so the number is the cost of the
-// library and the transport, not of an environment. They change because a
-// step ledger records them: a fixed state patched to nothing in a full
-// ledger, which flattered it. The images stay; a full ledger records a
-// message that large whole anyway. `./build.sh bench`
+// The arrays are filled once before the loop, and a step changes only the
+// state values, the step ids and the rewards (most bytes of each f64: 8 B
+// per state value), so the number is the cost of the library and the
+// transport, not of an environment. They change because a step ledger
+// records them: a fixed state patched to nothing in a full ledger, which
+// flattered it (with --state 0 nothing in the observation changes). The
+// images stay; a full ledger records a message that large whole anyway. `./build.sh bench`
 // runs it against cmd/plugrl-bench-server beside the transport floor
 // (bench_floor.cpp), which sends frames of the same sizes with no encoding.
 // With --handles H it runs H threads, each with its own plugrl_client and

@@ -23,11 +23,13 @@
 #                             clients (libplugrl recording a step ledger)
 #   PLUGRL_BENCH_LEDGER_PAIRS=N  also the ledger's cost measured the firmer
 #                             way: for SMALL and LARGE, each pinning, N
-#                             rotated triplets of back-to-back runs
-#                             (libplugrl, ledger-digest, ledger-full), each
-#                             ledger run against the libplugrl run beside
-#                             it, with a 90 % bootstrap interval of the
-#                             median (N=20: about 10 minutes more)
+#                             triplets of back-to-back runs (libplugrl,
+#                             ledger-digest, ledger-full, in each of the six
+#                             orders in turn: N a multiple of 6 balances
+#                             them), each ledger run against the libplugrl
+#                             run of its triplet, with a 90 % bootstrap
+#                             interval of the median (N=24: about 12
+#                             minutes more; normal scheduling only)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -100,6 +102,16 @@ command -v taskset >/dev/null || {
 fifo=${PLUGRL_BENCH_FIFO:-0}
 load=${PLUGRL_BENCH_LOAD:-0}
 handles=${PLUGRL_BENCH_HANDLES:-}
+lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
+[[ $lpairs =~ ^[0-9]+$ ]] || {
+  echo "tests/bench.sh: PLUGRL_BENCH_LEDGER_PAIRS wants a count, got \"$lpairs\"" >&2
+  exit 1
+}
+lpairs=$((10#$lpairs))
+if [[ $lpairs != 0 && ${PLUGRL_BENCH_LEDGER:-1} == 0 ]]; then
+  echo "tests/bench.sh: NOTE: PLUGRL_BENCH_LEDGER=0 leaves out the ledger runs, PLUGRL_BENCH_LEDGER_PAIRS with them" >&2
+  lpairs=0
+fi
 for n in $handles; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || {
     echo "tests/bench.sh: PLUGRL_BENCH_HANDLES wants counts, got \"$handles\"" >&2
@@ -355,7 +367,9 @@ fi
 # repetitions above put a ledger run up to five runs from its libplugrl
 # run, and this machine's speed drifts by tens of percent over minutes; a
 # 5 % cost needs runs seconds apart and many of them. Each triplet runs
-# libplugrl and both ledger levels back to back, in an order that rotates;
+# libplugrl and both ledger levels back to back, in the six orders in turn
+# (each ledger level as often before libplugrl as after it, as often next
+# to it as one apart);
 # the figure is the median of the per-triplet ratios (exchanges/s) and
 # differences (client CPU per exchange), with a 90 % bootstrap interval
 # of that median (2000 resamples, a fixed seed).
@@ -381,23 +395,20 @@ boot() {
       }
       med(ms, 2000)
       fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
-      printf fmt, m, ms[100], ms[1900]
+      printf fmt, m, ms[101], ms[1900]
     }'
 }
-lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
-if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 && $lpairs -gt 0 ]]; then
-  [[ $lpairs =~ ^[1-9][0-9]*$ ]] || {
-    echo "tests/bench.sh: PLUGRL_BENCH_LEDGER_PAIRS wants a count, got \"$lpairs\"" >&2
-    exit 1
-  }
+if [[ $lpairs != 0 ]]; then
   declare -A adj
   trio=(libplugrl ledger-digest ledger-full)
+  perms=("0 1 2" "1 2 0" "2 0 1" "0 2 1" "2 1 0" "1 0 2")
   for wl in "${workloads[@]:0:2}"; do # SMALL and LARGE
     read -r name envs cams img state conns <<<"$wl"
     IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
     for pin in "${pinnings[@]}"; do
       for ((i = 1; i <= lpairs; i++)); do
-        order=("${trio[@]:$((i % 3))}" "${trio[@]:0:$((i % 3))}")
+        order=()
+        for k in ${perms[$((i % 6))]}; do order+=("${trio[$k]}"); done
         for client in "${order[@]}"; do
           out=$(run_one "$client" "$pin" other "$conns" "$envs" "$cams" "$img" "$state")
           read -r -a vals <<<"$out"
@@ -408,7 +419,7 @@ if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 && $lpairs -gt 0 ]]; then
     done
   done
   echo
-  echo "step ledger cost in adjacent runs: $lpairs rotated triplets per cell (libplugrl, digest, full back to back);"
+  echo "step ledger cost in adjacent runs: $lpairs triplets per cell (libplugrl, digest, full back to back, six orders in turn);"
   echo "ledger / libplugrl exchanges/s and ledger - libplugrl client cpu-us/ex, median (90 % bootstrap interval)"
   printf '%-9s %-5s %-24s %-24s %-24s %s\n' workload pin "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
   for wl in "${workloads[@]:0:2}"; do
