@@ -171,6 +171,8 @@ func (a *Auditor) sendInfer(ev *Event) {
 				s.zeros = true
 			case step == 0:
 				a.flag(ev, "5.2", "env %d's step_id is 0 after counts earlier in its episode: want %d (a client that counts goes on until the episode ends)", e, s.nextStep)
+			case s.counting:
+				a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode)", e, step, s.nextStep)
 			default:
 				a.flag(ev, "5.2", "env %d's step_id is %d, want %d (chunks completed in its episode) or 0 throughout it", e, step, s.nextStep)
 			}
