@@ -332,17 +332,37 @@ done
 # seconds apart, and this machine's speed drifts by tens of percent over
 # minutes, which the ratio of two medians above carries and a median of
 # per-repetition ratios mostly cancels).
-# paired A B: the median (min-max) of A's values over B's, pair by pair.
+# paired A B [MODE [SPREAD]]: the median of A[i]/B[i] (MODE ratio, the
+# default) or A[i]-B[i] (MODE diff) over the pairs where both are numbers,
+# with its spread: the min-max of the pairs (SPREAD range, the default) or a
+# 90 % bootstrap interval of the median (SPREAD boot: 2000 resamples, a
+# fixed seed).
 paired() {
-  awk -v a="$1" -v b="$2" 'BEGIN {
-    n = split(a, x, " "); split(b, y, " "); k = 0
-    # A failed run is "nan" or "-": only pairs of two numbers count.
-    for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0) r[++k] = x[i] / y[i]
-    if (k == 0) { print "-"; exit }
-    for (i = 2; i <= k; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
-    m = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
-    printf "%.3f (%.3f-%.3f)", m, r[1], r[k]
-  }'
+  awk -v a="$1" -v b="$2" -v mode="${3:-ratio}" -v spread="${4:-range}" '
+    function med(v, n,   i, j, t) { # sorts v[1..n]
+      for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+      return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    BEGIN {
+      n = split(a, x, " "); split(b, y, " "); k = 0
+      # A failed run is "nan" or "-": only pairs of two numbers count.
+      for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0)
+        r[++k] = (mode == "ratio") ? x[i] / y[i] : x[i] - y[i]
+      if (k == 0) { print "-"; exit }
+      m = med(r, k)
+      lo = r[1]; hi = r[k]
+      if (spread == "boot") {
+        srand(1)
+        for (s = 1; s <= 2000; s++) {
+          for (i = 1; i <= k; i++) c[i] = r[int(rand() * k) + 1]
+          ms[s] = med(c, k)
+        }
+        med(ms, 2000)
+        lo = ms[101]; hi = ms[1900]
+      }
+      fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
+      printf fmt, m, lo, hi
+    }'
 }
 if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]]; then
   echo
@@ -373,31 +393,6 @@ fi
 # the figure is the median of the per-triplet ratios (exchanges/s) and
 # differences (client CPU per exchange), with a 90 % bootstrap interval
 # of that median (2000 resamples, a fixed seed).
-# boot A B MODE: median and interval of A[i]/B[i] (MODE ratio) or A[i]-B[i]
-# (MODE diff) over the pairs where both are numbers.
-boot() {
-  awk -v a="$1" -v b="$2" -v mode="$3" '
-    function med(v, n,   i, j, t) {
-      for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
-      return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
-    BEGIN {
-      n = split(a, x, " "); split(b, y, " "); k = 0
-      for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0)
-        r[++k] = (mode == "ratio") ? x[i] / y[i] : x[i] - y[i]
-      if (k == 0) { print "-"; exit }
-      for (i = 1; i <= k; i++) c[i] = r[i]
-      m = med(c, k)
-      srand(1)
-      for (s = 1; s <= 2000; s++) {
-        for (i = 1; i <= k; i++) c[i] = r[int(rand() * k) + 1]
-        ms[s] = med(c, k)
-      }
-      med(ms, 2000)
-      fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
-      printf fmt, m, ms[101], ms[1900]
-    }'
-}
 if [[ $lpairs != 0 ]]; then
   declare -A adj
   trio=(libplugrl ledger-digest ledger-full)
@@ -427,10 +422,10 @@ if [[ $lpairs != 0 ]]; then
     for pin in "${pinnings[@]}"; do
       k=$name/$pin
       printf '%-9s %-5s %-24s %-24s %-24s %s\n' "$name" "$pin" \
-        "$(boot "${adj[$k/ledger-digest/rate]}" "${adj[$k/libplugrl/rate]}" ratio)" \
-        "$(boot "${adj[$k/ledger-digest/cpu]}" "${adj[$k/libplugrl/cpu]}" diff)" \
-        "$(boot "${adj[$k/ledger-full/rate]}" "${adj[$k/libplugrl/rate]}" ratio)" \
-        "$(boot "${adj[$k/ledger-full/cpu]}" "${adj[$k/libplugrl/cpu]}" diff)"
+        "$(paired "${adj[$k/ledger-digest/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)" \
+        "$(paired "${adj[$k/ledger-digest/cpu]}" "${adj[$k/libplugrl/cpu]}" diff boot)" \
+        "$(paired "${adj[$k/ledger-full/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)" \
+        "$(paired "${adj[$k/ledger-full/cpu]}" "${adj[$k/libplugrl/cpu]}" diff boot)"
     done
   done
 fi
