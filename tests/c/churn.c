@@ -10,12 +10,16 @@
 **
 **   - descriptors: back to what they were after the warm-up, exactly;
 **   - threads: the rest of the run (the waves and the second thousand,
-**     1640 sessions) adds at most one wave's worth to what the first 1050
+**     1640 sessions) adds at most THREAD_SLACK to what the first 1050
 **     left. The runtime keeps every thread
 **     it makes, and makes one when it finds none idle: a high-water mark,
 **     which a SCHED_FIFO caller preempting the runtime's threads on their
 **     core pushes up (tens of threads over the first thousand sessions,
-**     then a few), but which must not follow the number of sessions;
+**     then a few), but which must not follow the number of sessions. Under
+**     tests/sched_fifo.sh the rest of the run added 7-24 threads (24 runs,
+**     2026-12-02, the library of then and of 620d039 alike; one wave's
+**     worth, 16, failed 4 of them); a thread per exited thread or per
+**     session adds hundreds;
 **   - resident memory: the rest of the run adds at most RSS_SLACK to what
 **     the first 1050 sessions left (the Go heap settles; it must not keep
 **     growing).
@@ -38,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { WARMUP = 50, SEQUENTIAL = 1000, WAVES = 40, WAVE = 16, STEPS = 5 };
+enum { WARMUP = 50, SEQUENTIAL = 1000, WAVES = 40, WAVE = 16, STEPS = 5, THREAD_SLACK = 3 * WAVE };
 #define RSS_SLACK (8L << 20)
 
 /* What the process holds: open descriptors, threads, resident bytes. */
@@ -249,9 +253,9 @@ int main(int argc, char **argv) {
             last.fds, sessions, base.fds);
     bad = 1;
   }
-  if (last.threads > first.threads + WAVE) {
+  if (last.threads > first.threads + THREAD_SLACK) {
     fprintf(stderr, "churn: %ld threads after %d sessions, %ld after the first %d: the last %d sessions added more than %d\n",
-            last.threads, sessions, first.threads, WARMUP + seq, seq + nwaves * WAVE, WAVE);
+            last.threads, sessions, first.threads, WARMUP + seq, seq + nwaves * WAVE, (int)THREAD_SLACK);
     bad = 1;
   }
   if (last.rss > first.rss + RSS_SLACK) {
