@@ -148,7 +148,9 @@ typedef enum plugrl_status {
   PLUGRL_TIMEOUT = 3,
   /* The server failed: close code 1011, or a text frame (SPEC 7.4). */
   PLUGRL_SERVER_ERROR = 4,
-  /* The server sent a malformed or inconsistent message. */
+  /* The server sent a malformed or inconsistent message, or a message out
+  ** of turn (a second reply to one infer: seen before the next feedback
+  ** is sent). The connection is closed; the next infer reconnects. */
   PLUGRL_PROTOCOL_ERROR = 5,
   /* An argument was NULL, of the wrong shape or dtype, or inconsistent. */
   PLUGRL_INVALID_ARGUMENT = 6,

@@ -73,6 +73,7 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
 		return nil, invalidErr(err)
 	}
+	c.conn.ExpectMessage() // before the send: a look between the send and the wait must not take the reply for a stray
 	if err := c.conn.WriteMessageObserved(&c.inferMsg, c.digester(&c.inferMsg, req.Obs)); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}

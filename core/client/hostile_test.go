@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -82,6 +83,47 @@ func TestHostileZeroDimAction(t *testing.T) {
 		t.Fatalf("an action of shape [4e18, 1, 0]: got %v, want a protocol error", err)
 	}
 	within(t, "refusing it", time.Since(start), 0)
+}
+
+// TestHostileDoubleAction: a server that answers an infer twice. Taken
+// as the reply to the next infer, the second copy would shift every later
+// action by one request, with env_ids that match; the client fails the
+// connection with a protocol error at its next look, before the feedback,
+// whether the stray came in the same read as the action (a caller back
+// at once looks only at what it read) or after it.
+func TestHostileDoubleAction(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		gap, after time.Duration // the stray's delay; the caller's step
+	}{
+		{"same-read/back-at-once", 0, 0},
+		{"same-read/back-later", 0, 5 * time.Millisecond},
+		{"later/back-later", 2 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := hostileServer(t, hostile.Config{Scenario: hostile.DoubleAction, StrayGap: tc.gap})
+			c, err := hostileDial(t, s.URL(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newWorld()
+			if _, err := w.infer(c); err != nil {
+				t.Fatalf("the first infer: %v", err)
+			}
+			time.Sleep(tc.after)
+			err = w.feedback(c)
+			if !errors.Is(err, client.ErrProtocol) {
+				t.Fatalf("feedback after a doubled action: got %v, want a protocol error", err)
+			}
+			if !strings.Contains(err.Error(), "none was due") {
+				t.Errorf("the error does not say what was wrong: %v", err)
+			}
+			// The next infer starts afresh on a new connection.
+			if _, err := w.infer(c); !errors.Is(err, client.ErrReconnected) {
+				t.Fatalf("the infer after: got %v, want a reconnect", err)
+			}
+		})
+	}
 }
 
 func TestHostileHugeLength(t *testing.T) {

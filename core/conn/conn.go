@@ -247,6 +247,15 @@ type Conn struct {
 	// passes. Each takes it with a swap, so exactly one of them decides.
 	recvDeadline atomic.Int64
 
+	// replyDue is set while the server owes a data message: from the
+	// start (the metadata), and from ExpectMessage (an infer about to go
+	// out) until a Receive returns one. A data frame that arrives while it
+	// is clear is out of turn (SPEC 2, 4.2), and a look between calls
+	// (Poll, the poller) fails the connection on it: taken by the next
+	// Receive, it would be the reply to the wrong infer, and every reply
+	// after it too.
+	replyDue atomic.Bool
+
 	// The socket may be shut down from any goroutine (Interrupt) but
 	// must not be once Close released it (its descriptor number may
 	// belong to another file by then): fdmu orders the two.
@@ -374,6 +383,7 @@ func newConn(tr transport, o Options) *Conn {
 		rb:       make([]byte, readBufferSize),
 		dead:     make(chan struct{}),
 	}
+	c.replyDue.Store(true) // the metadata
 	c.canHold = tr.Holds()
 	return c
 }

@@ -58,7 +58,7 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 	if c.wmu.TryLock() {
 		if c.rmu.TryLock() {
 			if c.Err() == nil {
-				c.drain()
+				c.drain(true)
 			}
 			c.rmu.Unlock()
 		}

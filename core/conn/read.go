@@ -83,6 +83,7 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 		}
 		return nil, err
 	}
+	c.replyDue.Store(false)
 	// The start of the wait, not its end: one clock read fewer, and Poll
 	// skips its system call only when less than pollGrace has passed
 	// since the Receive began, which is the safe direction.
@@ -107,18 +108,24 @@ func (c *Conn) Release() {
 	c.rmu.Unlock()
 }
 
+// ExpectMessage tells the connection that a data message is now due from
+// the server: call it before sending a request the server answers. Until
+// then, and again once a Receive has returned the message, a data frame
+// that Poll or the poller finds fails the connection (see replyDue).
+func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
+
 // Poll handles, without waiting, what the server sent since the last
-// Receive: pings are answered, and a close frame or a lost connection fails
-// the connection, so that Err reports it. It does nothing when the last
-// Receive returned less than pollGrace ago.
+// Receive: pings are answered, and a close frame, a data message out of
+// turn (see ExpectMessage) or a lost connection fails the connection, so
+// that Err reports it. When the last Receive returned less than pollGrace
+// ago it looks only at what that Receive read beyond its message, without
+// a system call: a second reply sent with the first is caught either way.
 func (c *Conn) Poll() {
 	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
-	if mono()-c.lastRecv < pollGrace {
-		return
-	}
+	read := mono()-c.lastRecv >= pollGrace
 	c.rmu.Lock()
 	if c.Err() == nil {
-		c.drain()
+		c.drain(read)
 	}
 	c.rmu.Unlock()
 	c.flushControl()
@@ -128,16 +135,17 @@ func (c *Conn) Poll() {
 // connection is still usable.
 var errBoundaryTimeout = errors.New("read deadline between messages")
 
-// drain reads what has arrived without waiting and handles the control
-// frames at the front of it; it stops at a data frame, which Receive reads.
+// drain reads what has arrived without waiting (if read) and handles the
+// control frames at the front of it; it stops at a data frame, which
+// Receive reads if one is due, and which fails the connection if not.
 // rmu must be held.
-func (c *Conn) drain() {
+func (c *Conn) drain(read bool) {
 	if c.rr == c.rw {
 		c.rr, c.rw = 0, 0
 	} else if c.rw == len(c.rb) && c.rr > 0 {
 		c.compact()
 	}
-	if c.rw < len(c.rb) {
+	if read && c.rw < len(c.rb) {
 		n, err := c.tr.TryRead(c.rb[c.rw:])
 		c.rw += n
 		c.counters.Received.Add(uint64(n))
@@ -152,8 +160,16 @@ func (c *Conn) drain() {
 			c.readFailed(err)
 			return
 		}
-		if !ok || !h.OpCode.IsControl() {
-			return // a data frame, or not all here yet
+		if !ok {
+			return // not all here yet
+		}
+		if !h.OpCode.IsControl() {
+			if !c.replyDue.Load() {
+				c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: the server sent a %d-byte data message when none was due "+
+					"(a second reply to one request, or a message out of turn: SPEC 2, 4.2); taken as the next reply, "+
+					"it would have answered the wrong request", ErrProtocol, h.Length))
+			}
+			return // Receive reads it
 		}
 		if err := ws.CheckHeader(h, ws.StateClientSide); err != nil {
 			c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))

@@ -188,6 +188,11 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		if err := c.sleep(cfg.ActionDelay, rdone); err != nil {
 			return err
 		}
+	case DoubleAction:
+		if err := encodeZeroAction(&c.msg, in.EnvIndices, cfg.H, cfg.D, c.s.zeroBytes); err != nil {
+			return err
+		}
+		return c.sendActions(2, cfg.StrayGap, rdone)
 	}
 	return c.zeroAction(in.EnvIndices, cfg.H, cfg.D)
 }
@@ -271,7 +276,25 @@ func (c *conn) stallMidFrame(envIDs []int64) error {
 }
 
 // sendAction writes c.msg as one binary frame.
-func (c *conn) sendAction() error {
+func (c *conn) sendAction() error { return c.sendActions(1, 0, nil) }
+
+// sendActions sends c.msg n times, gap apart; with no gap, in one write.
+func (c *conn) sendActions(n int, gap time.Duration, rdone <-chan struct{}) error {
+	for i := 0; i < n; i++ {
+		if i > 0 && gap > 0 {
+			if err := c.sleep(gap, rdone); err != nil {
+				return err
+			}
+		}
+		if err := c.writeAction(gap > 0 || i == n-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAction writes c.msg as one frame, and flushes if flush is set.
+func (c *conn) writeAction(flush bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.closeSent || c.silent {
@@ -286,8 +309,10 @@ func (c *conn) sendAction() error {
 			return err
 		}
 	}
-	if err := c.bw.Flush(); err != nil {
-		return err
+	if flush {
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
 	}
 	c.s.actions.Add(1)
 	return nil

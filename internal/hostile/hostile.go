@@ -141,6 +141,15 @@ const (
 	// against. It does not check the alternation of infer and feedback.
 	Normal Scenario = "normal"
 
+	// DoubleAction is Normal, but every infer is answered twice: its action,
+	// then the same action again, Config.StrayGap later (0: in the same
+	// write, so that both arrive together). The second is a message out of
+	// turn (SPEC 2, 4.2): a client that took it as the reply to its next
+	// infer would act on every later action one request late, with env_ids
+	// that match. A correct client fails the connection with a protocol
+	// error once it sees it.
+	DoubleAction Scenario = "double-action"
+
 	// CloseNoReply is Normal until the client sends a close frame, which it
 	// never answers; it keeps reading, so the connection stays open until the
 	// client drops it (or MaxConnTime). A correct client's close returns at
@@ -152,7 +161,7 @@ const (
 func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
-		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, CloseNoReply,
+		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
 	}
 }
 
@@ -178,8 +187,8 @@ type Config struct {
 	// 127.0.0.1 is accepted: this server must never face a network.
 	Addr string
 	// H and D are the action_horizon and action_dim that metadata declares,
-	// and the shape of the actions Normal, SlowAction, CloseNoReply and
-	// StallMidFrame send: 1 and 1. D is also BigActionOneEnv's action width.
+	// and the shape of the actions Normal, SlowAction, DoubleAction,
+	// CloseNoReply and StallMidFrame send: 1 and 1. D is also BigActionOneEnv's action width.
 	H, D int
 	// ZeroDimH is the horizon ZeroDimAction claims: 4e18.
 	ZeroDimH int64
@@ -191,6 +200,9 @@ type Config struct {
 	TrickleEvery time.Duration
 	// ActionDelay is how long SlowAction holds each action: 10 s.
 	ActionDelay time.Duration
+	// StrayGap is how long after its action DoubleAction sends the same
+	// action again: 0, in the same write.
+	StrayGap time.Duration
 	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
 	ByteEvery time.Duration
 	// HeaderBound ends EndlessHeader's header line: 4 GiB.
@@ -269,7 +281,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
 		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0:
 		return cfg, errors.New("hostile: sizes and counts must not be negative")
-	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
+	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
 		return cfg, errors.New("hostile: durations must not be negative")
 	}
 	host, _, err := net.SplitHostPort(cfg.Addr)

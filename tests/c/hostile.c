@@ -384,6 +384,36 @@ static void case_zero_dim_action(const char *url) {
   obs_free(&o);
 }
 
+/* double-action: every infer is answered twice, both copies in one write.
+** The second is out of turn; taken as the reply to the next infer, it would
+** shift every later action by one request (its env_ids match). The report
+** after the first action fails with a protocol error that says so. */
+static void case_double_action(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  plugrl_runner *r = NULL;
+  obsbuf o;
+  double actions[1];
+  double reward[1] = {1};
+  uint8_t done[1] = {0};
+  R.deadline_ms = 0;
+  options(&opt, url);
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  if (!expect("plugrl_runner_new", plugrl_runner_new(c, 1, &r), PLUGRL_OK, c)) return;
+  if (expect("plugrl_runner_act", plugrl_runner_act(r, &o.obs, actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK,
+             c)) {
+    R.status = plugrl_runner_report(r, &o.obs, reward, done, done, NULL);
+    if (R.status != PLUGRL_PROTOCOL_ERROR)
+      fail("plugrl_runner_report after a doubled action returned %s, want PLUGRL_PROTOCOL_ERROR; errmsg: %s",
+           status_name(R.status), plugrl_runner_errmsg(r));
+    else if (strstr(plugrl_runner_errmsg(r), "none was due") == NULL)
+      fail("the protocol error does not say what was wrong: %s", plugrl_runner_errmsg(r));
+  }
+  expect("plugrl_runner_free", plugrl_runner_free(r), PLUGRL_OK, NULL);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
 /* big-action-one-env: a true 8 MiB action for one env (under the 64 MiB
 ** derived cap, since metadata has no H and D) is taken. */
 static void case_big_action_one_env(const char *url) {
@@ -1265,6 +1295,7 @@ static const struct kase {
     {"huge-length-nocap", "huge-length", case_huge_length_nocap, 0},
     {"endless-header", "endless-header", case_endless_header, 0},
     {"zero-dim-action", "zero-dim-action", case_zero_dim_action, 0},
+    {"double-action", "double-action", case_double_action, 0},
     {"big-action-one-env", "big-action-one-env --action-bytes 8388608", case_big_action_one_env, 0},
     {"rlimit", "big-action-one-env --action-bytes 536870912", case_rlimit, 0},
     {"no-metadata", "no-metadata", case_no_metadata, 0},
