@@ -750,7 +750,9 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
                                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);
 
 /* Elements per env per step of the server's actions (prod(da)); *known is
-** 0 before it is known (no metadata action_dim and no action yet). */
+** 0 before it is known: no action yet, and no metadata action_dim that an
+** action could have (at least 1, and num_envs one-byte values of it within
+** the message cap), so that a server's claim never sizes a buffer. */
 plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known);
 
 /*

@@ -294,6 +294,27 @@ func (c *Client) leave() { c.busy.Store(false) }
 // Metadata is the current connection's metadata (it changes on reconnect).
 func (c *Client) Metadata() *wire.Metadata { return c.meta }
 
+// MetadataActionDim is metadata's action_dim when an action for n envs
+// can have it: at least 1, and n x action_dim values of one byte within
+// the message cap (MaxMessageSize when positive, else
+// DefaultMaxMessageSize). Otherwise, and before metadata, ok is false: a
+// server's word must not size a caller's buffer (a claimed 2^40 would
+// have a wrapper allocate terabytes) until an action proves it.
+func (c *Client) MetadataActionDim(n int) (dim int, ok bool) {
+	m := c.meta
+	if m == nil || !m.ActionDim.Set || n < 1 {
+		return 0, false
+	}
+	limit := int64(DefaultMaxMessageSize)
+	if c.opts.MaxMessageSize > 0 {
+		limit = c.opts.MaxMessageSize
+	}
+	if d := m.ActionDim.Value; d >= 1 && d <= limit/int64(n) {
+		return int(d), true
+	}
+	return 0, false
+}
+
 // Reconnects counts the reconnects this client has made.
 func (c *Client) Reconnects() int { return c.reconnects }
 

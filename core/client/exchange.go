@@ -96,6 +96,7 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 	// The round trip: from the start of the wait, which began as the
 	// infer's last byte went out (Receive read the clock then), to now.
 	rtt := now - c.conn.ReceiveStarted()
+	c.action.MaxEnvIDs = len(req.EnvIndices)
 	if err := c.action.Decode(raw); err != nil {
 		e := newErr(KindProtocol, err, "the server's reply to infer")
 		c.dropConnection(CauseOther, e)

@@ -14,6 +14,7 @@ import (
 	"github.com/plugrl/libplugrl/core/runner"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/hostile"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // scriptedServer sends metadata without action_horizon/action_dim and
@@ -169,5 +170,44 @@ func TestRunnerNoMemory(t *testing.T) {
 	}
 	if st := c.Stats(); st.Reconnects[client.CauseOther] != 1 {
 		t.Fatalf("reconnects after the dropped connection: %v, want one (the second act's)", st.Reconnects)
+	}
+}
+
+// TestRunnerStepSizeFromMetadata: metadata's action_dim gives the step size
+// before the first action only when an action could have it; a claim of
+// 2^40, or of less than 1, leaves it unknown, since wrappers size the
+// caller's action buffer from it (plugrl.hpp's Runner::act resized a
+// vector to 2^40 doubles).
+func TestRunnerStepSizeFromMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		dim   any
+		want  int
+		known bool
+	}{
+		{int64(7), 7, true},
+		{int64(1) << 40, 0, false},
+		{int64(-3), 0, false},
+		{int64(0), 0, false},
+		{"7", 0, false},
+	} {
+		s := refserver.New(refserver.Config{ExtraMetadata: map[string]any{"action_dim": tc.dim}})
+		url, err := s.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second})
+		if err != nil {
+			s.Close()
+			t.Fatalf("action_dim %v: %v", tc.dim, err)
+		}
+		r, err := runner.New(c, runner.Config{Envs: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, known := r.StepSize(); got != tc.want || known != tc.known {
+			t.Errorf("metadata action_dim %v: StepSize() = %d, %v; want %d, %v", tc.dim, got, known, tc.want, tc.known)
+		}
+		c.Close()
+		s.Close()
 	}
 }

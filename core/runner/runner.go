@@ -169,8 +169,8 @@ func (r *Runner) ActionType() wire.DType { return r.chunkType }
 func (r *Runner) StepShape() []int { return r.stepShape }
 
 // StepSize is the number of action values per env per step, prod(da): from
-// the last action, or else from metadata action_dim; ok is false when
-// neither is known yet.
+// the last action, or else from metadata action_dim when it is plausible
+// (client.MetadataActionDim); ok is false when neither is known yet.
 func (r *Runner) StepSize() (int, bool) {
 	if r.stepBytes > 0 {
 		n := 1
@@ -179,10 +179,7 @@ func (r *Runner) StepSize() (int, bool) {
 		}
 		return n, true
 	}
-	if m := r.c.Metadata(); m != nil && m.ActionDim.Set {
-		return int(m.ActionDim.Value), true
-	}
-	return 0, false
+	return r.c.MetadataActionDim(len(r.envs))
 }
 
 // Restarts counts reconnects the runner rode through.

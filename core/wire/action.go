@@ -19,6 +19,11 @@ type Action struct {
 	EnvIDs []int64
 	// Chunk is [H, n, *da], time-major.
 	Chunk Array
+	// MaxEnvIDs, if positive, is the most env_ids Decode accepts: the
+	// request's env count. A longer list is refused before any memory is
+	// taken for it, so a server cannot make the client hold 8 bytes per
+	// id it claims (a 60 MiB list of one-byte ids would take 480 MiB).
+	MaxEnvIDs int
 
 	envIDs     Array
 	idStore    []int64
@@ -32,7 +37,10 @@ type Action struct {
 	// structure every time), so Decode takes only its data. Only the bytes
 	// around the data are kept: a copy of the whole message would hold every
 	// action twice, once in the caller's buffer and once here, for as long
-	// as the Action lives.
+	// as the Action lives. A message with more than maxAround bytes around
+	// its data (a long env_ids, or keys the client skips) gets no
+	// shortcut, so that what the Action keeps does not follow what a
+	// server sends.
 	same       bool
 	sameLen    int
 	sameOff    int // of the chunk's data, as received
@@ -69,6 +77,11 @@ func (a *Action) Decode(msg []byte) error {
 	// decode has not written to msg, so these are the bytes as received;
 	// toHost may now write over the window before the data.
 	end := off + len(a.Chunk.Data)
+	if len(msg)-len(a.Chunk.Data) > maxAround {
+		a.around = nil // what an earlier message left, if it was large
+		a.Chunk.toHost(window)
+		return nil
+	}
 	a.around = append(append(a.around[:0], msg[:off]...), msg[end:]...)
 	a.sameLen, a.sameOff, a.sameData = len(msg), off, len(a.Chunk.Data)
 	a.sameDims, a.sameDType, a.sameWindow = len(a.Chunk.Shape), a.Chunk.DType, window
@@ -80,6 +93,10 @@ func (a *Action) Decode(msg []byte) error {
 	a.same = true
 	return nil
 }
+
+// maxAround bounds the bytes around an action's data that Decode keeps for
+// its shortcut: a few hundred in practice, plus 8 per env of env_ids.
+const maxAround = 64 << 10
 
 // decode is Decode without the shortcut, and without writing to msg: off is
 // where the chunk's data is in msg, and window how many bytes before it
@@ -119,6 +136,9 @@ func (a *Action) decode(msg []byte) (off, window int, err error) {
 			ids := &a.envIDs
 			if ids.DType.Kind != 'i' && ids.DType.Kind != 'u' || len(ids.Shape) != 1 {
 				return 0, 0, malformedf("action.data.env_ids", "is %s of shape %v, want a one-dimensional integer array", ids.DType, ids.Shape)
+			}
+			if a.MaxEnvIDs > 0 && ids.Shape[0] > a.MaxEnvIDs {
+				return 0, 0, malformedf("action.data.env_ids", "has %d entries, the infer named %d envs (SPEC 4.3)", ids.Shape[0], a.MaxEnvIDs)
 			}
 			if cap(a.idStore) < ids.Shape[0] {
 				a.idStore = make([]int64, ids.Shape[0])

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -536,5 +538,49 @@ func TestFloat16(t *testing.T) {
 	}
 	if b := math.Float32bits(Float16ToFloat32(0x8000)); b != 0x80000000 {
 		t.Fatalf("-0 is %#x", b)
+	}
+}
+
+// TestActionDecodeKeepsLittle: what an Action keeps follows the request and
+// a bound, never what a server claims. A long env_ids list is refused, when
+// the request named fewer envs, before memory is taken for it (8 bytes per
+// claimed id); and a message with much besides its data (a key the client
+// skips) leaves no copy of it behind.
+func TestActionDecodeKeepsLittle(t *testing.T) {
+	const claimed = 4 << 20
+	chunk := nd("<f4", make([]byte, 4), 1, 1)
+	longIDs := actionMsg(mp(nil).m(2).s("action").val(chunk).s("env_ids").val(nd("|u1", make([]byte, claimed), claimed)))
+	act := Action{MaxEnvIDs: 1}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := act.Decode(longIDs)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "has 4194304 entries, the infer named 1 envs") {
+		t.Fatalf("env_ids of %d entries for a request of 1: got %v", claimed, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Errorf("refusing a %d-entry env_ids took %d bytes of heap", claimed, grew)
+	}
+
+	padded := actionMsg(mp(nil).m(3).s("pad").bin(make([]byte, 1<<20)).s("action").val(chunk).s("env_ids").val(nd("|u1", []byte{0}, 1)))
+	if err := act.Decode(append([]byte(nil), padded...)); err != nil { // a copy: Decode works in place
+		t.Fatal(err)
+	}
+	if cap(act.around) > maxAround {
+		t.Errorf("after a message with 1 MiB besides its data the Action keeps %d bytes of it", cap(act.around))
+	}
+	// Decoded in full each time, it still reads right, and a normal
+	// message after it gets the shortcut again.
+	if err := act.Decode(append([]byte(nil), padded...)); err != nil || len(act.EnvIDs) != 1 || act.Horizon() != 1 {
+		t.Fatalf("the padded message again: %v, env_ids %v", err, act.EnvIDs)
+	}
+	plain := actionMsg(mp(nil).m(2).s("action").val(chunk).s("env_ids").val(nd("|u1", []byte{0}, 1)))
+	for i := 0; i < 2; i++ {
+		if err := act.Decode(append([]byte(nil), plain...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !act.same {
+		t.Error("a plain message after a padded one gets no shortcut")
 	}
 }
