@@ -215,16 +215,19 @@ func (h *clientHandle) copyOut(s []byte, buf *C.char, size C.size_t, length *C.s
 	if buf == nil {
 		return h.invalid("buf is NULL but size is %d", size)
 	}
-	if int(size) <= len(s) {
+	n, ok := bufferSize(size)
+	if !ok {
+		return h.invalid(badSizeMsg, "size", uint64(size))
+	}
+	if n <= len(s) {
 		if size > 0 {
 			*buf = 0
 		}
 		h.setMsg(fmt.Sprintf("buffer too small: the value needs %d bytes with its NUL, the buffer has %d", len(s)+1, size))
 		return C.PLUGRL_BUFFER_TOO_SMALL
 	}
-	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(size))
-	n := copy(dst, s)
-	dst[n] = 0
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), n)
+	dst[copy(dst, s)] = 0
 	return C.PLUGRL_OK
 }
 
@@ -399,9 +402,13 @@ func plugrl__go_action_copy(p *C.plugrl_client, dst unsafe.Pointer, dstSize C.si
 	if !ok {
 		return h.invalid(unknownDTypeMsg, int(dtype))
 	}
+	size, ok := bufferSize(dstSize)
+	if !ok {
+		return h.invalid(badSizeMsg, "plugrl_action_copy: dst_size", uint64(dstSize))
+	}
 	a := &h.action.Chunk
 	count := len(a.Data) / a.DType.Size
-	if int(dstSize) < count*d.Size {
+	if size < count*d.Size {
 		if length := count * d.Size; length > 0 {
 			h.setMsg(fmt.Sprintf("buffer too small: plugrl_action_copy's dst has %d bytes; the action's %d elements of %s need %d", dstSize, count, d, length))
 		}

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/wire"
@@ -227,3 +228,17 @@ func (b *cBuffer) free() {
 	C.free(b.p)
 	b.p, b.size = nil, 0
 }
+
+// bufferSize is a C buffer's size as an int. A size_t above math.MaxInt
+// (SIZE_MAX, or a negative number passed as a size) is no buffer's size:
+// ok is false, and the caller reports it instead of slicing memory that
+// does not exist.
+func bufferSize(size C.size_t) (n int, ok bool) {
+	if uint64(size) > math.MaxInt {
+		return 0, false
+	}
+	return int(size), true
+}
+
+// badSizeMsg is the message for a size bufferSize refuses.
+const badSizeMsg = "%s is %d bytes, more than any buffer can hold: pass the buffer's size in bytes"

@@ -162,9 +162,13 @@ func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Point
 	if env < 0 || int64(env) >= int64(h.n) {
 		return h.invalid("plugrl_runner_chunk: env %d is not one of the runner's %d envs", int64(env), h.n)
 	}
+	dstLen, ok := bufferSize(size)
+	if !ok {
+		return h.invalid(badSizeMsg, "plugrl_runner_chunk: dst_size", uint64(size))
+	}
 	out := wire.Array{DType: d}
 	if dst != nil {
-		out.Data = unsafe.Slice((*byte)(dst), int(size))
+		out.Data = unsafe.Slice((*byte)(dst), dstLen)
 	}
 	n, err := h.r.Chunk(int(env), &out)
 	*steps = C.int64_t(n)
@@ -207,6 +211,10 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 	if actions == nil || size == 0 {
 		return h.invalid("plugrl_runner_act: actions is NULL or actions_size is 0")
 	}
+	actionsLen, ok := bufferSize(size)
+	if !ok {
+		return h.invalid(badSizeMsg, "plugrl_runner_act: actions_size", uint64(size))
+	}
 	o, err := h.obs.convert(obs, "obs")
 	if err != nil {
 		return h.invalid("plugrl_runner_act: %v", err)
@@ -215,7 +223,7 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 		return st
 	}
 	defer h.client.leave()
-	h.out = wire.Array{DType: d, Data: unsafe.Slice((*byte)(actions), int(size))}
+	h.out = wire.Array{DType: d, Data: unsafe.Slice((*byte)(actions), actionsLen)}
 	if err := h.r.Act(o, &h.out); err != nil {
 		return h.fail(err)
 	}

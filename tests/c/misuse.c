@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,6 +578,8 @@ static void test_metadata(plugrl_client *c) {
   EXPECT_C(c, plugrl_metadata_string(c, "server", NULL, 0, &len, &present), PLUGRL_OK);
   CHECK(present == 1 && len > 0);
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, 1, &len, &present), PLUGRL_BUFFER_TOO_SMALL);
+  /* A size no buffer can have (a negative number passed as a size). */
+  EXPECT_C(c, plugrl_metadata_string(c, "server", buf, SIZE_MAX, &len, &present), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, &present), PLUGRL_OK);
   CHECK(present == 1 && strlen(buf) == len);
   EXPECT_C(c, plugrl_metadata_string(c, "no such key", buf, sizeof buf, &len, &present), PLUGRL_OK);
@@ -720,6 +723,7 @@ static void test_order(plugrl_client *c) {
     EXPECT_C(c, plugrl_action_copy(c, NULL, need, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
     EXPECT_C(c, plugrl_action_copy(c, out, need, (plugrl_dtype)42), PLUGRL_INVALID_ARGUMENT);
     EXPECT_C(c, plugrl_action_copy(c, out, 8, PLUGRL_DTYPE_F64), PLUGRL_BUFFER_TOO_SMALL);
+    EXPECT_C(c, plugrl_action_copy(c, out, SIZE_MAX, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
     EXPECT_C(c, plugrl_action_copy(c, out, need, PLUGRL_DTYPE_F64), PLUGRL_OK);
   }
 
@@ -795,6 +799,7 @@ static void test_runner(plugrl_client *c) {
            PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), (plugrl_dtype)77),
            PLUGRL_INVALID_ARGUMENT);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, SIZE_MAX, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64),
            PLUGRL_OUT_OF_ORDER);
@@ -808,6 +813,7 @@ static void test_runner(plugrl_client *c) {
     EXPECT_R(r, plugrl_runner_chunk(r, -1, plan, sizeof plan, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
     EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, sizeof plan, (plugrl_dtype)77, &steps), PLUGRL_INVALID_ARGUMENT);
     EXPECT_R(r, plugrl_runner_chunk(r, 1, NULL, 8, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_chunk(r, 1, plan, SIZE_MAX, PLUGRL_DTYPE_F64, &steps), PLUGRL_INVALID_ARGUMENT);
     EXPECT_R(r, plugrl_runner_chunk(r, 1, NULL, 0, PLUGRL_DTYPE_F64, &steps), PLUGRL_BUFFER_TOO_SMALL);
     CHECK(steps == 8);
     steps = -1;
