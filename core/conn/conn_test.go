@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -233,5 +234,52 @@ func TestWSS(t *testing.T) {
 	// And without the CA the handshake must fail.
 	if _, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second}); err == nil {
 		t.Fatal("dialing wss with an unknown CA succeeded")
+	}
+}
+
+// growCounter is a heap Allocator that counts its Grow calls.
+type growCounter struct {
+	HeapAllocator
+	grows int
+}
+
+func (a *growCounter) Grow(buf []byte, keep, size int) []byte {
+	a.grows++
+	return a.HeapAllocator.Grow(buf, keep, size)
+}
+
+// TestOneByteFragments: a message sent as one-byte fragments grows the
+// receive buffer geometrically, not once per fragment (each growth copies
+// what has arrived: quadratic, 57 s of CPU for 512 KiB).
+func TestOneByteFragments(t *testing.T) {
+	const size = 64 << 10
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		var wire []byte
+		for i := 0; i < size; i++ {
+			op := ws.OpContinuation
+			if i == 0 {
+				op = ws.OpBinary
+			}
+			f := ws.NewFrame(op, i == size-1, []byte{byte(i)})
+			var b bytes.Buffer
+			_ = ws.WriteFrame(&b, f)
+			wire = append(wire, b.Bytes()...)
+		}
+		_, _ = c.Write(wire)
+		time.Sleep(5 * time.Second)
+	})
+	alloc := &growCounter{}
+	c := dialT(t, Options{URL: url, Alloc: alloc})
+	msg, err := c.Receive(10 * time.Second)
+	if err != nil || len(msg) != size {
+		t.Fatalf("got %d bytes, %v; want %d", len(msg), err, size)
+	}
+	for i, b := range msg {
+		if b != byte(i) {
+			t.Fatalf("byte %d is %d", i, b)
+		}
+	}
+	if alloc.grows > 20 {
+		t.Errorf("%d one-byte fragments grew the receive buffer %d times", size, alloc.grows)
 	}
 }

@@ -306,12 +306,20 @@ func (c *Conn) readError(err error, boundary bool) error {
 func (c *Conn) readPayload(n int, length int64) (int, error) {
 	for length > 0 {
 		if n == len(c.rbuf) {
-			size := 2 * len(c.rbuf)
-			if size < minReadChunk {
-				size = minReadChunk
-			}
-			if int64(size-n) > length {
-				size = n + int(length)
+			size := max(2*len(c.rbuf), minReadChunk)
+			if end := int64(n) + length; int64(size) > end {
+				// More than this frame needs. A message's first frame
+				// gets what it needs; a later one (a fragmented message)
+				// at least doubles what has arrived, so that a message
+				// sent in one-byte fragments is not copied once per
+				// fragment (256 KiB took 2.9 s of CPU, 512 KiB 57 s).
+				size = int(end)
+				if n > 0 {
+					size = max(size, 2*n)
+					if c.max > 0 {
+						size = int(max(end, min(int64(size), c.max)))
+					}
+				}
 			}
 			nb := c.alloc.Grow(c.rbuf, n, size)
 			if len(nb) < size {
