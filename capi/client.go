@@ -23,6 +23,13 @@ type clientHandle struct {
 	cl      atomic.Pointer[client.Client] // c once connected, for other goroutines (interrupt, stats)
 	opening atomic.Pointer[client.Client] // c while plugrl_open connects, for interrupt
 	openErr error                         // why plugrl_open failed
+	// early is set by every interrupt of the handle, before it looks for
+	// a client to interrupt: one raised while plugrl_open has not made its
+	// client yet (its options, its ledger file) finds none, and open takes
+	// this once it has published the client. Setting it before the look,
+	// and open taking it after publishing, means that one of the two sees
+	// the other, whatever their order.
+	early atomic.Bool
 
 	obs    obsScratch
 	req    wire.Infer
@@ -45,6 +52,7 @@ func lookupClient(p *C.plugrl_client) *clientHandle { return clients.lookup(unsa
 // interrupt interrupts the call running on the client, if any, or the
 // next blocking one (see client.Interrupt). Any goroutine.
 func (h *clientHandle) interrupt() {
+	h.early.Store(true)
 	if c := h.target(); c != nil {
 		c.Interrupt()
 	}
@@ -62,6 +70,9 @@ func (h *clientHandle) target() *client.Client {
 // interruptBlocked interrupts the call blocked on the client now, if any,
 // and leaves no interrupt pending (see client.InterruptBlocked).
 func (h *clientHandle) interruptBlocked() {
+	if h.busy.Load() && h.cl.Load() == nil {
+		h.early.Store(true) // plugrl_open is under way: it is the blocked call
+	}
 	if c := h.target(); c != nil {
 		c.InterruptBlocked()
 	}
@@ -119,7 +130,7 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c
 	h.opening.Store(c)
-	if h.takeInterrupt() { // raised before the client was there to take it
+	if h.takeInterrupt() || h.early.Swap(false) { // raised before the client was there to take it
 		c.Interrupt()
 	}
 	err = c.Connect(context.Background())

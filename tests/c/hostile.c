@@ -40,6 +40,7 @@
 #include <plugrl.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -520,8 +522,15 @@ static void *open_worker(void *arg) {
   return NULL;
 }
 
-static void interrupt_open(const char *url, int all);
-static void case_interrupt_open(const char *url) { interrupt_open(url, 0); }
+enum { INTERRUPT_ONE, INTERRUPT_ALL, INTERRUPT_EARLY };
+static void interrupt_open(const char *url, int how);
+static void case_interrupt_open(const char *url) { interrupt_open(url, INTERRUPT_ONE); }
+
+/* interrupt-open-early: the same, but plugrl_interrupt comes while
+** plugrl_open has not made its client yet: its ledger file is a FIFO that
+** nobody reads, whose open(2) waits. Once the FIFO opens, the open must end
+** at once (it was lost, and the open waited for its metadata deadline). */
+static void case_interrupt_open_early(const char *url) { interrupt_open(url, INTERRUPT_EARLY); }
 
 /* interrupt-all: the same, with plugrl_interrupt_all (no handle needed)
 ** called from a SIGUSR1 handler, as a program's SIGINT handler would. */
@@ -529,18 +538,32 @@ static void on_sigusr1_all(int sig) {
   (void)sig;
   plugrl_interrupt_all();
 }
-static void case_interrupt_all(const char *url) { interrupt_open(url, 1); }
+static void case_interrupt_all(const char *url) { interrupt_open(url, INTERRUPT_ALL); }
 
-static void interrupt_open(const char *url, int all) {
+static void interrupt_open(const char *url, int how) {
   plugrl_options opt;
   pthread_t th;
   plugrl_client *c = NULL;
   double t0;
-  int i;
+  int i, fifo_fd = -1;
+  char dir[] = "/tmp/plugrl-hostile-XXXXXX", fifo[64] = "";
   R.deadline_ms = 0;
   options(&opt, url);
   opt.connect_timeout_ms = 60000;
   opt.metadata_timeout_ms = 60000;
+  if (how == INTERRUPT_EARLY) {
+    if (mkdtemp(dir) == NULL) {
+      fail("mkdtemp: %s", strerror(errno));
+      return;
+    }
+    snprintf(fifo, sizeof fifo, "%s/ledger", dir);
+    if (mkfifo(fifo, 0600) != 0) {
+      fail("mkfifo: %s", strerror(errno));
+      rmdir(dir);
+      return;
+    }
+    opt.ledger_path = fifo;
+  }
   if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
     fail("pthread_create failed");
     return;
@@ -551,9 +574,17 @@ static void interrupt_open(const char *url, int all) {
     pthread_join(th, NULL);
     return;
   }
-  sleep_us(200000); /* well into the wait for metadata */
+  sleep_us(200000); /* well into the wait for metadata, or for the FIFO */
   t0 = now_ms();
-  if (all) {
+  if (how == INTERRUPT_EARLY) {
+    expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+    sleep_us(100000);
+    t0 = now_ms();
+    /* A reader: the ledger's open goes on, then the connect. Kept open
+    ** until the client is closed, so that its writes never meet EPIPE. */
+    fifo_fd = open(fifo, O_RDONLY | O_NONBLOCK);
+    if (fifo_fd < 0) fail("opening the FIFO: %s", strerror(errno));
+  } else if (how == INTERRUPT_ALL) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigusr1_all;
@@ -567,8 +598,13 @@ static void interrupt_open(const char *url, int all) {
   R.status = open_status;
   R.took_ms = open_returned_ms - t0;
   expect("plugrl_open", R.status, PLUGRL_INTERRUPTED, c);
-  at_once("plugrl_open after plugrl_interrupt", R.took_ms);
+  at_once(how == INTERRUPT_EARLY ? "plugrl_open after its ledger opened" : "plugrl_open after plugrl_interrupt", R.took_ms);
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  if (fifo_fd >= 0) close(fifo_fd);
+  if (fifo[0] != '\0') {
+    unlink(fifo);
+    rmdir(dir);
+  }
 }
 
 /* slow-handshake: the 101 response arrives a byte every 100 ms. */
@@ -1301,6 +1337,7 @@ static const struct kase {
     {"no-metadata", "no-metadata", case_no_metadata, 0},
     {"interrupt-open", "no-metadata", case_interrupt_open, 0},
     {"interrupt-all", "no-metadata", case_interrupt_all, 0},
+    {"interrupt-open-early", "no-metadata", case_interrupt_open_early, 0},
     {"slow-handshake", "slow-handshake", case_slow_handshake, 0},
     {"receive-short", "slow-action --action-delay 60s", case_receive_short, 0},
     {"receive-long", "slow-action --action-delay 60s", case_receive_long, 0},
