@@ -160,11 +160,14 @@ type Feedback = wire.Feedback
 
 // Client is one env client session. Create it with Dial.
 type Client struct {
-	opts  Options
-	conn  *conn.Conn
-	meta  *wire.Metadata
-	phase phase
-	busy  atomic.Bool
+	opts Options
+	conn *conn.Conn
+	meta *wire.Metadata
+	// reuseOffered is ReuseOffered, decided once per connection's
+	// metadata.
+	reuseOffered bool
+	phase        phase
+	busy         atomic.Bool
 	// One message per kind: each keeps the plan of its last encoding, and
 	// a loop that sends the same structure every time reuses it.
 	inferMsg, feedbackMsg wire.Message
@@ -320,9 +323,7 @@ func (c *Client) Reconnects() int { return c.reconnects }
 
 // ReuseOffered reports whether the server offers reuse-feedback-obs and the
 // client may use it.
-func (c *Client) ReuseOffered() bool {
-	return !c.opts.DisableReuse && c.meta != nil && c.meta.Has(FeatureReuse)
-}
+func (c *Client) ReuseOffered() bool { return c.reuseOffered }
 
 // CanReuse reports whether env's observation may be reused in the next
 // infer (SPEC 10.1): the feature is offered, env was fed back on this

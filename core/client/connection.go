@@ -62,6 +62,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	c.ledger.Connected(c.opts.URL, raw)
 	cn.Release()
 	c.conn, c.meta = cn, meta
+	c.reuseOffered = !c.opts.DisableReuse && meta.Has(FeatureReuse) // once: CanReuse runs per env per step
 	c.phase = phaseIdle
 	c.envs.clear()
 	return nil

@@ -379,6 +379,36 @@ func TestMetadataOddValues(t *testing.T) {
 	}
 }
 
+// TestMetadataLongFeatures: a features list far longer than any server's
+// is left absent (a list of 4M empty strings took 63 MiB of heap, and every
+// Has a scan of it), and stays readable raw; one of usual length is kept.
+func TestMetadataLongFeatures(t *testing.T) {
+	long := mp(nil).a(maxFeatures + 1)
+	for i := 0; i < maxFeatures; i++ {
+		long = long.s("")
+	}
+	long = long.s(FeatureReuse)
+	for _, tc := range []struct {
+		name     string
+		features mp
+		set      bool
+	}{
+		{"usual", mp(nil).a(2).s("x").s(FeatureReuse), true},
+		{"long", long, false},
+	} {
+		md, err := DecodeMetadata(mp(nil).m(2).s("data").val(mp(nil).m(1).s("features").val(tc.features)).s("message_type").s("metadata"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Features.Set != tc.set || md.Has(FeatureReuse) != tc.set {
+			t.Errorf("%s list: Features.Set %v, Has %v; want %v", tc.name, md.Features.Set, md.Has(FeatureReuse), tc.set)
+		}
+		if raw, ok := md.Lookup("features"); !ok || !bytes.Equal(raw, tc.features) {
+			t.Errorf("%s list: not readable raw", tc.name)
+		}
+	}
+}
+
 func TestDecodeScalar(t *testing.T) {
 	for _, c := range []struct {
 		name string

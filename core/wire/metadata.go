@@ -139,9 +139,15 @@ func optString(b []byte) Opt[string] {
 	return Opt[string]{Value: s, Set: err == nil}
 }
 
+// maxFeatures bounds the features list Metadata keeps typed: a server has
+// a handful, and a list of millions of empty strings (4 MiB of metadata)
+// took 63 MiB of Go heap as strings. A longer list is left absent, and
+// stays readable raw (Lookup, JSON).
+const maxFeatures = 1024
+
 func optStrings(b []byte) Opt[[]string] {
 	n, rest, err := arrayLen(b)
-	if err != nil {
+	if err != nil || n > maxFeatures {
 		return Opt[[]string]{}
 	}
 	out := make([]string, 0, n)
