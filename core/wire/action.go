@@ -222,6 +222,9 @@ func EncodeAction(m *Message, envIDs []int64, chunk *Array) error {
 	if !chunk.DType.Numeric() || len(chunk.Shape) < 2 {
 		return invalidf("action: chunk is %s of shape %v, want a numeric array [H, n, *da] (SPEC 5.3)", chunk.DType, chunk.Shape)
 	}
+	if len(envIDs) > MaxEnvs {
+		return invalidf("action: %d env_ids, at most %d", len(envIDs), MaxEnvs)
+	}
 	if envIDs != nil && len(envIDs) != chunk.Shape[1] {
 		return invalidf("action: %d env_ids for a chunk of %d envs (shape %v)", len(envIDs), chunk.Shape[1], chunk.Shape)
 	}

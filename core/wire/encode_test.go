@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -804,5 +805,25 @@ func BenchmarkDecodeActionNative(b *testing.B) {
 		if err := act.Decode(buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestEncodeTextTooLong: text whose UTF-32 array would pass msgpack's 4 GiB
+// bin limit is refused with an error that says why (it was sent without
+// its ndarray header, a malformed message), before any of it is built.
+func TestEncodeTextTooLong(t *testing.T) {
+	const n = 1 << 20
+	envs, steps := make([]int64, n), make([]int64, n)
+	for i := range envs {
+		envs[i] = int64(i)
+	}
+	text := make([]string, n)
+	text[0] = strings.Repeat("x", 1025) // every row is padded to it: 4 x 1025 x 2^20 bytes > 4 GiB
+	state := make([]byte, n)
+	obs := &Observation{States: []NamedArray{{Name: "s", Array: Array{DType: Uint8, Shape: []int{n, 1}, Data: state}}}, Text: text}
+	var m Message
+	err := EncodeInfer(&m, &Infer{EnvIndices: envs, StepIDs: steps, Obs: obs})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "UTF-32") {
+		t.Fatalf("got %v, want an invalid-argument error about the text's size", err)
 	}
 }

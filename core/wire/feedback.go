@@ -69,7 +69,7 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		return err
 	}
 	m.raw(strRewards)
-	_ = m.arrayStart(4 * n)
+	_ = m.arrayStart(4 * n) // per env: under 4 GiB (MaxEnvs)
 	m.setSrc(srcRewards, 0, BytesOf(f.Rewards))
 	m.ref(BytesOf(f.Rewards))
 	m.setSrc(srcNone, 0, nil)
@@ -90,7 +90,7 @@ func EncodeFeedback(m *Message, f *Feedback) error {
 		}
 		m.Map(keys)
 		m.Str("r")
-		_ = m.arrayStart(8 * n)
+		_ = m.arrayStart(8 * n) // per env: under 4 GiB (MaxEnvs)
 		m.setSrc(srcReturns, 0, BytesOf(e.Return))
 		m.ref(BytesOf(e.Return))
 		m.setSrc(srcNone, 0, nil)

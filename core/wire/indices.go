@@ -133,9 +133,18 @@ func envIndicesRule(s *indexSet, idx []int64) error {
 	return fmt.Errorf("env index %d appears twice", idx[i])
 }
 
+// MaxEnvs bounds the envs of one infer or feedback the encoders take:
+// far beyond any env loop (the C API allows 1<<20), and low enough that
+// every per-env array of a message (8 bytes an env at most) stays under
+// msgpack's 4 GiB bin limit, so those arrays' headers cannot fail.
+const MaxEnvs = 1 << 26
+
 // checkEnvIndices checks a caller's env indices for EncodeInfer and
 // EncodeFeedback, using the Message's scratch s.
 func checkEnvIndices(s *indexSet, what string, idx []int64) error {
+	if len(idx) > MaxEnvs {
+		return invalidf("%s: %d envs in one message, at most %d", what, len(idx), MaxEnvs)
+	}
 	if err := envIndicesRule(s, idx); err != nil {
 		return invalidf("%s: %v", what, err)
 	}

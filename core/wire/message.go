@@ -308,7 +308,7 @@ func (m *Message) rowsArray(a *Array, rows []int) error {
 
 // int64s appends a one-dimensional <i8 array of vs.
 func (m *Message) int64s(vs []int64) {
-	_ = m.arrayStart(8 * len(vs))
+	_ = m.arrayStart(8 * len(vs)) // per env: under 4 GiB (MaxEnvs)
 	m.ref(BytesOf(vs))
 	m.arrayEnd(Int64, -1, []int{len(vs)})
 }
@@ -332,7 +332,7 @@ func (m *Message) envFields(envs, steps []int64) {
 // bools appends a |b1 array, normalising every byte to 0 or 1 (a C caller's
 // bool may hold any nonzero value) by writing the bytes into the head.
 func (m *Message) bools(vs []bool) {
-	_ = m.arrayStart(len(vs))
+	_ = m.arrayStart(len(vs)) // per env: under 4 GiB (MaxEnvs)
 	for _, b := range BytesOf(vs) {
 		if b != 0 {
 			b = 1

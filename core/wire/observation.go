@@ -122,7 +122,10 @@ func (m *Message) observation(o *Observation, rows []int) error {
 		}
 	}
 	d := DType{Order: NativeOrder, Kind: 'U', Size: width}
-	_ = m.arrayStart(4 * width * len(rows))
+	if err := m.arrayStart(4 * width * len(rows)); err != nil {
+		return invalidf("text: %d rows of up to %d characters take %d bytes as UTF-32 (4 per character, every row padded to the longest): %v; "+
+			"send shorter text, or text as strings", len(rows), width, 4*width*len(rows), err)
+	}
 	for _, r := range rows {
 		m.head = AppendUTF32(m.head, text(r), width)
 	}
