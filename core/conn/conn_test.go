@@ -198,6 +198,43 @@ func TestCloseCodes(t *testing.T) {
 	if code := <-codes; code != 1000 {
 		t.Fatalf("Close sent code %d, want 1000 (SPEC 7.5)", code)
 	}
+
+	// The answer to a server's close echoes its code, but never one no
+	// endpoint may send, nor one of a body that breaks RFC 6455 5.5.1.
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want int
+	}{
+		{"1001", ws.NewCloseFrameBody(1001, "bye"), 1001},
+		{"empty", nil, 1000},
+		{"1005", ws.NewCloseFrameBody(1005, ""), 1002},
+		{"1006", ws.NewCloseFrameBody(1006, ""), 1002},
+		{"1015", ws.NewCloseFrameBody(1015, ""), 1002},
+		{"999", ws.NewCloseFrameBody(999, ""), 1002},
+		{"one byte", []byte{3}, 1002},
+		{"reason not UTF-8", append(ws.NewCloseFrameBody(1001, ""), 0xff, 0xfe), 1002},
+	} {
+		answer := make(chan int, 1)
+		url = rawServer(t, func(c net.Conn, _ *http.Request) {
+			_ = ws.WriteFrame(c, ws.NewCloseFrame(tc.body))
+			f, err := ws.ReadFrame(c)
+			if err != nil || f.Header.OpCode != ws.OpClose {
+				answer <- -1
+				return
+			}
+			ws.Cipher(f.Payload, f.Header.Mask, 0)
+			code, _ := ws.ParseCloseFrameData(f.Payload)
+			answer <- int(code)
+		})
+		c3 := dialT(t, Options{URL: url})
+		if _, err := c3.Receive(5 * time.Second); err == nil {
+			t.Fatalf("%s: a close frame, and Receive returned a message", tc.name)
+		}
+		if got := <-answer; got != tc.want {
+			t.Errorf("the server closed with %s: the client answered %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }
 
 // TestWSS: wss:// with a CA the caller supplies; the masked payload arrives

@@ -371,10 +371,19 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 			ce.Code = int(ws.StatusNoStatusRcvd)
 		}
 		c.fail(ce)
-		// RFC 6455 5.5.1: answer a close with a close, then let TCP go.
+		// RFC 6455 5.5.1: answer a close with a close, then let TCP go:
+		// with the server's code, unless that is one no endpoint may
+		// send (1005, 1006, 1015, unassigned ones), its reason is not
+		// UTF-8 (7.4, 5.5.1), or the body is one byte, half a code; a
+		// protocol error is then the answer.
 		echo := code
-		if code.Empty() {
+		switch {
+		case len(p) == 1:
+			echo = ws.StatusProtocolError
+		case code.Empty():
 			echo = ws.StatusNormalClosure
+		case ws.CheckCloseFrameData(code, reason) != nil:
+			echo = ws.StatusProtocolError
 		}
 		c.tryClose(echo)
 		c.shutdown()
