@@ -37,6 +37,8 @@ int plugrl__interrupt_fd(void);
 int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target);
 void plugrl__slot_retire(uint32_t index);
 uint64_t plugrl__slot_take(uint32_t index);
+/* How many times plugrl_interrupt_all has been called (helpers.c). */
+uint64_t plugrl__interrupt_all_count(void);
 /* The slot's raised token, for Go to read with sync/atomic (C memory,
 ** never freed). */
 uint64_t *plugrl__slot_raised(uint32_t index);

@@ -149,10 +149,18 @@ static plugrl_status raise_interrupt(uint64_t token) {
   return PLUGRL_OK;
 }
 
+/* How many times plugrl_interrupt_all was called: the taker compares it
+** with the count it last saw, to interrupt the closes under way too (their
+** handles are retired from the slots already). */
+static _Atomic uint64_t interrupt_all_count;
+
+uint64_t plugrl__interrupt_all_count(void) { return atomic_load(&interrupt_all_count); }
+
 plugrl_status plugrl_interrupt_all(void) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  atomic_fetch_add(&interrupt_all_count, 1);
   for (uint32_t p = 0; p < SLOT_PAGES; p++) {
     slot *page = atomic_load(&slot_pages[p]);
     if (page == NULL) {

@@ -179,9 +179,50 @@ func (t *handles[T, H]) close(p unsafe.Pointer) (st C.plugrl_status) {
 	}
 	unregister(h)
 	b.closed.Store(true) // runners borrowing a client see it
+	if ch, ok := any(h).(*clientHandle); ok && ch.c != nil {
+		// Its wait for the server's close frame (close_timeout_ms) is
+		// cut short by plugrl_interrupt_all, a program's Ctrl-C; the
+		// token is dead by now, so plugrl_interrupt cannot name it.
+		closingClients.add(ch.c)
+		defer closingClients.remove(ch.c)
+	}
 	h.release()
 	return C.PLUGRL_OK
 }
+
+// closingClients are the clients plugrl_close is closing: out of the
+// registry already, and interrupted by plugrl_interrupt_all.
+var closingClients = clientSet{m: map[*client.Client]struct{}{}}
+
+type clientSet struct {
+	mu sync.Mutex
+	m  map[*client.Client]struct{}
+}
+
+func (s *clientSet) add(c *client.Client) {
+	s.mu.Lock()
+	s.m[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *clientSet) remove(c *client.Client) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// interruptAll interrupts every client in the set.
+func (s *clientSet) interruptAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.m {
+		c.Interrupt()
+	}
+}
+
+// interruptAllSeen is the count of plugrl_interrupt_all calls that
+// takeInterrupts has acted on (the watcher's goroutine only).
+var interruptAllSeen uint64
 
 // errmsg is plugrl_errmsg or plugrl_runner_errmsg.
 func (t *handles[T, H]) errmsg(p unsafe.Pointer) (s *C.plugrl_cchar) {
@@ -226,6 +267,10 @@ func startInterruptWatcher() bool {
 }
 
 func takeInterrupts() {
+	if n := uint64(C.plugrl__interrupt_all_count()); n != interruptAllSeen {
+		interruptAllSeen = n
+		closingClients.interruptAll()
+	}
 	registry.RLock()
 	var hit []*clientHandle
 	for i := range registry.slots {

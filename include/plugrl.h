@@ -375,7 +375,9 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
 
 /*
 ** Sends a close frame with status 1000 (SPEC 7.5), waits up to
-** close_timeout_ms for the server's answer, and frees everything the
+** close_timeout_ms for the server's answer (plugrl_interrupt_all ends the
+** wait; the handle is dead by then, so plugrl_interrupt cannot), and
+** frees everything the
 ** handle owns. Afterwards the handle is dead: calls on it return
 ** PLUGRL_CLOSED. Closing NULL or a dead handle returns PLUGRL_CLOSED and
 ** does nothing else.
@@ -406,8 +408,10 @@ plugrl_status plugrl_interrupt(plugrl_client *client);
 
 /*
 ** plugrl_interrupt for every client of the process (and so every runner
-** over them), including one that plugrl_open is still connecting: for a
-** SIGINT handler that has no handle at hand. Async-signal-safe, like
+** over them), including one that plugrl_open is still connecting, and
+** one that plugrl_close is closing (its wait for the server's close frame
+** ends at once): for a SIGINT handler that has no handle at hand.
+** Async-signal-safe, like
 ** plugrl_interrupt. Each client that is not in a call gets the interrupt
 ** pending, as plugrl_interrupt says. Returns PLUGRL_OK (PLUGRL_CLOSED in a
 ** forked child).

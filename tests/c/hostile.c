@@ -727,6 +727,43 @@ static void case_close_no_reply(const char *url) {
   obs_free(&o);
 }
 
+/* interrupt-close: the same server, a close_timeout_ms of a minute, and a
+** program's Ctrl-C (plugrl_interrupt_all) while plugrl_close waits: the
+** close returns at once, everything freed. */
+static double close_returned_ms;
+static plugrl_status close_status;
+static void *close_worker(void *arg) {
+  close_status = plugrl_close((plugrl_client *)arg);
+  close_returned_ms = now_ms();
+  return NULL;
+}
+
+static void case_interrupt_close(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  pthread_t th;
+  double t0;
+  R.deadline_ms = 0;
+  options(&opt, url);
+  opt.close_timeout_ms = 60000;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  if (!exchange(c, &o)) return;
+  if (pthread_create(&th, NULL, close_worker, c) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  sleep_us(200000); /* well into the wait for the server's close frame */
+  t0 = now_ms();
+  expect("plugrl_interrupt_all", plugrl_interrupt_all(), PLUGRL_OK, NULL);
+  pthread_join(th, NULL);
+  R.status = close_status;
+  R.took_ms = close_returned_ms - t0;
+  expect("plugrl_close", R.status, PLUGRL_OK, NULL);
+  at_once("plugrl_close after plugrl_interrupt_all", R.took_ms);
+  obs_free(&o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Interrupt latency                                                        */
 /* ------------------------------------------------------------------------ */
@@ -1345,6 +1382,7 @@ static const struct kase {
     {"no-read", "no-read", case_no_read, 0},
     {"ping-flood", "ping-flood", case_ping_flood, 0},
     {"close-no-reply", "close-no-reply", case_close_no_reply, 0},
+    {"interrupt-close", "close-no-reply", case_interrupt_close, 0},
     {"interrupt-latency", "slow-action --action-delay 60s", case_interrupt_latency, 0},
     {"interrupt-signal", "slow-action --action-delay 60s", case_interrupt_signal, 0},
     {"tokens", "normal", case_tokens, 0},
