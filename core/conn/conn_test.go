@@ -212,6 +212,9 @@ func TestCloseCodes(t *testing.T) {
 		{"1006", ws.NewCloseFrameBody(1006, ""), 1002},
 		{"1015", ws.NewCloseFrameBody(1015, ""), 1002},
 		{"999", ws.NewCloseFrameBody(999, ""), 1002},
+		{"1012", ws.NewCloseFrameBody(1012, "restart"), 1012},
+		{"4000", ws.NewCloseFrameBody(4000, ""), 4000},
+		{"5000", ws.NewCloseFrameBody(5000, ""), 1002},
 		{"one byte", []byte{3}, 1002},
 		{"reason not UTF-8", append(ws.NewCloseFrameBody(1001, ""), 0xff, 0xfe), 1002},
 	} {
@@ -290,6 +293,7 @@ func (a *growCounter) Grow(buf []byte, keep, size int) []byte {
 // what has arrived: quadratic, 57 s of CPU for 512 KiB).
 func TestOneByteFragments(t *testing.T) {
 	const size = 64 << 10
+	const single = 600 << 10
 	url := rawServer(t, func(c net.Conn, _ *http.Request) {
 		var wire []byte
 		for i := 0; i < size; i++ {
@@ -303,6 +307,7 @@ func TestOneByteFragments(t *testing.T) {
 			wire = append(wire, b.Bytes()...)
 		}
 		_, _ = c.Write(wire)
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame(make([]byte, single)))
 		time.Sleep(5 * time.Second)
 	})
 	alloc := &growCounter{}
@@ -319,4 +324,67 @@ func TestOneByteFragments(t *testing.T) {
 	if alloc.grows > 20 {
 		t.Errorf("%d one-byte fragments grew the receive buffer %d times", size, alloc.grows)
 	}
+	// An unfragmented message gets exactly the buffer it needs.
+	c.Release()
+	if msg, err := c.Receive(10 * time.Second); err != nil || len(msg) != single {
+		t.Fatalf("got %d bytes, %v; want %d", len(msg), err, single)
+	}
+	if cap(c.rbuf) != single {
+		t.Errorf("a %d-byte message in one frame took a %d-byte buffer", single, cap(c.rbuf))
+	}
+}
+
+// TestStrayMessages: a data message the server sends when none is due
+// fails the connection at the next look (a text frame as the server's
+// failure, SPEC 7.4); one announced with ExpectMessage is left for Receive,
+// however often the connection is looked at before it.
+func TestStrayMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		frame ws.Frame
+		want  error
+	}{
+		{"binary", ws.NewBinaryFrame([]byte("stray")), ErrProtocol},
+		{"text", ws.NewTextFrame([]byte("Traceback")), ErrTextFrame},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := rawServer(t, func(c net.Conn, _ *http.Request) {
+				_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
+				_ = ws.WriteFrame(c, tc.frame)
+				_, _ = io.Copy(io.Discard, c)
+			})
+			c := dialT(t, Options{URL: url})
+			if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
+				t.Fatalf("the first message: %q, %v", msg, err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for c.Err() == nil && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+				c.Poll()
+			}
+			if !errors.Is(c.Err(), tc.want) {
+				t.Fatalf("after a %s message out of turn: %v, want %v", tc.name, c.Err(), tc.want)
+			}
+		})
+	}
+	t.Run("announced", func(t *testing.T) {
+		url := rawServer(t, func(c net.Conn, _ *http.Request) {
+			_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
+			time.Sleep(50 * time.Millisecond)
+			_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("reply")))
+			_, _ = io.Copy(io.Discard, c)
+		})
+		c := dialT(t, Options{URL: url})
+		if _, err := c.Receive(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		c.ExpectMessage()
+		for i := 0; i < 100; i++ { // looks between the request and the wait, as the poller's
+			time.Sleep(time.Millisecond)
+			c.Poll()
+		}
+		if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "reply" {
+			t.Fatalf("the announced message: %q, %v", msg, err)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 )
@@ -33,7 +34,10 @@ func yieldGap(busy, procs int32) time.Duration {
 
 // Receive waits up to timeout (zero: forever) for the next message and
 // returns it. The bytes are the connection's buffer: valid, and writable,
-// until Release or the next Receive.
+// until Release or the next Receive. A message the caller waits for must
+// have been announced with ExpectMessage (the first, the metadata, is
+// expected from the start): one that arrives unannounced fails the
+// connection at the next look between calls.
 func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
@@ -119,7 +123,9 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // turn (see ExpectMessage) or a lost connection fails the connection, so
 // that Err reports it. When the last Receive returned less than pollGrace
 // ago it looks only at what that Receive read beyond its message, without
-// a system call: a second reply sent with the first is caught either way.
+// a system call: a second reply sent in the same write as the first is
+// caught, one that arrived since is not (it is seen only by the next look,
+// or taken by the next Receive).
 func (c *Conn) Poll() {
 	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
 	read := mono()-c.lastRecv >= pollGrace
@@ -164,6 +170,10 @@ func (c *Conn) drain(read bool) {
 			return // not all here yet
 		}
 		if !h.OpCode.IsControl() {
+			if h.OpCode == ws.OpText && !c.replyDue.Load() { // a traceback (SPEC 7.4), as Receive reports it
+				c.protocolFail(ws.StatusUnsupportedData, fmt.Errorf("%w (while no reply was due)", ErrTextFrame))
+				return
+			}
 			if !c.replyDue.Load() {
 				c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: the server sent a %d-byte data message when none was due "+
 					"(a second reply to one request, or a message out of turn: SPEC 2, 4.2); taken as the next reply, "+
@@ -304,18 +314,20 @@ func (c *Conn) readError(err error, boundary bool) error {
 // actually arrive (at most doubling, from minReadChunk), so the memory a
 // message takes follows the bytes received, not its header's claim.
 func (c *Conn) readPayload(n int, length int64) (int, error) {
+	laterFrame := n > 0 // a continuation of a fragmented message
 	for length > 0 {
 		if n == len(c.rbuf) {
 			size := max(2*len(c.rbuf), minReadChunk)
 			if end := int64(n) + length; int64(size) > end {
 				// More than this frame needs. A message's first frame
 				// gets what it needs; a later one (a fragmented message)
-				// at least doubles what has arrived, so that a message
-				// sent in one-byte fragments is not copied once per
-				// fragment (256 KiB took 2.9 s of CPU, 512 KiB 57 s).
+				// at least doubles what has arrived, from minReadChunk,
+				// so that a message sent in one-byte fragments is not
+				// copied once per fragment (256 KiB took 2.9 s of CPU,
+				// 512 KiB 57 s).
 				size = int(end)
-				if n > 0 {
-					size = max(size, 2*n)
+				if laterFrame {
+					size = max(size, 2*n, minReadChunk)
 					if c.max > 0 {
 						size = int(max(end, min(int64(size), c.max)))
 					}
@@ -373,16 +385,16 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 		c.fail(ce)
 		// RFC 6455 5.5.1: answer a close with a close, then let TCP go:
 		// with the server's code, unless that is one no endpoint may
-		// send (1005, 1006, 1015, unassigned ones), its reason is not
-		// UTF-8 (7.4, 5.5.1), or the body is one byte, half a code; a
-		// protocol error is then the answer.
+		// send (1005, 1006, 1015, unassigned ones: sendableCloseCode),
+		// its reason is not UTF-8 (7.4, 5.5.1), or the body is one byte,
+		// half a code; a protocol error is then the answer.
 		echo := code
 		switch {
 		case len(p) == 1:
 			echo = ws.StatusProtocolError
 		case code.Empty():
 			echo = ws.StatusNormalClosure
-		case ws.CheckCloseFrameData(code, reason) != nil:
+		case !sendableCloseCode(code) || !utf8.ValidString(reason):
 			echo = ws.StatusProtocolError
 		}
 		c.tryClose(echo)
@@ -390,6 +402,15 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 		return false
 	}
 	return true
+}
+
+// sendableCloseCode reports whether an endpoint may send code in a close
+// frame: the codes RFC 6455 7.4.1 defines for sending and those IANA has
+// registered since (1012-1014: service restart, try again later, bad
+// gateway; uvicorn closes with 1012 on shutdown), and the ranges for
+// libraries and applications (3000-4999).
+func sendableCloseCode(code ws.StatusCode) bool {
+	return code >= 1000 && code <= 1003 || code >= 1007 && code <= 1014 || code >= 3000 && code <= 4999
 }
 
 func (c *Conn) readFailed(err error) {

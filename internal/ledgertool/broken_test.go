@@ -75,6 +75,7 @@ func (b *brokenClient) infer(envs, steps []int64, o *wire.Observation, reuse []b
 	if err := wire.EncodeInfer(&b.msg, &wire.Infer{EnvIndices: envs, StepIDs: steps, Obs: o, Reuse: reuse}); err != nil {
 		b.t.Fatal(err)
 	}
+	b.cn.ExpectMessage() // the action: not a stray if the poller looks first
 	if err := b.cn.WriteMessage(&b.msg); err != nil {
 		b.t.Fatal(err)
 	}
