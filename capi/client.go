@@ -70,9 +70,6 @@ func (h *clientHandle) target() *client.Client {
 // interruptBlocked interrupts the call blocked on the client now, if any,
 // and leaves no interrupt pending (see client.InterruptBlocked).
 func (h *clientHandle) interruptBlocked() {
-	if h.busy.Load() && h.cl.Load() == nil {
-		h.early.Store(true) // plugrl_open is under way: it is the blocked call
-	}
 	if c := h.target(); c != nil {
 		c.InterruptBlocked()
 	}
@@ -134,12 +131,14 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 		c.Interrupt()
 	}
 	err = c.Connect(context.Background())
+	if err == nil {
+		h.cl.Store(c) // before opening is cleared: an interrupt always finds a client
+	}
 	h.opening.Store(nil)
 	if err != nil {
 		h.openErr = err
 		return h.fail(err)
 	}
-	h.cl.Store(c)
 	return C.PLUGRL_OK
 }
 

@@ -174,49 +174,59 @@ func (t *handles[T, H]) close(p unsafe.Pointer) (st C.plugrl_status) {
 		return C.PLUGRL_CLOSED
 	}
 	b := h.base()
+	if ch, ok := any(h).(*clientHandle); ok {
+		// From here plugrl_interrupt_all, a program's Ctrl-C, cuts the
+		// close's wait for the server's close frame (close_timeout_ms)
+		// short: the token is retired below, so plugrl_interrupt
+		// cannot name the client then.
+		closingClients.add(ch)
+		defer closingClients.remove(ch)
+	}
 	if !b.beginClose(h.stop) {
 		return C.PLUGRL_CLOSED
 	}
 	unregister(h)
 	b.closed.Store(true) // runners borrowing a client see it
-	if ch, ok := any(h).(*clientHandle); ok && ch.c != nil {
-		// Its wait for the server's close frame (close_timeout_ms) is
-		// cut short by plugrl_interrupt_all, a program's Ctrl-C; the
-		// token is dead by now, so plugrl_interrupt cannot name it.
-		closingClients.add(ch.c)
-		defer closingClients.remove(ch.c)
-	}
 	h.release()
 	return C.PLUGRL_OK
 }
 
-// closingClients are the clients plugrl_close is closing: out of the
-// registry already, and interrupted by plugrl_interrupt_all.
-var closingClients = clientSet{m: map[*client.Client]struct{}{}}
+// closingClients are the handles plugrl_close is closing, which
+// plugrl_interrupt_all interrupts whether or not they are still in the
+// registry.
+var closingClients = handleSet{m: map[*clientHandle]int{}}
 
-type clientSet struct {
+// handleSet counts each handle's closes under way: two threads may close
+// one handle at once (the second returns PLUGRL_CLOSED), and the second's
+// end must not take the first's entry.
+type handleSet struct {
 	mu sync.Mutex
-	m  map[*client.Client]struct{}
+	m  map[*clientHandle]int
 }
 
-func (s *clientSet) add(c *client.Client) {
+func (s *handleSet) add(h *clientHandle) {
 	s.mu.Lock()
-	s.m[c] = struct{}{}
+	s.m[h]++
 	s.mu.Unlock()
 }
 
-func (s *clientSet) remove(c *client.Client) {
+func (s *handleSet) remove(h *clientHandle) {
 	s.mu.Lock()
-	delete(s.m, c)
+	if s.m[h]--; s.m[h] <= 0 {
+		delete(s.m, h)
+	}
 	s.mu.Unlock()
 }
 
-// interruptAll interrupts every client in the set.
-func (s *clientSet) interruptAll() {
+// interruptClosing ends the close of every handle in the set: the call
+// its close waits for, and its wait for the server's close frame.
+func (s *handleSet) interruptClosing() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range s.m {
-		c.Interrupt()
+	for h := range s.m {
+		if c := h.target(); c != nil {
+			c.InterruptClose()
+		}
 	}
 }
 
@@ -269,7 +279,7 @@ func startInterruptWatcher() bool {
 func takeInterrupts() {
 	if n := uint64(C.plugrl__interrupt_all_count()); n != interruptAllSeen {
 		interruptAllSeen = n
-		closingClients.interruptAll()
+		closingClients.interruptClosing()
 	}
 	registry.RLock()
 	var hit []*clientHandle

@@ -149,8 +149,9 @@ typedef enum plugrl_status {
   /* The server failed: close code 1011, or a text frame (SPEC 7.4). */
   PLUGRL_SERVER_ERROR = 4,
   /* The server sent a malformed or inconsistent message, or a message out
-  ** of turn (a second reply to one infer: seen before the next feedback
-  ** is sent). The connection is closed; the next infer reconnects. */
+  ** of turn (a second reply to one infer, if it is there when the client
+  ** looks before the next feedback; see README). The connection is closed;
+  ** the next infer reconnects. */
   PLUGRL_PROTOCOL_ERROR = 5,
   /* An argument was NULL, of the wrong shape or dtype, or inconsistent. */
   PLUGRL_INVALID_ARGUMENT = 6,
@@ -754,9 +755,10 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
                                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);
 
 /* Elements per env per step of the server's actions (prod(da)); *known is
-** 0 before it is known: no action yet, and no metadata action_dim that an
-** action could have (at least 1, and num_envs one-byte values of it within
-** the message cap), so that a server's claim never sizes a buffer. */
+** 0 before it is known: no action yet, and no metadata action_dim of at
+** least 1 whose action_horizon x num_envs x action_dim values of 8 bytes
+** fit the message cap. So a buffer of num_envs x step_size doubles sized
+** from it before the first action is at most the message cap. */
 plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known);
 
 /*

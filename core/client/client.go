@@ -163,6 +163,9 @@ type Client struct {
 	opts Options
 	conn *conn.Conn
 	meta *wire.Metadata
+	// closeIntr is set by InterruptClose: Close does not wait for the
+	// server's close frame.
+	closeIntr atomic.Bool
 	// reuseOffered is ReuseOffered, decided once per connection's
 	// metadata.
 	reuseOffered bool
@@ -297,12 +300,14 @@ func (c *Client) leave() { c.busy.Store(false) }
 // Metadata is the current connection's metadata (it changes on reconnect).
 func (c *Client) Metadata() *wire.Metadata { return c.meta }
 
-// MetadataActionDim is metadata's action_dim when an action for n envs
-// can have it: at least 1, and n x action_dim values of one byte within
-// the message cap (MaxMessageSize when positive, else
-// DefaultMaxMessageSize). Otherwise, and before metadata, ok is false: a
-// server's word must not size a caller's buffer (a claimed 2^40 would
-// have a wrapper allocate terabytes) until an action proves it.
+// MetadataActionDim is metadata's action_dim when it is at least 1 and
+// H x n x action_dim values of 8 bytes fit the message cap
+// (MaxMessageSize when positive, else DefaultMaxMessageSize; H is
+// metadata's action_horizon, or 1). Otherwise, and before metadata, ok is
+// false. A server's word sizes a caller's buffer this way (the wrappers
+// allocate n x action_dim values of up to 8 bytes from it), so that
+// buffer is at most the message cap: a claimed 2^40 had a wrapper
+// allocate terabytes.
 func (c *Client) MetadataActionDim(n int) (dim int, ok bool) {
 	m := c.meta
 	if m == nil || !m.ActionDim.Set || n < 1 {
@@ -312,7 +317,11 @@ func (c *Client) MetadataActionDim(n int) (dim int, ok bool) {
 	if c.opts.MaxMessageSize > 0 {
 		limit = c.opts.MaxMessageSize
 	}
-	if d := m.ActionDim.Value; d >= 1 && d <= limit/int64(n) {
+	h := int64(1)
+	if m.ActionHorizon.Set && m.ActionHorizon.Value > 1 && m.ActionHorizon.Value <= limit {
+		h = m.ActionHorizon.Value
+	}
+	if d := m.ActionDim.Value; d >= 1 && d <= limit/8/int64(n)/h {
 		return int(d), true
 	}
 	return 0, false
@@ -354,6 +363,11 @@ func (c *Client) Close() error {
 			c.ledger.Closed("client", 1000, "", "", c.envs.appendOutstanding(nil))
 		}
 		c.blockOwed() // Interrupt cuts the wait for the server's answer short
+		if c.closeIntr.Load() {
+			// InterruptClose came before the wait began (its interrupt
+			// may have been cleared above): do not wait.
+			c.conn.Interrupt()
+		}
 		c.conn.Close(c.opts.CloseTimeout)
 		c.setLive(nil)
 		c.unblock()

@@ -22,6 +22,14 @@ func (c *Client) Interrupt() { c.interrupt(true) }
 // end and must not leave an interrupt behind for the next user.
 func (c *Client) InterruptBlocked() { c.interrupt(false) }
 
+// InterruptClose ends Close's wait for the server's close frame, whether
+// Close is waiting now or gets there later (a program's Ctrl-C while it
+// closes), and interrupts the call Close waits for, if any. Any goroutine.
+func (c *Client) InterruptClose() {
+	c.closeIntr.Store(true)
+	c.interrupt(true)
+}
+
 func (c *Client) interrupt(pending bool) {
 	c.imu.Lock()
 	defer c.imu.Unlock()

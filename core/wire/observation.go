@@ -123,8 +123,8 @@ func (m *Message) observation(o *Observation, rows []int) error {
 	}
 	d := DType{Order: NativeOrder, Kind: 'U', Size: width}
 	if err := m.arrayStart(4 * width * len(rows)); err != nil {
-		return invalidf("text: %d rows of up to %d characters take %d bytes as UTF-32 (4 per character, every row padded to the longest): %v; "+
-			"send shorter text, or text as strings", len(rows), width, 4*width*len(rows), err)
+		return invalidf("text: %d rows of up to %d characters take %d bytes as UTF-32 (4 per character, every row padded to the longest), "+
+			"over msgpack's 4 GiB bin limit; send shorter text, or text as strings", len(rows), width, 4*width*len(rows))
 	}
 	for _, r := range rows {
 		m.head = AppendUTF32(m.head, text(r), width)
