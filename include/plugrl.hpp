@@ -48,6 +48,7 @@
 #include "plugrl.h"
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -363,9 +364,14 @@ class Observation {
     put(images_, std::move(name), data, PLUGRL_DTYPE_U8, std::move(shape));
     return *this;
   }
+  /* The same over a vector, which must hold exactly prod(shape) bytes
+  ** (else Error(PLUGRL_INVALID_ARGUMENT)) and outlive the calls that read
+  ** the Observation: a temporary is refused at compile time. */
   Observation &image(std::string name, const std::vector<uint8_t> &data, std::vector<int64_t> shape) {
+    check_elements(name, data.size(), shape);
     return image(std::move(name), data.data(), std::move(shape));
   }
+  Observation &image(std::string, std::vector<uint8_t> &&, std::vector<int64_t>) = delete;
 
   /* Adds (or replaces) a state of T, shape [n, ...]. */
   template <class T>
@@ -373,10 +379,16 @@ class Observation {
     put(states_, std::move(name), data, dtype_v<T>, std::move(shape));
     return *this;
   }
+  /* The same over a vector, which must hold exactly prod(shape) elements
+  ** (else Error(PLUGRL_INVALID_ARGUMENT)) and outlive the calls that read
+  ** the Observation: a temporary is refused at compile time. */
   template <class T, class A>
   Observation &state(std::string name, const std::vector<T, A> &data, std::vector<int64_t> shape) {
+    check_elements(name, data.size(), shape);
     return state(std::move(name), data.data(), std::move(shape));
   }
+  template <class T, class A>
+  Observation &state(std::string, std::vector<T, A> &&, std::vector<int64_t>) = delete;
   /* Adds (or replaces) a state of an explicit dtype (e.g. PLUGRL_DTYPE_F16). */
   Observation &state(std::string name, const void *data, plugrl_dtype dtype, std::vector<int64_t> shape) {
     put(states_, std::move(name), data, dtype, std::move(shape));
@@ -395,7 +407,9 @@ class Observation {
     throw Error(PLUGRL_INVALID_ARGUMENT, "observation has no array named \"" + name + "\"");
   }
 
-  /* Sets the text, one string per env (copied). */
+  /* Sets the text, one string per row of the arrays (copied): c() throws
+  ** Error(PLUGRL_INVALID_ARGUMENT) unless there are exactly as many strings
+  ** as the first image (or, with none, the first state) has rows. */
   Observation &text(std::vector<std::string> text) {
     text_ = std::move(text);
     has_text_ = true;
@@ -432,8 +446,22 @@ class Observation {
   const std::vector<std::string> &text() const noexcept { return text_; }
 
   /* The C struct, pointing into this object: valid until it is changed or
-  ** destroyed. */
+  ** destroyed. Rebuilt by each call, so one Observation must not be used
+  ** by two threads at once. Throws Error(PLUGRL_INVALID_ARGUMENT) when the
+  ** text's count is not the arrays' row count (the library reads that
+  ** many string pointers). */
   const plugrl_observation *c() const {
+    if (has_text_) {
+      const std::vector<int64_t> *lead = !images_.empty()   ? &images_.front().shape
+                                         : !states_.empty() ? &states_.front().shape
+                                                            : nullptr;
+      if (lead == nullptr || lead->empty())
+        throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text but no arrays to give its row count; add a state");
+      if (static_cast<int64_t>(text_.size()) != lead->front())
+        throw Error(PLUGRL_INVALID_ARGUMENT, "observation has " + std::to_string(text_.size()) +
+                                                 " strings of text for " + std::to_string(lead->front()) +
+                                                 " rows; give one string per row");
+    }
     c_images_.clear();
     c_states_.clear();
     for (const auto &e : images_) c_images_.push_back(e.c());
@@ -466,6 +494,23 @@ class Observation {
       return a;
     }
   };
+
+  /* Throws unless a vector of size elements holds an array of shape. */
+  static void check_elements(const std::string &name, std::size_t size, const std::vector<int64_t> &shape) {
+    uint64_t n = 1;
+    bool fits = true;
+    for (int64_t d : shape) {
+      if (d < 0 || (d != 0 && n > UINT64_MAX / static_cast<uint64_t>(d))) {
+        fits = false;
+        break;
+      }
+      n *= static_cast<uint64_t>(d);
+    }
+    if (!fits || n != size)
+      throw Error(PLUGRL_INVALID_ARGUMENT, "array \"" + name + "\": the vector holds " + std::to_string(size) +
+                                               " elements, its shape needs " +
+                                               (fits ? std::to_string(n) : std::string("more than fit")));
+  }
 
   static void put(std::vector<Entry> &group, std::string name, const void *data, plugrl_dtype dtype,
                   std::vector<int64_t> shape) {
@@ -565,43 +610,46 @@ class Client {
       if (h) plugrl_close(h);
       throw Error(s, msg);
     }
-    h_ = h;
+    h_.store(h, std::memory_order_release);
   }
   explicit Client(const std::string &url) : Client(Options(url)) {}
 
   ~Client() { reset(); }
   Client(const Client &) = delete;
   Client &operator=(const Client &) = delete;
-  Client(Client &&o) noexcept : h_(std::exchange(o.h_, nullptr)), log_(std::move(o.log_)) {}
+  Client(Client &&o) noexcept : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)) {}
   Client &operator=(Client &&o) noexcept {
     if (this != &o) {
       reset();
-      h_ = std::exchange(o.h_, nullptr);
+      h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       log_ = std::move(o.log_);
     }
     return *this;
   }
 
   /* Closes now (a 1000 close frame); later calls throw Error(PLUGRL_CLOSED).
-  ** Like the destructor, it may run while another thread is inside a call
-  ** on this client: that call is interrupted and waited for, never leaked. */
+  ** It may run while another thread is inside a call on this client: that
+  ** call is interrupted and waited for, never leaked. The destructor may
+  ** not: as for any C++ object, destroying a Client another thread is
+  ** using is undefined; close() first, then destroy it once no thread
+  ** uses it. */
   void close() { reset(); }
   /* plugrl_interrupt: ends the call running on this client (it throws
   ** Error(PLUGRL_INTERRUPTED)), or the next act/infer. Any thread; the
   ** handle it uses may also be kept for a signal handler (handle()). */
-  void interrupt() const noexcept { plugrl_interrupt(h_); }
-  bool is_open() const noexcept { return h_ != nullptr; }
+  void interrupt() const noexcept { plugrl_interrupt(h()); }
+  bool is_open() const noexcept { return h() != nullptr; }
   /* The C handle, for calls this wrapper does not cover. */
-  plugrl_client *handle() const noexcept { return h_; }
+  plugrl_client *handle() const noexcept { return h(); }
   /* The message of the last call that failed; "" if none. */
-  std::string errmsg() const { return detail::safe(plugrl_errmsg(h_)); }
+  std::string errmsg() const { return detail::safe(plugrl_errmsg(h())); }
 
   /* METADATA: std::nullopt when the key is absent or of another type. */
 
   std::optional<int64_t> metadata_int(const std::string &key) const {
     int64_t v = 0;
     int present = 0;
-    detail::check_client(plugrl_metadata_int(h_, key.c_str(), &v, &present), h_);
+    detail::check_client(plugrl_metadata_int(h(), key.c_str(), &v, &present), h());
     return present ? std::optional<int64_t>(v) : std::nullopt;
   }
   std::optional<std::string> metadata_string(const std::string &key) const {
@@ -615,7 +663,7 @@ class Client {
   std::string metadata_json() const { return copy_out(&plugrl_metadata_json, nullptr).value_or("{}"); }
   bool has_feature(const std::string &feature) const {
     int present = 0;
-    detail::check_client(plugrl_metadata_has_feature(h_, feature.c_str(), &present), h_);
+    detail::check_client(plugrl_metadata_has_feature(h(), feature.c_str(), &present), h());
     return present != 0;
   }
   std::optional<int64_t> protocol_version() const { return metadata_int("protocol_version"); }
@@ -645,14 +693,14 @@ class Client {
       throw Error(PLUGRL_INVALID_ARGUMENT, "infer: " + std::to_string(env_indices.size()) + " env_indices but " +
                                                std::to_string(reuse.size()) + " reuse flags");
     plugrl_action a{};
-    plugrl_status s = plugrl_infer(h_, env_indices.data(), step_ids.data(), env_indices.size(), obs,
+    plugrl_status s = plugrl_infer(h(), env_indices.data(), step_ids.data(), env_indices.size(), obs,
                                    reuse.empty() ? nullptr : reuse.data(), &a);
     if (s == PLUGRL_OK) {
       action = ActionView(a);
       return s;
     }
     if (s == PLUGRL_RECONNECTED || s == PLUGRL_STOPPED) return s;
-    detail::throw_client(s, h_);
+    detail::throw_client(s, h());
   }
 
   /* Copies the last action into dst (converting to T): dst is resized to
@@ -660,7 +708,7 @@ class Client {
   template <class T>
   void action_copy(const ActionView &action, std::vector<T> &dst) {
     dst.resize(action.size());
-    detail::check_client(plugrl_action_copy(h_, dst.data(), dst.size() * sizeof(T), dtype_v<T>), h_);
+    detail::check_client(plugrl_action_copy(h(), dst.data(), dst.size() * sizeof(T), dtype_v<T>), h());
   }
   template <class T>
   std::vector<T> action_copy(const ActionView &action) {
@@ -671,7 +719,7 @@ class Client {
   /* Copies into count elements at dst. */
   template <class T>
   void action_copy(T *dst, std::size_t count) {
-    detail::check_client(plugrl_action_copy(h_, dst, count * sizeof(T), dtype_v<T>), h_);
+    detail::check_client(plugrl_action_copy(h(), dst, count * sizeof(T), dtype_v<T>), h());
   }
 
   /* Sends the feedback owed (SPEC 5.4) for the envs in env_indices. Returns
@@ -705,16 +753,16 @@ class Client {
       ep.success = episode->success.empty() ? nullptr : episode->success.data();
       ep.mask = episode->mask.data();
     }
-    plugrl_status s = plugrl_feedback(h_, env_indices.data(), step_ids.data(), m, next_obs, rewards.data(),
+    plugrl_status s = plugrl_feedback(h(), env_indices.data(), step_ids.data(), m, next_obs, rewards.data(),
                                       terminated.data(), truncated.data(), episode ? &ep : nullptr);
     if (s == PLUGRL_OK || s == PLUGRL_RECONNECTED || s == PLUGRL_STOPPED) return s;
-    detail::throw_client(s, h_);
+    detail::throw_client(s, h());
   }
 
   /* Whether env's observation may be reused in the next infer (SPEC 10.1). */
   bool can_reuse(int64_t env) const {
     int yes = 0;
-    detail::check_client(plugrl_can_reuse(h_, env, &yes), h_);
+    detail::check_client(plugrl_can_reuse(h(), env, &yes), h());
     return yes != 0;
   }
 
@@ -724,7 +772,7 @@ class Client {
   plugrl_statistics stats() const {
     plugrl_statistics st{};
     st.size = sizeof st;
-    detail::check_client(plugrl_stats(h_, &st), h_);
+    detail::check_client(plugrl_stats(h(), &st), h());
     return st;
   }
 
@@ -736,29 +784,31 @@ class Client {
     ** reconnect cannot happen here, but be exact anyway). */
     std::size_t length = 0;
     int present = 0;
-    plugrl_status s = fn(h_, key, nullptr, 0, &length, &present);
+    plugrl_status s = fn(h(), key, nullptr, 0, &length, &present);
     for (int attempt = 0; attempt < 4; attempt++) {
-      if (s != PLUGRL_OK && s != PLUGRL_BUFFER_TOO_SMALL) detail::throw_client(s, h_);
+      if (s != PLUGRL_OK && s != PLUGRL_BUFFER_TOO_SMALL) detail::throw_client(s, h());
       if (!present) return std::nullopt;
       std::string buf(length + 1, '\0');
-      s = fn(h_, key, &buf[0], buf.size(), &length, &present);
+      s = fn(h(), key, &buf[0], buf.size(), &length, &present);
       if (s == PLUGRL_OK) {
         if (!present) return std::nullopt;
         buf.resize(length);
         return buf;
       }
     }
-    detail::throw_client(s, h_);
+    detail::throw_client(s, h());
   }
 
   void reset() noexcept {
-    if (h_) {
-      plugrl_close(h_);
-      h_ = nullptr;
-    }
+    if (plugrl_client *h = h_.exchange(nullptr)) plugrl_close(h);
   }
 
-  plugrl_client *h_ = nullptr;
+  /* Atomic: close (reset) may run while another thread reads it in a
+  ** call (interrupt, stats, or a call close interrupts); a handle read
+  ** just before the close is dead afterwards, which the library reports
+  ** as PLUGRL_CLOSED. */
+  std::atomic<plugrl_client *> h_{nullptr};
+  plugrl_client *h() const noexcept { return h_.load(std::memory_order_acquire); }
   std::shared_ptr<LogFn> log_;
 };
 
@@ -790,32 +840,32 @@ class Runner {
       if (h) plugrl_runner_free(h);
       throw Error(s, msg.empty() ? std::string("plugrl_runner_new failed") : msg);
     }
-    h_ = h;
+    h_.store(h, std::memory_order_release);
   }
   ~Runner() { reset(); }
   Runner(const Runner &) = delete;
   Runner &operator=(const Runner &) = delete;
-  Runner(Runner &&o) noexcept : h_(std::exchange(o.h_, nullptr)), n_(o.n_), state_(std::move(o.state_)) {}
+  Runner(Runner &&o) noexcept : h_(o.h_.exchange(nullptr)), n_(o.n_), state_(std::move(o.state_)) {}
   Runner &operator=(Runner &&o) noexcept {
     if (this != &o) {
       reset();
-      h_ = std::exchange(o.h_, nullptr);
+      h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       n_ = o.n_;
       state_ = std::move(o.state_);
     }
     return *this;
   }
 
-  plugrl_runner *handle() const noexcept { return h_; }
+  plugrl_runner *handle() const noexcept { return h(); }
   std::size_t num_envs() const noexcept { return n_; }
-  std::string errmsg() const { return detail::safe(plugrl_runner_errmsg(h_)); }
+  std::string errmsg() const { return detail::safe(plugrl_runner_errmsg(h())); }
 
   /* plugrl_runner_stats: the client's counters plus episodes and
   ** env_steps. Any thread, at any time, also during act or report. */
   plugrl_statistics stats() const {
     plugrl_statistics st{};
     st.size = sizeof st;
-    detail::check_runner(plugrl_runner_stats(h_, &st), h_);
+    detail::check_runner(plugrl_runner_stats(h(), &st), h());
     return st;
   }
 
@@ -823,7 +873,7 @@ class Runner {
   std::optional<int64_t> step_size() const {
     int64_t v = 0;
     int known = 0;
-    detail::check_runner(plugrl_runner_step_size(h_, &v, &known), h_);
+    detail::check_runner(plugrl_runner_step_size(h(), &v, &known), h());
     return known ? std::optional<int64_t>(v) : std::nullopt;
   }
 
@@ -847,14 +897,14 @@ class Runner {
       ** know the size, and reports a wrong size as PLUGRL_INVALID_ARGUMENT
       ** once it knows it (the chunk is kept; the retry below uses it). */
       T one{};
-      plugrl_status s = plugrl_runner_act(h_, o, &one, sizeof one, dtype_v<T>);
+      plugrl_status s = plugrl_runner_act(h(), o, &one, sizeof one, dtype_v<T>);
       if (s == PLUGRL_STOPPED) return false;
       if (s == PLUGRL_OK) { /* one env, one value per step */
         actions.assign(1, one);
         return true;
       }
       step = step_size();
-      if (!step || s != PLUGRL_INVALID_ARGUMENT) detail::throw_runner(s, h_);
+      if (!step || s != PLUGRL_INVALID_ARGUMENT) detail::throw_runner(s, h());
     }
     actions.resize(n_ * static_cast<std::size_t>(*step));
     return act(o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
@@ -866,19 +916,19 @@ class Runner {
   template <class T, class A>
   int64_t chunk(int64_t env, std::vector<T, A> &chunk) {
     int64_t steps = 0;
-    plugrl_status s = plugrl_runner_chunk(h_, env, nullptr, 0, dtype_v<T>, &steps);
-    if (s != PLUGRL_OK && s != PLUGRL_BUFFER_TOO_SMALL) detail::throw_runner(s, h_);
+    plugrl_status s = plugrl_runner_chunk(h(), env, nullptr, 0, dtype_v<T>, &steps);
+    if (s != PLUGRL_OK && s != PLUGRL_BUFFER_TOO_SMALL) detail::throw_runner(s, h());
     std::optional<int64_t> step = step_size();
     chunk.resize(static_cast<std::size_t>(steps * step.value_or(0)));
-    detail::check_runner(plugrl_runner_chunk(h_, env, chunk.data(), chunk.size() * sizeof(T), dtype_v<T>, &steps), h_);
+    detail::check_runner(plugrl_runner_chunk(h(), env, chunk.data(), chunk.size() * sizeof(T), dtype_v<T>, &steps), h());
     return steps;
   }
 
   /* The C form: actions_size bytes of dtype at actions. */
   bool act(const plugrl_observation *obs, void *actions, std::size_t actions_size, plugrl_dtype dtype) {
-    plugrl_status s = plugrl_runner_act(h_, obs, actions, actions_size, dtype);
+    plugrl_status s = plugrl_runner_act(h(), obs, actions, actions_size, dtype);
     if (s == PLUGRL_STOPPED) return false;
-    detail::check_runner(s, h_);
+    detail::check_runner(s, h());
     return true;
   }
 
@@ -900,22 +950,29 @@ class Runner {
                       " rewards, " + std::to_string(terminated.size()) + " terminated, " +
                       std::to_string(truncated.size()) + " truncated and " + std::to_string(success.size()) +
                       " success flags");
+    if (!state_) throw Error(PLUGRL_CLOSED, "this Runner was moved from");
     state_->error = nullptr;
-    plugrl_status s = plugrl_runner_report(h_, next_obs, rewards.data(), terminated.data(), truncated.data(),
+    plugrl_status s = plugrl_runner_report(h(), next_obs, rewards.data(), terminated.data(), truncated.data(),
                                            success.empty() ? nullptr : success.data());
     if (state_->error) std::rethrow_exception(std::exchange(state_->error, nullptr));
     if (s == PLUGRL_STOPPED) return false;
-    detail::check_runner(s, h_);
+    detail::check_runner(s, h());
     return true;
   }
 
   /* Sets (or, with an empty function, clears) the callback called during
   ** report for each episode that ended. It must not call into the library. */
   void on_episode(EpisodeFn fn) {
-    state_->fn = std::move(fn);
-    detail::check_runner(plugrl_runner_on_episode(h_, state_->fn ? &Runner::trampoline : nullptr,
-                                                  state_->fn ? state_.get() : nullptr),
-                         h_);
+    if (!state_) throw Error(PLUGRL_CLOSED, "this Runner was moved from");
+    // A new State, kept only once the library took it: a refused call
+    // (PLUGRL_BUSY while another thread reports) leaves the function that
+    // report may be calling untouched.
+    auto next = std::make_unique<State>();
+    next->fn = std::move(fn);
+    const bool on = static_cast<bool>(next->fn);
+    detail::check_runner(plugrl_runner_on_episode(h(), on ? &Runner::trampoline : nullptr, on ? next.get() : nullptr),
+                         h());
+    state_ = std::move(next);
   }
 
  private:
@@ -935,20 +992,22 @@ class Runner {
   }
 
   void reset() noexcept {
-    if (h_) {
-      plugrl_runner_free(h_);
-      h_ = nullptr;
-    }
+    if (plugrl_runner *h = h_.exchange(nullptr)) plugrl_runner_free(h);
   }
 
  public:
   /* plugrl_runner_interrupt: ends the act or report running on this
   ** runner (it throws Error(PLUGRL_INTERRUPTED)). Any thread. */
-  void interrupt() const noexcept { plugrl_runner_interrupt(h_); }
+  void interrupt() const noexcept { plugrl_runner_interrupt(h()); }
 
  private:
 
-  plugrl_runner *h_ = nullptr;
+  /* Atomic: close (reset) may run while another thread reads it in a
+  ** call (interrupt, stats, or a call close interrupts); a handle read
+  ** just before the close is dead afterwards, which the library reports
+  ** as PLUGRL_CLOSED. */
+  std::atomic<plugrl_runner *> h_{nullptr};
+  plugrl_runner *h() const noexcept { return h_.load(std::memory_order_acquire); }
   std::size_t n_ = 0;
   std::unique_ptr<State> state_;
 };

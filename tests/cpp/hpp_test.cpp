@@ -73,7 +73,18 @@ void test_offline() {
   CHECK(c->states[0].dtype == PLUGRL_DTYPE_F64 && c->states[0].ndim == 2 && c->states[0].shape[1] == 2);
   CHECK(std::string(c->text[1]) == "b");
   o.state("x", x, {4, 1});  // replaces
+  // 2 strings for 4 rows: the library would read 4 pointers from a 2-element array.
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, o.c());
+  o.text({"a", "b", "c", "d"});
   CHECK(o.num_states() == 1 && o.c()->states[0].shape[0] == 4);
+  {
+    std::vector<double> v(3);
+    plugrl::Observation p;
+    EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.state("v", v, {2, 2}));  // 3 elements for a shape of 4
+    EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.state("v", v, {-1, 3}));
+    p.state("v", v, {3, 1});
+    EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Observation().text({"t"}).c());  // text, no arrays
+  }
   plugrl::Observation copy = o;
   CHECK(copy.c()->states[0].data == x && copy.c() != o.c());
 }

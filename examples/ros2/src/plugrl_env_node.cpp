@@ -472,12 +472,19 @@ class EnvNode : public rclcpp::Node {
         std::lock_guard<std::mutex> lock(stats_mu_);
         runner_ = &runner;
       }
+      // Unpublished on every way out, a throw from control_loop included:
+      // the stats timer must never reach a destroyed Runner.
+      struct Unpublish {
+        EnvNode *node;
+        ~Unpublish() {
+          {
+            std::lock_guard<std::mutex> lock(node->stats_mu_);
+            node->runner_ = nullptr;
+          }
+          node->runner_handle_.store(nullptr);
+        }
+      } unpublish{this};
       rc = control_loop(runner);
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        runner_ = nullptr;
-      }
-      runner_handle_.store(nullptr);
     }
     // Close frame 1000 (SPEC 7.5), when the connection is still up.
     client_handle_.store(nullptr);

@@ -57,12 +57,17 @@ fn metadata_getters() {
     assert_eq!(client.metadata_int("with\0nul"), None);
     assert!(client.has_feature("reuse-feedback-obs"));
     assert!(!client.has_feature("no-such-feature"));
-    assert_eq!(client.metadata_json("action_dim").as_deref(), Some("2"));
     assert_eq!(
-        client.metadata_json("features").as_deref(),
+        client.metadata_json("action_dim").unwrap().as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        client.metadata_json("features").unwrap().as_deref(),
         Some(r#"["reuse-feedback-obs"]"#)
     );
-    let all = client.metadata_json_all();
+    assert_eq!(client.metadata_json("no-such-key").unwrap(), None);
+    assert!(client.metadata_json("with\0nul").is_err());
+    let all = client.metadata_json_all().unwrap();
     assert!(
         all.starts_with('{') && all.contains("\"action_horizon\""),
         "{all}"

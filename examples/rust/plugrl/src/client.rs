@@ -575,18 +575,29 @@ impl Client {
     pub fn metadata_string(&self, key: &str) -> Option<String> {
         let key = CString::new(key).ok()?;
         self.copy_out(sys::plugrl_metadata_string, key.as_ptr())
+            .ok()?
     }
 
-    /// One metadata key as JSON, or `None` when absent.
-    pub fn metadata_json(&self, key: &str) -> Option<String> {
-        let key = CString::new(key).ok()?;
+    /// One metadata key as JSON, `Ok(None)` when absent. An error when the
+    /// library cannot show the value as JSON (a server's metadata it cannot
+    /// read, `PLUGRL_PROTOCOL_ERROR`), or the client is closed.
+    pub fn metadata_json(&self, key: &str) -> Result<Option<String>, Error> {
+        let key = CString::new(key).map_err(|_| {
+            Error::new(
+                sys::plugrl_status::PLUGRL_INVALID_ARGUMENT,
+                "a metadata key must not contain NUL".to_string(),
+            )
+        })?;
         self.copy_out(sys::plugrl_metadata_json, key.as_ptr())
     }
 
-    /// The whole metadata map as JSON.
-    pub fn metadata_json_all(&self) -> String {
-        self.copy_out(sys::plugrl_metadata_json, ptr::null())
-            .unwrap_or_else(|| "{}".to_string())
+    /// The whole metadata map as JSON; errors as for
+    /// [`metadata_json`](Client::metadata_json), never an empty map in
+    /// their place.
+    pub fn metadata_json_all(&self) -> Result<String, Error> {
+        Ok(self
+            .copy_out(sys::plugrl_metadata_json, ptr::null())?
+            .unwrap_or_else(|| "{}".to_string()))
     }
 
     /// Whether metadata `features` lists `feature` (e.g.
@@ -618,17 +629,27 @@ impl Client {
     }
 
     /// Asks for the length, then copies; again if it grew in between.
-    fn copy_out(&self, f: CopyFn, key: *const c_char) -> Option<String> {
+    /// `Ok(None)`: absent.
+    fn copy_out(&self, f: CopyFn, key: *const c_char) -> Result<Option<String>, Error> {
         for _ in 0..4 {
             let (mut len, mut present) = (0usize, 0 as c_int);
             // SAFETY: raw is live; key is NUL-terminated or NULL (whole map,
             // for plugrl_metadata_json only); buf NULL with size 0 asks for
             // the length; len and present are writable.
             let status = unsafe { f(self.raw, key, ptr::null_mut(), 0, &mut len, &mut present) };
-            if status != OK || present == 0 {
-                return None;
+            if status != OK {
+                return Err(Error::from_client(status, self.raw));
             }
-            let mut buf = vec![0u8; len.checked_add(1)?];
+            if present == 0 {
+                return Ok(None);
+            }
+            let size = len.checked_add(1).ok_or_else(|| {
+                Error::new(
+                    sys::plugrl_status::PLUGRL_NO_MEMORY,
+                    "a metadata value too long to copy".to_string(),
+                )
+            })?;
+            let mut buf = vec![0u8; size];
             // SAFETY: as above, with buf writable for buf.len() bytes.
             let status = unsafe {
                 f(
@@ -642,19 +663,21 @@ impl Client {
             };
             if status == OK {
                 if present == 0 {
-                    return None;
+                    return Ok(None);
                 }
                 buf.truncate(len.min(buf.len() - 1));
-                return Some(
-                    String::from_utf8(buf)
-                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-                );
+                return Ok(Some(String::from_utf8(buf).unwrap_or_else(|e| {
+                    String::from_utf8_lossy(e.as_bytes()).into_owned()
+                })));
             }
             if status != sys::plugrl_status::PLUGRL_BUFFER_TOO_SMALL {
-                return None;
+                return Err(Error::from_client(status, self.raw));
             }
         }
-        None
+        Err(Error::new(
+            sys::plugrl_status::PLUGRL_INTERNAL,
+            "a metadata value kept changing size while it was copied".to_string(),
+        ))
     }
 
     // ----------------------------------------------------------- low level
