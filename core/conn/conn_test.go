@@ -167,6 +167,18 @@ func TestMaskedServerFrameIsProtocolError(t *testing.T) {
 
 // TestCloseCodes: the server's close code and reason surface as a
 // *CloseError, and Close sends 1000.
+// readCloseCode reads the client's next frame and returns its close code,
+// or -1 if it is not a close frame.
+func readCloseCode(c net.Conn) int {
+	f, err := ws.ReadFrame(c)
+	if err != nil || f.Header.OpCode != ws.OpClose {
+		return -1
+	}
+	ws.Cipher(f.Payload, f.Header.Mask, 0)
+	code, _ := ws.ParseCloseFrameData(f.Payload)
+	return int(code)
+}
+
 func TestCloseCodes(t *testing.T) {
 	url := rawServer(t, func(c net.Conn, _ *http.Request) {
 		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "plugrl-server-resync")))
@@ -180,16 +192,7 @@ func TestCloseCodes(t *testing.T) {
 	}
 
 	codes := make(chan int, 1)
-	url = rawServer(t, func(c net.Conn, _ *http.Request) {
-		f, err := ws.ReadFrame(c)
-		if err != nil || f.Header.OpCode != ws.OpClose {
-			codes <- -1
-			return
-		}
-		ws.Cipher(f.Payload, f.Header.Mask, 0)
-		code, _ := ws.ParseCloseFrameData(f.Payload)
-		codes <- int(code)
-	})
+	url = rawServer(t, func(c net.Conn, _ *http.Request) { codes <- readCloseCode(c) })
 	c2, err := Dial(context.Background(), Options{URL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -221,14 +224,7 @@ func TestCloseCodes(t *testing.T) {
 		answer := make(chan int, 1)
 		url = rawServer(t, func(c net.Conn, _ *http.Request) {
 			_ = ws.WriteFrame(c, ws.NewCloseFrame(tc.body))
-			f, err := ws.ReadFrame(c)
-			if err != nil || f.Header.OpCode != ws.OpClose {
-				answer <- -1
-				return
-			}
-			ws.Cipher(f.Payload, f.Header.Mask, 0)
-			code, _ := ws.ParseCloseFrameData(f.Payload)
-			answer <- int(code)
+			answer <- readCloseCode(c)
 		})
 		c3 := dialT(t, Options{URL: url})
 		if _, err := c3.Receive(5 * time.Second); err == nil {
