@@ -100,7 +100,10 @@ func NewReader(r io.Reader) (*Reader, error) {
 	case v != 2 && v != Version:
 		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 and %d", v, Version)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))
+	// DecodeAllCapLimit: a block decodes into a buffer of the raw size its
+	// header claims (at most maxBlock), and no further, whatever frames
+	// the compressed bytes hold.
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock), zstd.WithDecodeAllCapLimit(true))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd decoder: %w", err)
 	}
@@ -204,7 +207,10 @@ func (r *Reader) nextBlock() error {
 	if blockSum(r.zbuf, h[blockHeaderV2:]) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
-	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0])
+	if cap(r.raw) < int(rawLen) {
+		r.raw = make([]byte, 0, rawLen)
+	}
+	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0:rawLen])
 	if err != nil {
 		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
 	}
@@ -302,11 +308,15 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		if int(n) > len(rest) { // each entry takes a byte at least
 			return nil, fmt.Errorf("%d dropped envs in %d bytes", n, len(rest))
 		}
-		rec.Dropped = make([]int64, n)
-		for i := range rec.Dropped {
-			if rec.Dropped[i], rest, err = msgp.ReadInt64Bytes(rest); err != nil {
+		// Grown as entries parse, not from the count: 8 bytes of memory
+		// per byte of the file otherwise.
+		rec.Dropped = make([]int64, 0, min(n, 1024))
+		for range n {
+			var e int64
+			if e, rest, err = msgp.ReadInt64Bytes(rest); err != nil {
 				return nil, err
 			}
+			rec.Dropped = append(rec.Dropped, e)
 		}
 	case keyCause:
 		str(&rec.Cause)
@@ -330,8 +340,8 @@ func (rec *Record) readCuts(b []byte) ([]byte, error) {
 	if int(n) > len(b)/4 { // each cut takes four bytes at least
 		return nil, fmt.Errorf("%d cuts in %d bytes", n, len(b))
 	}
-	rec.Cuts = make([]Cut, n)
-	for i := range rec.Cuts {
+	rec.Cuts = make([]Cut, 0, min(n, 256)) // grown as cuts parse, not from the count
+	for i := range int(n) {
 		var k uint32
 		if k, b, err = msgp.ReadArrayHeaderBytes(b); err != nil {
 			return nil, err
@@ -339,12 +349,13 @@ func (rec *Record) readCuts(b []byte) ([]byte, error) {
 		if k != 3 {
 			return nil, fmt.Errorf("cut %d has %d fields, want 3", i, k)
 		}
-		c := &rec.Cuts[i]
+		var c Cut
 		for _, dst := range []*int64{&c.Offset, &c.Len, &c.RowBytes} {
 			if *dst, b, err = msgp.ReadInt64Bytes(b); err != nil {
 				return nil, err
 			}
 		}
+		rec.Cuts = append(rec.Cuts, c)
 	}
 	return b, nil
 }
@@ -362,13 +373,19 @@ func (r *Reader) Message(rec *Record) (msg []byte, err error) {
 		if c.Len < 0 || c.RowBytes < 0 || c.Offset < prev || c.Offset-prev > int64(len(rec.Msg)) {
 			return nil, fmt.Errorf("record %d: cut %d (offset %d, %d bytes) does not fit the message", rec.Seq, i, c.Offset, c.Len)
 		}
+		if c.Len > 0 && c.RowBytes == 0 {
+			// The writer cuts rows it digests: a cut with bytes and no
+			// rows would rebuild zeros that no digest in the file stands
+			// for.
+			return nil, fmt.Errorf("record %d: cut %d of %d bytes has no rows", rec.Seq, i, c.Len)
+		}
 		if c.RowBytes > 0 && c.Len%c.RowBytes != 0 {
 			return nil, fmt.Errorf("record %d: cut %d of %d bytes is not whole rows of %d", rec.Seq, i, c.Len, c.RowBytes)
 		}
-		total += c.Len
-		if total > r.MaxMessage {
+		if c.Len > r.MaxMessage-total { // before adding: a Len near 2^63 would wrap
 			return nil, fmt.Errorf("record %d: its cuts make a message over %d bytes", rec.Seq, r.MaxMessage)
 		}
+		total += c.Len
 		rows += c.Rows()
 		prev = c.Offset + c.Len
 	}

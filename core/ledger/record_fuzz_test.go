@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/tinylib/msgp/msgp"
@@ -31,6 +33,9 @@ func FuzzRecord(f *testing.F) {
 	b = msgp.AppendInt(b, 1)
 	b = msgp.AppendInt(b, 2)
 	f.Add(b)
+	for _, c := range [][3]int64{{0, math.MaxInt64, 1}, {0, math.MaxInt64 - 7, 8}, {0, 1 << 20, 0}} {
+		f.Add(sendWithCut(c))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := &Reader{MaxMessage: 1 << 20}
 		for len(b) > 0 {
@@ -45,4 +50,47 @@ func FuzzRecord(f *testing.F) {
 			b = rest
 		}
 	})
+}
+
+// sendWithCut is a send record of one cut (offset, length, row bytes) and
+// one digest.
+func sendWithCut(c [3]int64) []byte {
+	b := msgp.AppendMapHeader(nil, 4)
+	b = msgp.AppendString(b, keyKind)
+	b = msgp.AppendString(b, KindSend)
+	b = msgp.AppendString(b, keyMsg)
+	b = msgp.AppendBytes(b, []byte{0x80})
+	b = msgp.AppendString(b, keyCuts)
+	b = msgp.AppendArrayHeader(b, 1)
+	b = msgp.AppendArrayHeader(b, 3)
+	for _, v := range c {
+		b = msgp.AppendInt64(b, v)
+	}
+	b = msgp.AppendString(b, keyDigests)
+	return msgp.AppendBytes(b, make([]byte, 4))
+}
+
+// TestMessageHostileCuts: cuts whose lengths a crafted file chose are
+// refused, with no panic and nothing allocated for them: a length near
+// 2^63 (the sum wrapped negative and passed the cap, then make panicked),
+// and bytes with no rows (zeros no digest stands for: a 131-byte file
+// made the tool allocate and zero 1 GiB per record).
+func TestMessageHostileCuts(t *testing.T) {
+	for _, tc := range []struct {
+		cut  [3]int64
+		want string
+	}{
+		{[3]int64{0, math.MaxInt64, 1}, "over"},
+		{[3]int64{0, math.MaxInt64 - 7, 8}, "over"},
+		{[3]int64{0, 1 << 20, 0}, "no rows"},
+	} {
+		rec := &Record{}
+		if _, err := rec.decode(sendWithCut(tc.cut)); err != nil {
+			t.Fatal(err)
+		}
+		r := &Reader{MaxMessage: 1 << 30}
+		if _, err := r.Message(rec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cut %v: got %v, want an error saying %q", tc.cut, err, tc.want)
+		}
+	}
 }

@@ -86,6 +86,19 @@ type Difference struct {
 	Client, Server EpisodeRow
 }
 
+// sameReturn reports whether two returns agree within 1e-6 relative. A NaN
+// agrees only with a NaN (a comparison with NaN is false, and would have
+// hidden the difference).
+func sameReturn(c, s float64) bool {
+	if c == s { // infinities too
+		return true
+	}
+	if math.IsNaN(c) || math.IsNaN(s) {
+		return math.IsNaN(c) && math.IsNaN(s)
+	}
+	return math.Abs(c-s) <= 1e-6*max(1, math.Abs(s))
+}
+
 // CompareEpisodes matches episodes by (slot, episode) and reports those
 // that are in one log only or whose return or length differ. Returns are
 // equal within 1e-6 relative (both sides sum the same float32 chunk sums).
@@ -105,7 +118,7 @@ func CompareEpisodes(client, server []EpisodeRow) []Difference {
 		switch {
 		case !ok:
 			out = append(out, Difference{What: "missing", Server: s})
-		case c.Length != s.Length || math.Abs(c.Return-s.Return) > 1e-6*max(1, math.Abs(s.Return)):
+		case c.Length != s.Length || !sameReturn(c.Return, s.Return):
 			out = append(out, Difference{What: "differs", Client: c, Server: s})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,6 +23,7 @@ type Exporter struct {
 	envs      map[int64]*trajectory
 	names     []string     // observation arrays, in message order
 	shapes    []arrayShape // their dtypes and row shapes
+	seen      bool         // names and shapes are set (an observation may have no arrays)
 	level     string
 	lastInfer []int64 // the env_indices of the infer the next action answers
 }
@@ -64,7 +66,7 @@ func (x *Exporter) Add(ev *Event) error {
 	case ev.Infer != nil:
 		return x.infer(ev.Infer)
 	case ev.Action != nil:
-		x.action(ev.Action)
+		return x.action(ev.Action)
 	case ev.Feedback != nil:
 		return x.feedback(ev.Feedback)
 	}
@@ -72,22 +74,43 @@ func (x *Exporter) Add(ev *Event) error {
 }
 
 // arrays lists an observation's arrays in message order, and checks they
-// are the ones seen so far.
+// are the ones seen so far: the same names, dtypes and row shapes, since
+// each becomes one file of stacked rows. A name must also be usable as
+// part of a file name in the export's directory.
 func (x *Exporter) arrays(o *wire.Observation) ([]*wire.Array, error) {
 	var out []*wire.Array
 	var names []string
 	for gi, g := range [2][]wire.NamedArray{o.Images, o.States} {
 		for i := range g {
+			if !safeName(g[i].Name) {
+				return nil, fmt.Errorf("an observation array is named %q, which cannot be part of a file name", g[i].Name)
+			}
 			out = append(out, &g[i].Array)
 			names = append(names, [2]string{"images.", "states."}[gi]+g[i].Name)
 		}
 	}
-	if x.names == nil {
-		x.names = names
-	} else if strings.Join(x.names, ",") != strings.Join(names, ",") {
-		return nil, fmt.Errorf("the observation's arrays changed from %v to %v: one trajectory file per array needs them fixed", x.names, names)
+	shapes := shapesOf(out)
+	if !x.seen {
+		x.names, x.shapes, x.seen = names, shapes, true
+		return out, nil
+	}
+	if !slices.Equal(x.names, names) {
+		return nil, fmt.Errorf("the observation's arrays changed from %q to %q: one trajectory file per array needs them fixed", x.names, names)
+	}
+	for k := range shapes {
+		if shapes[k].dtype != x.shapes[k].dtype || !slices.Equal(shapes[k].row, x.shapes[k].row) {
+			return nil, fmt.Errorf("observation array %s changed from %s rows of %v to %s rows of %v: one trajectory file per array needs them fixed",
+				names[k], x.shapes[k].dtype, x.shapes[k].row, shapes[k].dtype, shapes[k].row)
+		}
 	}
 	return out, nil
+}
+
+// safeName reports whether an array's name can be part of a file name in
+// the export's directory (env<E>_states.<name>.npy): no path separator and
+// no NUL.
+func safeName(name string) bool {
+	return !strings.ContainsAny(name, "/\\\x00")
 }
 
 func (x *Exporter) infer(in *wire.InferMsg) error {
@@ -112,25 +135,30 @@ func (x *Exporter) infer(in *wire.InferMsg) error {
 	return nil
 }
 
-func (x *Exporter) action(a *wire.Action) {
+func (x *Exporter) action(a *wire.Action) error {
 	h, n := a.Horizon(), a.Envs()
 	per := 1
 	for _, d := range a.ActionShape() {
 		per *= d
 	}
+	shape := append([]int{h}, a.ActionShape()...)
 	for j, e := range x.lastInfer {
 		if j >= n {
 			break
 		}
 		t := x.env(e)
+		if t.actShape != nil && !slices.Equal(t.actShape, shape) {
+			return fmt.Errorf("env %d's action chunks changed shape from %v to %v: its action file stacks them", e, t.actShape, shape)
+		}
+		t.actShape = shape
 		t.chunk = t.chunk[:0]
 		for s := 0; s < h; s++ {
 			for k := 0; k < per; k++ {
 				t.chunk = append(t.chunk, a.Chunk.Float64((s*n+j)*per+k))
 			}
 		}
-		t.actShape = append([]int{h}, a.ActionShape()...)
 	}
+	return nil
 }
 
 func (x *Exporter) feedback(fb *wire.FeedbackMsg) error {
@@ -159,11 +187,10 @@ func (x *Exporter) feedback(fb *wire.FeedbackMsg) error {
 			t.held[k] = append([]byte(nil), a.Row(i)...)
 		}
 	}
-	x.shapes = shapesOf(arrs)
 	return nil
 }
 
-// shapes are each array's dtype and row shape, from the last feedback.
+// arrayShape is an array's dtype and row shape, fixed for a ledger.
 type arrayShape struct {
 	dtype wire.DType
 	row   []int
@@ -187,6 +214,13 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// Every file is written through a Root: whatever a ledger's names
+	// hold, nothing lands outside dir (safeName refuses them before).
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	envs := make([]int64, 0, len(x.envs))
 	for e := range x.envs {
 		envs = append(envs, e)
@@ -194,9 +228,8 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 	sort.Slice(envs, func(i, j int) bool { return envs[i] < envs[j] })
 	var files []string
 	save := func(name, descr string, shape []int, data []byte) error {
-		p := filepath.Join(dir, name)
-		files = append(files, p)
-		return os.WriteFile(p, npy(descr, shape, data), 0o644)
+		files = append(files, filepath.Join(dir, name))
+		return root.WriteFile(name, npy(descr, shape, data), 0o644)
 	}
 	for _, e := range envs {
 		t := x.envs[e]

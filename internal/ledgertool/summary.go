@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/ledger"
@@ -155,11 +156,11 @@ func (s *Summary) Print(w io.Writer) {
 // counts spells m's entries in the order of their keys, each as format
 // (of the key and its count).
 func counts[K cmp.Ordered](m map[K]int, format string) string {
-	out := ""
+	var out strings.Builder // linear: += was quadratic in distinct keys (80,000 close reasons: 20 s)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out += fmt.Sprintf(format, k, m[k])
+		fmt.Fprintf(&out, format, k, m[k])
 	}
-	return out
+	return out.String()
 }
 
 func sumCounts(m map[string]int) int {

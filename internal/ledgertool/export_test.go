@@ -1,0 +1,123 @@
+package ledgertool_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/ledgertool"
+)
+
+// fullLedger records, at full level, one exchange per observation given
+// (infer, a [1, 1, 1] action, feedback of the same observation) for env 0,
+// and returns the ledger's path.
+func fullLedger(t *testing.T, obs []*wire.Observation) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{Level: ledger.Full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, steps := []int64{0}, []int64{0}
+	for _, o := range obs {
+		var in, fb, act wire.Message
+		if err := wire.EncodeInfer(&in, &wire.Infer{EnvIndices: env, StepIDs: steps, Obs: o}); err != nil {
+			t.Fatal(err)
+		}
+		w.Sent(&in, o)
+		chunk := wire.Array{DType: wire.Float32, Shape: []int{1, 1, 1}, Data: make([]byte, 4)}
+		if err := wire.EncodeAction(&act, env, &chunk); err != nil {
+			t.Fatal(err)
+		}
+		w.Received(act.AppendTo(nil))
+		f := []bool{false}
+		if err := wire.EncodeFeedback(&fb, &wire.Feedback{EnvIndices: env, StepIDs: steps, Obs: o, Rewards: []float32{1}, Terminated: f, Truncated: f}); err != nil {
+			t.Fatal(err)
+		}
+		w.Sent(&fb, o)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// states is an observation of one row per array, each of width floats.
+func states(width int, names ...string) *wire.Observation {
+	o := &wire.Observation{}
+	for _, n := range names {
+		o.States = append(o.States, wire.NamedArray{Name: n, Array: wire.Array{DType: wire.Float32, Shape: []int{1, width}, Data: make([]byte, 4*width)}})
+	}
+	return o
+}
+
+// export walks a ledger into an Exporter and writes it to dir.
+func export(path, dir string) error {
+	x := ledgertool.NewExporter()
+	if _, err := ledgertool.Walk(path, x.Add); err != nil {
+		return err
+	}
+	_, err := x.Write(dir)
+	return err
+}
+
+// TestExportHostileLedger: a ledger whose array names or shapes would make
+// export write outside its directory, panic, or write .npy files whose
+// headers do not match their data, fails with an error saying why.
+func TestExportHostileLedger(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obs  []*wire.Observation
+		want string
+	}{
+		{"a name that climbs out", []*wire.Observation{states(1, "a/../../../escaped")}, "cannot be part of a file name"},
+		{"a name with a backslash", []*wire.Observation{states(1, `..\x`)}, "cannot be part of a file name"},
+		{"names joined to look the same", []*wire.Observation{states(1, "a", "b"), states(1, "a,states.b")}, "arrays changed"},
+		{"rows that change width", []*wire.Observation{states(4, "x"), states(1, "x")}, "changed from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			dir := filepath.Join(base, "a", "b", "out")
+			err := export(fullLedger(t, tc.obs), dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+			_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+					t.Errorf("export wrote %s, outside %s", p, dir)
+				}
+				return nil
+			})
+		})
+	}
+	// The control: a ledger whose arrays keep their names and shapes exports.
+	dir := t.TempDir()
+	if err := export(fullLedger(t, []*wire.Observation{states(2, "x"), states(2, "x")}), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "env0_states.x.npy")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompareEpisodesNaN: a NaN return on one side is a difference (every
+// comparison with NaN is false, and hid it); NaN against NaN and equal
+// infinities are not.
+func TestCompareEpisodesNaN(t *testing.T) {
+	row := func(ret float64) []ledgertool.EpisodeRow {
+		return []ledgertool.EpisodeRow{{Slot: 0, Episode: 1, Return: ret, Length: 5}}
+	}
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		client, server float64
+		differ         bool
+	}{{nan, 1, true}, {1, nan, true}, {nan, nan, false}, {inf, inf, false}, {inf, 1, true}, {1, 1 + 1e-9, false}} {
+		if got := len(ledgertool.CompareEpisodes(row(tc.client), row(tc.server))) > 0; got != tc.differ {
+			t.Errorf("client %v, server %v: differ %v, want %v", tc.client, tc.server, got, tc.differ)
+		}
+	}
+}
