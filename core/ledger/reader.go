@@ -308,15 +308,14 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		if int(n) > len(rest) { // each entry takes a byte at least
 			return nil, fmt.Errorf("%d dropped envs in %d bytes", n, len(rest))
 		}
-		// Grown as entries parse, not from the count: 8 bytes of memory
-		// per byte of the file otherwise.
-		rec.Dropped = make([]int64, 0, min(n, 1024))
-		for range n {
-			var e int64
-			if e, rest, err = msgp.ReadInt64Bytes(rest); err != nil {
+		if n > maxDropped {
+			return nil, fmt.Errorf("%d dropped envs: more than any client holds (at most %d)", n, maxDropped)
+		}
+		rec.Dropped = make([]int64, n)
+		for i := range rec.Dropped {
+			if rec.Dropped[i], rest, err = msgp.ReadInt64Bytes(rest); err != nil {
 				return nil, err
 			}
-			rec.Dropped = append(rec.Dropped, e)
 		}
 	case keyCause:
 		str(&rec.Cause)
@@ -332,6 +331,15 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 	return rest, err
 }
 
+// Bounds on lists a record holds, so that what a reader allocates for one
+// follows what a client can write, not what a file claims: a client's
+// envs (the C API takes at most 2^20 per message), and a message's cuts,
+// one per observation array (the C API takes at most 4096 of each kind).
+const (
+	maxDropped = 1 << 24
+	maxCuts    = 2 * 4096
+)
+
 func (rec *Record) readCuts(b []byte) ([]byte, error) {
 	n, b, err := msgp.ReadArrayHeaderBytes(b)
 	if err != nil {
@@ -340,7 +348,10 @@ func (rec *Record) readCuts(b []byte) ([]byte, error) {
 	if int(n) > len(b)/4 { // each cut takes four bytes at least
 		return nil, fmt.Errorf("%d cuts in %d bytes", n, len(b))
 	}
-	rec.Cuts = make([]Cut, 0, min(n, 256)) // grown as cuts parse, not from the count
+	if n > maxCuts {
+		return nil, fmt.Errorf("%d cuts in one message: more than its observation can have (at most %d)", n, maxCuts)
+	}
+	rec.Cuts = make([]Cut, 0, n)
 	for i := range int(n) {
 		var k uint32
 		if k, b, err = msgp.ReadArrayHeaderBytes(b); err != nil {
