@@ -707,3 +707,56 @@ func TestCloseWhileRecording(t *testing.T) {
 		t.Fatalf("%d records of the %d calls made; want the 1000 made before Close at least, and no more than were made", next, made.Load())
 	}
 }
+
+// TestManyCutsReadBack: an infer of scattered envs (every other row of
+// the observation) is one cut per env; a digest ledger of 10,000 of them
+// reads back (a bound of one cut per array refused it).
+func TestManyCutsReadBack(t *testing.T) {
+	const rows = 20000
+	state := make([]byte, rows*4)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float32, Shape: []int{rows, 1}, Data: state}}}}
+	var envs, steps []int64
+	var pick []int
+	for r := 0; r < rows; r += 2 {
+		envs, steps, pick = append(envs, int64(r)), append(steps, 0), append(pick, r)
+	}
+	var m wire.Message
+	if err := wire.EncodeInfer(&m, &wire.Infer{EnvIndices: envs, StepIDs: steps, Obs: obs, ObsRows: pick}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{Level: ledger.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Sent(&m, obs)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ledger.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatalf("reading back: %v", err)
+		}
+		if rec.Kind != ledger.KindSend {
+			continue
+		}
+		if len(rec.Cuts) != rows/2 {
+			t.Fatalf("%d cuts, want %d", len(rec.Cuts), rows/2)
+		}
+		if _, err := r.Message(rec); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+}

@@ -309,7 +309,7 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 			return nil, fmt.Errorf("%d dropped envs in %d bytes", n, len(rest))
 		}
 		if n > maxDropped {
-			return nil, fmt.Errorf("%d dropped envs: more than any client holds (at most %d)", n, maxDropped)
+			return nil, fmt.Errorf("%d dropped envs: more than a writer can queue (at most %d)", n, maxDropped)
 		}
 		rec.Dropped = make([]int64, n)
 		for i := range rec.Dropped {
@@ -332,12 +332,15 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 }
 
 // Bounds on lists a record holds, so that what a reader allocates for one
-// follows what a client can write, not what a file claims: a client's
-// envs (the C API takes at most 2^20 per message), and a message's cuts,
-// one per observation array (the C API takes at most 4096 of each kind).
+// follows what a writer can write, not what a file claims. A writer's
+// queue takes at most maxQueue (32 MiB; a version-2 writer's, maxBlock)
+// per flush: a closed record holds 9 bytes of it per dropped env, and a
+// send sendCut per cut. A cut is a run of consecutive rows of one array,
+// so an infer of scattered envs has one per env and array: far more than
+// the arrays.
 const (
 	maxDropped = 1 << 24
-	maxCuts    = 2 * 4096
+	maxCuts    = maxBlock / sendCut
 )
 
 func (rec *Record) readCuts(b []byte) ([]byte, error) {
@@ -349,7 +352,7 @@ func (rec *Record) readCuts(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%d cuts in %d bytes", n, len(b))
 	}
 	if n > maxCuts {
-		return nil, fmt.Errorf("%d cuts in one message: more than its observation can have (at most %d)", n, maxCuts)
+		return nil, fmt.Errorf("%d cuts in one message: more than a writer can queue (at most %d)", n, maxCuts)
 	}
 	rec.Cuts = make([]Cut, 0, n)
 	for i := range int(n) {
