@@ -364,14 +364,16 @@ class Observation {
     put(images_, std::move(name), data, PLUGRL_DTYPE_U8, std::move(shape));
     return *this;
   }
-  /* The same over a vector, which must hold exactly prod(shape) bytes
-  ** (else Error(PLUGRL_INVALID_ARGUMENT)) and outlive the calls that read
-  ** the Observation: a temporary is refused at compile time. */
+  /* The same over a vector, which must hold at least prod(shape) bytes
+  ** (else Error(PLUGRL_INVALID_ARGUMENT); the first prod(shape) are sent)
+  ** and outlive the calls that read the Observation: a temporary is
+  ** refused at compile time. */
   Observation &image(std::string name, const std::vector<uint8_t> &data, std::vector<int64_t> shape) {
     check_elements(name, data.size(), shape);
     return image(std::move(name), data.data(), std::move(shape));
   }
   Observation &image(std::string, std::vector<uint8_t> &&, std::vector<int64_t>) = delete;
+  Observation &image(std::string, const std::vector<uint8_t> &&, std::vector<int64_t>) = delete;
 
   /* Adds (or replaces) a state of T, shape [n, ...]. */
   template <class T>
@@ -379,9 +381,10 @@ class Observation {
     put(states_, std::move(name), data, dtype_v<T>, std::move(shape));
     return *this;
   }
-  /* The same over a vector, which must hold exactly prod(shape) elements
-  ** (else Error(PLUGRL_INVALID_ARGUMENT)) and outlive the calls that read
-  ** the Observation: a temporary is refused at compile time. */
+  /* The same over a vector, which must hold at least prod(shape) elements
+  ** (else Error(PLUGRL_INVALID_ARGUMENT); the first prod(shape) are sent)
+  ** and outlive the calls that read the Observation: a temporary is
+  ** refused at compile time. */
   template <class T, class A>
   Observation &state(std::string name, const std::vector<T, A> &data, std::vector<int64_t> shape) {
     check_elements(name, data.size(), shape);
@@ -389,6 +392,8 @@ class Observation {
   }
   template <class T, class A>
   Observation &state(std::string, std::vector<T, A> &&, std::vector<int64_t>) = delete;
+  template <class T, class A>
+  Observation &state(std::string, const std::vector<T, A> &&, std::vector<int64_t>) = delete;
   /* Adds (or replaces) a state of an explicit dtype (e.g. PLUGRL_DTYPE_F16). */
   Observation &state(std::string name, const void *data, plugrl_dtype dtype, std::vector<int64_t> shape) {
     put(states_, std::move(name), data, dtype, std::move(shape));
@@ -407,9 +412,8 @@ class Observation {
     throw Error(PLUGRL_INVALID_ARGUMENT, "observation has no array named \"" + name + "\"");
   }
 
-  /* Sets the text, one string per row of the arrays (copied): c() throws
-  ** Error(PLUGRL_INVALID_ARGUMENT) unless there are exactly as many strings
-  ** as the first image (or, with none, the first state) has rows. */
+  /* Sets the text, one string per row of the arrays (copied). Rows past
+  ** the last string get "" (see c()); more strings than rows is an error. */
   Observation &text(std::vector<std::string> text) {
     text_ = std::move(text);
     has_text_ = true;
@@ -447,19 +451,25 @@ class Observation {
 
   /* The C struct, pointing into this object: valid until it is changed or
   ** destroyed. Rebuilt by each call, so one Observation must not be used
-  ** by two threads at once. Throws Error(PLUGRL_INVALID_ARGUMENT) when the
-  ** text's count is not the arrays' row count (the library reads that
-  ** many string pointers). */
+  ** by two threads at once. The library reads one text pointer per row of
+  ** the first image (or, with none, the first state): rows past the last
+  ** string get "", and more strings than rows, or text with no array to
+  ** count the rows, throw Error(PLUGRL_INVALID_ARGUMENT). */
   const plugrl_observation *c() const {
+    int64_t rows = 0;
     if (has_text_) {
       const std::vector<int64_t> *lead = !images_.empty()   ? &images_.front().shape
                                          : !states_.empty() ? &states_.front().shape
                                                             : nullptr;
-      if (lead == nullptr || lead->empty())
+      if (lead == nullptr)
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text but no arrays to give its row count; add a state");
-      if (static_cast<int64_t>(text_.size()) != lead->front())
+      if (lead->empty() || lead->front() < 0)
+        throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text, and its first array has no leading dimension to "
+                                             "count the rows");
+      rows = lead->front();
+      if (static_cast<int64_t>(text_.size()) > rows)
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has " + std::to_string(text_.size()) +
-                                                 " strings of text for " + std::to_string(lead->front()) +
+                                                 " strings of text for " + std::to_string(rows) +
                                                  " rows; give one string per row");
     }
     c_images_.clear();
@@ -467,8 +477,10 @@ class Observation {
     for (const auto &e : images_) c_images_.push_back(e.c());
     for (const auto &e : states_) c_states_.push_back(e.c());
     c_text_.clear();
-    if (has_text_)
+    if (has_text_) {
       for (const auto &s : text_) c_text_.push_back(s.c_str());
+      c_text_.resize(static_cast<std::size_t>(rows), "");  // the rows no string was given for
+    }
     obs_.images = c_images_.empty() ? nullptr : c_images_.data();
     obs_.num_images = c_images_.size();
     obs_.states = c_states_.empty() ? nullptr : c_states_.data();
@@ -506,7 +518,7 @@ class Observation {
       }
       n *= static_cast<uint64_t>(d);
     }
-    if (!fits || n != size)
+    if (!fits || n > size)
       throw Error(PLUGRL_INVALID_ARGUMENT, "array \"" + name + "\": the vector holds " + std::to_string(size) +
                                                " elements, its shape needs " +
                                                (fits ? std::to_string(n) : std::string("more than fit")));
@@ -965,8 +977,9 @@ class Runner {
   void on_episode(EpisodeFn fn) {
     if (!state_) throw Error(PLUGRL_CLOSED, "this Runner was moved from");
     // A new State, kept only once the library took it: a refused call
-    // (PLUGRL_BUSY while another thread reports) leaves the function that
-    // report may be calling untouched.
+    // (PLUGRL_BUSY, CLOSED) leaves the registered one as it was. Calling
+    // this while another thread is in act or report is still misuse (see
+    // THREADS in the header): report reads the State after its call.
     auto next = std::make_unique<State>();
     next->fn = std::move(fn);
     const bool on = static_cast<bool>(next->fn);
@@ -1002,10 +1015,7 @@ class Runner {
 
  private:
 
-  /* Atomic: close (reset) may run while another thread reads it in a
-  ** call (interrupt, stats, or a call close interrupts); a handle read
-  ** just before the close is dead afterwards, which the library reports
-  ** as PLUGRL_CLOSED. */
+  /* Atomic, as Client's: interrupt() may read it from any thread. */
   std::atomic<plugrl_runner *> h_{nullptr};
   plugrl_runner *h() const noexcept { return h_.load(std::memory_order_acquire); }
   std::size_t n_ = 0;

@@ -73,9 +73,12 @@ void test_offline() {
   CHECK(c->states[0].dtype == PLUGRL_DTYPE_F64 && c->states[0].ndim == 2 && c->states[0].shape[1] == 2);
   CHECK(std::string(c->text[1]) == "b");
   o.state("x", x, {4, 1});  // replaces
-  // 2 strings for 4 rows: the library would read 4 pointers from a 2-element array.
+  // 2 strings for 4 rows: the library reads 4 pointers; the last 2 rows get "".
+  c = o.c();
+  CHECK(std::string(c->text[1]) == "b" && std::string(c->text[3]).empty());
+  o.state("x", x, {1, 4});  // 2 strings for 1 row
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, o.c());
-  o.text({"a", "b", "c", "d"});
+  o.state("x", x, {4, 1});
   CHECK(o.num_states() == 1 && o.c()->states[0].shape[0] == 4);
   {
     std::vector<double> v(3);
@@ -83,6 +86,7 @@ void test_offline() {
     EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.state("v", v, {2, 2}));  // 3 elements for a shape of 4
     EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.state("v", v, {-1, 3}));
     p.state("v", v, {3, 1});
+    p.state("v", v, {2, 1});  // the first 2 of 3
     EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Observation().text({"t"}).c());  // text, no arrays
   }
   plugrl::Observation copy = o;
@@ -137,8 +141,9 @@ void test_low_level(const std::string &url) {
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.infer({0, 1}, {0}, obs, a));
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
                client.feedback({0, 1}, {0, 0}, obs, {1.f}, {uint8_t(0), uint8_t(0)}, {uint8_t(0), uint8_t(0)}));
-  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.feedback({9}, {0}, plugrl::Observation().state("t", t, {1, 1}),
-                                                        {1.f}, {uint8_t(0)}, {uint8_t(0)}));
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
+               client.feedback({9}, {0}, plugrl::Observation().state("t", t.data(), {1, 1}), {1.f}, {uint8_t(0)},
+                               {uint8_t(0)}));  // env 9 holds no chunk
 
   // Feedback for both; env 1's episode ends.
   std::vector<float> rewards = {4, 2};

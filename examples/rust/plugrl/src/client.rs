@@ -580,7 +580,9 @@ impl Client {
 
     /// One metadata key as JSON, `Ok(None)` when absent. An error when the
     /// library cannot show the value as JSON (a server's metadata it cannot
-    /// read, `PLUGRL_PROTOCOL_ERROR`), or the client is closed.
+    /// read, `PLUGRL_PROTOCOL_ERROR`), the client is closed, or `key`
+    /// contains a NUL (`InvalidArgument`; the other getters answer `None`
+    /// for such a key).
     pub fn metadata_json(&self, key: &str) -> Result<Option<String>, Error> {
         let key = CString::new(key).map_err(|_| {
             Error::new(
