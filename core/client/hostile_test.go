@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -415,18 +416,20 @@ func TestIdleClientSleeps(t *testing.T) {
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	// The least of three windows: what idling costs, not a collection or
+	// The median of three windows: what idling costs, not a collection or
 	// an earlier test's goroutines winding down that one window may catch
 	// (a clean CI run under -race once saw 12 ms in a 3 s window, against
-	// 1.4-1.6 ms in every other).
+	// 1.4-1.6 ms in every other); work that recurs shows in two of them.
 	const idle = time.Second
-	used := time.Duration(1<<63 - 1)
+	var windows []time.Duration
 	for i := 0; i < 3; i++ {
 		before := cpu()
 		time.Sleep(idle)
-		used = min(used, cpu()-before)
+		windows = append(windows, cpu()-before)
 	}
-	t.Logf("8 idle clients (and the idle server) used %v of CPU in the quietest %v: %.3f %% of a core", used, idle, 100*float64(used)/float64(idle))
+	slices.Sort(windows)
+	used := windows[1]
+	t.Logf("8 idle clients (and the idle server) used %v of CPU in the median %v window (%v): %.3f %% of a core", used, idle, windows, 100*float64(used)/float64(idle))
 	if used > idle/1000*8/2 { // under 0.05 % of a core per client
 		t.Errorf("8 idle clients used %v of CPU in %v", used, idle)
 	}

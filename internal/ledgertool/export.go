@@ -33,8 +33,9 @@ type trajectory struct {
 	held       [][]byte // per array: the last observation seen (infer or feedback), for reuse
 	pending    [][]byte // the observation of the chunk in flight
 	action     []float64
-	actShape   []int
+	actShape   []int     // of the chunks stacked
 	chunk      []float64 // the chunk in flight
+	chunkShape []int     // its shape
 	reward     []float64
 	terminated []bool
 	truncated  []bool
@@ -147,10 +148,7 @@ func (x *Exporter) action(a *wire.Action) error {
 			break
 		}
 		t := x.env(e)
-		if t.actShape != nil && !slices.Equal(t.actShape, shape) {
-			return fmt.Errorf("env %d's action chunks changed shape from %v to %v: its action file stacks them", e, t.actShape, shape)
-		}
-		t.actShape = shape
+		t.chunkShape = shape
 		t.chunk = t.chunk[:0]
 		for s := 0; s < h; s++ {
 			for k := 0; k < per; k++ {
@@ -169,6 +167,12 @@ func (x *Exporter) feedback(fb *wire.FeedbackMsg) error {
 	for i, e := range fb.EnvIndices {
 		t := x.env(e)
 		if t.pending != nil && t.chunk != nil {
+			// Only chunks fed back are stacked: one dropped with its
+			// connection may have had another shape.
+			if t.actShape != nil && !slices.Equal(t.actShape, t.chunkShape) {
+				return fmt.Errorf("env %d's action chunks changed shape from %v to %v: its action file stacks them", e, t.actShape, t.chunkShape)
+			}
+			t.actShape = t.chunkShape
 			if t.obs == nil {
 				t.obs = make([][]byte, len(arrs))
 			}
