@@ -95,8 +95,11 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		for _, v := range a.Violations {
 			fmt.Fprintln(out, v)
 		}
-		if len(a.Violations) > 0 {
-			fmt.Fprintf(out, "%d violation(s) in %d records\n", len(a.Violations), n)
+		if a.Unkept > 0 {
+			fmt.Fprintf(out, "... and %d more violation(s), not shown (the first %d are)\n", a.Unkept, ledgertool.MaxViolations)
+		}
+		if total := len(a.Violations) + a.Unkept; total > 0 {
+			fmt.Fprintf(out, "%d violation(s) in %d records\n", total, n)
 			return 1
 		}
 		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, len(a.Episodes))

@@ -68,6 +68,7 @@ type envState struct {
 // Episodes.
 type Auditor struct {
 	Violations []Violation
+	Unkept     int // violations past MaxViolations, counted only
 	Episodes   []EpisodeRow
 
 	conn      int
@@ -83,7 +84,18 @@ type Auditor struct {
 // NewAuditor returns an empty auditor.
 func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}} }
 
+// MaxViolations bounds the violations an Auditor keeps; the rest are
+// counted in Unkept. A broken client shows its faults in the first few;
+// a crafted ledger can repeat a faulty message millions of times in a few
+// kilobytes (a patch of no bytes repeats a message), and each kept
+// violation is a formatted string.
+const MaxViolations = 100000
+
 func (a *Auditor) flag(ev *Event, clause, format string, args ...any) {
+	if len(a.Violations) >= MaxViolations {
+		a.Unkept++
+		return
+	}
 	a.Violations = append(a.Violations, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
 }
 

@@ -1,6 +1,7 @@
 package ledgertool_test
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -119,5 +120,20 @@ func TestCompareEpisodesNaN(t *testing.T) {
 		if got := len(ledgertool.CompareEpisodes(row(tc.client), row(tc.server))) > 0; got != tc.differ {
 			t.Errorf("client %v, server %v: differ %v, want %v", tc.client, tc.server, got, tc.differ)
 		}
+	}
+}
+
+// TestAuditKeepsBoundedViolations: past MaxViolations the audit counts
+// violations instead of keeping each as a string (a crafted ledger repeats
+// a faulty message millions of times in a few kilobytes).
+func TestAuditKeepsBoundedViolations(t *testing.T) {
+	a := ledgertool.NewAuditor()
+	bad := errors.New("not a message")
+	const n = ledgertool.MaxViolations + 5
+	for i := 0; i < n; i++ {
+		a.Add(&ledgertool.Event{Record: &ledger.Record{Kind: ledger.KindSend, Seq: i}, DecodeErr: bad})
+	}
+	if len(a.Violations) != ledgertool.MaxViolations || a.Unkept != 5 {
+		t.Fatalf("kept %d violations and counted %d more, want %d and 5", len(a.Violations), a.Unkept, ledgertool.MaxViolations)
 	}
 }
