@@ -467,6 +467,9 @@ class Observation {
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text, and its first array has no leading dimension to "
                                              "count the rows");
       rows = lead->front();
+      if (rows > (int64_t(1) << 26))  // the library's bound on envs in a message
+        throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text for " + std::to_string(rows) +
+                                                 " rows: more than a message can carry (2^26)");
       if (static_cast<int64_t>(text_.size()) > rows)
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has " + std::to_string(text_.size()) +
                                                  " strings of text for " + std::to_string(rows) +
