@@ -318,8 +318,8 @@ func (c *Client) MetadataActionDim(n int) (dim int, ok bool) {
 		limit = c.opts.MaxMessageSize
 	}
 	h := int64(1)
-	if m.ActionHorizon.Set && m.ActionHorizon.Value > 1 && m.ActionHorizon.Value <= limit {
-		h = m.ActionHorizon.Value
+	if m.ActionHorizon.Set {
+		h = max(h, m.ActionHorizon.Value)
 	}
 	if d := m.ActionDim.Value; d >= 1 && d <= limit/8/int64(n)/h {
 		return int(d), true

@@ -733,30 +733,17 @@ func TestManyCutsReadBack(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
+	recs, _, err := readAll(t, path) // it rebuilds each send's message too
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading back: %v", err)
 	}
-	defer f.Close()
-	r, err := ledger.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
+	for _, rec := range recs {
+		if rec.Kind == ledger.KindSend {
+			if len(rec.Cuts) != rows/2 {
+				t.Fatalf("%d cuts, want %d", len(rec.Cuts), rows/2)
+			}
+			return
+		}
 	}
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			t.Fatalf("reading back: %v", err)
-		}
-		if rec.Kind != ledger.KindSend {
-			continue
-		}
-		if len(rec.Cuts) != rows/2 {
-			t.Fatalf("%d cuts, want %d", len(rec.Cuts), rows/2)
-		}
-		if _, err := r.Message(rec); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
+	t.Fatal("no send record read back")
 }
