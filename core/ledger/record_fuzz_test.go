@@ -94,3 +94,44 @@ func TestMessageHostileCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordListBounds: a record's dropped envs and cuts are bounded by
+// what a writer can queue, whatever a crafted file claims, and refused
+// past that before anything is allocated for them; within the bytes they
+// take, the bound is reachable (one byte per dropped env, four per cut),
+// so it is the bound that refuses here, not the byte count.
+func TestRecordListBounds(t *testing.T) {
+	dropped := msgp.AppendMapHeader(nil, 2)
+	dropped = msgp.AppendString(dropped, keyKind)
+	dropped = msgp.AppendString(dropped, KindClose)
+	dropped = msgp.AppendString(dropped, keyDropped)
+	dropped = msgp.AppendArrayHeader(dropped, maxDropped+1)
+	dropped = append(dropped, make([]byte, maxDropped+1)...) // fixint 0s
+
+	cuts := msgp.AppendMapHeader(nil, 2)
+	cuts = msgp.AppendString(cuts, keyKind)
+	cuts = msgp.AppendString(cuts, KindSend)
+	cuts = msgp.AppendString(cuts, keyCuts)
+	cuts = msgp.AppendArrayHeader(cuts, maxCuts+1)
+	for range maxCuts + 1 {
+		cuts = append(cuts, 0x93, 0, 0, 0) // [0, 0, 0]
+	}
+
+	for name, b := range map[string][]byte{"dropped envs": dropped, "cuts": cuts} {
+		_, err := (&Record{}).decode(b)
+		if err == nil || !strings.Contains(err.Error(), "more than a writer can queue") {
+			t.Errorf("%s past the bound: got %v, want a refusal naming the bound", name, err)
+		}
+	}
+
+	ok := msgp.AppendMapHeader(nil, 2)
+	ok = msgp.AppendString(ok, keyKind)
+	ok = msgp.AppendString(ok, KindClose)
+	ok = msgp.AppendString(ok, keyDropped)
+	ok = msgp.AppendArrayHeader(ok, 3)
+	ok = append(ok, 1, 2, 3)
+	rec := &Record{}
+	if _, err := rec.decode(ok); err != nil || len(rec.Dropped) != 3 || rec.Dropped[2] != 3 {
+		t.Fatalf("three dropped envs: %v, %v", rec.Dropped, err)
+	}
+}
