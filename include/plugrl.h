@@ -303,10 +303,12 @@ typedef struct plugrl_options {
 ** interrupts) into a zstd-compressed file that `plugrl ledger` summarises,
 ** audits against the SPEC, turns into the bridge server's episode log, and
 ** exports (docs/LEDGER.md). A path naming an existing directory gets one
-** file per handle, plugrl-<pid>-<n>.ledger; a file is created or truncated
-** the first time this process uses its path, and each later handle given
-** the same path (PLUGRL_LEDGER in a program with several handles) writes
-** <path>.2, <path>.3, ... instead, so no ledger overwrites another.
+** file per handle, plugrl-<pid>-<n>.ledger (never one that exists); a
+** regular file is created or truncated the first time this process uses
+** its path, and each later handle given the same path (PLUGRL_LEDGER in a
+** program with several handles) writes <path>.2, <path>.3, ... instead,
+** as does a handle whose file another ledger (of this process or another)
+** is writing: no ledger overwrites another.
 **
 ** PLUGRL_LEDGER_DIGEST (the default) keeps every message whole except
 ** observation arrays, which are kept as an Adler-32 per env row (computed
@@ -325,7 +327,14 @@ typedef struct plugrl_options {
 ** process's cpuset), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT
 ** and a message naming the CPUs this thread may run on. A process killed without plugrl_close leaves a
 ** ledger readable up to its last written block. A ledger file that cannot
-** be created makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT.
+** be created, or a path that is not a regular file or a directory (a FIFO,
+** a device), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT. A write
+** that fails later (a full disk) ends the ledger at its last block
+** written: the log callback is told, at PLUGRL_LOG_WARN, on the thread of
+** the next call that would have recorded, and again by plugrl_close, at
+** PLUGRL_LOG_ERROR; the calls themselves go on. plugrl_close waits at most
+** 5 s for the ledger's last records (a file that stops taking writes, on a
+** stalled disk, does not hold it longer).
 **
 ** On Linux 6.12 and later the writer's thread asks for a 100 us scheduler
 ** slice (sched_setattr) while it flushes, so that a loop thread woken on
@@ -377,9 +386,9 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
 /*
 ** Sends a close frame with status 1000 (SPEC 7.5), waits up to
 ** close_timeout_ms for the server's answer (plugrl_interrupt_all ends the
-** wait; the handle is dead by then, so plugrl_interrupt cannot), and
-** frees everything the
-** handle owns. Afterwards the handle is dead: calls on it return
+** wait; the handle is dead by then, so plugrl_interrupt cannot), writes
+** a step ledger's last records (at most 5 s more, see "The step ledger"),
+** and frees everything the handle owns. Afterwards the handle is dead: calls on it return
 ** PLUGRL_CLOSED. Closing NULL or a dead handle returns PLUGRL_CLOSED and
 ** does nothing else.
 **

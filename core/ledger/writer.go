@@ -28,9 +28,17 @@ type Options struct {
 	FlushInterval time.Duration
 	// Version is the library version the open record names.
 	Version string
-	// Warn, if set, is told once, on the recording goroutine, when the
-	// queue first overflows and records start to be lost.
+	// Warn, if set, is told on the recording goroutine, once each: when
+	// the queue first overflows and records start to be lost, and when a
+	// write to the file has failed (the ledger then ends at its last
+	// block written, and records no more).
 	Warn func(msg string)
+	// CloseTimeout bounds how long Close waits for the background writer
+	// to write what is queued (5 s): a file that stops taking writes (a
+	// stalled disk or network file system) must not hold the caller for
+	// ever. Close then returns an error, and the ledger ends at its last
+	// block written.
+	CloseTimeout time.Duration
 	// Clock, if set, is the monotonic clock (a duration since any fixed
 	// point) that the times given to ReceivedAt were read from, and that
 	// the Writer reads for the records it times itself. A client that
@@ -79,11 +87,19 @@ type Writer struct {
 
 	lostCount int // guarded by mu
 	lostBytes int // guarded by mu
+	// failed is the first write error's message, set by the writer under
+	// mu: the caller's next record is refused, and Warn told once.
+	failed       string
+	failedWarned bool
 
 	path     string
 	conn     int // the current connection's number
 	file     *os.File
 	interval time.Duration
+	// closeTimeout is Options.CloseTimeout; closeErr is what Close
+	// returned, for a later call (set before finished is closed).
+	closeTimeout time.Duration
+	closeErr     error
 
 	// The recording goroutine's own state.
 	warn    func(string)
@@ -171,46 +187,89 @@ func newEncoder() (*zstd.Encoder, error) {
 		zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowBytes))
 }
 
-// used counts, per path, the ledgers this process has created there.
+// used counts, per path (absolute, so that two spellings of one path
+// count together), the ledgers this process has asked for there.
 var used = struct {
 	sync.Mutex
 	paths map[string]int
 }{paths: map[string]int{}}
 
-// Resolve is the file a ledger asked for at path is written to: for an
-// existing directory, a file of its own in it (plugrl-<pid>-<n>.ledger);
-// for a file this process has already written a ledger to, path.<n> (n =
-// 2, 3, ...), so that handles given one path (PLUGRL_LEDGER) never
-// truncate each other's ledgers; else path itself.
+// Resolve is the file the next ledger asked for at path is written to,
+// if no other ledger is writing it: for an existing directory, a file of
+// its own in it (plugrl-<pid>-<n>.ledger); for a file this process has
+// already asked for, path.<n> (n = 2, 3, ...), so that handles given one
+// path (PLUGRL_LEDGER) never truncate each other's ledgers; else path
+// itself. Create skips a name another ledger holds (see openFile).
 func Resolve(path string) string {
-	file, _ := resolve(path)
+	file, _, _ := resolve(path)
 	return file
 }
 
-// resolve is Resolve, and the use of path it counted (for unresolve).
-func resolve(path string) (file string, n int) {
+// resolve is Resolve, the use of path it counted (for unresolve), and
+// whether the file is one of a directory's.
+func resolve(path string) (file string, n int, inDir bool) {
+	key := path
+	if abs, err := filepath.Abs(path); err == nil {
+		key = abs
+	}
 	used.Lock()
 	defer used.Unlock()
-	n = used.paths[path] + 1
-	used.paths[path] = n
+	n = used.paths[key] + 1
+	used.paths[key] = n
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n)), n
+		return filepath.Join(path, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n)), n, true
 	}
 	if n == 1 {
-		return path, n
+		return path, n, false
 	}
-	return fmt.Sprintf("%s.%d", path, n), n
+	return fmt.Sprintf("%s.%d", path, n), n, false
 }
 
 // unresolve gives back the n-th use of path, which did not become a
 // ledger, if no later use was counted since: a caller retrying after an
 // error gets the file it asked for.
 func unresolve(path string, n int) {
+	key := path
+	if abs, err := filepath.Abs(path); err == nil {
+		key = abs
+	}
 	used.Lock()
 	defer used.Unlock()
-	if used.paths[path] == n {
-		used.paths[path] = n - 1
+	if used.paths[key] == n {
+		used.paths[key] = n - 1
 	}
+}
+
+// errOccupied is openFile's word that another ledger has the file (or,
+// in a directory, that it exists): Create tries the next name.
+var errOccupied = errors.New("the file is another ledger's")
+
+// maxNames bounds the names Create tries for one ledger.
+const maxNames = 10000
+
+// createFile opens the file of a new ledger asked for at asked (see
+// Resolve), skipping names another ledger holds, and writes the file
+// header.
+func createFile(asked string) (*os.File, error) {
+	for range maxNames {
+		path, use, inDir := resolve(asked)
+		f, err := openFile(path, inDir)
+		if err == errOccupied {
+			continue // the next name; this use stays counted, as its name is taken
+		}
+		if err == nil {
+			if _, err = f.Write(appendHeader(nil)); err != nil {
+				f.Close()
+				err = fmt.Errorf("writing %s: %w", path, err)
+			}
+		}
+		if err != nil {
+			unresolve(asked, use)
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("ledger: %s: %d names tried, each another ledger's", asked, maxNames)
 }
 
 // Create creates (or truncates) the ledger file for path (see Resolve) and
@@ -221,14 +280,6 @@ func Create(path string, o Options) (*Writer, error) {
 			return nil, fmt.Errorf("ledger: writer CPU %d is not a CPU number (0-%d)", c, maxCPU-1)
 		}
 	}
-	asked := path
-	path, use := resolve(asked)
-	created := false
-	defer func() {
-		if !created {
-			unresolve(asked, use)
-		}
-	}()
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 8 << 20
 	}
@@ -241,22 +292,16 @@ func Create(path string, o Options) (*Writer, error) {
 	if len(o.CPUs) > 0 {
 		encoder = newEncoder
 	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 5 * time.Second
+	}
 	enc, err := encoder()
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd encoder: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	if _, err := f.Write(appendHeader(nil)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ledger: writing %s: %w", path, err)
-	}
 	w := &Writer{
-		path:  path,
-		level: o.Level, start: time.Now(), clock: o.Clock, file: f, interval: o.FlushInterval, warn: o.Warn,
-		limit: o.QueueBytes, enc: enc,
+		level: o.Level, start: time.Now(), clock: o.Clock, interval: o.FlushInterval, warn: o.Warn,
+		limit: o.QueueBytes, enc: enc, closeTimeout: o.CloseTimeout,
 		stop: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}),
 	}
 	if w.clock == nil {
@@ -270,15 +315,22 @@ func Create(path string, o Options) (*Writer, error) {
 	b = appendStr(b, keyVersion, o.Version)
 	b = appendInt64(b, keyPID, int64(os.Getpid()))
 	w.endFrame(b, at)
-	started := make(chan error, 1)
-	go w.run(started)
+	// The writer first, on the CPUs asked for, and then the file: a set
+	// the kernel refuses leaves the path as it was.
+	started, ready := make(chan error, 1), make(chan struct{})
+	go w.run(started, ready)
 	if err := <-started; err != nil {
 		<-w.done
-		f.Close()
-		os.Remove(path)
 		return nil, fmt.Errorf("ledger: running the writer on CPUs %s: %w", FormatCPUs(o.CPUs), err)
 	}
-	created = true
+	f, err := createFile(path)
+	if err != nil {
+		close(w.stop)
+		<-w.done
+		return nil, err
+	}
+	w.file, w.path = f, f.Name()
+	close(ready)
 	return w, nil
 }
 
@@ -354,6 +406,15 @@ func (w *Writer) reserve(size int) bool {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
+		return false
+	}
+	if w.failed != "" {
+		tell := !w.failedWarned
+		w.failedWarned = true
+		w.mu.Unlock()
+		if tell && w.warn != nil {
+			w.warn(w.failed + "; the ledger ends at its last block written, and records nothing more")
+		}
 		return false
 	}
 	if len(w.queue)+size > w.limit {
@@ -467,9 +528,10 @@ func (w *Writer) Interrupted() {
 	w.mu.Unlock()
 }
 
-// Close writes what is queued and an end record, and closes the file. It
-// may be called from any goroutine, more than once: a later call returns
-// once the first has closed the file, with the first write error.
+// Close writes what is queued and an end record, and closes the file,
+// within Options.CloseTimeout. It may be called from any goroutine, more
+// than once: a later call returns once the first has, with its error (the
+// first write error, or the timeout's).
 func (w *Writer) Close() error {
 	if w == nil {
 		return nil
@@ -478,25 +540,42 @@ func (w *Writer) Close() error {
 	if w.closed {
 		w.mu.Unlock()
 		<-w.finished
-		return w.werr
+		return w.closeErr
 	}
 	w.closed = true // no record is taken after this one
 	w.mu.Unlock()
 	close(w.stop)
-	<-w.done
-	// The end record is the last, after what was queued and the count of
-	// what was not, with the background writer's CPU time, final now that
-	// it has stopped.
-	end := msgp.AppendInt64(append([]byte(nil), recordPrefix(KindEnd, 1)...), w.now())
-	w.flushWith(appendInt64(end, keyCPU, w.flushCPU))
-	err := errors.Join(w.werr, w.file.Close())
+	flushed := make(chan error, 1)
+	go func() {
+		<-w.done
+		// The end record is the last, after what was queued and the count
+		// of what was not, with the background writer's CPU time, final
+		// now that it has stopped.
+		end := msgp.AppendInt64(append([]byte(nil), recordPrefix(KindEnd, 1)...), w.now())
+		w.flushWith(appendInt64(end, keyCPU, w.flushCPU))
+		flushed <- w.werr
+	}()
+	timer := time.NewTimer(w.closeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-flushed:
+		w.closeErr = errors.Join(err, w.file.Close())
+	case <-timer.C:
+		// A write that has not returned: the writer is left to it (a pipe
+		// or socket would wake when the file closes; a stalled disk's
+		// write returns when the disk does, and then finds the file
+		// closed).
+		w.file.Close()
+		w.closeErr = fmt.Errorf("ledger: %s: the last records were not written within %v (the file is not taking writes); the ledger ends at its last block written",
+			w.path, w.closeTimeout)
+	}
 	close(w.finished)
-	return err
+	return w.closeErr
 }
 
 // run is the background writer: it flushes every interval until Close.
 // It reports on started whether it runs where Options.CPUs asked.
-func (w *Writer) run(started chan<- error) {
+func (w *Writer) run(started chan<- error, ready <-chan struct{}) {
 	defer close(w.done)
 	if len(w.cpus) > 0 {
 		// The thread is the writer's alone while it has the writer's
@@ -516,6 +595,11 @@ func (w *Writer) run(started chan<- error) {
 		w.tid = threadID()
 	}
 	started <- nil
+	select {
+	case <-ready: // the file is open
+	case <-w.stop: // it could not be
+		return
+	}
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -534,7 +618,7 @@ func (w *Writer) run(started chan<- error) {
 // `plugrl ledger summary` prints per exchange) and whose scheduler slice
 // it shortens (slice_linux.go), so that a control loop's thread that
 // shares the core takes it back as soon as it is woken. Close's last flush
-// runs on the caller's thread, which the ledger never changes. Where the
+// runs on a goroutine of its own, whose thread it never changes. Where the
 // thread's attributes cannot be put back, it stays locked to the writer
 // and ends with it, so that no other goroutine runs with the short slice.
 func (w *Writer) backgroundFlush() {
@@ -647,6 +731,9 @@ func (w *Writer) writeOut() {
 	if len(w.out) > 0 && w.werr == nil {
 		if _, err := w.file.Write(w.out); err != nil {
 			w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
+			w.mu.Lock()
+			w.failed = w.werr.Error()
+			w.mu.Unlock()
 		}
 	}
 	w.out = w.out[:0]

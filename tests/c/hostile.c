@@ -527,9 +527,14 @@ static void interrupt_open(const char *url, int how);
 static void case_interrupt_open(const char *url) { interrupt_open(url, INTERRUPT_ONE); }
 
 /* interrupt-open-early: the same, but plugrl_interrupt comes while
-** plugrl_open has not made its client yet: its ledger file is a FIFO that
-** nobody reads, whose open(2) waits. Once the FIFO opens, the open must end
-** at once (it was lost, and the open waited for its metadata deadline). */
+** plugrl_open has not made its client yet: its ledger goes to a directory
+** that holds the names of the first EARLY_NAMES ledgers this process would
+** write there, which it skips (never overwriting a ledger) before it makes
+** its own file, and then the client. The open must end at once (an
+** interrupt this early was lost, and the open waited for its metadata
+** deadline). early=1 says the interrupt came before the ledger's file
+** existed, so before the client did. */
+#define EARLY_NAMES 3000
 static void case_interrupt_open_early(const char *url) { interrupt_open(url, INTERRUPT_EARLY); }
 
 /* interrupt-all: the same, with plugrl_interrupt_all (no handle needed)
@@ -545,8 +550,8 @@ static void interrupt_open(const char *url, int how) {
   pthread_t th;
   plugrl_client *c = NULL;
   double t0;
-  int i, fifo_fd = -1;
-  char dir[] = "/tmp/plugrl-hostile-XXXXXX", fifo[64] = "";
+  int i, early = 0;
+  char dir[] = "/tmp/plugrl-hostile-XXXXXX", name[128];
   R.deadline_ms = 0;
   options(&opt, url);
   opt.connect_timeout_ms = 60000;
@@ -556,34 +561,34 @@ static void interrupt_open(const char *url, int how) {
       fail("mkdtemp: %s", strerror(errno));
       return;
     }
-    snprintf(fifo, sizeof fifo, "%s/ledger", dir);
-    if (mkfifo(fifo, 0600) != 0) {
-      fail("mkfifo: %s", strerror(errno));
-      rmdir(dir);
-      return;
+    for (i = 1; i <= EARLY_NAMES; i++) {
+      snprintf(name, sizeof name, "%s/plugrl-%d-%d.ledger", dir, (int)getpid(), i);
+      int fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+      if (fd < 0) {
+        fail("creating %s: %s", name, strerror(errno));
+        return;
+      }
+      close(fd);
     }
-    opt.ledger_path = fifo;
+    opt.ledger_path = dir;
   }
   if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
     fail("pthread_create failed");
     return;
   }
-  for (i = 0; i < 2000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1000);
+  for (i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
   if (c == NULL) {
     fail("plugrl_open did not set *client within 2 s");
     pthread_join(th, NULL);
     return;
   }
-  sleep_us(200000); /* well into the wait for metadata, or for the FIFO */
+  if (how != INTERRUPT_EARLY) sleep_us(200000); /* well into the wait for metadata */
   t0 = now_ms();
   if (how == INTERRUPT_EARLY) {
     expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
-    sleep_us(100000);
-    t0 = now_ms();
-    /* A reader: the ledger's open goes on, then the connect. Kept open
-    ** until the client is closed, so that its writes never meet EPIPE. */
-    fifo_fd = open(fifo, O_RDONLY | O_NONBLOCK);
-    if (fifo_fd < 0) fail("opening the FIFO: %s", strerror(errno));
+    snprintf(name, sizeof name, "%s/plugrl-%d-%d.ledger", dir, (int)getpid(), EARLY_NAMES + 1);
+    early = access(name, F_OK) != 0;
+    extra("early=%d", early);
   } else if (how == INTERRUPT_ALL) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -598,11 +603,13 @@ static void interrupt_open(const char *url, int how) {
   R.status = open_status;
   R.took_ms = open_returned_ms - t0;
   expect("plugrl_open", R.status, PLUGRL_INTERRUPTED, c);
-  at_once(how == INTERRUPT_EARLY ? "plugrl_open after its ledger opened" : "plugrl_open after plugrl_interrupt", R.took_ms);
+  at_once("plugrl_open after plugrl_interrupt", R.took_ms);
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
-  if (fifo_fd >= 0) close(fifo_fd);
-  if (fifo[0] != '\0') {
-    unlink(fifo);
+  if (how == INTERRUPT_EARLY) {
+    for (i = 1; i <= EARLY_NAMES + 1; i++) {
+      snprintf(name, sizeof name, "%s/plugrl-%d-%d.ledger", dir, (int)getpid(), i);
+      unlink(name);
+    }
     rmdir(dir);
   }
 }

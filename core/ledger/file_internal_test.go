@@ -1,0 +1,119 @@
+//go:build unix
+
+package ledger
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stalled is a ledger whose file is swapped for a pipe: one nobody reads
+// (writes block once its buffer is full), or one whose reader is gone
+// (writes fail).
+func stalled(t *testing.T, readerGone bool, o Options) (*Writer, *os.File) {
+	t.Helper()
+	w, err := Create(filepath.Join(t.TempDir(), "l"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readerGone {
+		r.Close()
+	}
+	w.flushMu.Lock() // no flush while the file is swapped
+	real := w.file
+	w.file = pw
+	w.flushMu.Unlock()
+	real.Close()
+	return w, r
+}
+
+// incompressible fills a message that zstd cannot shrink, and that no
+// earlier one patches (seed apart).
+func incompressible(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	x := 88172645463325252 + seed
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// TestCloseBoundedByAStalledFile: a file that stops taking writes holds
+// Close for CloseTimeout at most, and Close says what happened.
+func TestCloseBoundedByAStalledFile(t *testing.T) {
+	w, r := stalled(t, false, Options{FlushInterval: 10 * time.Millisecond, CloseTimeout: 300 * time.Millisecond})
+	defer r.Close()
+	for i := range 16 { // 512 KiB: more than a pipe holds
+		w.Received(incompressible(32<<10, uint64(i)))
+	}
+	time.Sleep(100 * time.Millisecond) // the background flush blocks in write
+	start := time.Now()
+	err := w.Close()
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "not written within") {
+		t.Fatalf("Close: %v; want an error saying the last records were not written", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("Close took %v with a 300ms CloseTimeout", took)
+	}
+	if err2 := w.Close(); err2 != err {
+		t.Fatalf("a second Close returned %v, the first %v", err2, err)
+	}
+	t.Logf("Close returned after %v: %v", took, err)
+}
+
+// TestWriteErrorReported: a write that fails is told to Warn once, on the
+// next record's call, the records after it are refused, and Close returns
+// it.
+func TestWriteErrorReported(t *testing.T) {
+	var mu sync.Mutex
+	var warned []string
+	w, _ := stalled(t, true, Options{FlushInterval: 10 * time.Millisecond, Warn: func(m string) {
+		mu.Lock()
+		warned = append(warned, m)
+		mu.Unlock()
+	}})
+	w.Received([]byte("one"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.mu.Lock()
+		failed := w.failed
+		w.mu.Unlock()
+		if failed != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write to a pipe without a reader did not fail")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for range 3 {
+		w.Received([]byte("after"))
+	}
+	mu.Lock()
+	got := append([]string(nil), warned...)
+	mu.Unlock()
+	if len(got) != 1 || !strings.Contains(got[0], "writing") || !strings.Contains(got[0], "records nothing more") {
+		t.Fatalf("warnings: %q; want one saying the write failed", got)
+	}
+	w.mu.Lock()
+	queued := len(w.queue)
+	w.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d bytes queued after the failure", queued)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "writing") {
+		t.Fatalf("Close: %v; want the write error", err)
+	}
+}

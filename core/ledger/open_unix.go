@@ -1,0 +1,56 @@
+//go:build unix
+
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// openFile opens path for a new ledger. Only a regular file will do: a
+// FIFO's open waits for a reader (O_NONBLOCK makes one without a reader
+// fail at once, ENXIO), and a write to a FIFO, socket or device that
+// stops taking bytes would hold the writer, and Close, for ever. The file
+// is truncated only once this ledger holds its lock (flock, for the
+// ledger's life): another ledger writing it, in this process or another
+// (workers that inherit PLUGRL_LEDGER), is left alone, and errOccupied
+// sends the caller to the next name. exclusive (a file of a directory's)
+// also refuses a file that exists: a finished ledger of an earlier
+// process with the same pid (a container's pid 1) is not overwritten.
+func openFile(path string, exclusive bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | syscall.O_NONBLOCK
+	if exclusive {
+		flags |= os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.ENXIO):
+		return nil, fmt.Errorf("%s is a FIFO: a ledger is written to a regular file, or to a directory", path)
+	case exclusive && errors.Is(err, fs.ErrExist):
+		return nil, errOccupied
+	default:
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%v): a ledger is written to a regular file, or to a directory", path, fi.Mode().Type())
+	}
+	if err == nil {
+		// Fd puts a regular file back in blocking mode, as it was.
+		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+			err = errOccupied
+		}
+	}
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
