@@ -110,7 +110,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		}
 		opts.TLS = cfg
 	}
-	path := os.Getenv("PLUGRL_LEDGER")
+	path := getenv("PLUGRL_LEDGER")
 	if full.ledger_path != nil {
 		path = C.GoString(full.ledger_path)
 	}
@@ -130,15 +130,16 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	return opts, nil
 }
 
-// ledgerCPUs reads options.ledger_cpus, or PLUGRL_LEDGER_CPUS for NULL:
-// none (nil) when neither is set or the one read is empty, as for
-// PLUGRL_LEDGER.
+// ledgerCPUs reads options.ledger_cpus, or PLUGRL_LEDGER_CPUS for NULL or
+// "" (as plugrl.h says): none (nil) when neither is set or the one read is
+// empty, as for PLUGRL_LEDGER.
 func ledgerCPUs(list *C.char) ([]int, error) {
 	what, s := "options.ledger_cpus", ""
 	if list != nil {
 		s = C.GoString(list)
-	} else {
-		what, s = "PLUGRL_LEDGER_CPUS", os.Getenv("PLUGRL_LEDGER_CPUS")
+	}
+	if s == "" {
+		what, s = "PLUGRL_LEDGER_CPUS", getenv("PLUGRL_LEDGER_CPUS")
 	}
 	if s == "" {
 		return nil, nil
@@ -154,7 +155,7 @@ func ledgerCPUs(list *C.char) ([]int, error) {
 func ledgerLevel(v int32) (ledger.Level, error) {
 	switch v {
 	case 0:
-		env := os.Getenv("PLUGRL_LEDGER_LEVEL")
+		env := getenv("PLUGRL_LEDGER_LEVEL")
 		l, ok := ledger.ParseLevel(env)
 		if !ok {
 			return l, fmt.Errorf("PLUGRL_LEDGER_LEVEL is %q; want digest or full", env)
@@ -166,4 +167,16 @@ func ledgerLevel(v int32) (ledger.Level, error) {
 		return ledger.Full, nil
 	}
 	return ledger.Digest, fmt.Errorf("options.ledger_level is %d; want 0, PLUGRL_LEDGER_DIGEST (1) or PLUGRL_LEDGER_FULL (2)", v)
+}
+
+// getenv reads the process's environment as C sees it, which a C
+// program's setenv before plugrl_open changes; os.Getenv reads the copy Go
+// took when the library was loaded.
+func getenv(name string) string {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if v := C.getenv(cname); v != nil {
+		return C.GoString(v)
+	}
+	return ""
 }

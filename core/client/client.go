@@ -260,6 +260,9 @@ func (c *Client) Connect(ctx context.Context) error {
 	defer c.unblock()
 	err := c.connect(ctx, time.Time{})
 	if err != nil {
+		if KindOf(err) == KindInterrupted {
+			c.ledger.Interrupted() // as every other call's interrupt is
+		}
 		c.ledger.Closed("local", 0, "", err.Error(), nil)
 		c.phase = phaseClosed // nothing to reconnect to: Connect failed
 		if KindOf(err) == KindInterrupted {
@@ -374,7 +377,11 @@ func (c *Client) Close() error {
 		c.conn = nil
 	}
 	c.phase = phaseClosed
-	return c.ledger.Close()
+	if err := c.ledger.Close(); err != nil {
+		c.logf(LevelError, "%v", err)
+		return err
+	}
+	return nil
 }
 
 var errAbandoned = errors.New("the caller abandoned the action (no memory for it, or a shape it cannot step)")

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -495,7 +496,29 @@ static void test_options(void) {
     EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
     EXPECT_N(plugrl_close(c), PLUGRL_OK);
   }
+  /* "" reads PLUGRL_LEDGER_CPUS, as NULL does (plugrl.h). */
+  setenv("PLUGRL_LEDGER_CPUS", "1023", 1);
+  o.ledger_cpus = "";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  unsetenv("PLUGRL_LEDGER_CPUS");
   o.ledger_cpus = NULL;
+  /* A FIFO is not a file a ledger can be written to: refused at once (its
+  ** open used to wait for a reader, and a writer blocked on one made
+  ** plugrl_close wait for ever). */
+  char fifo[] = "/tmp/plugrl-misuse-fifo-XXXXXX";
+  int fd = mkstemp(fifo);
+  if (fd >= 0) {
+    close(fd);
+    unlink(fifo);
+    if (mkfifo(fifo, 0600) == 0) {
+      o.ledger_path = fifo;
+      EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+      unlink(fifo);
+    }
+  }
+  o.ledger_path = NULL;
 }
 
 /* Every function on a handle that is NULL, made up, or closed. */
