@@ -576,7 +576,11 @@ typedef struct plugrl_episode {
 ** plugrl_close sends it at once, and so does plugrl_interrupt when no
 ** write is under way and the socket takes it without waiting. A process
 ** that exits (or a connection that fails) within those 20 ms without
-** plugrl_close loses it. Over wss:// it is sent at once.
+** plugrl_close loses it. A connection that fails before it leaves drops
+** it, as any feedback owed (SPEC 7.6): its envs count in
+** feedback_rows_dropped, and a step ledger's close record names them and
+** says the last feedback never left (`unsent`). Over wss:// it is sent at
+** once.
 */
 plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices, const int64_t *step_ids, size_t m,
                               const plugrl_observation *next_obs, const float *rewards, const uint8_t *terminated,
@@ -654,7 +658,9 @@ typedef struct plugrl_statistics {
 
   /* Feedback owed on a connection that ended, and therefore never sent
   ** (SPEC 7.6), counted in envs (rows): an env holding an action chunk
-  ** when its connection ended counts 1. Not counted at plugrl_close. */
+  ** when its connection ended counts 1, as does each env of a feedback
+  ** held to leave with the next infer (see plugrl_feedback) that never
+  ** left. Not counted at plugrl_close. */
   uint64_t feedback_rows_dropped;
   /* Observation rows not sent because of reuse-feedback-obs (SPEC 10.1):
   ** reuse[i] set in an infer that was sent (the runner does it itself). */

@@ -182,6 +182,7 @@ type Client struct {
 	stats      stats
 	ledger     *ledger.Writer // nil: no ledger
 	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
+	heldEnvs   []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
 
 	// The caller's pace, for holding feedback back (see tightLoop):
 	// when the last feedback returned (conn.Mono; 0 once an infer has
@@ -263,7 +264,7 @@ func (c *Client) Connect(ctx context.Context) error {
 		if KindOf(err) == KindInterrupted {
 			c.ledger.Interrupted() // as every other call's interrupt is
 		}
-		c.ledger.Closed("local", 0, "", err.Error(), nil)
+		c.ledger.Closed("local", 0, "", err.Error(), nil, false)
 		c.phase = phaseClosed // nothing to reconnect to: Connect failed
 		if KindOf(err) == KindInterrupted {
 			c.intr.Store(false) // taken: it ended this call
@@ -362,9 +363,6 @@ func (c *Client) Close() error {
 	defer c.leave()
 	c.intr.Store(false)
 	if c.conn != nil {
-		if c.ledger != nil {
-			c.ledger.Closed("client", 1000, "", "", c.envs.appendOutstanding(nil))
-		}
 		c.blockOwed() // Interrupt cuts the wait for the server's answer short
 		if c.closeIntr.Load() {
 			// InterruptClose came before the wait began (its interrupt
@@ -374,6 +372,12 @@ func (c *Client) Close() error {
 		c.conn.Close(c.opts.CloseTimeout)
 		c.setLive(nil)
 		c.unblock()
+		// Recorded once the close frame went, or did not: a feedback
+		// held for an infer that never came leaves before it, or is lost.
+		dropped, unsent := c.heldDropped(nil) // not in the stats: not counted at Close
+		if c.ledger != nil {
+			c.ledger.Closed("client", 1000, "", "", c.envs.appendOutstanding(dropped), unsent)
+		}
 		c.conn = nil
 	}
 	c.phase = phaseClosed

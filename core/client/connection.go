@@ -162,10 +162,12 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 	if c.conn != nil {
 		c.setLive(nil)
 		c.conn.Abort()
+		held, unsent := c.heldDropped(nil)
+		c.stats.rowsDropped.Add(uint64(len(held)))
 		c.conn = nil
 		c.stats.cause = cause
 		if c.ledger != nil {
-			c.ledgerClosed(err)
+			c.ledgerClosed(err, held, unsent)
 		}
 	}
 	c.owedLost = c.owedLost[:0]
@@ -187,16 +189,28 @@ func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObser
 }
 
 // ledgerClosed records the end of the connection by err, with the envs
-// whose owed feedback goes with it.
-func (c *Client) ledgerClosed(err error) {
-	dropped := append([]int64(nil), c.owedLost...)
+// whose owed feedback goes with it: those of a feedback whose send
+// failed, of a held one that never left (unsent), and those holding an
+// action.
+func (c *Client) ledgerClosed(err error, held []int64, unsent bool) {
+	dropped := append(append([]int64(nil), c.owedLost...), held...)
 	dropped = c.envs.appendOutstanding(dropped)
 	var ce *conn.CloseError
 	if errors.As(err, &ce) {
-		c.ledger.Closed("server", int(ce.Code), ce.Reason, err.Error(), dropped)
+		c.ledger.Closed("server", int(ce.Code), ce.Reason, err.Error(), dropped, unsent)
 		return
 	}
-	c.ledger.Closed("local", 0, "", err.Error(), dropped)
+	c.ledger.Closed("local", 0, "", err.Error(), dropped, unsent)
+}
+
+// heldDropped appends to dst the envs of the connection's last held
+// feedback if it never left (conn.HeldLost), and says whether it did
+// not. The connection must be over.
+func (c *Client) heldDropped(dst []int64) ([]int64, bool) {
+	if !c.conn.HeldLost() {
+		return dst, false
+	}
+	return append(dst, c.heldEnvs...), true
 }
 
 // reconnect tries up to MaxReconnects times with exponential backoff, all

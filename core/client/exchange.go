@@ -216,6 +216,10 @@ func (c *Client) feedback(f *Feedback) error {
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	var err error
 	if c.tight && !episodeEnds {
+		// Its envs are kept: the message leaves with the next infer, or
+		// with the sweeper's tick, and if it never does they are dropped
+		// (heldDropped).
+		c.heldEnvs = append(c.heldEnvs[:0], f.EnvIndices...)
 		err = c.conn.WriteHeldMessage(&c.feedbackMsg, ob)
 	} else {
 		err = c.conn.WriteMessageObserved(&c.feedbackMsg, ob)

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/internal/hostile"
+	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
 // ledgerKinds reads the ledger at path and lists its records' kinds.
@@ -60,5 +64,136 @@ func TestLedgerRecordsAnInterruptedConnect(t *testing.T) {
 	kinds := ledgerKinds(t, path)
 	if i := slices.Index(kinds, ledger.KindInterrupt); i < 0 || i > slices.Index(kinds, ledger.KindClose) {
 		t.Fatalf("records %v; want an interrupt before the close", kinds)
+	}
+}
+
+// resetProxy forwards TCP to a server, and can reset the client's side of
+// the current connection (an RST, as a crashed middlebox sends).
+type resetProxy struct {
+	ln  net.Listener
+	mu  sync.Mutex
+	cur *net.TCPConn
+}
+
+func newResetProxy(t *testing.T, target string) *resetProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &resetProxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.cur = c.(*net.TCPConn)
+			p.mu.Unlock()
+			go func() { io.Copy(c, s); c.Close() }()
+			go func() { io.Copy(s, c); s.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return p
+}
+
+func (p *resetProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur.SetLinger(0)
+	p.cur.Close()
+}
+
+// TestHeldFeedbackNeverSent: a feedback held to leave with the next infer
+// (a tight loop) that never leaves, because the connection is reset first,
+// is dropped like any feedback owed on a lost connection: the ledger's
+// close names its env and says its last send never left (unsent), and the
+// stats count its row. It was recorded as sent, and the close named no env.
+func TestHeldFeedbackNeverSent(t *testing.T) {
+	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Policy: refserver.ZeroPolicy{}})
+	p := newResetProxy(t, strings.TrimPrefix(url, "ws://"))
+	path := filepath.Join(t.TempDir(), "l")
+	c := dial(t, "ws://"+p.ln.Addr().String(), func(o *client.Options) { o.LedgerPath = path })
+	w := newWorld()
+	held := false
+	var before uint64
+	for range 200 {
+		if _, err := w.infer(c); err != nil {
+			t.Fatal(err)
+		}
+		before = c.Stats().BytesSent
+		if err := w.feedback(c); err != nil {
+			t.Fatal(err)
+		}
+		if held = c.Stats().BytesSent == before; held {
+			break
+		}
+	}
+	if !held {
+		t.Skip("no feedback was held: this machine was too slow for a tight loop")
+	}
+	p.reset()
+	if c.Stats().BytesSent != before {
+		t.Skip("the held feedback left (the timer's tick) before the reset: this machine was too slow")
+	}
+	time.Sleep(2 * time.Millisecond) // the RST arrives; the sweeper's tick is 10 ms away
+	if _, err := w.infer(c); !errors.Is(err, client.ErrReconnected) {
+		t.Logf("infer after the reset: %v", err)
+	}
+	dropped := c.Stats().FeedbackRowsDropped
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	serverFeedbacks := 0
+	for _, r := range s.Stats().Received {
+		if r.Type == "feedback" && r.Refused == "" {
+			serverFeedbacks++
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ledger.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, unsent := 0, 0
+	var firstClose *ledger.Record
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rec.Kind {
+		case ledger.KindSend:
+			if m, err := r.Message(rec); err == nil && strings.Contains(string(m), "feedback") {
+				recorded++
+			}
+		case ledger.KindClose:
+			if firstClose == nil {
+				firstClose = rec
+			}
+			unsent += int(rec.Unsent)
+		}
+	}
+	if firstClose == nil || firstClose.Unsent != 1 || !slices.Contains(firstClose.Dropped, 0) {
+		t.Fatalf("the reset connection's close record: %+v; want unsent 1 and env 0 dropped", firstClose)
+	}
+	if recorded-unsent != serverFeedbacks {
+		t.Fatalf("the ledger records %d feedbacks sent (%d of them unsent); the server took %d", recorded, unsent, serverFeedbacks)
+	}
+	if dropped < 1 {
+		t.Fatalf("FeedbackRowsDropped = %d; want the held feedback's row", dropped)
 	}
 }

@@ -57,6 +57,9 @@ func (c *Conn) release() {
 	c.released = true
 	_ = c.tr.Close()
 	c.fdmu.Unlock()
+	if c.held > 0 {
+		c.heldLost.Store(true) // it never left
+	}
 	c.held = 0 // the sweeper's next look lets go of c
 	if c.rbuf != nil {
 		c.alloc.Free(c.rbuf)

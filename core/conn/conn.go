@@ -224,6 +224,10 @@ type Conn struct {
 	holds, heldSeen uint64
 	heldArmed       bool
 	canHold         bool
+	// heldLost says a held message did not leave whole: its write failed
+	// before its last byte, or the connection ended with it held. Set
+	// under wmu, read by HeldLost once the connection is over.
+	heldLost atomic.Bool
 	// A ping's payload waiting for its pong, guarded by pmu (held only
 	// to copy these few bytes): the reader records it, whoever holds wmu
 	// next writes the pong. RFC 6455 5.5.3 allows answering only the

@@ -3,6 +3,7 @@ package conn
 import (
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,5 +305,75 @@ func TestHeldSweeper(t *testing.T) {
 		if f := nextFrame(t, seen, "the message held at close"); f.op != ws.OpBinary || f.n != m.Len() {
 			t.Fatalf("connection %d: opcode %v, %d bytes; want the held message", i, f.op, f.n)
 		}
+	}
+}
+
+// brokenTransport is a transport whose writes take at most left more
+// bytes, then fail, as a socket the peer has reset does.
+type brokenTransport struct {
+	transport
+	left int
+}
+
+func (b *brokenTransport) write(p []byte) (int, error) {
+	n := min(len(p), b.left)
+	b.left -= n
+	if n < len(p) {
+		return n, syscall.ECONNRESET
+	}
+	return n, nil
+}
+
+func (b *brokenTransport) Write(p []byte) (int, error)    { return b.write(p) }
+func (b *brokenTransport) TryWrite(p []byte) (int, error) { return b.write(p) }
+
+// TestHeldLost: HeldLost says whether the held message left whole: not
+// when the next write took it along, or failed only past its last byte;
+// yes when that write failed before its last byte, or the connection
+// ended while it was held. (A client's ledger and stats count its envs as
+// dropped by it.)
+func TestHeldLost(t *testing.T) {
+	held := heldTestMessage(t, 100)
+	for _, tc := range []struct {
+		name string
+		left int // bytes the socket takes after the hold; -1: all
+		fail bool
+		want bool
+	}{
+		{"the next write takes it", -1, false, false},
+		{"the next write fails at once", 0, false, true},
+		{"the next write fails inside it", 50, false, true},
+		{"the next write fails past it", 0, false, false}, // left set to the held frame's size below
+		{"the connection ends with it held", -1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := frameServer(t, false)
+			c := dialT(t, Options{URL: url})
+			if err := c.WriteHeldMessage(held, nil); err != nil {
+				t.Fatal(err)
+			}
+			c.wmu.Lock()
+			frame := c.held
+			switch {
+			case tc.name == "the next write fails past it":
+				c.tr = &brokenTransport{transport: c.tr, left: frame}
+			case tc.left >= 0:
+				c.tr = &brokenTransport{transport: c.tr, left: tc.left}
+			}
+			c.wmu.Unlock()
+			if tc.fail {
+				c.fail(ErrLost) // a close read meanwhile, say: nothing writes after
+				c.Abort()
+			} else {
+				err := c.WriteMessage(heldTestMessage(t, 10))
+				if tc.left >= 0 && err == nil {
+					t.Fatal("the write over a broken socket succeeded")
+				}
+				c.Close(0)
+			}
+			if got := c.HeldLost(); got != tc.want {
+				t.Fatalf("HeldLost() = %v, want %v (held frame %d bytes)", got, tc.want, frame)
+			}
+		})
 	}
 }

@@ -194,8 +194,13 @@ func (c *Conn) end(n int, hold bool) error {
 // flushBuf writes wbuf[:n], which starts with what is held, and so ends the
 // hold. wmu must be held.
 func (c *Conn) flushBuf(n int) error {
+	held := c.held
 	c.held = 0
-	return c.flush(c.wbuf[:n])
+	sent, err := c.flushCounted(c.wbuf[:n])
+	if err != nil && sent < held {
+		c.heldLost.Store(true)
+	}
+	return err
 }
 
 // flushHeld writes the held message, waiting as BeginWrite allowed. wmu
@@ -253,6 +258,7 @@ func (c *Conn) tryWriteHeld() bool {
 	n, err := c.tr.TryWrite(c.wbuf[:c.held])
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
+		c.heldLost.Store(true)
 		c.fail(fmt.Errorf("%w: writing a held message: %v", ErrLost, err))
 		c.shutdown()
 		return false
@@ -308,11 +314,17 @@ func putHeader(b []byte, h ws.Header) int {
 // flush writes p, waiting as BeginWrite allowed; a failure fails the
 // connection. wmu must be held.
 func (c *Conn) flush(p []byte) error {
+	_, err := c.flushCounted(p)
+	return err
+}
+
+// flushCounted is flush, which also says how many bytes of p went.
+func (c *Conn) flushCounted(p []byte) (int, error) {
 	n, err := c.tr.Write(p)
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		if e := c.Err(); e != nil {
-			return e // interrupted, or failed by the reader meanwhile
+			return n, e // interrupted, or failed by the reader meanwhile
 		}
 		if isTimeout(err) {
 			err = fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout)
@@ -321,10 +333,17 @@ func (c *Conn) flush(p []byte) error {
 		}
 		err = c.fail(err)
 		c.shutdown()
-		return err
+		return n, err
 	}
-	return nil
+	return n, nil
 }
+
+// HeldLost reports whether a message given to WriteHeldMessage did not
+// leave whole: its write failed before its last byte, or the connection
+// ended (Close, Abort, or a failure nothing wrote after) while it was
+// held. Only the last held message can be: the next write sends it first.
+// Ask once the connection is over.
+func (c *Conn) HeldLost() bool { return c.heldLost.Load() }
 
 func (c *Conn) newMask() (m [4]byte) {
 	v := c.rng.Uint64()

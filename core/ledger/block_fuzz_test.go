@@ -197,7 +197,7 @@ func ledgerFile(tb testing.TB) ([]byte, []rawBlock) {
 		w.Received(action)
 		w.Sent(fb, obs)
 	}
-	w.Closed("server", 1000, "", "", nil)
+	w.Closed("server", 1000, "", "", nil, false)
 	if err := w.Close(); err != nil {
 		tb.Fatal(err)
 	}

@@ -130,6 +130,7 @@ const (
 	keyReason  = "reason"
 	keyErr     = "err"
 	keyDropped = "dropped" // close: env indices whose owed feedback was dropped
+	keyUnsent  = "unsent"  // close: 1 if the connection's last send record never left the client (a held feedback)
 	keyCause   = "cause"   // reconnect: why
 	keyCount   = "n"       // lost: records
 	keyBytes   = "bytes"   // lost: their bytes

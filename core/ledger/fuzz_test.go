@@ -28,7 +28,7 @@ func FuzzReader(f *testing.F) {
 	w.Connected("ws://x", []byte{0x80})
 	w.Sent(&m, in.Obs)
 	w.Received([]byte("a"))
-	w.Closed("local", 0, "", "e", []int64{1})
+	w.Closed("local", 0, "", "e", []int64{1}, true)
 	w.Close()
 	seed, _ := os.ReadFile(path)
 	f.Add(seed)

@@ -117,7 +117,7 @@ func TestRoundTrip(t *testing.T) {
 			w.Received([]byte("action"))
 			w.Interrupted()
 			w.Reconnecting("lost")
-			w.Closed("server", 1001, "plugrl-server-resync", "err", []int64{3, 4})
+			w.Closed("server", 1001, "plugrl-server-resync", "err", []int64{3, 4}, true)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("connect/recv: %+v %+v", recs[1], recs[3])
 			}
 			c := recs[6]
-			if c.By != "server" || c.Code != 1001 || c.Reason != "plugrl-server-resync" || len(c.Dropped) != 2 || c.Dropped[1] != 4 {
+			if c.By != "server" || c.Code != 1001 || c.Reason != "plugrl-server-resync" || len(c.Dropped) != 2 || c.Dropped[1] != 4 || c.Unsent != 1 {
 				t.Fatalf("close record: %+v", c)
 			}
 			want := m.AppendTo(nil)

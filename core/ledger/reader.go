@@ -40,10 +40,14 @@ type Record struct {
 	Reason  string  // close
 	Err     string  // close
 	Dropped []int64 // close: envs whose owed feedback was dropped
-	Cause   string  // reconnect
-	Count   int64   // lost: records
-	Bytes   int64   // lost: bytes
-	CPU     int64   // end: the background writer's flushes' CPU time in ns, 0 where not measured
+	// Unsent (close): 1 if the connection's last send record, a feedback
+	// the client held to leave with its next infer, never left the client
+	// (its envs are in Dropped).
+	Unsent int64
+	Cause  string // reconnect
+	Count  int64  // lost: records
+	Bytes  int64  // lost: bytes
+	CPU    int64  // end: the background writer's flushes' CPU time in ns, 0 where not measured
 
 	patch int64 // how Msg is coded (see history)
 }
@@ -317,6 +321,8 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 				return nil, err
 			}
 		}
+	case keyUnsent:
+		num(&rec.Unsent)
 	case keyCause:
 		str(&rec.Cause)
 	case keyCount:

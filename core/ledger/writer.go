@@ -488,12 +488,21 @@ func appendBin(b []byte, key string, v []byte) []byte {
 // frame's code and reason), "client" (Close: 1000) or "local" (the client
 // dropped it: a lost link, a timeout, a protocol error, an interrupt, or
 // the caller abandoning it), with the error and the envs whose owed
-// feedback will never be sent (SPEC 7.6).
-func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64) {
-	if w == nil || !w.reserve(len(reason)+len(err)+9*len(dropped)+96) {
+// feedback will never be sent (SPEC 7.6). unsent says the last send
+// recorded on the connection, a feedback held to leave with the next
+// infer, never left (its envs are among dropped).
+func (w *Writer) Closed(by string, code int, reason, err string, dropped []int64, unsent bool) {
+	if w == nil || !w.reserve(len(reason)+len(err)+9*len(dropped)+112) {
 		return
 	}
-	b, at := w.begin(KindClose, 6)
+	extra := 6
+	if unsent {
+		extra++
+	}
+	b, at := w.begin(KindClose, extra)
+	if unsent {
+		b = appendInt64(b, keyUnsent, 1)
+	}
 	b = appendInt64(b, keyConn, int64(w.conn))
 	b = appendStr(b, keyBy, by)
 	b = appendInt64(b, keyCode, int64(code))

@@ -79,6 +79,10 @@ type Auditor struct {
 	infer     []int64 // the outstanding infer's env_indices
 	inferStep []int64
 	feedbacks int64
+	// The connection's last feedback, if it ended no episode: a close
+	// that says it never left the client (unsent) takes it back.
+	lastFbEnvs    []int64
+	lastFbRewards []float64
 }
 
 // NewAuditor returns an empty auditor.
@@ -137,6 +141,10 @@ func (a *Auditor) Add(ev *Event) {
 		a.connect(ev)
 	case ledger.KindClose:
 		a.phase = phaseIdle
+		if ev.Unsent > 0 {
+			a.unsend()
+		}
+		a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
 	case ledger.KindSend:
 		switch {
 		case ev.DecodeErr != nil:
@@ -267,6 +275,11 @@ func (a *Auditor) sendFeedback(ev *Event) {
 		a.flag(ev, "4.2", "a feedback while %s: each feedback answers one action", phaseName(a.phase))
 	}
 	a.phase = phaseIdle
+	a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
+	if !slices.Contains(fb.Terminated, true) && !slices.Contains(fb.Truncated, true) {
+		a.lastFbEnvs = append(a.lastFbEnvs, fb.EnvIndices...)
+		a.lastFbRewards = append(a.lastFbRewards, fb.Rewards...)
+	}
 	for i, e := range fb.EnvIndices {
 		s := a.env(e)
 		switch {
@@ -312,6 +325,25 @@ func (a *Auditor) sendFeedback(ev *Event) {
 		} else {
 			s.nextStep = fb.StepIDs[i] + 1
 		}
+	}
+}
+
+// unsend takes back the connection's last feedback, which its close says
+// never left the client (a feedback held for the next infer): the server
+// never had its rewards, and its episodes go on without them. The client
+// holds only feedback that ends no episode; one that did is left as it
+// was counted.
+func (a *Auditor) unsend() {
+	if len(a.lastFbEnvs) == 0 {
+		return
+	}
+	a.feedbacks--
+	for i, e := range a.lastFbEnvs {
+		s := a.env(e)
+		r := a.lastFbRewards[i]
+		s.epSum -= r
+		s.epAbs -= math.Abs(r)
+		s.epChunks--
 	}
 }
 

@@ -62,7 +62,7 @@ func (b *brokenClient) connect() {
 // which envs still held an action.
 func (b *brokenClient) drop(held ...int64) {
 	b.cn.Abort()
-	b.led.Closed("local", 0, "", "test: connection dropped", held)
+	b.led.Closed("local", 0, "", "test: connection dropped", held, false)
 }
 
 func obs(rows ...float64) *wire.Observation {
@@ -240,5 +240,41 @@ func TestAuditBrokenServer(t *testing.T) {
 		b, path := newBroken(t, refserver.Config{Faults: refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 1, Kind: c.kind}}}}, ledger.Digest)
 		b.infer([]int64{0}, []int64{0}, obs(1), nil)
 		wantViolation(t, audit(t, b, path), c.clause, c.text)
+	}
+}
+
+// TestAuditTakesBackAnUnsentFeedback: a close that says the connection's
+// last feedback never left the client (unsent: a feedback held for the
+// next infer, then the connection reset) takes its reward and chunk out of
+// the episode: the server never had them.
+func TestAuditTakesBackAnUnsentFeedback(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	env, no := []int64{0}, []bool{false}
+	b.infer(env, []int64{0}, obs(0), nil)
+	b.feedback(fb(env, []int64{0}, obs(1), []float32{1}, no, nil))
+	b.infer(env, []int64{1}, obs(1), nil)
+	b.feedback(fb(env, []int64{1}, obs(2), []float32{10}, no, nil))
+	b.cn.Abort() // as if it had been held, and the reset came first
+	b.led.Closed("local", 0, "", "test: reset with a feedback held", env, true)
+	b.connect()
+	b.infer(env, []int64{0}, obs(2), nil)
+	b.feedback(fb(env, []int64{0}, obs(3), []float32{2}, []bool{true}, nil))
+	b.cn.Abort()
+	if err := b.led.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a := ledgertool.NewAuditor()
+	if _, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { a.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Episodes) != 1 || a.Episodes[0].Return != 3 || a.Episodes[0].Length != 2 || a.Episodes[0].Step != 2 {
+		t.Fatalf("episodes %+v; want one of return 3 (1 + 2: the unsent 10 taken back), 2 chunks, at the 2nd feedback", a.Episodes)
+	}
+	s := ledgertool.NewSummary()
+	if _, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { s.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if s.Feedbacks != 2 || s.Unsent != 1 {
+		t.Fatalf("summary: %d feedbacks, %d unsent; want 2 and 1", s.Feedbacks, s.Unsent)
 	}
 }

@@ -39,6 +39,9 @@ func (d *Dumper) Add(ev *Event) error {
 		}
 	case ledger.KindClose:
 		out["by"], out["code"], out["reason"], out["err"], out["dropped"] = ev.By, ev.Code, ev.Reason, ev.Err, ev.Dropped
+		if ev.Unsent != 0 {
+			out["unsent"] = ev.Unsent
+		}
 	case ledger.KindReconnect:
 		out["cause"] = ev.Cause
 	case ledger.KindLost:

@@ -21,7 +21,8 @@ type Summary struct {
 	Truncated      bool
 	Clean          bool // the ledger ends with an end record
 
-	Connections, Exchanges, Feedbacks int
+	Connections, Exchanges, Feedbacks int            // feedbacks that left the client
+	Unsent                            int            // feedbacks recorded, held in the client, that never left (a close's unsent)
 	Reconnects                        map[string]int // by cause
 	Closes                            map[string]int // by who closed and why
 	FeedbackDropped                   int            // env rows
@@ -63,6 +64,10 @@ func (s *Summary) Add(ev *Event) {
 		}
 		s.Closes[why]++
 		s.FeedbackDropped += len(ev.Dropped)
+		if ev.Unsent > 0 && s.Feedbacks > 0 {
+			s.Feedbacks--
+			s.Unsent++
+		}
 	case ledger.KindInterrupt:
 		s.Interrupts++
 	case ledger.KindLost:
@@ -108,13 +113,17 @@ func (s *Summary) Print(w io.Writer) {
 	state := "closed cleanly"
 	switch {
 	case s.Truncated:
-		state = "TRUNCATED (the writer stopped without closing it; read up to its last whole block)"
+		state = "TRUNCATED (the writer stopped without closing it, or its file stopped taking writes; read up to its last whole block)"
 	case !s.Clean:
 		state = "no end record"
 	}
 	fmt.Fprintf(w, "ledger: %s level, library %s, opened %s, %d records over %v, %s\n",
 		s.Level, s.Version, s.Opened.UTC().Format(time.RFC3339), s.Records, s.Duration.Round(time.Millisecond), state)
-	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, len(s.envs))
+	unsent := ""
+	if s.Unsent > 0 {
+		unsent = fmt.Sprintf(" (and %d held in the client that never left: their rows are among those dropped)", s.Unsent)
+	}
+	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d%s; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, unsent, len(s.envs))
 	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
 	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", counts(s.Chunks, " %d: %d"))
 	if len(s.Latency) > 0 {
