@@ -27,6 +27,8 @@ plugrl_client *plugrl__client_token(uintptr_t id);
 plugrl_runner *plugrl__runner_token(uintptr_t id);
 void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message);
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success);
+/* The calling thread, as a number no other live thread has. */
+uint64_t plugrl__thread_self(void);
 
 /* Nonzero in a child forked after the library was loaded: every handle is
 ** dead there (the parent's connections are not the child's to use). */

@@ -21,6 +21,8 @@ void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double 
   fn(user, env, ret, length, success);
 }
 
+uint64_t plugrl__thread_self(void) { return (uint64_t)(uintptr_t)pthread_self(); }
+
 /* ------------------------------------------------------------------------
 ** The slot table: what plugrl_interrupt needs to find a handle without
 ** entering Go, since it must be async-signal-safe (a signal handler may

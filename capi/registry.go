@@ -174,6 +174,12 @@ func (t *handles[T, H]) close(p unsafe.Pointer) (st C.plugrl_status) {
 		return C.PLUGRL_CLOSED
 	}
 	b := h.base()
+	if t := b.inCallback.Load(); t != 0 && t == uint64(C.plugrl__thread_self()) {
+		// The callback's thread is inside a call on this handle (the
+		// episode callback runs inside plugrl_runner_report), which a
+		// close waits for.
+		return C.PLUGRL_BUSY
+	}
 	if ch, ok := any(h).(*clientHandle); ok {
 		// From here plugrl_interrupt_all, a program's Ctrl-C, cuts the
 		// close's wait for the server's close frame (close_timeout_ms)
@@ -306,6 +312,10 @@ type handleBase struct {
 	busy    atomic.Bool
 	closing atomic.Bool // close (or free) has begun: no new call may enter
 	closed  atomic.Bool
+	// inCallback is the thread (plugrl__thread_self) running a caller's
+	// callback from inside a call on this handle, or 0: a close from that
+	// thread would wait for the call it is inside of, for ever.
+	inCallback atomic.Uint64
 	// raised is the slot's interrupt mailbox in C memory: the token
 	// plugrl_interrupt raised an interrupt for (for a runner, its
 	// client's is raised), or 0.

@@ -66,6 +66,15 @@ func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl
 	if numEnvs == 0 || numEnvs > 1<<20 {
 		return c.invalid("plugrl_runner_new: num_envs is %d; want 1..%d", numEnvs, 1<<20)
 	}
+	// Go's allocation of the runner's state aborts the process when the
+	// memory is not there: ask malloc for as much first (75 MB at most).
+	if bytes := C.size_t(numEnvs) * C.size_t(runner.EnvStateBytes); bytes > 1<<20 {
+		p := C.malloc(bytes)
+		if p == nil {
+			return c.noMemory("plugrl_runner_new: no memory for the state of %d envs (%d bytes)", numEnvs, bytes)
+		}
+		C.free(p)
+	}
 	h := &runnerHandle{client: c, n: int(numEnvs)}
 	r, err := runner.New(c.c, runner.Config{Envs: h.n, OnEpisode: h.episode, Alloc: cAllocator{}})
 	if err != nil {
@@ -88,7 +97,14 @@ func (h *runnerHandle) episode(e runner.Episode) {
 		if e.Success {
 			succ = 1
 		}
+		// A free or close of the runner or its client from the callback
+		// is refused (BUSY) instead of waiting for this call for ever.
+		self := uint64(C.plugrl__thread_self())
+		h.inCallback.Store(self)
+		h.client.inCallback.Store(self)
 		C.plugrl__call_episode(h.onEpisode, h.user, C.int64_t(e.Env), C.double(e.Return), C.int64_t(e.Length), C.int(succ))
+		h.client.inCallback.Store(0)
+		h.inCallback.Store(0)
 	}
 }
 
@@ -106,7 +122,19 @@ func plugrl__go_runner_free(p *C.plugrl_runner) C.plugrl_status {
 // with an interrupt pending for its next user.
 func (h *runnerHandle) stop() { h.client.interruptBlocked() }
 
-func (h *runnerHandle) release() { h.r.Close() }
+// release frees the runner. Feedback it still owed is given up by
+// dropping its client's connection (runner.Close), so that the client's
+// next infer starts afresh instead of being refused as out of order; when
+// the client is in a call on another thread, or closing, it is left alone
+// and only the chunks are freed.
+func (h *runnerHandle) release() {
+	if h.client.enter() != C.PLUGRL_OK {
+		h.r.FreeChunks()
+		return
+	}
+	defer h.client.leave()
+	h.r.Close()
+}
 
 //export plugrl__go_runner_errmsg
 func plugrl__go_runner_errmsg(p *C.plugrl_runner) *C.plugrl_cchar {
@@ -209,7 +237,14 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 		return h.invalid(unknownDTypeMsg, int(dtype))
 	}
 	if actions == nil || size == 0 {
-		return h.invalid("plugrl_runner_act: actions is NULL or actions_size is 0")
+		what := "actions is NULL"
+		if actions != nil {
+			what = "actions_size is 0"
+		}
+		if per, ok := h.r.StepSize(); ok {
+			return h.invalid("plugrl_runner_act: %s; want a buffer of %d envs x %d values of the dtype asked for", what, h.n, per)
+		}
+		return h.invalid("plugrl_runner_act: %s; want a buffer of %d envs x the step size (plugrl_runner_step_size)", what, h.n)
 	}
 	actionsLen, ok := bufferSize(size)
 	if !ok {

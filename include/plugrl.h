@@ -141,7 +141,9 @@ typedef enum plugrl_status {
   PLUGRL_STOPPED = 1,
   /* The connection was lost or resynced and the library reconnected. Any
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
-  ** infer (the runner does this by itself and never returns this). */
+  ** infer (the runner does this by itself and never returns this: when
+  ** the connection ends during each of 4 infers in a row, its act returns
+  ** PLUGRL_CONNECT_FAILED). */
   PLUGRL_RECONNECTED = 2,
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */
@@ -157,7 +159,9 @@ typedef enum plugrl_status {
   PLUGRL_INVALID_ARGUMENT = 6,
   /* A call in the wrong order, e.g. infer while a feedback is owed. */
   PLUGRL_OUT_OF_ORDER = 7,
-  /* Could not connect, after every allowed attempt. */
+  /* Could not connect, after every allowed attempt; or, from
+  ** plugrl_runner_act, the connection ended during each of 4 infers in a
+  ** row (the server, or a proxy, ends every connection). */
   PLUGRL_CONNECT_FAILED = 8,
   /* The handle is NULL, closed, or not a handle. */
   PLUGRL_CLOSED = 9,
@@ -720,24 +724,32 @@ plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out);
 **
 ** Memory: each env keeps its current chunk, at the size the server sent
 ** it, in memory from malloc (a chunk over 1 MiB is freed once stepped
-** through). Envs inferred at different times can each hold a chunk of up
+** through, or when a reconnect drops it). Envs inferred at different times can each hold a chunk of up
 ** to one message's cap at once (see max_message_size): a runner's total
 ** follows the bytes received, up to num_envs x that cap.
 */
 typedef struct plugrl_runner plugrl_runner;
 
 /*
-** Creates a runner of num_envs envs over client, which it borrows: free
-** the runner before closing the client. Calls on a runner whose client was
-** closed return PLUGRL_CLOSED. The client must not be used directly while
-** the runner is in use.
+** Creates a runner of num_envs envs (1 to 2^20) over client, which it
+** borrows: free the runner before closing the client. Calls on a runner
+** whose client was closed return PLUGRL_CLOSED. The client must not be
+** used directly while the runner is in use. The runner's state takes 72
+** bytes per env besides its chunks; PLUGRL_NO_MEMORY if malloc cannot
+** give as much.
 */
 plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner);
 
 /* Frees the runner (not its client) and the memory its chunks held.
 ** Further calls on it return PLUGRL_CLOSED. Any thread may call it: a
 ** call running on the runner is interrupted and waited for, as in
-** plugrl_close. */
+** plugrl_close. Feedback the runner still owed (freed between act and
+** report, or with chunks not stepped through) is given up by closing the
+** client's connection (SPEC 7.6): the client's next infer, a new runner's
+** or a direct one, reconnects, where it would otherwise be refused as out
+** of order. From inside the episode callback (which runs inside
+** plugrl_runner_report) it returns PLUGRL_BUSY, as plugrl_close of the
+** runner's client does there. */
 plugrl_status plugrl_runner_free(plugrl_runner *runner);
 
 /* Like plugrl_errmsg, for a runner. */
@@ -754,8 +766,13 @@ plugrl_status plugrl_runner_interrupt(plugrl_runner *runner);
 ** at element i * step_size. actions_size is its size in bytes; a wrong size
 ** returns PLUGRL_INVALID_ARGUMENT with the needed size in the message.
 ** step_size is known from metadata action_dim, or after the first act from
-** plugrl_runner_step_size. Blocks when an infer is needed, as long as
-** plugrl_infer would, once per reconnect it rides through.
+** plugrl_runner_step_size; until it is known (no action_dim in metadata,
+** before the first action, or after a reconnect), a wrong size is found
+** only once the action came, after the infer was sent (the chunk is kept:
+** act again with the right size). Blocks when an infer is needed, as long
+** as plugrl_infer would, once per reconnect it rides through (at most 3).
+** An interrupt ends it at once even when no infer is needed (every env in
+** the middle of its chunk): PLUGRL_INTERRUPTED, no action given.
 */
 plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation *obs, void *actions,
                                 size_t actions_size, plugrl_dtype dtype);
@@ -764,7 +781,10 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
 ** Reports the step just taken by every env: next_obs (num_envs rows; the
 ** terminal observation for an env that ended), rewards, terminated and
 ** truncated (num_envs each), and success (NULL, or num_envs flags read for
-** envs that ended). Sends the feedback for every env whose chunk ended.
+** envs that ended). Sends the feedback for every env whose chunk ended,
+** and calls the episode callback for each episode that ended. Blocks as
+** plugrl_feedback does when it sends: up to send_timeout_ms, plus
+** reconnect_timeout_ms if the connection had ended.
 */
 plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards,
                                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);
@@ -782,8 +802,8 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
 ** plugrl_runner_act gave env, then each later step of its chunk, written to
 ** dst step after step as *steps x step_size elements of dtype. Call it
 ** between plugrl_runner_act and plugrl_runner_report; elsewhere it returns
-** PLUGRL_OUT_OF_ORDER. *steps is set to the steps left whenever env is
-** valid; a dst_size too small for them returns PLUGRL_BUFFER_TOO_SMALL (dst
+** PLUGRL_OUT_OF_ORDER with *steps 0. *steps is set to the steps left
+** whenever env is valid and the call is in its place; a dst_size too small for them returns PLUGRL_BUFFER_TOO_SMALL (dst
 ** may be NULL with dst_size 0, to ask how many). A chunk has at most H
 ** steps, H being the server's action horizon (metadata action_horizon).
 ** Does not block and sends nothing. Not from another thread during a call
@@ -804,7 +824,10 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
 /*
 ** An episode callback: called during plugrl_runner_report, on its thread,
 ** for each episode that ended at this step, with its env, return, length in
-** steps and success flag. It must not call into the library.
+** steps and success flag. It must not call into the library: a call on
+** the runner or its client returns PLUGRL_BUSY there (plugrl_runner_free
+** and plugrl_close included, which would otherwise wait for the report
+** they are inside of).
 */
 typedef void (*plugrl_episode_fn)(void *user, int64_t env, double episode_return, int64_t length, int success);
 

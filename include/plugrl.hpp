@@ -902,7 +902,9 @@ class Runner {
   /* This step's action for every env into actions, resized to num_envs *
   ** step_size (env i's at i * step_size). false: the run was stopped.
   ** When the step size is not known yet (no metadata action_dim and no
-  ** action so far), the first call learns it from the library's answer. */
+  ** action so far), the first call learns it from the library's answer,
+  ** and so does a call during which a reconnect found a server of another
+  ** action width (the chunk is kept; it acts again at the new size). */
   template <class T, class A>
   bool act(const Observation &obs, std::vector<T, A> &actions) {
     const plugrl_observation *o = obs.c();
@@ -922,7 +924,17 @@ class Runner {
       if (!step || s != PLUGRL_INVALID_ARGUMENT) detail::throw_runner(s, h());
     }
     actions.resize(n_ * static_cast<std::size_t>(*step));
-    return act(o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
+    plugrl_status s = plugrl_runner_act(h(), o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
+    if (s == PLUGRL_INVALID_ARGUMENT) {
+      std::optional<int64_t> now = step_size();
+      if (now && *now != *step) {
+        actions.resize(n_ * static_cast<std::size_t>(*now));
+        s = plugrl_runner_act(h(), o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
+      }
+    }
+    if (s == PLUGRL_STOPPED) return false;
+    detail::check_runner(s, h());
+    return true;
   }
 
   /* The rest of env's chunk, from the step the last act gave it, into

@@ -394,8 +394,15 @@ var errAbandoned = errors.New("the caller abandoned the action (no memory for it
 // received (the runner found no memory for it, or a shape it cannot
 // step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
 // reconnects.
-func (c *Client) Abandon() {
+func (c *Client) Abandon() { c.abandon(errAbandoned) }
+
+// AbandonOwed drops the connection because the caller gives up the
+// feedback it owes on it, for the reason given (a runner closed in the
+// middle of its chunks): SPEC 7.6, as Abandon.
+func (c *Client) AbandonOwed(reason string) { c.abandon(errors.New(reason)) }
+
+func (c *Client) abandon(why error) {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
-		c.dropConnection(CauseOther, errAbandoned)
+		c.dropConnection(CauseOther, why)
 	}
 }

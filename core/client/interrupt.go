@@ -52,6 +52,20 @@ func (c *Client) interrupt(pending bool) {
 	}
 }
 
+// TakeInterrupt takes an interrupt pending for this client's next call,
+// and reports whether there was one: for a caller whose call may not
+// reach a blocking section (the runner's Act in the middle of a chunk
+// sends nothing), so that an interrupt still ends it. One atomic load
+// when none is pending.
+func (c *Client) TakeInterrupt() bool {
+	if !c.intr.Load() {
+		return false
+	}
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	return c.intr.Swap(false)
+}
+
 // block begins a blocking section of a call that an interrupt pending
 // from before may refuse: it returns KindInterrupted (taking the
 // interrupt) when one is.

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/conn"
@@ -47,8 +48,9 @@ type Config struct {
 	Envs int // N, the number of local envs; indices 0..N-1 are their env_indices
 	// OnEpisode, if set, is called for each episode as it finishes.
 	OnEpisode func(Episode)
-	// MaxRestarts bounds how many reconnects one Act may ride through
-	// before it returns the error; 0 means 3.
+	// MaxRestarts bounds how many reconnects one Act may ride through;
+	// 0 means 3. Past that Act fails with KindConnect: the server ends
+	// every connection.
 	MaxRestarts int
 	// Alloc supplies the memory each env's chunk is kept in; nil means
 	// the Go heap. The C API passes malloc, so that memory a server's
@@ -141,11 +143,45 @@ func New(c *client.Client, cfg Config) (*Runner, error) {
 	return &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc}, nil
 }
 
-// Close frees the chunks' memory. The runner must not be used afterwards.
+// EnvStateBytes is the memory New takes per env, besides the chunks: for
+// a caller that must check it can be had (Go's allocation aborts the
+// process when it cannot).
+const EnvStateBytes = int(unsafe.Sizeof(envState{}))
+
+// Close ends the runner. Feedback it still owes (an env's chunk not fed
+// back yet, or an Act without its Report) is given up by dropping the
+// client's connection (SPEC 7.6): the client's next infer, a new runner's
+// or the caller's own, starts on a new connection, where it would
+// otherwise be refused for ever as out of order. Then the chunks' memory
+// is freed. The client must not be in a call on another goroutine; the
+// runner must not be used afterwards.
 func (r *Runner) Close() {
+	if r.owes() {
+		r.c.AbandonOwed("the runner was closed while it owed feedback (an act without its report, or chunks not stepped through); that feedback is dropped (SPEC 7.6)")
+	}
+	r.FreeChunks()
+}
+
+// FreeChunks frees the chunks' memory, and leaves the client as it is:
+// for a closer that cannot use the client now (another call is in it).
+func (r *Runner) FreeChunks() {
 	for i := range r.envs {
 		r.freeChunk(i)
 	}
+}
+
+// owes reports whether the server still waits for feedback from this
+// runner: an Act without its Report, or a chunk not stepped through.
+func (r *Runner) owes() bool {
+	if r.acted {
+		return true
+	}
+	for i := range r.envs {
+		if r.envs[i].remaining > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // keepChunk: a chunk buffer larger than this is freed when its chunk has
@@ -168,10 +204,16 @@ func (r *Runner) ActionType() wire.DType { return r.chunkType }
 // StepShape is one env's per-step action shape (da), known after the first Act.
 func (r *Runner) StepShape() []int { return r.stepShape }
 
-// StepSize is the number of action values per env per step, prod(da): from
-// the last action, or else from metadata action_dim when it is plausible
-// (client.MetadataActionDim); ok is false when neither is known yet.
+// StepSize is the number of action values per env per step, prod(da):
+// from this connection's metadata action_dim when it is plausible
+// (client.MetadataActionDim; every action is checked against it), or else
+// from the last action on this connection; ok is false when neither is
+// known yet (before the first action, or after a reconnect to a server
+// whose metadata has no action_dim).
 func (r *Runner) StepSize() (int, bool) {
+	if n, ok := r.c.MetadataActionDim(len(r.envs)); ok {
+		return n, true
+	}
 	if r.stepBytes > 0 {
 		n := 1
 		for _, d := range r.stepShape {
@@ -179,7 +221,7 @@ func (r *Runner) StepSize() (int, bool) {
 		}
 		return n, true
 	}
-	return r.c.MetadataActionDim(len(r.envs))
+	return 0, false
 }
 
 // Restarts counts reconnects the runner rode through.
@@ -203,33 +245,60 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		return &client.Error{Kind: client.KindInvalid, Msg: "Act", Err: err}
 	}
 	// Check the output buffer before anything is sent, when its size is known.
-	if per, ok := r.StepSize(); ok && out.DType.Numeric() && len(out.Data) != len(r.envs)*per*out.DType.Size {
+	per, known := r.StepSize()
+	if known && out.DType.Numeric() && len(out.Data) != len(r.envs)*per*out.DType.Size {
 		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("action output has %d bytes; %d envs x %d values of %s need %d", len(out.Data), len(r.envs), per, out.DType, len(r.envs)*per*out.DType.Size)}
+	}
+	// An interrupt ends Act even when it sends nothing (every env in the
+	// middle of its chunk): a loop stopped by Ctrl-C must not go on
+	// stepping for the rest of a chunk.
+	if r.c.TakeInterrupt() {
+		return &client.Error{Kind: client.KindInterrupted, Msg: "an interrupt was pending: no action was given and nothing was sent"}
 	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, client.ErrReconnected) || attempt >= r.cfg.MaxRestarts {
+		if !errors.Is(err, client.ErrReconnected) {
 			return err
+		}
+		if attempt >= r.cfg.MaxRestarts {
+			// Not ErrReconnected: a runner's caller never infers, and
+			// cannot start again with one.
+			cause := err
+			if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
+				cause = ce.Err // why the last connection ended
+			}
+			return &client.Error{Kind: client.KindConnect, Err: cause, Msg: fmt.Sprintf(
+				"the connection ended during each of %d infers in a row (the server ends every connection, or a proxy does); the last ended", attempt+1)}
 		}
 		r.restart()
 	}
 	if err := r.writeActions(out); err != nil {
+		if now, ok := r.StepSize(); ok && known && now != per {
+			return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf(
+				"the server's actions changed width across a reconnect during this act (%d values per env per step, were %d): act again with %d envs x %d values; the chunks are kept", now, per, len(r.envs), now)}
+		}
 		return err
 	}
 	r.acted = true
 	return nil
 }
 
-// restart forgets every chunk after a reconnect: the server kept nothing.
+// restart forgets every chunk after a reconnect: the server kept nothing
+// (and a chunk buffer over keepChunk goes, as when a chunk ends). The
+// action's shape is learned again: the server may have changed.
 func (r *Runner) restart() {
 	r.restarts++
 	for i := range r.envs {
 		e := &r.envs[i]
 		e.step, e.remaining, e.chunkSum = 0, 0, 0
+		if cap(e.chunk) > keepChunk {
+			r.freeChunk(i)
+		}
 	}
+	r.stepBytes = 0
 }
 
 func (r *Runner) inferNeeded(obs *wire.Observation) error {

@@ -965,6 +965,59 @@ static void test_runner_after_close(const char *url) {
   EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
 }
 
+/* What a runner's life must not break: a runner freed while it owes
+** feedback leaves its client usable (the connection is dropped, SPEC 7.6;
+** a new runner's infers were refused as out of order for ever); an
+** interrupt ends an act in the middle of a chunk (it gave the rest of the
+** chunk first); a free or close from the episode callback is BUSY (it
+** waited for the report it is inside of, for ever). */
+static plugrl_runner *cb_runner;
+static plugrl_client *cb_client;
+static plugrl_status cb_free, cb_close;
+static int cb_calls;
+static void free_from_callback(void *user, int64_t env, double ret, int64_t length, int success) {
+  (void)user, (void)env, (void)ret, (void)length, (void)success;
+  cb_calls++;
+  cb_free = plugrl_runner_free(cb_runner);
+  cb_close = plugrl_close(cb_client);
+}
+
+static void test_runner_lifecycle(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  plugrl_statistics st;
+  obs_x ox;
+  double actions[4], rew[2] = {1, 1};
+  uint8_t no[2] = {0, 0}, yes[2] = {1, 1};
+
+  EXPECT_C(c, open_reconnecting(url, 10000, &c), PLUGRL_OK);
+  if (!c) return;
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK); /* between act and report */
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_OK);
+  CHECK(st.reconnects_other == 1);
+
+  EXPECT_N(plugrl_interrupt(c), PLUGRL_OK); /* mid-chunk: no infer needed */
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_INTERRUPTED);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+
+  cb_runner = r, cb_client = c;
+  EXPECT_R(r, plugrl_runner_on_episode(r, free_from_callback, NULL), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, yes, no, NULL), PLUGRL_OK);
+  checks++;
+  if (cb_calls != 2 || cb_free != PLUGRL_BUSY || cb_close != PLUGRL_BUSY)
+    failf(__LINE__, "from the episode callback (%d calls): plugrl_runner_free %s, plugrl_close %s; want busy", cb_calls,
+          plugrl_status_str(cb_free), plugrl_status_str(cb_close));
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+}
+
 static void test_connected(const char *url) {
   plugrl_client *c = NULL, *c2 = NULL;
   obs_x ox;
@@ -980,6 +1033,7 @@ static void test_connected(const char *url) {
   test_order(c);
   test_runner(c);
   test_stats(url);
+  test_runner_lifecycle(url);
 
   /* A closed handle: dead, and its value is not handed out again. */
   EXPECT_N(plugrl_close(c), PLUGRL_OK);

@@ -1,0 +1,243 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/runner"
+	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/refserver"
+)
+
+// These tests hold what a hostile review of the runner found missing: an
+// interrupt ends Act in the middle of a chunk, a server that ends every
+// connection is not PLUGRL_RECONNECTED, the step size follows the
+// connection, and a runner closed while it owes feedback leaves its
+// client usable.
+
+func stateObs(n int) *wire.Observation {
+	return &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: make([]byte, 8*n)}}}}
+}
+
+func dialRef(t *testing.T, cfg refserver.Config) (*refserver.Server, *client.Client) {
+	t.Helper()
+	s := refserver.New(cfg)
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// TestInterruptMidChunk: an interrupt with no call running ends the next
+// Act, though every env is in the middle of its chunk and Act would send
+// nothing (it gave 7 more steps of an 8-step chunk); the Act after it goes
+// on with the chunk.
+func TestInterruptMidChunk(t *testing.T) {
+	_, c := dialRef(t, refserver.Config{Horizon: 8, ActionDim: 1})
+	r, err := runner.New(c, runner.Config{Envs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, out, f := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}, []bool{false}
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Report(obs, []float64{0}, f, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Interrupt()
+	if err := r.Act(obs, out); client.KindOf(err) != client.KindInterrupted {
+		t.Fatalf("Act after an interrupt, mid-chunk: %v; want KindInterrupted", err)
+	}
+	sent := c.Stats().BytesSent
+	if err := r.Act(obs, out); err != nil {
+		t.Fatalf("the Act after: %v", err)
+	}
+	if c.Stats().BytesSent != sent {
+		t.Fatal("the Act after the interrupt sent something: the chunk was lost")
+	}
+}
+
+// TestRestartsRunOut: a server that ends every connection makes Act fail
+// with KindConnect once its restarts run out, naming why the last
+// connection ended; never ErrReconnected, which a runner's caller cannot
+// act on (it never infers).
+func TestRestartsRunOut(t *testing.T) {
+	var closes []refserver.CloseFault
+	for k := 1; k <= 8; k++ {
+		closes = append(closes, refserver.CloseFault{Exchange: k, When: refserver.AtInfer, Code: 1001, Reason: client.ReasonResync})
+	}
+	_, c := dialRef(t, refserver.Config{Horizon: 2, ActionDim: 1, Faults: refserver.Faults{Closes: closes}})
+	r, err := runner.New(c, runner.Config{Envs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Act(stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)})
+	if errors.Is(err, client.ErrReconnected) || client.KindOf(err) != client.KindConnect {
+		t.Fatalf("Act against a server that resyncs every infer: %v; want KindConnect", err)
+	}
+	t.Logf("Act: %v", err)
+}
+
+// dimServer serves actions of per-step width dims[k] on its k-th
+// connection (metadata action_dim says so), and ends its first connection
+// with a resync at the first feedback: a server restarted with another
+// policy.
+func dimServer(t *testing.T, dims []int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for k := 0; ; k++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(nc net.Conn, d, k int) {
+				defer nc.Close()
+				if _, err := ws.Upgrade(nc); err != nil {
+					return
+				}
+				var m wire.Message
+				_ = wire.EncodeMetadata(&m, &wire.Metadata{ActionHorizon: wire.Opt[int64]{Value: 2, Set: true}, ActionDim: wire.Opt[int64]{Value: int64(d), Set: true}})
+				if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+					return
+				}
+				for {
+					msg, err := wsutil.ReadClientBinary(nc)
+					if err != nil {
+						return
+					}
+					in, err := wire.DecodeInfer(msg)
+					if err != nil { // a feedback
+						if k == 0 {
+							_ = ws.WriteFrame(nc, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, client.ReasonResync)))
+							time.Sleep(50 * time.Millisecond)
+							return
+						}
+						continue
+					}
+					n := len(in.EnvIndices)
+					chunk := wire.Array{DType: wire.Float32, Shape: []int{2, n, d}, Data: make([]byte, 4*2*n*d)}
+					if wire.EncodeAction(&m, in.EnvIndices, &chunk) != nil || wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+						return
+					}
+				}
+			}(nc, dims[min(k, len(dims)-1)], k)
+		}
+	}()
+	return "ws://" + ln.Addr().String()
+}
+
+// TestStepSizeAcrossReconnect: after a reconnect to a server whose
+// action_dim changed, StepSize gives the new width (it gave the old
+// connection's). When the reconnect happens inside Act, the caller's
+// buffer, sized before, is refused saying the width changed, and an Act
+// with the new size gets the kept chunk, as plugrl.hpp's act does.
+func TestStepSizeAcrossReconnect(t *testing.T) {
+	c, err := client.Dial(context.Background(), client.Options{URL: dimServer(t, []int{1, 2}), ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := runner.New(c, runner.Config{Envs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, f := stateObs(1), []bool{false}
+	widths := map[int]bool{}
+	for step := 0; step < 6; step++ {
+		per, ok := r.StepSize()
+		if !ok {
+			t.Fatalf("step %d: no step size, with action_dim in metadata", step)
+		}
+		widths[per] = true
+		err := r.Act(obs, &wire.Array{DType: wire.Float64, Data: make([]byte, 8*per)})
+		if now, _ := r.StepSize(); client.KindOf(err) == client.KindInvalid && now != per {
+			t.Logf("step %d: %v", step, err)
+			sent := c.Stats().BytesSent
+			err = r.Act(obs, &wire.Array{DType: wire.Float64, Data: make([]byte, 8*now)})
+			if c.Stats().BytesSent != sent {
+				t.Fatal("the Act at the new width sent again: the chunk was not kept")
+			}
+		}
+		if err != nil {
+			t.Fatalf("step %d: step size %d; Act: %v", step, per, err)
+		}
+		if err := r.Report(obs, []float64{0}, f, f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !widths[1] || !widths[2] || r.Restarts() != 1 {
+		t.Fatalf("widths %v over %d restarts; want 1 and then 2, over one", widths, r.Restarts())
+	}
+}
+
+// TestCloseGivesUpOwedFeedback: a runner closed between Act and Report
+// drops its client's connection (the feedback it owed is given up, SPEC
+// 7.6), so that a new runner on the client acts; before, every infer was
+// refused as out of order, for ever.
+func TestCloseGivesUpOwedFeedback(t *testing.T) {
+	_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
+	const n = 2
+	obs, out := stateObs(n), &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
+	r1, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	r2, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if err := r2.Act(obs, out); err != nil {
+		t.Fatalf("a new runner's first act: %v", err)
+	}
+	if c.Stats().Reconnects[client.CauseOther] != 1 {
+		t.Fatalf("reconnects %v; want one, for the feedback given up", c.Stats().Reconnects)
+	}
+}
+
+// TestCloseKeepsAConnectionOwedNothing: a runner closed with every chunk
+// fed back leaves the connection as it is.
+func TestCloseKeepsAConnectionOwedNothing(t *testing.T) {
+	_, c := dialRef(t, refserver.Config{Horizon: 1, ActionDim: 1})
+	obs, out, f := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}, []bool{false}
+	r, err := runner.New(c, runner.Config{Envs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Report(obs, []float64{0}, f, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if st := c.Stats(); st.Reconnects != [client.NumReconnectCauses]uint64{} {
+		t.Fatalf("reconnects %v after closing a runner that owed nothing", st.Reconnects)
+	}
+	if _, err := c.Infer(&wire.Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: obs}); err != nil {
+		t.Fatalf("the client's own infer after: %v", err)
+	}
+}
