@@ -117,3 +117,35 @@ func TestWriteErrorReported(t *testing.T) {
 		t.Fatalf("Close: %v; want the write error", err)
 	}
 }
+
+// TestBurstBuffersLetGo: the buffers a burst of large records grew (8 MiB
+// of distinct 1 MiB messages) are let go once the flushes after it need
+// far less; they were kept for the ledger's life (33 MiB a ledger).
+func TestBurstBuffersLetGo(t *testing.T) {
+	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{Level: Full, FlushInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 8 {
+		w.Received(incompressible(1<<20, uint64(i)))
+	}
+	w.flush()
+	w.flushMu.Lock()
+	grown := cap(w.spare) + cap(w.raw) + cap(w.out)
+	w.flushMu.Unlock()
+	for range 20 { // 2 s of a quiet loop's flushes
+		w.Received([]byte("small"))
+		w.flush()
+	}
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	queue := cap(w.queue)
+	w.mu.Unlock()
+	kept := cap(w.spare) + cap(w.raw) + cap(w.lits) + cap(w.out) + queue
+	if grown < 8<<20 || kept > 2*trimAbove {
+		t.Fatalf("buffers: %d bytes after the burst, %d kept after 20 quiet flushes", grown, kept)
+	}
+	t.Logf("buffers: %d bytes after the burst, %d after 20 quiet flushes", grown, kept)
+}

@@ -122,6 +122,10 @@ type Writer struct {
 	bases    [2]sendBase   // per slot, the message its frameSendSame frames patch
 	enc      *zstd.Encoder // the process's (sharedEncoder), or its own with CPUs
 	werr     error         // the first write error; later blocks are not written
+	// The most each buffer held in recent flushes (see trimmed): peaks
+	// of this flush, and their decaying maxima over the flushes.
+	rawPeak, outPeak      int
+	queueHW, rawHW, outHW int
 
 	stop     chan struct{}
 	done     chan struct{} // closed when the background writer has stopped
@@ -399,9 +403,14 @@ func recordPrefix(kind string, extra int) []byte {
 	return prefixes[kind][extra]
 }
 
+// lostMarkerMax bounds a lost record's frame (see reserve).
+const lostMarkerMax = frameHeader + 64
+
 // reserve locks the queue for a record of at most size bytes. It returns
 // false, with the lock released, when the record does not fit (counting it
-// as lost) or the ledger is closed.
+// as lost) or the ledger is closed. The first record taken after some
+// were lost is preceded by a lost record saying how many: a reader sees
+// where the gap is, not only that there was one.
 func (w *Writer) reserve(size int) bool {
 	w.mu.Lock()
 	if w.closed {
@@ -417,7 +426,11 @@ func (w *Writer) reserve(size int) bool {
 		}
 		return false
 	}
-	if len(w.queue)+size > w.limit {
+	need := size
+	if w.lostCount > 0 {
+		need += lostMarkerMax
+	}
+	if len(w.queue)+need > w.limit {
 		w.lostCount++
 		w.lostBytes += size
 		w.mu.Unlock()
@@ -427,6 +440,13 @@ func (w *Writer) reserve(size int) bool {
 				"the writer cannot keep up with this rate at level %s", w.path, w.limit, w.level))
 		}
 		return false
+	}
+	if w.lostCount > 0 {
+		b, at := w.begin(KindLost, 2)
+		b = appendInt64(b, keyCount, int64(w.lostCount))
+		b = appendInt64(b, keyBytes, int64(w.lostBytes))
+		w.endFrame(b, at)
+		w.lostCount, w.lostBytes = 0, 0
 	}
 	return true
 }
@@ -663,8 +683,19 @@ func (w *Writer) flushWith(tail []byte) {
 	lostN, lostB := w.lostCount, w.lostBytes
 	w.lostCount, w.lostBytes = 0, 0
 	w.mu.Unlock()
-	defer func() { w.spare = queued[:0] }()
 	raw := w.raw[:0]
+	w.rawPeak, w.outPeak = 0, 0
+	defer func() {
+		// A burst's buffers (a full ledger of large messages) are not
+		// kept for the ledger's life once the flushes no longer need
+		// them; a steady rate keeps them, and allocates nothing.
+		decay(&w.queueHW, len(queued))
+		decay(&w.rawHW, w.rawPeak)
+		decay(&w.outHW, w.outPeak)
+		w.spare = trimmed(queued[:0], w.queueHW)
+		w.raw, w.lits = trimmed(w.raw, w.rawHW), trimmed(w.lits, w.rawHW)
+		w.out = trimmed(w.out, w.outHW)
+	}()
 	for frames := queued; len(frames) > 0; {
 		tag, n := frames[0], int(binary.LittleEndian.Uint32(frames[1:]))
 		p := frames[frameHeader : frameHeader+n]
@@ -688,7 +719,7 @@ func (w *Writer) flushWith(tail []byte) {
 			yieldThread()
 		}
 	}
-	if lostN > 0 { // after what was queued: by now those records are lost
+	if lostN > 0 { // lost after the last record queued (a gap before one is marked there, by reserve)
 		raw = msgp.AppendMapHeader(raw, 4)
 		raw = appendStr(raw, keyKind, KindLost)
 		raw = appendInt64(raw, keyTime, w.now())
@@ -712,6 +743,7 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 	}
 	raw = append(raw, w.lits...)
 	w.lits = w.lits[:0]
+	w.rawPeak = max(w.rawPeak, len(raw))
 	start := len(w.out)
 	w.out = append(w.out, make([]byte, blockHeader)...)
 	w.out = w.enc.EncodeAll(raw, w.out)
@@ -722,10 +754,29 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 	le.PutUint32(block[4:], uint32(len(raw)))
 	le.PutUint32(block[12:], uint32(lits))
 	le.PutUint32(block[8:], blockSum(z, block[12:16]))
+	w.outPeak = max(w.outPeak, len(w.out))
 	if len(w.out) >= outTarget {
 		w.writeOut()
 	}
 	return raw[:0]
+}
+
+// trimAbove is the capacity past which a buffer of the writer is let go
+// when recent flushes needed less than half of it.
+const trimAbove = 1 << 20
+
+// decay updates *hw, the most recent flushes needed of a buffer, with
+// peak, this flush's need: it decays by an eighth a flush (halving in
+// about half a second) and never falls below peak.
+func decay(hw *int, peak int) { *hw = max(peak, *hw-*hw/8) }
+
+// trimmed returns b, or nil when it is over trimAbove and more than twice
+// hw, what recent flushes needed of it.
+func trimmed(b []byte, hw int) []byte {
+	if cap(b) > trimAbove && cap(b) > 2*hw {
+		return nil
+	}
+	return b
 }
 
 // writeOut writes the blocks in w.out, and empties it. Blocks are written

@@ -37,6 +37,7 @@ const (
 	phaseIdle = iota
 	phaseAwaitAction
 	phaseHolding
+	phaseUnknown // after a lost record: learned again from the next infer
 )
 
 // envState is what the audit knows of one env index.
@@ -53,6 +54,8 @@ type envState struct {
 	zeros      bool // a step_id of 0 where the count was above it: the env sends zeros, and must go on
 	heldOnConn int  // the connection its last chunk came on (0: none held)
 	connects   int  // Auditor.connects when it was last brought up to date (see env)
+	gaps       int  // Auditor.gaps, likewise
+	unsure     bool // records about it may have been lost: what it holds and fed back is learned again from its next feedback
 
 	// The episode, across connections.
 	epSum     float64
@@ -73,6 +76,7 @@ type Auditor struct {
 
 	conn      int
 	connects  int // connect records so far (see env)
+	gaps      int // lost records so far (see env)
 	phase     int
 	meta      *wire.Metadata
 	envs      map[int64]*envState
@@ -118,6 +122,14 @@ func (a *Auditor) env(e int64) *envState {
 		s.newConnection()
 		s.connects = a.connects
 	}
+	if s.gaps != a.gaps {
+		// Records were lost since it was last seen: any of them may have
+		// been about it.
+		s.epKnown = false
+		s.stepKnown, s.counting, s.zeros = false, false, false
+		s.unsure = true
+		s.gaps = a.gaps
+	}
 	return s
 }
 
@@ -139,6 +151,10 @@ func (a *Auditor) Add(ev *Event) {
 	switch ev.Kind {
 	case ledger.KindConnect:
 		a.connect(ev)
+	case ledger.KindLost:
+		a.gaps++ // every env catches up when next used (env)
+		a.phase = phaseUnknown
+		a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
 	case ledger.KindClose:
 		a.phase = phaseIdle
 		if ev.Unsent > 0 {
@@ -169,7 +185,7 @@ func (a *Auditor) connect(ev *Event) {
 
 func (a *Auditor) sendInfer(ev *Event) {
 	in := ev.Infer
-	if a.phase != phaseIdle {
+	if a.phase != phaseIdle && a.phase != phaseUnknown {
 		a.flag(ev, "4.2", "an infer while %s: messages must alternate infer, action, feedback", phaseName(a.phase))
 	}
 	reuseOffered := a.meta != nil && a.meta.Has(wire.FeatureReuse)
@@ -180,6 +196,8 @@ func (a *Auditor) sendInfer(ev *Event) {
 		switch {
 		case reused && !reuseOffered:
 			a.flag(ev, "10.1", "env %d reuses its observation, but the server does not offer reuse-feedback-obs", e)
+		case s.unsure:
+			// What it fed back may be in the gap.
 		case reused && !s.fedBack:
 			a.flag(ev, "10.1", "env %d reuses an observation it never fed back on this connection", e)
 		case reused && s.terminal:
@@ -231,6 +249,11 @@ func maxRows(ev *Event) int {
 }
 
 func (a *Auditor) recv(ev *Event) {
+	if a.phase == phaseUnknown {
+		// Its infer may be in the gap: nothing to check it against.
+		a.phase = phaseHolding
+		return
+	}
 	if a.phase != phaseAwaitAction {
 		a.flag(ev, "4.2", "the server sent a message while %s", phaseName(a.phase))
 		return
@@ -271,7 +294,7 @@ func (a *Auditor) recv(ev *Event) {
 func (a *Auditor) sendFeedback(ev *Event) {
 	fb := ev.Feedback
 	a.feedbacks++
-	if a.phase != phaseHolding {
+	if a.phase != phaseHolding && a.phase != phaseUnknown {
 		a.flag(ev, "4.2", "a feedback while %s: each feedback answers one action", phaseName(a.phase))
 	}
 	a.phase = phaseIdle
@@ -283,6 +306,9 @@ func (a *Auditor) sendFeedback(ev *Event) {
 	for i, e := range fb.EnvIndices {
 		s := a.env(e)
 		switch {
+		case s.unsure:
+			// Its chunk's infer and action may be in the gap.
+			s.unsure, s.epKnown = false, false
 		case !s.holding && s.heldOnConn != 0 && s.heldOnConn != a.conn:
 			a.flag(ev, "7.6", "feedback for env %d, whose action came on connection %d, sent on connection %d: feedback must be dropped on a reconnect", e, s.heldOnConn, a.conn)
 			s.epKnown = false
