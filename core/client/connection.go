@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
@@ -59,7 +60,9 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		cn.Abort()
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
-	c.ledger.Connected(c.opts.URL, raw)
+	if c.ledger != nil {
+		c.ledger.Connected(redactedURL(c.opts.URL), raw)
+	}
 	cn.Release()
 	c.conn, c.meta = cn, meta
 	c.reuseOffered = !c.opts.DisableReuse && meta.Has(FeatureReuse) // once: CanReuse runs per env per step
@@ -186,6 +189,16 @@ func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObser
 		return d
 	}
 	return nil
+}
+
+// redactedURL is u as a ledger records it: a password in it (ws://user:
+// secret@host) is not kept, as the API key is not (a ledger is shared
+// more widely than the program's configuration).
+func redactedURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
 }
 
 // ledgerClosed records the end of the connection by err, with the envs

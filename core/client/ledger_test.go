@@ -197,3 +197,40 @@ func TestHeldFeedbackNeverSent(t *testing.T) {
 		t.Fatalf("FeedbackRowsDropped = %d; want the held feedback's row", dropped)
 	}
 }
+
+// TestLedgerRedactsURLPassword: a password in the URL is not recorded (the
+// API key never is); the rest of the URL is.
+func TestLedgerRedactsURLPassword(t *testing.T) {
+	_, url := serve(t, refserver.Config{Horizon: 1, ActionDim: 1})
+	path := filepath.Join(t.TempDir(), "l")
+	withPass := strings.Replace(url, "ws://", "ws://robot:s3cret@", 1)
+	c := dial(t, withPass, func(o *client.Options) { o.LedgerPath = path })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	r, err := ledger.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatalf("no connect record (%v)", err)
+		}
+		if rec.Kind == ledger.KindConnect {
+			if strings.Contains(rec.URL, "s3cret") || !strings.Contains(rec.URL, "robot:") {
+				t.Fatalf("recorded URL %q", rec.URL)
+			}
+			break
+		}
+	}
+	if strings.Contains(string(raw), "s3cret") {
+		t.Fatal("the password is in the file")
+	}
+}
