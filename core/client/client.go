@@ -183,6 +183,7 @@ type Client struct {
 	ledger     *ledger.Writer // nil: no ledger
 	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
 	heldEnvs   []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
+	givenUp    bool           // GiveUpOwed: the next Infer drops the connection first
 
 	// The caller's pace, for holding feedback back (see tightLoop):
 	// when the last feedback returned (conn.Mono; 0 once an infer has
@@ -394,15 +395,24 @@ var errAbandoned = errors.New("the caller abandoned the action (no memory for it
 // received (the runner found no memory for it, or a shape it cannot
 // step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
 // reconnects.
-func (c *Client) Abandon() { c.abandon(errAbandoned) }
-
-// AbandonOwed drops the connection because the caller gives up the
-// feedback it owes on it, for the reason given (a runner closed in the
-// middle of its chunks): SPEC 7.6, as Abandon.
-func (c *Client) AbandonOwed(reason string) { c.abandon(errors.New(reason)) }
-
-func (c *Client) abandon(why error) {
+func (c *Client) Abandon() {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
-		c.dropConnection(CauseOther, why)
+		c.dropConnection(CauseOther, errAbandoned)
+	}
+}
+
+var errGivenUp = errors.New("the feedback owed on it was given up (a runner closed in the middle of its chunks)")
+
+// GiveUpOwed gives up the feedback this client owes, if any (an action
+// not fed back, or envs still holding chunks), for a caller that will
+// never send it (a runner closed in the middle of its chunks). SPEC 7.6
+// drops it with the connection, which ends when the client is next used:
+// the next Infer drops it and reconnects (returning ErrReconnected, as
+// after any lost connection; without this it would be refused as out of
+// order for ever), and Close closes it in order, as always. A feedback
+// sent before then that leaves nothing owed cancels it.
+func (c *Client) GiveUpOwed() {
+	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
+		c.givenUp = true
 	}
 }

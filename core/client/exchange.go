@@ -38,6 +38,12 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 		c.tight = conn.Mono()-c.feedbackDone < tightLoop
 		c.feedbackDone = 0
 	}
+	if c.givenUp {
+		c.givenUp = false
+		if c.phase == phaseIdle || c.phase == phaseHolding {
+			c.dropConnection(CauseOther, errGivenUp) // reconnected below
+		}
+	}
 	if c.phase == phaseHolding {
 		return nil, newErr(KindOutOfOrder, nil, "infer while a feedback is owed for the last action: send feedback first (SPEC 4.2)")
 	}
@@ -234,6 +240,9 @@ func (c *Client) feedback(f *Feedback) error {
 	}
 	c.ledger.Sent(&c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
+	if c.givenUp && c.envs.outstanding() == 0 {
+		c.givenUp = false // nothing is owed any more
+	}
 	c.phase = phaseIdle
 	return nil
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/runner"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
@@ -190,9 +193,9 @@ func TestStepSizeAcrossReconnect(t *testing.T) {
 }
 
 // TestCloseGivesUpOwedFeedback: a runner closed between Act and Report
-// drops its client's connection (the feedback it owed is given up, SPEC
-// 7.6), so that a new runner on the client acts; before, every infer was
-// refused as out of order, for ever.
+// gives up the feedback it owed (SPEC 7.6), so that a new runner on the
+// client acts, over a new connection; before, every infer was refused as
+// out of order, for ever.
 func TestCloseGivesUpOwedFeedback(t *testing.T) {
 	_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
 	const n = 2
@@ -239,5 +242,73 @@ func TestCloseKeepsAConnectionOwedNothing(t *testing.T) {
 	}
 	if _, err := c.Infer(&wire.Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: obs}); err != nil {
 		t.Fatalf("the client's own infer after: %v", err)
+	}
+}
+
+// TestEndOfRunClosesInOrder: a run that ends in the middle of its chunks
+// (Ctrl-C, max_episodes, a Runner going out of scope) closes as it always
+// did once the client is closed: a close frame 1000 the server answers,
+// and a ledger close by the client naming the envs that held chunks, not
+// a dropped connection.
+func TestEndOfRunClosesInOrder(t *testing.T) {
+	s := refserver.New(refserver.Config{Horizon: 4, ActionDim: 1})
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	path := filepath.Join(t.TempDir(), "l")
+	c, err := client.Dial(context.Background(), client.Options{URL: url, LedgerPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, out, f := stateObs(2), &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}, []bool{false, false}
+	for range 6 {
+		if err := r.Act(obs, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Report(obs, []float64{1, 1}, f, f, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.FeedbackRowsDropped != 0 || st.Reconnects != [client.NumReconnectCauses]uint64{} {
+		t.Fatalf("stats: %d rows dropped, reconnects %v; want none (not counted at close)", st.FeedbackRowsDropped, st.Reconnects)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.Stats().Closes) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if cl := s.Stats().Closes; len(cl) != 1 || cl[0].By != "client" || cl[0].Code != 1000 {
+		t.Fatalf("the server saw %+v; want one close by the client, 1000", cl)
+	}
+	var closes []*ledger.Record
+	f2, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	lr, err := ledger.NewReader(f2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := lr.Next()
+		if err != nil {
+			break
+		}
+		if rec.Kind == ledger.KindClose {
+			closes = append(closes, rec)
+		}
+	}
+	if len(closes) != 1 || closes[0].By != "client" || closes[0].Code != 1000 || len(closes[0].Dropped) != 2 {
+		t.Fatalf("ledger closes %+v; want one by the client, 1000, with the 2 envs holding chunks", closes)
 	}
 }

@@ -149,15 +149,15 @@ func New(c *client.Client, cfg Config) (*Runner, error) {
 const EnvStateBytes = int(unsafe.Sizeof(envState{}))
 
 // Close ends the runner. Feedback it still owes (an env's chunk not fed
-// back yet, or an Act without its Report) is given up by dropping the
-// client's connection (SPEC 7.6): the client's next infer, a new runner's
-// or the caller's own, starts on a new connection, where it would
-// otherwise be refused for ever as out of order. Then the chunks' memory
-// is freed. The client must not be in a call on another goroutine; the
-// runner must not be used afterwards.
+// back yet, or an Act without its Report) is given up (client.GiveUpOwed):
+// the client's next infer, a new runner's or the caller's own, reconnects,
+// where it would otherwise be refused for ever as out of order, and the
+// client's Close closes in order, as at the end of any run. Then the
+// chunks' memory is freed. The client must not be in a call on another
+// goroutine; the runner must not be used afterwards.
 func (r *Runner) Close() {
 	if r.owes() {
-		r.c.AbandonOwed("the runner was closed while it owed feedback (an act without its report, or chunks not stepped through); that feedback is dropped (SPEC 7.6)")
+		r.c.GiveUpOwed()
 	}
 	r.FreeChunks()
 }
