@@ -312,7 +312,8 @@ typedef struct plugrl_options {
 ** its path, and each later handle given the same path (PLUGRL_LEDGER in a
 ** program with several handles) writes <path>.2, <path>.3, ... instead,
 ** as does a handle whose file another ledger (of this process or another)
-** is writing: no ledger overwrites another.
+** is writing: no ledger overwrites another while it is written (a file
+** system without locks aside), and none in a directory ever does.
 **
 ** PLUGRL_LEDGER_DIGEST (the default) keeps every message whole except
 ** observation arrays, which are kept as an Adler-32 per env row (computed
@@ -744,10 +745,12 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
 ** Further calls on it return PLUGRL_CLOSED. Any thread may call it: a
 ** call running on the runner is interrupted and waited for, as in
 ** plugrl_close. Feedback the runner still owed (freed between act and
-** report, or with chunks not stepped through) is given up by closing the
-** client's connection (SPEC 7.6): the client's next infer, a new runner's
-** or a direct one, reconnects, where it would otherwise be refused as out
-** of order. From inside the episode callback (which runs inside
+** report, or with chunks not stepped through, as at the end of most runs)
+** is given up (SPEC 7.6): the client's next infer, a new runner's or a
+** direct one, drops the connection and reconnects (a direct one returns
+** PLUGRL_RECONNECTED), where it would otherwise be refused as out of
+** order; plugrl_close closes in order, as always. From inside the episode
+** callback (which runs inside
 ** plugrl_runner_report) it returns PLUGRL_BUSY, as plugrl_close of the
 ** runner's client does there. */
 plugrl_status plugrl_runner_free(plugrl_runner *runner);
@@ -827,7 +830,8 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
 ** steps and success flag. It must not call into the library: a call on
 ** the runner or its client returns PLUGRL_BUSY there (plugrl_runner_free
 ** and plugrl_close included, which would otherwise wait for the report
-** they are inside of).
+** they are inside of; plugrl_interrupt and plugrl_runner_interrupt
+** excepted).
 */
 typedef void (*plugrl_episode_fn)(void *user, int64_t env, double episode_return, int64_t length, int success);
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"net/url"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
@@ -22,7 +21,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	if !deadline.IsZero() {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return newErr(KindTimeout, nil, "connecting to %s: no time left", c.opts.URL)
+			return newErr(KindTimeout, nil, "connecting to %s: no time left", conn.RedactedURL(c.opts.URL))
 		}
 		dialTimeout, metaTimeout = min(dialTimeout, left), min(metaTimeout, left)
 	}
@@ -42,7 +41,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		Counters:         &c.stats.io,
 	})
 	if err != nil {
-		return c.classify(err, "connecting to "+c.opts.URL)
+		return c.classify(err, "connecting to "+conn.RedactedURL(c.opts.URL))
 	}
 	c.setLive(cn)
 	if !deadline.IsZero() {
@@ -61,7 +60,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
 	if c.ledger != nil {
-		c.ledger.Connected(redactedURL(c.opts.URL), raw)
+		c.ledger.Connected(conn.RedactedURL(c.opts.URL), raw)
 	}
 	cn.Release()
 	c.conn, c.meta = cn, meta
@@ -191,16 +190,6 @@ func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObser
 	return nil
 }
 
-// redactedURL is u as a ledger records it: a password in it (ws://user:
-// secret@host) is not kept, as the API key is not (a ledger is shared
-// more widely than the program's configuration).
-func redactedURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return u
-}
-
 // ledgerClosed records the end of the connection by err, with the envs
 // whose owed feedback goes with it: those of a feedback whose send
 // failed, of a held one that never left (unsent), and those holding an
@@ -251,7 +240,7 @@ func (c *Client) reconnect() error {
 		if err == nil {
 			c.reconnects++
 			c.stats.reconnects[c.stats.cause].Add(1)
-			c.logf(LevelInfo, "reconnected to %s (attempt %d)", c.opts.URL, attempt)
+			c.logf(LevelInfo, "reconnected to %s (attempt %d)", conn.RedactedURL(c.opts.URL), attempt)
 			return nil
 		}
 		switch KindOf(err) {

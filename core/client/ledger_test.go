@@ -234,3 +234,28 @@ func TestLedgerRedactsURLPassword(t *testing.T) {
 		t.Fatal("the password is in the file")
 	}
 }
+
+// TestPasswordNotInConnectErrors: a connect that fails does not put the
+// URL's password in its error, which the ledger's close record, the log
+// and plugrl_errmsg carry.
+func TestPasswordNotInConnectErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	path := filepath.Join(t.TempDir(), "l")
+	c, err := client.New(client.Options{URL: "ws://robot:s3cret@" + addr, LedgerPath: path, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Connect(context.Background())
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "robot:xxxxx@") {
+		t.Fatalf("Connect: %v; want an error naming the URL without its password", err)
+	}
+	c.Close()
+	if raw, _ := os.ReadFile(path); strings.Contains(string(raw), "s3cret") {
+		t.Fatal("the password is in the ledger")
+	}
+}

@@ -49,6 +49,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -311,25 +312,26 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		d.Header = ws.HandshakeHeaderHTTP(http.Header{"Authorization": []string{"Api-Key " + o.APIKey}})
 	}
 	nc, br, _, err := d.Dial(dctx, o.URL)
+	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("connect to %s: %w", o.URL, ErrInterrupted)
+			return nil, fmt.Errorf("connect to %s: %w", shown, ErrInterrupted)
 		case dc != nil && dc.overLimit:
-			return nil, fmt.Errorf("connect to %s: %w: the handshake response is larger than %d bytes (the handshake size cap)", o.URL, ErrProtocol, limit)
+			return nil, fmt.Errorf("connect to %s: %w: the handshake response is larger than %d bytes (the handshake size cap)", shown, ErrProtocol, limit)
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-			return nil, fmt.Errorf("connect to %s: %w after %v: %v", o.URL, ErrTimeout, timeout, err)
+			return nil, fmt.Errorf("connect to %s: %w after %v: %v", shown, ErrTimeout, timeout, err)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}
 	if dc == nil { // cannot happen: NetDial made the connection
 		nc.Close()
-		return nil, fmt.Errorf("connect to %s: no connection from the dialer", o.URL)
+		return nil, fmt.Errorf("connect to %s: no connection from the dialer", shown)
 	}
 	dc.limit = 0 // the handshake is over: messages have their own cap
 	if err := dc.takeover(); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}
 	var tr transport = dc
 	if tc, ok := nc.(*tls.Conn); ok {
@@ -421,6 +423,16 @@ func (c *Conn) fail(err error) error {
 		return err
 	}
 	return c.Err()
+}
+
+// RedactedURL is u as messages show it: a password in it (ws://user:
+// secret@host) is replaced by xxxxx, as net/url's Redacted does; the API
+// key is never in a message either.
+func RedactedURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
 }
 
 // Done is closed once the connection has failed or been closed.

@@ -3,8 +3,10 @@
 package ledger
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +136,7 @@ func TestBurstBuffersLetGo(t *testing.T) {
 	w.flushMu.Lock()
 	grown := cap(w.spare) + cap(w.raw) + cap(w.out)
 	w.flushMu.Unlock()
-	for range 20 { // 2 s of a quiet loop's flushes
+	for range 40 { // 4 s of a quiet loop's flushes
 		w.Received([]byte("small"))
 		w.flush()
 	}
@@ -144,8 +146,76 @@ func TestBurstBuffersLetGo(t *testing.T) {
 	queue := cap(w.queue)
 	w.mu.Unlock()
 	kept := cap(w.spare) + cap(w.raw) + cap(w.lits) + cap(w.out) + queue
-	if grown < 8<<20 || kept > 2*trimAbove {
-		t.Fatalf("buffers: %d bytes after the burst, %d kept after 20 quiet flushes", grown, kept)
+	if grown < 8<<20 || kept > 4*trimAbove { // four buffers, each at most trimAbove
+		t.Fatalf("buffers: %d bytes after the burst, %d kept after 40 quiet flushes", grown, kept)
 	}
-	t.Logf("buffers: %d bytes after the burst, %d after 20 quiet flushes", grown, kept)
+	t.Logf("buffers: %d bytes after the burst, %d after 40 quiet flushes", grown, kept)
+}
+
+// TestTrimKeepsTheCallerFromAllocating: after one late flush (a writer
+// that yielded the core for a while takes four flushes' worth at once),
+// the steady rate that follows allocates nothing on the caller's thread
+// while the queue is trimmed back (it grew a queue from nothing, MBs at a
+// time, when the trimmed spare was nil).
+func TestTrimKeepsTheCallerFromAllocating(t *testing.T) {
+	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{Level: Full, QueueBytes: 32 << 20, FlushInterval: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	msgs := make([][]byte, 12)
+	for i := range msgs {
+		msgs[i] = incompressible(512<<10, uint64(i))
+	}
+	step := 0
+	records := func(n int) {
+		for range n {
+			w.Received(msgs[step%len(msgs)])
+			step++
+		}
+	}
+	for range 4 { // the steady rate: 3 records a flush
+		records(3)
+		w.flush()
+	}
+	records(12) // one late flush
+	w.flush()
+	var m0, m1 runtime.MemStats
+	for i := range 30 {
+		w.flushMu.Lock() // the background writer's flush (which may allocate) waits
+		runtime.ReadMemStats(&m0)
+		records(3)
+		runtime.ReadMemStats(&m1)
+		w.flushMu.Unlock()
+		if a := m1.Mallocs - m0.Mallocs; a != 0 {
+			t.Fatalf("flush %d after the late one: %d allocations in the caller's 3 records", i+1, a)
+		}
+		w.flush()
+	}
+}
+
+// TestCreateInDirOfManyRuns: a directory holding more earlier ledgers of
+// this pid than Create tries names (a crash-looping container's pid 1)
+// still gets a ledger: taken names are skipped by doubling steps. It
+// failed plugrl_open once there were maxNames of them (10000).
+func TestCreateInDirOfManyRuns(t *testing.T) {
+	defer func(n int) { maxNames = n }(maxNames)
+	maxNames = 20
+	dir := t.TempDir()
+	const runs = 500 // 25 times the names tried
+	for n := 1; n <= runs; n++ {
+		name := filepath.Join(dir, fmt.Sprintf("plugrl-%d-%d.ledger", os.Getpid(), n))
+		if err := os.WriteFile(name, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var n int
+	if _, err := fmt.Sscanf(filepath.Base(w.Path()), fmt.Sprintf("plugrl-%d-%%d.ledger", os.Getpid()), &n); err != nil || n <= runs {
+		t.Fatalf("the ledger went to %s; want a name past the %d taken", w.Path(), runs)
+	}
 }

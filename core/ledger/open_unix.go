@@ -40,9 +40,17 @@ func openFile(path string, exclusive bool) (*os.File, error) {
 		err = fmt.Errorf("%s is not a regular file (%v): a ledger is written to a regular file, or to a directory", path, fi.Mode().Type())
 	}
 	if err == nil {
-		// Fd puts a regular file back in blocking mode, as it was.
-		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+		// Back to blocking writes: a file system that answers EAGAIN
+		// (FUSE, NFS) must make the writer wait, not end the ledger.
+		err = syscall.SetNonblock(int(f.Fd()), false)
+	}
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case errors.Is(err, syscall.EWOULDBLOCK):
 			err = errOccupied
+		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EINVAL):
+			err = nil // a file system without locks (NFS without lockd, some FUSE): write it unlocked, as before locks
 		}
 	}
 	if err == nil {

@@ -248,18 +248,27 @@ func unresolve(path string, n int) {
 // in a directory, that it exists): Create tries the next name.
 var errOccupied = errors.New("the file is another ledger's")
 
-// maxNames bounds the names Create tries for one ledger.
-const maxNames = 10000
+// maxNames bounds the names Create tries for one ledger (a variable for
+// tests).
+var maxNames = 10000
 
 // createFile opens the file of a new ledger asked for at asked (see
 // Resolve), skipping names another ledger holds, and writes the file
-// header.
+// header. In a directory, taken names are skipped by steps that double
+// (1, 2, 4, ...): a directory of many earlier runs' ledgers costs a few
+// tries, not one per ledger.
 func createFile(asked string) (*os.File, error) {
+	skip := 1
 	for range maxNames {
 		path, use, inDir := resolve(asked)
 		f, err := openFile(path, inDir)
 		if err == errOccupied {
-			continue // the next name; this use stays counted, as its name is taken
+			// The next name; this use stays counted, as its name is taken.
+			if inDir {
+				skipUses(asked, skip-1)
+				skip *= 2
+			}
+			continue
 		}
 		if err == nil {
 			if _, err = f.Write(appendHeader(nil)); err != nil {
@@ -273,7 +282,19 @@ func createFile(asked string) (*os.File, error) {
 		}
 		return f, nil
 	}
-	return nil, fmt.Errorf("ledger: %s: %d names tried, each another ledger's", asked, maxNames)
+	return nil, fmt.Errorf("ledger: %s: %d names tried, each taken by another ledger", asked, maxNames)
+}
+
+// skipUses counts n more uses of path, so that the next resolve skips n
+// names.
+func skipUses(path string, n int) {
+	key := path
+	if abs, err := filepath.Abs(path); err == nil {
+		key = abs
+	}
+	used.Lock()
+	defer used.Unlock()
+	used.paths[key] += n
 }
 
 // Create creates (or truncates) the ledger file for path (see Resolve) and
@@ -762,7 +783,7 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 }
 
 // trimAbove is the capacity past which a buffer of the writer is let go
-// when recent flushes needed less than half of it.
+// when recent flushes needed less than a quarter of it.
 const trimAbove = 1 << 20
 
 // decay updates *hw, the most recent flushes needed of a buffer, with
@@ -770,11 +791,14 @@ const trimAbove = 1 << 20
 // about half a second) and never falls below peak.
 func decay(hw *int, peak int) { *hw = max(peak, *hw-*hw/8) }
 
-// trimmed returns b, or nil when it is over trimAbove and more than twice
-// hw, what recent flushes needed of it.
+// trimmed returns b, or a new empty buffer of twice hw when b is over
+// trimAbove and more than four times hw, what recent flushes needed of it
+// (so that a buffer shrinks every few flushes while hw decays, not at
+// every one): not nil, since the queue's spare becomes the caller's
+// queue, which must not grow from nothing on the caller's thread.
 func trimmed(b []byte, hw int) []byte {
-	if cap(b) > trimAbove && cap(b) > 2*hw {
-		return nil
+	if cap(b) > trimAbove && cap(b) > 4*hw {
+		return make([]byte, 0, 2*hw)
 	}
 	return b
 }

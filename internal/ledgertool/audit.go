@@ -287,6 +287,7 @@ func (a *Auditor) recv(ev *Event) {
 	for _, e := range a.infer {
 		s := a.env(e)
 		s.holding, s.heldOnConn = true, a.conn
+		s.unsure = false // what it holds is known again (its episode's sum is not)
 		s.horizon = max(s.horizon, int64(act.Horizon()))
 	}
 }
