@@ -174,23 +174,25 @@ func TestTrimKeepsTheCallerFromAllocating(t *testing.T) {
 			step++
 		}
 	}
+	// Only this test's flushes, at its cadence: the background writer's
+	// wait for flushMu until the end.
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	for range 4 { // the steady rate: 3 records a flush
 		records(3)
-		w.flush()
+		w.flushLocked(nil)
 	}
 	records(12) // one late flush
-	w.flush()
+	w.flushLocked(nil)
 	var m0, m1 runtime.MemStats
 	for i := range 30 {
-		w.flushMu.Lock() // the background writer's flush (which may allocate) waits
 		runtime.ReadMemStats(&m0)
 		records(3)
 		runtime.ReadMemStats(&m1)
-		w.flushMu.Unlock()
 		if a := m1.Mallocs - m0.Mallocs; a != 0 {
 			t.Fatalf("flush %d after the late one: %d allocations in the caller's 3 records", i+1, a)
 		}
-		w.flush()
+		w.flushLocked(nil)
 	}
 }
 

@@ -698,6 +698,11 @@ func (w *Writer) flush() { w.flushWith(nil) }
 func (w *Writer) flushWith(tail []byte) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
+	w.flushLocked(tail)
+}
+
+// flushLocked is flushWith with flushMu held.
+func (w *Writer) flushLocked(tail []byte) {
 	w.mu.Lock()
 	queued := w.queue
 	w.queue = w.spare[:0]
