@@ -173,6 +173,7 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 		}
 	}
 	c.owedLost = c.owedLost[:0]
+	c.givenUp = false // whatever was owed goes with this connection
 	if n := c.envs.outstanding(); n > 0 {
 		c.stats.rowsDropped.Add(uint64(n))
 	}

@@ -38,13 +38,7 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 		c.tight = conn.Mono()-c.feedbackDone < tightLoop
 		c.feedbackDone = 0
 	}
-	if c.givenUp {
-		c.givenUp = false
-		if c.phase == phaseIdle || c.phase == phaseHolding {
-			c.dropConnection(CauseOther, errGivenUp) // reconnected below
-		}
-	}
-	if c.phase == phaseHolding {
+	if c.phase == phaseHolding && !c.givenUp {
 		return nil, newErr(KindOutOfOrder, nil, "infer while a feedback is owed for the last action: send feedback first (SPEC 4.2)")
 	}
 	if req == nil {
@@ -54,6 +48,18 @@ func (c *Client) infer(req *Request) (*wire.Action, error) {
 		return nil, err
 	}
 	defer c.unblock()
+	if c.givenUp { // GiveUpOwed: the feedback owed goes with this connection
+		c.givenUp = false
+		if c.phase == phaseIdle || c.phase == phaseHolding {
+			// It may have ended meanwhile (a server's stop, a feedback
+			// timeout): that end is the one to report and record.
+			c.conn.Poll()
+			if err := c.conn.Err(); err != nil {
+				return nil, c.lost(err, "before the infer")
+			}
+			c.dropConnection(CauseOther, errGivenUp) // reconnected below
+		}
+	}
 	if c.phase == phaseDisconnected {
 		if err := c.reconnect(); err != nil {
 			return nil, err

@@ -312,3 +312,75 @@ func TestEndOfRunClosesInOrder(t *testing.T) {
 		t.Fatalf("ledger closes %+v; want one by the client, 1000, with the 2 envs holding chunks", closes)
 	}
 }
+
+// TestGivenUpEndsWithItsConnection: a runner freed between Act and Report
+// marks the client; a direct Feedback of that action finds the connection
+// gone and reconnects (ErrReconnected). The mark went with the old
+// connection: the new one is not dropped at the next Infer (it was).
+func TestGivenUpEndsWithItsConnection(t *testing.T) {
+	s, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1,
+		Faults: refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 1, When: refserver.AfterAction, Code: 1001, Reason: "plugrl-server-resync"}}}})
+	const n = 2
+	obs, out := stateObs(n), &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
+	r, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()                          // marks: the action is owed
+	time.Sleep(100 * time.Millisecond) // the server's close arrives
+	f := []bool{false, false}
+	err = c.Feedback(&wire.Feedback{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs, Rewards: []float32{0, 0}, Terminated: f, Truncated: f})
+	if !errors.Is(err, client.ErrReconnected) {
+		t.Fatalf("feedback: %v; want ErrReconnected", err)
+	}
+	before := s.Stats().Connections
+	_, err = c.Infer(&wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs})
+	if err != nil || s.Stats().Connections != before {
+		t.Fatalf("the first infer on a healthy new connection: %v, connections %d -> %d (the given-up mark survived the reconnect)", err, before, s.Stats().Connections)
+	}
+}
+
+// TestGivenUpStillSeesAStop: a runner freed while it owes; then the
+// server stops the run (SPEC 7.1) while the client is idle. The next
+// direct Infer sees the stop, as it does when nothing was given up (it
+// dropped the connection as given up, and reconnected).
+func TestGivenUpStillSeesAStop(t *testing.T) {
+	for _, owe := range []bool{false, true} {
+		s, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
+		const n = 2
+		obs, out := stateObs(n), &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
+		r, err := runner.New(c, runner.Config{Envs: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Act(obs, out); err != nil {
+			t.Fatal(err)
+		}
+		f := []bool{false, false}
+		if err := r.Report(obs, []float64{0, 0}, f, f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !owe {
+			// step through the chunk: 3 more steps, nothing sent
+			for range 3 {
+				if err := r.Act(obs, out); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Report(obs, []float64{0, 0}, f, f, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		r.Close()
+		s.Stop()
+		time.Sleep(100 * time.Millisecond)
+		before := s.Stats().Connections
+		_, err1 := c.Infer(&wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs})
+		if !errors.Is(err1, client.ErrStopped) {
+			t.Errorf("owed=%v: first infer after the server stopped: %v; want ErrStopped (connections %d -> %d)", owe, err1, before, s.Stats().Connections)
+		}
+	}
+}
