@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/conn"
 	"github.com/plugrl/libplugrl/core/ledger"
 )
 
@@ -66,7 +67,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		return opts, errors.New("options.url is NULL; want ws://host:port or wss://host:port")
 	}
 	if u, err := url.Parse(C.GoString(full.url)); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", C.GoString(full.url))
+		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", conn.RedactedURL(C.GoString(full.url)))
 	}
 	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
 	opts = client.Options{

@@ -122,11 +122,11 @@ func plugrl__go_runner_free(p *C.plugrl_runner) C.plugrl_status {
 // with an interrupt pending for its next user.
 func (h *runnerHandle) stop() { h.client.interruptBlocked() }
 
-// release frees the runner. Feedback it still owed is given up by
-// dropping its client's connection (runner.Close), so that the client's
-// next infer starts afresh instead of being refused as out of order; when
-// the client is in a call on another thread, or closing, it is left alone
-// and only the chunks are freed.
+// release frees the runner. Feedback it still owed is given up
+// (runner.Close, client.GiveUpOwed): the client's next infer reconnects
+// instead of being refused as out of order, and its close closes in
+// order. When the client is in a call on another thread, or closing, it
+// is left alone and only the chunks are freed.
 func (h *runnerHandle) release() {
 	if h.client.enter() != C.PLUGRL_OK {
 		h.r.FreeChunks()

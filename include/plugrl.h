@@ -749,10 +749,11 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
 ** is given up (SPEC 7.6): the client's next infer, a new runner's or a
 ** direct one, drops the connection and reconnects (a direct one returns
 ** PLUGRL_RECONNECTED), where it would otherwise be refused as out of
-** order; plugrl_close closes in order, as always. From inside the episode
-** callback (which runs inside
-** plugrl_runner_report) it returns PLUGRL_BUSY, as plugrl_close of the
-** runner's client does there. */
+** order; plugrl_close closes in order, as always. (Not while another
+** thread is inside a call on the client, which the runner must not
+** share: then only the runner is freed.) From inside the episode callback
+** (which runs inside plugrl_runner_report) it returns PLUGRL_BUSY, as
+** plugrl_close of the runner's client does there. */
 plugrl_status plugrl_runner_free(plugrl_runner *runner);
 
 /* Like plugrl_errmsg, for a runner. */

@@ -51,6 +51,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,6 +314,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	}
 	nc, br, _, err := d.Dial(dctx, o.URL)
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // its text repeats the URL whole
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -429,8 +433,17 @@ func (c *Conn) fail(err error) error {
 // secret@host) is replaced by xxxxx, as net/url's Redacted does; the API
 // key is never in a message either.
 func RedactedURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
+	if p, err := url.Parse(u); err == nil && !strings.Contains(p.Opaque, "@") {
 		return p.Redacted()
+	}
+	// Unparseable (a typo, or a password whose characters are not
+	// escaped), or with no // before its user (scheme:user:pass@host is
+	// opaque to url.Parse): keep nothing before the last @.
+	if j := strings.LastIndexByte(u, '@'); j >= 0 {
+		if i := strings.Index(u, "://"); i >= 0 && i < j {
+			return u[:i+3] + "xxxxx" + u[j:]
+		}
+		return "xxxxx" + u[j:]
 	}
 	return u
 }

@@ -384,3 +384,25 @@ func TestStrayMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestRedactedURL: a URL's password is never shown, also when the URL does
+// not parse (a typo in the port, a password with unescaped characters):
+// then nothing before its last @ is.
+func TestRedactedURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ws://127.0.0.1:1", "ws://127.0.0.1:1"},
+		{"ws://robot:s3cret@127.0.0.1:1", "ws://robot:xxxxx@127.0.0.1:1"},
+		{"ws://robot:s3cret@127.0.0.1:99x", "ws://xxxxx@127.0.0.1:99x"},
+		{"ws://robot:s3c ret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		{"ws://robot:s3%zzcret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		{"robot:s3cret@host", "xxxxx@host"},
+	} {
+		if got := RedactedURL(tc.in); got != tc.want {
+			t.Errorf("RedactedURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	_, err := Dial(context.Background(), Options{URL: "ws://robot:s3c ret@127.0.0.1:1"})
+	if err == nil || strings.Contains(err.Error(), "s3c") {
+		t.Fatalf("Dial: %v; want an error without the password", err)
+	}
+}

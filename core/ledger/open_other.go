@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
 package ledger
 
@@ -8,16 +8,16 @@ import (
 	"os"
 )
 
-// openFile opens path for a new ledger (see open_unix.go; without flock,
-// another process writing the same file is not detected here).
-func openFile(path string, exclusive bool) (*os.File, error) {
+// openFile opens path for a new ledger (see open_unix.go): here without
+// a lock, so another process writing the same file is not detected.
+func openFile(path string, exclusive bool) (*os.File, bool, error) {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if exclusive {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	}
 	f, err := os.OpenFile(path, flags, 0o644)
 	if exclusive && errors.Is(err, fs.ErrExist) {
-		return nil, errOccupied
+		return nil, false, errOccupied
 	}
-	return f, err
+	return f, !exclusive, err
 }

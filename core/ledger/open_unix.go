@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
 package ledger
 
@@ -20,20 +20,24 @@ import (
 // sends the caller to the next name. exclusive (a file of a directory's)
 // also refuses a file that exists: a finished ledger of an earlier
 // process with the same pid (a container's pid 1) is not overwritten.
-func openFile(path string, exclusive bool) (*os.File, error) {
+//
+// unlocked says the file system gave no lock (NFS without lockd, some
+// FUSE file systems): the file is written as before locks, and the caller
+// says so.
+func openFile(path string, exclusive bool) (f *os.File, unlocked bool, err error) {
 	flags := os.O_WRONLY | os.O_CREATE | syscall.O_NONBLOCK
 	if exclusive {
 		flags |= os.O_EXCL
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err = os.OpenFile(path, flags, 0o644)
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.ENXIO):
-		return nil, fmt.Errorf("%s is a FIFO: a ledger is written to a regular file, or to a directory", path)
+		return nil, false, fmt.Errorf("%s is a FIFO: a ledger is written to a regular file, or to a directory", path)
 	case exclusive && errors.Is(err, fs.ErrExist):
-		return nil, errOccupied
+		return nil, false, errOccupied
 	default:
-		return nil, err
+		return nil, false, err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
@@ -49,8 +53,9 @@ func openFile(path string, exclusive bool) (*os.File, error) {
 		switch {
 		case errors.Is(err, syscall.EWOULDBLOCK):
 			err = errOccupied
-		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EINVAL):
-			err = nil // a file system without locks (NFS without lockd, some FUSE): write it unlocked, as before locks
+		case errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOTSUP),
+			errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EINVAL):
+			err, unlocked = nil, true // a file system without locks: write it unlocked, as before locks
 		}
 	}
 	if err == nil {
@@ -58,7 +63,7 @@ func openFile(path string, exclusive bool) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return f, nil
+	return f, unlocked, nil
 }

@@ -257,18 +257,21 @@ var maxNames = 10000
 // header. In a directory, taken names are skipped by steps that double
 // (1, 2, 4, ...): a directory of many earlier runs' ledgers costs a few
 // tries, not one per ledger.
-func createFile(asked string) (*os.File, error) {
+func createFile(asked string, warn func(string)) (*os.File, error) {
 	skip := 1
 	for range maxNames {
 		path, use, inDir := resolve(asked)
-		f, err := openFile(path, inDir)
+		f, unlocked, err := openFile(path, inDir)
 		if err == errOccupied {
 			// The next name; this use stays counted, as its name is taken.
 			if inDir {
 				skipUses(asked, skip-1)
-				skip *= 2
+				skip = min(2*skip, 1<<20)
 			}
 			continue
+		}
+		if unlocked && !inDir && warn != nil {
+			warn(fmt.Sprintf("ledger %s: written without a lock (this file system gives none): another process given the same path would overwrite it", path))
 		}
 		if err == nil {
 			if _, err = f.Write(appendHeader(nil)); err != nil {
@@ -348,7 +351,7 @@ func Create(path string, o Options) (*Writer, error) {
 		<-w.done
 		return nil, fmt.Errorf("ledger: running the writer on CPUs %s: %w", FormatCPUs(o.CPUs), err)
 	}
-	f, err := createFile(path)
+	f, err := createFile(path, o.Warn)
 	if err != nil {
 		close(w.stop)
 		<-w.done
