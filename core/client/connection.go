@@ -166,10 +166,11 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 		c.conn.Abort()
 		held, unsent := c.heldDropped(nil)
 		c.stats.rowsDropped.Add(uint64(len(held)))
+		sent := c.conn.SentCloseCode()
 		c.conn = nil
 		c.stats.cause = cause
 		if c.ledger != nil {
-			c.ledgerClosed(err, held, unsent)
+			c.ledgerClosed(err, sent, held, unsent)
 		}
 	}
 	c.owedLost = c.owedLost[:0]
@@ -195,7 +196,7 @@ func (c *Client) digester(m *wire.Message, obs *wire.Observation) conn.CopyObser
 // whose owed feedback goes with it: those of a feedback whose send
 // failed, of a held one that never left (unsent), and those holding an
 // action.
-func (c *Client) ledgerClosed(err error, held []int64, unsent bool) {
+func (c *Client) ledgerClosed(err error, sentCode int, held []int64, unsent bool) {
 	dropped := append(append([]int64(nil), c.owedLost...), held...)
 	dropped = c.envs.appendOutstanding(dropped)
 	var ce *conn.CloseError
@@ -203,7 +204,9 @@ func (c *Client) ledgerClosed(err error, held []int64, unsent bool) {
 		c.ledger.Closed("server", int(ce.Code), ce.Reason, err.Error(), dropped, unsent)
 		return
 	}
-	c.ledger.Closed("local", 0, "", err.Error(), dropped, unsent)
+	// A local end: the code is the close frame the client sent, if any
+	// (1000, or 1002/1009 for a server's violation).
+	c.ledger.Closed("local", sentCode, "", err.Error(), dropped, unsent)
 }
 
 // heldDropped appends to dst the envs of the connection's last held

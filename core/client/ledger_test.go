@@ -259,3 +259,41 @@ func TestPasswordNotInConnectErrors(t *testing.T) {
 		t.Fatal("the password is in the ledger")
 	}
 }
+
+// TestLedgerLocalCloseCode: a connection the client ends for a server's
+// violation records the close code the client sent (1009 for a message
+// over the cap), not 0.
+func TestLedgerLocalCloseCode(t *testing.T) {
+	s := hostileServer(t, hostile.Config{Scenario: hostile.HugeLength})
+	path := filepath.Join(t.TempDir(), "l")
+	c, err := client.Dial(context.Background(), client.Options{URL: s.URL(), LedgerPath: path, MaxReconnects: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	if _, err := w.infer(c); client.KindOf(err) != client.KindProtocol {
+		t.Fatalf("infer: %v; want a protocol error", err)
+	}
+	c.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ledger.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatalf("no close record (%v)", err)
+		}
+		if rec.Kind == ledger.KindClose {
+			if rec.By != "local" || rec.Code != 1009 {
+				t.Fatalf("close by %s, code %d; want local, 1009", rec.By, rec.Code)
+			}
+			return
+		}
+	}
+}

@@ -77,6 +77,7 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		return ErrClosed
 	}
 	c.sentCls = true
+	c.sentCode.Store(int32(code))
 	var body [2]byte
 	ws.PutCloseFrameBody(body[:], code, "")
 	if !c.queueControl(ws.OpClose, body[:]) {

@@ -211,6 +211,9 @@ type Conn struct {
 	rng      *rand.ChaCha8
 	wtimeout time.Duration
 	sentCls  bool
+	// sentCode is the close code of the close frame this side began to
+	// send (SentCloseCode), or 0.
+	sentCode atomic.Int32
 	// ctl holds control frames that could not be written without waiting
 	// (the rest of a pong or close frame): they go out, in order, before
 	// the next message. Guarded by wmu.
