@@ -13,27 +13,32 @@ import (
 // Infer sends an infer and waits for its action. The returned Action views
 // the receive buffer and is valid until the next call on this client. On
 // ErrReconnected nothing is owed: build a fresh request and infer again.
-func (c *Client) Infer(req *Request) (*wire.Action, error) {
-	a, err := c.infer(req)
-	if err != nil {
-		c.countErr(err)
-	}
-	return a, err
-}
+func (c *Client) Infer(req *Request) (*wire.Action, error) { return c.infer(req) }
 
-// countErr counts an interrupted call for Stats.
+// countErr counts an interrupted call for Stats and the ledger. It runs
+// inside the call (before leave): a Close on another goroutine waits for
+// it, and its ledger record is not lost to that Close.
 func (c *Client) countErr(err error) {
 	if KindOf(err) == KindInterrupted {
-		c.stats.interrupts.Add(1)
-		c.ledger.Interrupted()
+		c.countInterrupted()
 	}
 }
 
-func (c *Client) infer(req *Request) (*wire.Action, error) {
+func (c *Client) countInterrupted() {
+	c.stats.interrupts.Add(1)
+	c.ledger.Interrupted()
+}
+
+func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
 	defer c.leave()
+	defer func() {
+		if err != nil {
+			c.countErr(err)
+		}
+	}()
 	if c.feedbackDone != 0 {
 		c.tight = conn.Mono()-c.feedbackDone < tightLoop
 		c.feedbackDone = 0
@@ -168,19 +173,18 @@ func (c *Client) checkAction(sent []int64) error {
 // ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
 // In a loop that infers at once after each feedback, it may leave with the
 // next infer (see tightLoop).
-func (c *Client) Feedback(f *Feedback) error {
-	err := c.feedback(f)
-	if err != nil {
-		c.countErr(err)
-	}
-	return err
-}
+func (c *Client) Feedback(f *Feedback) error { return c.feedback(f) }
 
-func (c *Client) feedback(f *Feedback) error {
+func (c *Client) feedback(f *Feedback) (err error) {
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.leave()
+	defer func() {
+		if err != nil {
+			c.countErr(err)
+		}
+	}()
 	if c.phase != phaseHolding {
 		return newErr(KindOutOfOrder, nil, "feedback with no action outstanding: each feedback answers one action (SPEC 4.2)")
 	}
@@ -226,7 +230,6 @@ func (c *Client) feedback(f *Feedback) error {
 	}
 	defer func() { c.feedbackDone = conn.Mono() }() // after the ledger's record: tightLoop paces the caller
 	ob := c.digester(&c.feedbackMsg, f.Obs)
-	var err error
 	if c.tight && !episodeEnds {
 		// Its envs are kept: the message leaves with the next infer, or
 		// with the sweeper's tick, and if it never does they are dropped

@@ -55,15 +55,20 @@ func (c *Client) interrupt(pending bool) {
 // TakeInterrupt takes an interrupt pending for this client's next call,
 // and reports whether there was one: for a caller whose call may not
 // reach a blocking section (the runner's Act in the middle of a chunk
-// sends nothing), so that an interrupt still ends it. One atomic load
-// when none is pending.
+// sends nothing), so that an interrupt still ends it. The call it ends is
+// counted as interrupted (Stats, the ledger), as the client's own are.
+// One atomic load when none is pending.
 func (c *Client) TakeInterrupt() bool {
 	if !c.intr.Load() {
 		return false
 	}
 	c.imu.Lock()
-	defer c.imu.Unlock()
-	return c.intr.Swap(false)
+	took := c.intr.Swap(false)
+	c.imu.Unlock()
+	if took {
+		c.countInterrupted()
+	}
+	return took
 }
 
 // block begins a blocking section of a call that an interrupt pending

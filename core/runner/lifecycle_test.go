@@ -65,6 +65,9 @@ func TestInterruptMidChunk(t *testing.T) {
 	if err := r.Act(obs, out); client.KindOf(err) != client.KindInterrupted {
 		t.Fatalf("Act after an interrupt, mid-chunk: %v; want KindInterrupted", err)
 	}
+	if n := c.Stats().Interrupts; n != 1 {
+		t.Fatalf("Stats().Interrupts = %d; want the interrupted Act counted", n)
+	}
 	sent := c.Stats().BytesSent
 	if err := r.Act(obs, out); err != nil {
 		t.Fatalf("the Act after: %v", err)

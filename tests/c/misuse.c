@@ -1005,6 +1005,8 @@ static void test_runner_lifecycle(const char *url) {
 
   EXPECT_N(plugrl_interrupt(c), PLUGRL_OK); /* mid-chunk: no infer needed */
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_INTERRUPTED);
+  EXPECT_R(r, plugrl_runner_stats(r, &st), PLUGRL_OK);
+  CHECK(st.interrupts == 1);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
 
   cb_runner = r, cb_client = c;
