@@ -409,8 +409,10 @@ var errGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // drops it with the connection, which ends when the client is next used:
 // the next Infer drops it and reconnects (returning ErrReconnected, as
 // after any lost connection; without this it would be refused as out of
-// order for ever), and Close closes it in order, as always. A feedback
-// sent before then that leaves nothing owed cancels it.
+// order for ever), unless the connection had already ended, which it
+// reports as any call would (a server's stop, a 1011); and Close closes
+// it in order, as always. A feedback sent before then that leaves nothing
+// owed cancels it, and so does the end of the connection.
 func (c *Client) GiveUpOwed() {
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true

@@ -77,7 +77,6 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		return ErrClosed
 	}
 	c.sentCls = true
-	c.sentCode.Store(int32(code))
 	var body [2]byte
 	ws.PutCloseFrameBody(body[:], code, "")
 	if !c.queueControl(ws.OpClose, body[:]) {
@@ -87,6 +86,7 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 		if !c.tryWriteControl() {
 			return ErrTimeout
 		}
+		c.sentCode.Store(int32(code))
 		return nil
 	}
 	c.tr.BeginWrite(wait)
@@ -97,6 +97,9 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 	c.counters.Sent.Add(uint64(n))
 	c.ctl.reset()
 	c.ctlQueued.Store(false)
+	if err == nil {
+		c.sentCode.Store(int32(code))
+	}
 	return err
 }
 

@@ -318,7 +318,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	nc, br, _, err := d.Dial(dctx, o.URL)
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		err = ue.Err // its text repeats the URL whole
+		// Its text repeats the URL whole, and its cause (an escape error)
+		// may quote part of a password.
+		err = errors.New("the URL does not parse")
 	}
 	if err != nil {
 		switch {
@@ -436,12 +438,14 @@ func (c *Conn) fail(err error) error {
 // secret@host) is replaced by xxxxx, as net/url's Redacted does; the API
 // key is never in a message either.
 func RedactedURL(u string) string {
-	if p, err := url.Parse(u); err == nil && !strings.Contains(p.Opaque, "@") {
+	if p, err := url.Parse(u); err == nil && !strings.Contains(p.Opaque+p.Path+p.RawQuery+p.Fragment, "@") {
 		return p.Redacted()
 	}
 	// Unparseable (a typo, or a password whose characters are not
-	// escaped), or with no // before its user (scheme:user:pass@host is
-	// opaque to url.Parse): keep nothing before the last @.
+	// escaped), or an @ that url.Parse did not take for the user's end
+	// (scheme:user:pass@host is opaque to it; ws://user:12#pw@host makes
+	// "user:12" the host and the rest a fragment; ws:/user:pw@host, a
+	// path): keep nothing before the last @.
 	if j := strings.LastIndexByte(u, '@'); j >= 0 {
 		if i := strings.Index(u, "://"); i >= 0 && i < j {
 			return u[:i+3] + "xxxxx" + u[j:]

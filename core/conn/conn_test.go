@@ -396,13 +396,20 @@ func TestRedactedURL(t *testing.T) {
 		{"ws://robot:s3c ret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
 		{"ws://robot:s3%zzcret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
 		{"robot:s3cret@host", "xxxxx@host"},
+		{"ws://robot:2024#s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		{"ws://robot:2024?s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		{"ws://robot:2024/s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		{"ws:/robot:s3cret@127.0.0.1:1", "xxxxx@127.0.0.1:1"},
+		{"ws:///robot:s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
 	} {
 		if got := RedactedURL(tc.in); got != tc.want {
 			t.Errorf("RedactedURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	_, err := Dial(context.Background(), Options{URL: "ws://robot:s3c ret@127.0.0.1:1"})
-	if err == nil || strings.Contains(err.Error(), "s3c") {
-		t.Fatalf("Dial: %v; want an error without the password", err)
+	for _, u := range []string{"ws://robot:s3c ret@127.0.0.1:1", "ws://robot:s3%zzcret@127.0.0.1:1", "ws://robot:2024#s3cret@127.0.0.1:1"} {
+		_, err := Dial(context.Background(), Options{URL: u, DialTimeout: time.Second})
+		if err == nil || strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "zz") {
+			t.Fatalf("Dial(%q): %v; want an error without the password", u, err)
+		}
 	}
 }

@@ -338,10 +338,10 @@ func (c *Conn) flushCounted(p []byte) (int, error) {
 	return n, nil
 }
 
-// SentCloseCode is the code of the close frame this side began to send
-// (1000 from Close and Abort, 1002 or 1009 after a server's violation, or
-// the server's code echoed), or 0 if it sent none. The frame may not have
-// left whole on a connection that was failing.
+// SentCloseCode is the code of the close frame this side sent whole (1000
+// from Close and Abort; 1002, 1003 or 1009 after a server's violation; or
+// the server's code echoed), or 0 if none left: one still queued when the
+// connection ended did not.
 func (c *Conn) SentCloseCode() int { return int(c.sentCode.Load()) }
 
 // HeldLost reports whether a message given to WriteHeldMessage did not
@@ -464,10 +464,9 @@ func (c *Conn) tryClose(code ws.StatusCode) {
 		return
 	}
 	c.sentCls = true
-	c.sentCode.Store(int32(code))
 	var body [2]byte
 	ws.PutCloseFrameBody(body[:], code, "")
-	if c.queueControl(ws.OpClose, body[:]) {
-		c.tryWriteControl()
+	if c.queueControl(ws.OpClose, body[:]) && c.tryWriteControl() {
+		c.sentCode.Store(int32(code))
 	}
 }

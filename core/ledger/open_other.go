@@ -19,5 +19,5 @@ func openFile(path string, exclusive bool) (*os.File, bool, error) {
 	if exclusive && errors.Is(err, fs.ErrExist) {
 		return nil, false, errOccupied
 	}
-	return f, !exclusive, err
+	return f, !exclusive && err == nil, err
 }

@@ -29,9 +29,10 @@ type Options struct {
 	// Version is the library version the open record names.
 	Version string
 	// Warn, if set, is told on the recording goroutine, once each: when
-	// the queue first overflows and records start to be lost, and when a
-	// write to the file has failed (the ledger then ends at its last
-	// block written, and records no more).
+	// the file could not be locked (Create: no locks on its file system),
+	// when the queue first overflows and records start to be lost, and
+	// when a write to the file has failed (the ledger then ends at its
+	// last block written, and records no more).
 	Warn func(msg string)
 	// CloseTimeout bounds how long Close waits for the background writer
 	// to write what is queued (5 s): a file that stops taking writes (a
@@ -270,8 +271,8 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 			}
 			continue
 		}
-		if unlocked && !inDir && warn != nil {
-			warn(fmt.Sprintf("ledger %s: written without a lock (this file system gives none): another process given the same path would overwrite it", path))
+		if err == nil && unlocked && !inDir && warn != nil {
+			warn(fmt.Sprintf("ledger %s: written without a lock (none on this file system, or on this platform): another process given the same path would overwrite it", path))
 		}
 		if err == nil {
 			if _, err = f.Write(appendHeader(nil)); err != nil {
