@@ -19,8 +19,9 @@ import (
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
-// ledgerKinds reads the ledger at path and lists its records' kinds.
-func ledgerKinds(t *testing.T, path string) []string {
+// walkLedger reads the ledger at path, record after record, and calls fn
+// with each (and the reader, for a send's message).
+func walkLedger(t *testing.T, path string, fn func(r *ledger.Reader, rec *ledger.Record)) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -32,17 +33,36 @@ func ledgerKinds(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var kinds []string
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return kinds
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		kinds = append(kinds, rec.Kind)
+		fn(r, rec)
 	}
+}
+
+// ledgerKinds lists the kinds of the records of the ledger at path.
+func ledgerKinds(t *testing.T, path string) []string {
+	t.Helper()
+	var kinds []string
+	walkLedger(t, path, func(_ *ledger.Reader, rec *ledger.Record) { kinds = append(kinds, rec.Kind) })
+	return kinds
+}
+
+// ledgerCloses lists the close records of the ledger at path.
+func ledgerCloses(t *testing.T, path string) []*ledger.Record {
+	t.Helper()
+	var closes []*ledger.Record
+	walkLedger(t, path, func(_ *ledger.Reader, rec *ledger.Record) {
+		if rec.Kind == ledger.KindClose {
+			closes = append(closes, rec)
+		}
+	})
+	return closes
 }
 
 // TestLedgerRecordsAnInterruptedConnect: a Connect ended by Interrupt is
@@ -156,25 +176,9 @@ func TestHeldFeedbackNeverSent(t *testing.T) {
 			serverFeedbacks++
 		}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := ledger.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	recorded, unsent := 0, 0
 	var firstClose *ledger.Record
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	walkLedger(t, path, func(r *ledger.Reader, rec *ledger.Record) {
 		switch rec.Kind {
 		case ledger.KindSend:
 			if m, err := r.Message(rec); err == nil && strings.Contains(string(m), "feedback") {
@@ -186,7 +190,7 @@ func TestHeldFeedbackNeverSent(t *testing.T) {
 			}
 			unsent += int(rec.Unsent)
 		}
-	}
+	})
 	if firstClose == nil || firstClose.Unsent != 1 || !slices.Contains(firstClose.Dropped, 0) {
 		t.Fatalf("the reset connection's close record: %+v; want unsent 1 and env 0 dropped", firstClose)
 	}
@@ -212,23 +216,17 @@ func TestLedgerRedactsURLPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := os.Open(path)
-	defer f.Close()
-	r, err := ledger.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			t.Fatalf("no connect record (%v)", err)
-		}
+	connects := 0
+	walkLedger(t, path, func(_ *ledger.Reader, rec *ledger.Record) {
 		if rec.Kind == ledger.KindConnect {
+			connects++
 			if strings.Contains(rec.URL, "s3cret") || !strings.Contains(rec.URL, "robot:") {
 				t.Fatalf("recorded URL %q", rec.URL)
 			}
-			break
 		}
+	})
+	if connects != 1 {
+		t.Fatalf("%d connect records", connects)
 	}
 	if strings.Contains(string(raw), "s3cret") {
 		t.Fatal("the password is in the file")
@@ -257,25 +255,11 @@ func TestPasswordNotInConnectErrors(t *testing.T) {
 			t.Fatalf("Connect(%q): %v; want an error naming the URL without its password", u, err)
 		}
 		c.Close()
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ledger.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if err != nil {
-				break
-			}
+		walkLedger(t, path, func(_ *ledger.Reader, rec *ledger.Record) {
 			if strings.Contains(rec.Err+rec.URL+rec.Reason, "s3cret") {
 				t.Fatalf("a %s record holds the password: %+v", rec.Kind, rec)
 			}
-		}
-		r.Close()
-		f.Close()
+		})
 	}
 }
 
@@ -294,25 +278,7 @@ func TestLedgerLocalCloseCode(t *testing.T) {
 		t.Fatalf("infer: %v; want a protocol error", err)
 	}
 	c.Close()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := ledger.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			t.Fatalf("no close record (%v)", err)
-		}
-		if rec.Kind == ledger.KindClose {
-			if rec.By != "local" || rec.Code != 1009 {
-				t.Fatalf("close by %s, code %d; want local, 1009", rec.By, rec.Code)
-			}
-			return
-		}
+	if closes := ledgerCloses(t, path); len(closes) != 1 || closes[0].By != "local" || closes[0].Code != 1009 {
+		t.Fatalf("close records %+v; want one, local, 1009", closes)
 	}
 }
