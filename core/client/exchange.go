@@ -10,11 +10,6 @@ import (
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
-// Infer sends an infer and waits for its action. The returned Action views
-// the receive buffer and is valid until the next call on this client. On
-// ErrReconnected nothing is owed: build a fresh request and infer again.
-func (c *Client) Infer(req *Request) (*wire.Action, error) { return c.infer(req) }
-
 // countErr counts an interrupted call for Stats and the ledger. It runs
 // inside the call (before leave): a Close on another goroutine waits for
 // it, and its ledger record is not lost to that Close.
@@ -29,7 +24,10 @@ func (c *Client) countInterrupted() {
 	c.ledger.Interrupted()
 }
 
-func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
+// Infer sends an infer and waits for its action. The returned Action views
+// the receive buffer and is valid until the next call on this client. On
+// ErrReconnected nothing is owed: build a fresh request and infer again.
+func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
@@ -173,9 +171,7 @@ func (c *Client) checkAction(sent []int64) error {
 // ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
 // In a loop that infers at once after each feedback, it may leave with the
 // next infer (see tightLoop).
-func (c *Client) Feedback(f *Feedback) error { return c.feedback(f) }
-
-func (c *Client) feedback(f *Feedback) (err error) {
+func (c *Client) Feedback(f *Feedback) (err error) {
 	if err := c.enter(); err != nil {
 		return err
 	}

@@ -199,6 +199,14 @@ var used = struct {
 	paths map[string]int
 }{paths: map[string]int{}}
 
+// usedKey is path as used counts it: absolute, where that can be had.
+func usedKey(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
 // Resolve is the file the next ledger asked for at path is written to,
 // if no other ledger is writing it: for an existing directory, a file of
 // its own in it (plugrl-<pid>-<n>.ledger); for a file this process has
@@ -213,10 +221,7 @@ func Resolve(path string) string {
 // resolve is Resolve, the use of path it counted (for unresolve), and
 // whether the file is one of a directory's.
 func resolve(path string) (file string, n int, inDir bool) {
-	key := path
-	if abs, err := filepath.Abs(path); err == nil {
-		key = abs
-	}
+	key := usedKey(path)
 	used.Lock()
 	defer used.Unlock()
 	n = used.paths[key] + 1
@@ -234,10 +239,7 @@ func resolve(path string) (file string, n int, inDir bool) {
 // ledger, if no later use was counted since: a caller retrying after an
 // error gets the file it asked for.
 func unresolve(path string, n int) {
-	key := path
-	if abs, err := filepath.Abs(path); err == nil {
-		key = abs
-	}
+	key := usedKey(path)
 	used.Lock()
 	defer used.Unlock()
 	if used.paths[key] == n {
@@ -271,10 +273,10 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 			}
 			continue
 		}
-		if err == nil && unlocked && !inDir && warn != nil {
-			warn(fmt.Sprintf("ledger %s: written without a lock (none on this file system, or on this platform): another process given the same path would overwrite it", path))
-		}
 		if err == nil {
+			if unlocked && !inDir && warn != nil {
+				warn(fmt.Sprintf("ledger %s: written without a lock (none on this file system, or on this platform): another process given the same path would overwrite it", path))
+			}
 			if _, err = f.Write(appendHeader(nil)); err != nil {
 				f.Close()
 				err = fmt.Errorf("writing %s: %w", path, err)
@@ -292,10 +294,7 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 // skipUses counts n more uses of path, so that the next resolve skips n
 // names.
 func skipUses(path string, n int) {
-	key := path
-	if abs, err := filepath.Abs(path); err == nil {
-		key = abs
-	}
+	key := usedKey(path)
 	used.Lock()
 	defer used.Unlock()
 	used.paths[key] += n

@@ -17,10 +17,22 @@ import (
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
-// scriptedServer sends metadata without action_horizon/action_dim and
-// answers the k-th infer with a zero f4 action of horizon horizons[k]
-// (the last one repeats) and width 1. It reads feedbacks and ignores them.
-func scriptedServer(t *testing.T, horizons []int) string {
+// script is what scriptedServer does on one connection: it sends meta,
+// answers the k-th infer with a zero f4 action of horizon horizons[k] (the
+// last one repeats) and width values per env per step, and reads feedback
+// and ignores it, or, with resyncAtFeedback, closes with
+// plugrl-server-resync at the first one (a server restarted with another
+// policy).
+type script struct {
+	meta             wire.Metadata
+	horizons         []int
+	width            int
+	resyncAtFeedback bool
+}
+
+// scriptedServer plays scripts[k] on its k-th connection (the last one
+// repeats).
+func scriptedServer(t *testing.T, scripts ...script) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,38 +40,49 @@ func scriptedServer(t *testing.T, horizons []int) string {
 	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		if _, err := ws.Upgrade(nc); err != nil {
-			return
-		}
-		var m wire.Message
-		_ = wire.EncodeMetadata(&m, &wire.Metadata{ProtocolVersion: wire.Opt[int64]{Value: 1, Set: true}})
-		_ = wsutil.WriteServerBinary(nc, m.AppendTo(nil))
-		k := 0
-		for {
-			msg, err := wsutil.ReadClientBinary(nc)
+		for k := 0; ; k++ {
+			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			in, err := wire.DecodeInfer(msg)
-			if err != nil {
-				continue // a feedback
-			}
-			h := horizons[min(k, len(horizons)-1)]
-			k++
-			n := len(in.EnvIndices)
-			chunk := wire.Array{DType: wire.Float32, Shape: []int{h, n, 1}, Data: make([]byte, 4*h*n)}
-			_ = wire.EncodeAction(&m, in.EnvIndices, &chunk)
-			if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
-				return
-			}
+			go scripts[min(k, len(scripts)-1)].play(nc)
 		}
 	}()
 	return "ws://" + ln.Addr().String()
+}
+
+func (sc script) play(nc net.Conn) {
+	defer nc.Close()
+	if _, err := ws.Upgrade(nc); err != nil {
+		return
+	}
+	var m wire.Message
+	_ = wire.EncodeMetadata(&m, &sc.meta)
+	if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+		return
+	}
+	for k := 0; ; {
+		msg, err := wsutil.ReadClientBinary(nc)
+		if err != nil {
+			return
+		}
+		in, err := wire.DecodeInfer(msg)
+		if err != nil { // a feedback
+			if sc.resyncAtFeedback {
+				_ = ws.WriteFrame(nc, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, client.ReasonResync)))
+				time.Sleep(50 * time.Millisecond)
+				return
+			}
+			continue
+		}
+		h := sc.horizons[min(k, len(sc.horizons)-1)]
+		k++
+		n := len(in.EnvIndices)
+		chunk := wire.Array{DType: wire.Float32, Shape: []int{h, n, sc.width}, Data: make([]byte, 4*h*n*sc.width)}
+		if wire.EncodeAction(&m, in.EnvIndices, &chunk) != nil || wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+			return
+		}
+	}
 }
 
 // TestRunnerMemoryFollowsBytes: a 4096-env runner whose one env gets a
@@ -67,7 +90,9 @@ func scriptedServer(t *testing.T, horizons []int) string {
 // 4096 x its size (1 GiB, which aborted a process with less memory).
 func TestRunnerMemoryFollowsBytes(t *testing.T) {
 	const n = 4096
-	url := scriptedServer(t, []int{2, 65536})
+	// Metadata without action_horizon/action_dim: nothing bounds the chunk
+	// but the bytes.
+	url := scriptedServer(t, script{meta: wire.Metadata{ProtocolVersion: wire.Opt[int64]{Value: 1, Set: true}}, horizons: []int{2, 65536}, width: 1})
 	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

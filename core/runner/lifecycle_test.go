@@ -3,14 +3,11 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/runner"
@@ -26,6 +23,21 @@ import (
 
 func stateObs(n int) *wire.Observation {
 	return &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 1}, Data: make([]byte, 8*n)}}}}
+}
+
+// steps acts and reports k steps of r's envs, none of which ends.
+func steps(t *testing.T, r *runner.Runner, obs *wire.Observation, out *wire.Array, k int) {
+	t.Helper()
+	n := obs.Rows()
+	rewards, done := make([]float64, n), make([]bool, n)
+	for range k {
+		if err := r.Act(obs, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Report(obs, rewards, done, done, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func dialRef(t *testing.T, cfg refserver.Config) (*refserver.Server, *client.Client) {
@@ -54,13 +66,8 @@ func TestInterruptMidChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, out, f := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}, []bool{false}
-	if err := r.Act(obs, out); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Report(obs, []float64{0}, f, f, nil); err != nil {
-		t.Fatal(err)
-	}
+	obs, out := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}
+	steps(t, r, obs, out, 1)
 	c.Interrupt()
 	if err := r.Act(obs, out); client.KindOf(err) != client.KindInterrupted {
 		t.Fatalf("Act after an interrupt, mid-chunk: %v; want KindInterrupted", err)
@@ -99,56 +106,18 @@ func TestRestartsRunOut(t *testing.T) {
 }
 
 // dimServer serves actions of per-step width dims[k] on its k-th
-// connection (metadata action_dim says so), and ends its first connection
-// with a resync at the first feedback: a server restarted with another
-// policy.
+// connection (metadata action_dim says so, action_horizon 2), and ends its
+// first connection with a resync at the first feedback: a server
+// restarted with another policy.
 func dimServer(t *testing.T, dims []int) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for k := 0; ; k++ {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func(nc net.Conn, d, k int) {
-				defer nc.Close()
-				if _, err := ws.Upgrade(nc); err != nil {
-					return
-				}
-				var m wire.Message
-				_ = wire.EncodeMetadata(&m, &wire.Metadata{ActionHorizon: wire.Opt[int64]{Value: 2, Set: true}, ActionDim: wire.Opt[int64]{Value: int64(d), Set: true}})
-				if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
-					return
-				}
-				for {
-					msg, err := wsutil.ReadClientBinary(nc)
-					if err != nil {
-						return
-					}
-					in, err := wire.DecodeInfer(msg)
-					if err != nil { // a feedback
-						if k == 0 {
-							_ = ws.WriteFrame(nc, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, client.ReasonResync)))
-							time.Sleep(50 * time.Millisecond)
-							return
-						}
-						continue
-					}
-					n := len(in.EnvIndices)
-					chunk := wire.Array{DType: wire.Float32, Shape: []int{2, n, d}, Data: make([]byte, 4*2*n*d)}
-					if wire.EncodeAction(&m, in.EnvIndices, &chunk) != nil || wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
-						return
-					}
-				}
-			}(nc, dims[min(k, len(dims)-1)], k)
+	scripts := make([]script, len(dims))
+	for k, d := range dims {
+		scripts[k] = script{
+			meta:     wire.Metadata{ActionHorizon: wire.Opt[int64]{Value: 2, Set: true}, ActionDim: wire.Opt[int64]{Value: int64(d), Set: true}},
+			horizons: []int{2}, width: d, resyncAtFeedback: k == 0,
 		}
-	}()
-	return "ws://" + ln.Addr().String()
+	}
+	return scriptedServer(t, scripts...)
 }
 
 // TestStepSizeAcrossReconnect: after a reconnect to a server whose
@@ -228,17 +197,12 @@ func TestCloseGivesUpOwedFeedback(t *testing.T) {
 // fed back leaves the connection as it is.
 func TestCloseKeepsAConnectionOwedNothing(t *testing.T) {
 	_, c := dialRef(t, refserver.Config{Horizon: 1, ActionDim: 1})
-	obs, out, f := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}, []bool{false}
+	obs, out := stateObs(1), &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}
 	r, err := runner.New(c, runner.Config{Envs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Act(obs, out); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Report(obs, []float64{0}, f, f, nil); err != nil {
-		t.Fatal(err)
-	}
+	steps(t, r, obs, out, 1)
 	r.Close()
 	if st := c.Stats(); st.Reconnects != [client.NumReconnectCauses]uint64{} {
 		t.Fatalf("reconnects %v after closing a runner that owed nothing", st.Reconnects)
@@ -269,15 +233,7 @@ func TestEndOfRunClosesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, out, f := stateObs(2), &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}, []bool{false, false}
-	for range 6 {
-		if err := r.Act(obs, out); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Report(obs, []float64{1, 1}, f, f, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	steps(t, r, stateObs(2), &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}, 6)
 	r.Close()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -359,23 +315,9 @@ func TestGivenUpStillSeesAStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Act(obs, out); err != nil {
-			t.Fatal(err)
-		}
-		f := []bool{false, false}
-		if err := r.Report(obs, []float64{0, 0}, f, f, nil); err != nil {
-			t.Fatal(err)
-		}
+		steps(t, r, obs, out, 1)
 		if !owe {
-			// step through the chunk: 3 more steps, nothing sent
-			for range 3 {
-				if err := r.Act(obs, out); err != nil {
-					t.Fatal(err)
-				}
-				if err := r.Report(obs, []float64{0, 0}, f, f, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
+			steps(t, r, obs, out, 3) // through the chunk: nothing sent
 		}
 		r.Close()
 		s.Stop()

@@ -154,13 +154,13 @@ func (a *Auditor) Add(ev *Event) {
 	case ledger.KindLost:
 		a.gaps++ // every env catches up when next used (env)
 		a.phase = phaseUnknown
-		a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
+		a.forgetFeedback()
 	case ledger.KindClose:
 		a.phase = phaseIdle
 		if ev.Unsent > 0 {
 			a.unsend()
 		}
-		a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
+		a.forgetFeedback()
 	case ledger.KindSend:
 		switch {
 		case ev.DecodeErr != nil:
@@ -299,7 +299,7 @@ func (a *Auditor) sendFeedback(ev *Event) {
 		a.flag(ev, "4.2", "a feedback while %s: each feedback answers one action", phaseName(a.phase))
 	}
 	a.phase = phaseIdle
-	a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
+	a.forgetFeedback()
 	if !slices.Contains(fb.Terminated, true) && !slices.Contains(fb.Truncated, true) {
 		a.lastFbEnvs = append(a.lastFbEnvs, fb.EnvIndices...)
 		a.lastFbRewards = append(a.lastFbRewards, fb.Rewards...)
@@ -353,6 +353,12 @@ func (a *Auditor) sendFeedback(ev *Event) {
 			s.nextStep = fb.StepIDs[i] + 1
 		}
 	}
+}
+
+// forgetFeedback forgets the last feedback: it can no longer be taken
+// back (a later send, a gap, the connection's end).
+func (a *Auditor) forgetFeedback() {
+	a.lastFbEnvs, a.lastFbRewards = a.lastFbEnvs[:0], a.lastFbRewards[:0]
 }
 
 // unsend takes back the connection's last feedback, which its close says
