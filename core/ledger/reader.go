@@ -31,7 +31,7 @@ type Record struct {
 	URL     string // connect
 
 	Msg     []byte   // connect, send, recv: the message, with cuts at digest level
-	Len     int64    // send: the message's length on the wire
+	Len     int64    // send: the message's length on the wire (len(Msg) when nothing was cut)
 	Cuts    []Cut    // send: where observation data was cut out
 	Digests []uint32 // send: one per cut row, in message order
 
@@ -145,6 +145,11 @@ func (r *Reader) Next() (*Record, error) {
 		switch rec.Kind {
 		case KindSend:
 			rec.Msg, err = r.sends.decode(rec.Msg, int(rec.patch), 2, lits)
+			if err == nil && len(rec.Cuts) == 0 && rec.Len == 0 {
+				// A send with nothing cut out (every send of a full
+				// ledger) carries no len: its message is whole.
+				rec.Len = int64(len(rec.Msg))
+			}
 		case KindRecv:
 			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
 		}
