@@ -206,6 +206,18 @@ const char *plugrl_status_str(plugrl_status status) {
 
 size_t plugrl_dtype_size(plugrl_dtype dtype) {
   if (plugrl__forked) {
+    /* The header's enum, answered without Go (hostile.c's fork case
+    ** checks that the child's sizes are the parent's). */
+    switch (dtype) {
+    case PLUGRL_DTYPE_BOOL: case PLUGRL_DTYPE_U8: case PLUGRL_DTYPE_I8:
+      return 1;
+    case PLUGRL_DTYPE_U16: case PLUGRL_DTYPE_I16: case PLUGRL_DTYPE_F16:
+      return 2;
+    case PLUGRL_DTYPE_U32: case PLUGRL_DTYPE_I32: case PLUGRL_DTYPE_F32:
+      return 4;
+    case PLUGRL_DTYPE_U64: case PLUGRL_DTYPE_I64: case PLUGRL_DTYPE_F64:
+      return 8;
+    }
     return 0;
   }
   enter();

@@ -63,7 +63,10 @@
 **   - Do not fork() without exec() after the library is loaded and has
 **     started its threads; the child would have a broken Go runtime. In
 **     such a child every handle is dead (PLUGRL_CLOSED, the parent's
-**     connections are left alone) and plugrl_open returns PLUGRL_CLOSED.
+**     connections are left alone), plugrl_open and plugrl_options_init
+**     return PLUGRL_CLOSED, plugrl_status_str returns a sentence saying
+**     why for every status, and plugrl_version, plugrl_version_number and
+**     plugrl_dtype_size still answer: nothing enters the Go runtime.
 **   - Real-time callers: a thread under SCHED_FIFO or SCHED_RR may call in.
 **     The runtime's own threads (which it creates from whichever thread
 **     needs one) are always created SCHED_OTHER, so nothing of the
@@ -187,7 +190,8 @@ typedef enum plugrl_status {
 } plugrl_status;
 
 /* A static English name for a status, e.g. "stopped by server". Never NULL;
-** an unknown value gives "unknown status". Thread-safe. */
+** an unknown value gives "unknown status" (in a forked child, see PROCESS
+** FACTS, a sentence saying the library cannot be used there). Thread-safe. */
 const char *plugrl_status_str(plugrl_status status);
 
 /*
@@ -292,7 +296,9 @@ typedef struct plugrl_options {
   int32_t max_handshake_size;  /* bytes read before the WebSocket handshake completes, TLS
                                   included; default 262144 */
   int32_t ledger_level;        /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: the environment
-                                  variable PLUGRL_LEDGER_LEVEL ("digest" or "full"), else digest */
+                                  variable PLUGRL_LEDGER_LEVEL ("digest" or "full"; unset or
+                                  empty: digest; any other value: plugrl_open fails with
+                                  PLUGRL_INVALID_ARGUMENT) */
   const char *ledger_cpus;     /* the CPUs the ledger's background writer runs on, as taskset -c
                                   lists them ("3", "2-3,6"; Linux only); NULL or "": the
                                   environment variable PLUGRL_LEDGER_CPUS, if set and not empty,
@@ -513,9 +519,9 @@ typedef struct plugrl_action {
 } plugrl_action;
 
 /*
-** Sends an infer for the n envs env_indices[0..n-1] (distinct, >= 0) with
-** step_ids[0..n-1] (the chunks each env completed in its episode; zeros are
-** accepted), and waits for the action. obs holds one row per env, in
+** Sends an infer for the n envs env_indices[0..n-1] (1 <= n <= 2^20;
+** distinct, >= 0) with step_ids[0..n-1] (the chunks each env completed in
+** its episode; zeros are accepted), and waits for the action. obs holds one row per env, in
 ** env_indices order.
 **
 ** reuse may be NULL. Otherwise reuse[i] nonzero says env i's observation is
@@ -541,7 +547,8 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
 ** dtype (float to integer truncates toward zero and saturates). dst_size is
 ** dst's size in bytes; the action needs H * n * step_size elements, and a
 ** smaller dst gets PLUGRL_BUFFER_TOO_SMALL. Only between a successful
-** plugrl_infer and the next call on client: otherwise PLUGRL_OUT_OF_ORDER.
+** plugrl_infer and the next plugrl_infer or plugrl_feedback on client (other
+** calls leave the action in place): otherwise PLUGRL_OUT_OF_ORDER.
 */
 plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype);
 
@@ -598,8 +605,10 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes);
 
 /*
 ** STATISTICS: live counters of a client (or a runner), cheap enough to read
-** every control step: plugrl_stats allocates nothing, takes no lock and
-** sends nothing (well under a microsecond).
+** every control step: plugrl_stats allocates nothing, takes no lock of the
+** handle's and sends nothing (well under a microsecond). Like every call,
+** it waits, asleep, while a plugrl_close or plugrl_runner_free of another
+** handle collects garbage (about a millisecond; see PROCESS FACTS).
 **
 ** Threads: unlike the other calls, plugrl_stats and plugrl_runner_stats may
 ** be called from any thread at any time, also while another thread is

@@ -6,7 +6,7 @@
 **
 **   plugrl::Options opts("ws://127.0.0.1:8000");
 **   plugrl::Client client(opts.max_reconnects(5));      // throws plugrl::Error
-**   plugrl::Runner runner(client, n);
+**   plugrl::Runner runner(client, n);                   // int64_t n: shapes are int64_t
 **   plugrl::Observation obs;
 **   obs.state("t", t.data(), {n, 1}).state("a", a.data(), {n, d});
 **   std::vector<double> actions;
@@ -467,9 +467,9 @@ class Observation {
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text, and its first array has no leading dimension to "
                                              "count the rows");
       rows = lead->front();
-      if (rows > (int64_t(1) << 26))  // the library's bound on envs in a message
+      if (rows > (int64_t(1) << 20))  // the library's bound on envs in a message (plugrl_infer's n)
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has text for " + std::to_string(rows) +
-                                                 " rows: more than a message can carry (2^26)");
+                                                 " rows: more than a message can carry (2^20)");
       if (static_cast<int64_t>(text_.size()) > rows)
         throw Error(PLUGRL_INVALID_ARGUMENT, "observation has " + std::to_string(text_.size()) +
                                                  " strings of text for " + std::to_string(rows) +

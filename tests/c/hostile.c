@@ -1040,8 +1040,8 @@ static void case_tokens(const char *url) {
   obs_free(&o);
 }
 
-/* fork: the child finds every inherited handle dead, and the parent's
-** connection is untouched. */
+/* fork: the child finds every inherited handle dead, the pure helpers
+** still answering, and the parent's connection is untouched. */
 static void case_fork(const char *url) {
   plugrl_options opt;
   plugrl_client *c;
@@ -1049,8 +1049,12 @@ static void case_fork(const char *url) {
   pid_t pid;
   int st = 0, i;
   double t0;
+  size_t sizes[PLUGRL_DTYPE_F64 + 2];
   R.deadline_ms = -1;
   options(&opt, url);
+  /* The parent's answers, from Go, which the child's, from C, must match
+  ** (0 for the values around the enum). */
+  for (i = 0; i <= PLUGRL_DTYPE_F64 + 1; i++) sizes[i] = plugrl_dtype_size((plugrl_dtype)i);
   if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
   if (!exchange(c, &o)) return;
   fflush(stdout);
@@ -1071,6 +1075,9 @@ static void case_fork(const char *url) {
     if (feedback(c, &o) != PLUGRL_CLOSED) bad |= 2;
     if (plugrl_close(c) != PLUGRL_CLOSED) bad |= 4;
     if (plugrl_open(&opt, &c2) != PLUGRL_CLOSED) bad |= 8;
+    for (i = 0; i <= PLUGRL_DTYPE_F64 + 1; i++)
+      if (plugrl_dtype_size((plugrl_dtype)i) != sizes[i]) bad |= 16;
+    if (plugrl_version_number() != PLUGRL_VERSION_NUMBER) bad |= 32;
     _exit(bad);
   }
   {
@@ -1092,8 +1099,10 @@ static void case_fork(const char *url) {
     fail("the forked child died of signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
   } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
     int b = WEXITSTATUS(st);
-    fail("in the forked child, these did not return PLUGRL_CLOSED:%s%s%s%s", b & 1 ? " plugrl_infer" : "",
-         b & 2 ? " plugrl_feedback" : "", b & 4 ? " plugrl_close" : "", b & 8 ? " plugrl_open" : "");
+    fail("in the forked child, these did not answer as documented:%s%s%s%s%s%s", b & 1 ? " plugrl_infer" : "",
+         b & 2 ? " plugrl_feedback" : "", b & 4 ? " plugrl_close" : "", b & 8 ? " plugrl_open" : "",
+         b & 16 ? " plugrl_dtype_size (not the parent's sizes)" : "",
+         b & 32 ? " plugrl_version_number" : "");
   }
   extra("child_ms=%.1f child_status=%d", R.took_ms, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
   for (i = 0; i < 10 && !R.failed; i++)
