@@ -135,7 +135,7 @@ build_lib() {
 }
 
 build_cmds() {
-  say "build/bin/plugrl, build/bin/plugrl-probe, build/bin/plugrl-hostile"
+  say "build/bin/plugrl, build/bin/plugrl-probe, build/bin/plugrl-hostile, build/bin/plugrl-bench-server"
   mkdir -p "$build/bin"
   go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
   go build -p "$jobs" -o "$build/bin/plugrl-hostile" ./cmd/plugrl-hostile
@@ -223,7 +223,7 @@ run_demo() {
   wait "$pid" || true
   trap - EXIT
   say "what the server saw:"
-  tail -n +2 "$log"
+  grep -v '^ws://[^ ]*$' "$log" | tail -n +2 # the URL line was said above
 }
 
 # ---------------------------------------------------------------- demo

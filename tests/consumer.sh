@@ -91,4 +91,25 @@ cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" 
 needs_soname "$tmp/build/main_c"
 "$tmp/build/main_c"
 "$tmp/build/main_cpp"
+echo "== which versions find_package(plugrl VERSION) takes"
+# 0.x: the same minor version; a range: any version inside it.
+mkdir -p "$tmp/ver"
+for req in "0.1 yes" "0 yes" "0.1.0 yes" "0.0...0.1 yes" "0.1...0.3 yes" "0.0...<0.2 yes" \
+  "0.2 no" "1.0 no" "0.1.1 no" "0.0...<0.1 no" "0.2...0.3 no"; do
+  # shellcheck disable=SC2086
+  set -- $req
+  cat >"$tmp/ver/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.19)
+project(plugrl_version_check NONE)
+find_package(plugrl $1 CONFIG QUIET)
+message(STATUS "plugrl_FOUND=[\${plugrl_FOUND}]")
+CMAKE
+  rm -rf "$tmp/ver/build"
+  found=$(cmake -S "$tmp/ver" -B "$tmp/ver/build" -DCMAKE_PREFIX_PATH="$tmp/moved" 2>&1 | sed -n 's/.*plugrl_FOUND=\[\(.*\)\].*/\1/p')
+  if [[ $2 == yes && $found != 1 ]] || [[ $2 == no && $found == 1 ]]; then
+    echo "FAIL: find_package(plugrl $1) found=[$found], want $2" >&2
+    exit 1
+  fi
+  echo "find_package(plugrl $1): found=[$found]"
+done
 echo "PASS: the installed tree works with pkg-config and with find_package(plugrl)"

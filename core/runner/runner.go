@@ -233,16 +233,16 @@ func (r *Runner) Restarts() int { return r.restarts }
 // whose chunk ran out, sending their rows of obs.
 func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	if r.acted {
-		return &client.Error{Kind: client.KindOutOfOrder, Msg: "Act called twice without Report in between"}
+		return &client.Error{Kind: client.KindOutOfOrder, Msg: "act called twice without a report in between (act, step the envs, report, act, ...)"}
 	}
 	if obs == nil || out == nil {
-		return &client.Error{Kind: client.KindInvalid, Msg: "Act needs an observation and an output array"}
+		return &client.Error{Kind: client.KindInvalid, Msg: "act needs an observation and an output array"}
 	}
 	if rows := obs.Rows(); rows >= 0 && rows != len(r.envs) {
 		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("observation has %d rows, the runner has %d envs", rows, len(r.envs))}
 	}
 	if err := obs.Validate(); err != nil {
-		return &client.Error{Kind: client.KindInvalid, Msg: "Act", Err: err}
+		return &client.Error{Kind: client.KindInvalid, Msg: "act", Err: err}
 	}
 	// Check the output buffer before anything is sent, when its size is known.
 	per, known := r.StepSize()
@@ -425,7 +425,7 @@ var ErrShortBuffer = errors.New("the output holds fewer steps than the chunk has
 // them all gets ErrShortBuffer with the count, so a caller can size it.
 func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
 	if !r.acted {
-		return 0, &client.Error{Kind: client.KindOutOfOrder, Msg: "Chunk is for between Act and Report: the chunk's current step is the one Act gave"}
+		return 0, &client.Error{Kind: client.KindOutOfOrder, Msg: "the chunk is read between act and report: its current step is the one act gave"}
 	}
 	if env < 0 || env >= len(r.envs) {
 		return 0, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("env %d is not one of the runner's %d envs", env, len(r.envs))}
@@ -455,7 +455,7 @@ func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
 // sends the feedback for every env whose chunk ended.
 func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, truncated, success []bool) error {
 	if !r.acted {
-		return &client.Error{Kind: client.KindOutOfOrder, Msg: "Report called without Act before it"}
+		return &client.Error{Kind: client.KindOutOfOrder, Msg: "report called without an act before it"}
 	}
 	n := len(r.envs)
 	if next == nil || len(rewards) != n || len(terminated) != n || len(truncated) != n || (success != nil && len(success) != n) {
@@ -465,7 +465,7 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		return &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("observation has %d rows, the runner has %d envs", rows, n)}
 	}
 	if err := next.Validate(); err != nil {
-		return &client.Error{Kind: client.KindInvalid, Msg: "Report", Err: err}
+		return &client.Error{Kind: client.KindInvalid, Msg: "report", Err: err}
 	}
 	r.acted = false
 	r.steps.Add(uint64(n))

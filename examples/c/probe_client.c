@@ -15,7 +15,8 @@
 **                [--max-reconnects N] [--timeout-ms MS]
 **
 ** It runs until the server stops the run and then exits 0; on any other
-** end it prints the library's message and exits 1 (2 for a usage error).
+** end it prints the library's message (or its own, for an action that does
+** not fit the metadata) and exits 1 (2 for a usage error).
 ** plugrl-conformance --probe --scenario all --client "probe_client ..."
 ** checks it.
 */
@@ -36,6 +37,7 @@ typedef struct probe {
   int64_t n; /* envs */
   int64_t d; /* action width */
   int d_known;
+  int own_error; /* the probe found a problem itself and printed it */
   double *t; /* [n, 1]: steps taken in the current episode */
   double *a; /* [n, d]: the action applied last */
   char **text;
@@ -252,6 +254,7 @@ static plugrl_status infer_needed(probe *p, plugrl_client *c) {
   if (act.num_envs != (int64_t)k || act.horizon < 1) {
     fprintf(stderr, PROG ": the library returned an action of %lld envs and horizon %lld for %zu envs\n",
             (long long)act.num_envs, (long long)act.horizon, k);
+    p->own_error = 1;
     return PLUGRL_INTERNAL;
   }
   h = act.horizon;
@@ -260,6 +263,7 @@ static plugrl_status infer_needed(probe *p, plugrl_client *c) {
     if (p->d_known) {
       fprintf(stderr, PROG ": the server's actions have %lld values per step, metadata action_dim said %lld\n",
               (long long)d, (long long)p->d);
+      p->own_error = 1;
       return PLUGRL_PROTOCOL_ERROR;
     }
     /* No action_dim in the metadata: this is the first action. */
@@ -485,6 +489,8 @@ int main(int argc, char **argv) {
   if (s == PLUGRL_STOPPED) {
     printf(PROG ": the server stopped the run\n");
     rc = 0;
+  } else if (p.own_error) {
+    rc = 1; /* printed already; plugrl_errmsg(c) would be a stale message */
   } else {
     rc = fail(c, s, "running the probe envs");
   }
