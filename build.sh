@@ -14,6 +14,12 @@
 #                               CMake package and pkg-config file to PREFIX
 #                               (PLUGRL_NO_BUILD=1: install what is built)
 #
+# PLUGRL_CROSS=aarch64-linux-gnu ./build.sh [install PREFIX] builds for a
+# 64-bit ARM robot (a Jetson, a Raspberry Pi 4/5 on a 64-bit OS) from this
+# machine, into build-aarch64-linux-gnu/, with Debian's
+# gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu and libc6-dev-arm64-cross
+# (tests/cross_arm64.sh runs the result under qemu-aarch64).
+#
 # build/ then holds:
 #   lib/libplugrl.so.X.Y.Z      SONAME libplugrl.so.X, and the symlinks
 #   lib/libplugrl.so.X, lib/libplugrl.so
@@ -38,6 +44,25 @@ cd "$root"
 build=$root/build
 jobs=2 # the CI machine has 2 cores
 
+# A cross build: Go's GOARCH and CMake's processor for a GNU triplet, the
+# triplet's compilers for cgo and CMake, and a build tree of its own.
+cross=${PLUGRL_CROSS:-}
+cmake_cross=()
+if [[ -n $cross ]]; then
+  case $cross in
+  aarch64-linux-gnu) export GOARCH=arm64 ;;
+  x86_64-linux-gnu) export GOARCH=amd64 ;;
+  *)
+    printf 'build.sh: PLUGRL_CROSS=%s: want aarch64-linux-gnu or x86_64-linux-gnu (64-bit Linux only)\n' "$cross" >&2
+    exit 2
+    ;;
+  esac
+  export GOOS=linux CGO_ENABLED=1 CC=$cross-gcc CXX=$cross-g++
+  build=$root/build-$cross
+  cmake_cross=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="${cross%%-*}"
+    -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX")
+fi
+
 say() { printf '==> %s\n' "$*"; }
 die() {
   printf 'build.sh: %s\n' "$*" >&2
@@ -53,6 +78,8 @@ usage() {
 debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
+# PLUGRL_CROSS=aarch64-linux-gnu, and tests/cross_arm64.sh running its build
+debian_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is
 # not packaged for Debian, so its nodes build only under a sourced ROS 2)
 debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake python3-colcon-ros
@@ -61,6 +88,10 @@ debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake
 
 ensure_deps() {
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
+  if [[ -n $cross ]]; then
+    command -v "$CC" >/dev/null && command -v "$CXX" >/dev/null ||
+      die "PLUGRL_CROSS=$cross needs $CC and $CXX (Debian: gcc-$cross g++-$cross and the triplet's libc6-dev-*-cross)"
+  fi
   if ! command -v dpkg >/dev/null; then
     local cmd
     for cmd in cmake make c++ pkg-config nm; do
@@ -145,7 +176,7 @@ build_cmds() {
 
 build_examples() {
   say "examples and tests (cmake, find_package(plugrl) from build/lib/cmake/plugrl)"
-  cmake -S "$root" -B "$build/cmake" \
+  cmake -S "$root" -B "$build/cmake" "${cmake_cross[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -Dplugrl_DIR="$build/lib/cmake/plugrl" \
     -DPLUGRL_BIN_DIR="$build/bin" \
@@ -325,6 +356,9 @@ install_to() {
 # ---------------------------------------------------------------- main
 
 cmd=${1:-build}
+if [[ -n $cross && $cmd != build && $cmd != install ]]; then
+  die "PLUGRL_CROSS builds programs for another machine: only ./build.sh and ./build.sh install PREFIX take it"
+fi
 case $cmd in
   build) build_all ;;
   demo) run_cartpole_demo ;;
