@@ -304,17 +304,14 @@ int measure_idle(const Args &args) {
   return rc;
 }
 
-// One client's run until the server stops it; false on any other end. The
-// thread that owns meter samples the CPU time for the whole process.
-bool run_one(const Args &args, bench::Counter &count, bench::CpuMeter *meter,
-             const std::vector<bench::Counter> &counts) {
+// One client's run until the server stops it; false on any other end.
+bool run_one(const Args &args, bench::Counter &count) {
   plugrl_client *c = open_client(args);
   if (!c) return false;
   Workload w(args);
   plugrl_status st;
   while ((st = w.exchange(c)) == PLUGRL_OK) {
     count.add();
-    if (meter) meter->tick([&] { return bench::total(counts); });
   }
   if (st != PLUGRL_STOPPED) {
     std::fprintf(stderr, "%s: %s after %lld exchanges: %s\n", kProg, plugrl_status_str(st),
@@ -344,24 +341,24 @@ int main(int argc, char **argv) {
     return rc;
   }
 
-  bench::CpuMeter meter;
   std::vector<bench::Counter> counts(size_t(args.handles));
-  meter.sample(0);
+  bench::CpuMeter meter(counts);
+  meter.start();
   auto t0 = std::chrono::steady_clock::now();
   bool ok = true;
   if (args.handles == 1) {
-    ok = run_one(args, counts[0], &meter, counts);
+    ok = run_one(args, counts[0]);
   } else {
     std::vector<char> oks(counts.size(), 0);
     std::vector<std::thread> threads;
     for (size_t h = 0; h < counts.size(); h++) {
-      threads.emplace_back([&, h] { oks[h] = run_one(args, counts[h], h == 0 ? &meter : nullptr, counts); });
+      threads.emplace_back([&, h] { oks[h] = run_one(args, counts[h]); });
     }
     for (std::thread &t : threads) t.join();
     for (char k : oks) ok = ok && k;
   }
+  meter.stop();
   long long exchanges = bench::total(counts);
-  meter.sample(exchanges);
   double elapsed = seconds_since(t0);
   if (!ok) return 1;
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);

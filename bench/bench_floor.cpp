@@ -314,10 +314,8 @@ bool parse_size(const char *flag, const char *s, size_t &out) {
   return true;
 }
 
-// One connection's run, until the server closes it; returns its elapsed time.
-// The thread that owns meter samples the CPU time for the whole process.
-void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bool hold, bench::Counter &count,
-             bench::CpuMeter *meter, const std::vector<bench::Counter> &counts) {
+// One connection's run, until the server closes it.
+void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bool hold, bench::Counter &count) {
   Floor f;
   f.chunk = chunk;
   f.hold = hold && feedback <= (64 << 10);
@@ -342,7 +340,6 @@ void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk
     if (op == 0x8) break;
     f.send_frame(feedback, f.hold);
     count.add();
-    if (meter) meter->tick([&] { return bench::total(counts); });
   }
   f.close_frame();
   close(f.fd);
@@ -394,22 +391,21 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  bench::CpuMeter meter;
   std::vector<bench::Counter> counts(handles);
-  meter.sample(0);
+  bench::CpuMeter meter(counts);
+  meter.start();
   auto t0 = std::chrono::steady_clock::now();
   if (handles == 1) {
-    run_one(url, infer, feedback, chunk, hold != 0, counts[0], &meter, counts);
+    run_one(url, infer, feedback, chunk, hold != 0, counts[0]);
   } else {
     std::vector<std::thread> threads;
     for (size_t h = 0; h < handles; h++) {
-      threads.emplace_back(run_one, std::cref(url), infer, feedback, chunk, hold != 0, std::ref(counts[h]),
-                           h == 0 ? &meter : nullptr, std::cref(counts));
+      threads.emplace_back(run_one, std::cref(url), infer, feedback, chunk, hold != 0, std::ref(counts[h]));
     }
     for (std::thread &t : threads) t.join();
   }
+  meter.stop();
   long long exchanges = bench::total(counts);
-  meter.sample(exchanges);
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
   std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
