@@ -13,14 +13,18 @@
 #   PLUGRL_BENCH_FIFO=1       every cell also with server and client under
 #                             SCHED_FIFO (chrt -f 50, both at 50, pinned as
 #                             usual); where chrt -f is not permitted, says so
-#                             and runs the normal cells only
+#                             and runs the normal cells only; 0 (the
+#                             default) or 1, anything else is refused
 #   PLUGRL_BENCH_LOAD=1       every cell also with a low-priority busy loop
-#                             on every core (nice 19, one per core) while it
-#                             runs: a real-time loop's latency should not care
-#                             what low-priority work shares the machine; the
-#                             cells say other+load and fifo+load
+#                             on every core (nice 19, absolute, one per core,
+#                             each checked to run at nice 19 on its core and
+#                             to live through the run) while it runs: a
+#                             real-time loop's latency should not care what
+#                             low-priority work shares the machine; the cells
+#                             say other+load and fifo+load; 0 or 1
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
-#                             clients (libplugrl recording a step ledger)
+#                             clients (libplugrl recording a step ledger); 0
+#                             or 1 (the default)
 #   PLUGRL_BENCH_LEDGER_PAIRS=N  also the ledger's cost measured the firmer
 #                             way: for SMALL and LARGE, each pinning, N
 #                             triplets of back-to-back runs (libplugrl,
@@ -78,7 +82,9 @@
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
-# (plugrl_bench_client --idle K: VmRSS before and after, per client).
+# (plugrl_bench_client --idle K: VmRSS before and after, per client). Its
+# failure fails the bench; without BIN_DIR/plugrl it is skipped, and the
+# bench says so.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -98,9 +104,25 @@ command -v taskset >/dev/null || {
   echo "tests/bench.sh: taskset (util-linux) is needed to pin the processes" >&2
   exit 1
 }
+[[ $reps =~ ^[0-9]+$ && $((10#$reps)) -ge 1 ]] || {
+  echo "tests/bench.sh: PLUGRL_BENCH_REPS wants a count of at least 1, got \"$reps\"" >&2
+  exit 1
+}
+reps=$((10#$reps))
 
-fifo=${PLUGRL_BENCH_FIFO:-0}
-load=${PLUGRL_BENCH_LOAD:-0}
+# switch NAME DEFAULT: the variable's value, 0 or 1; anything else ends
+# the bench (a typo must not silently turn a mode off).
+switch() {
+  local v=${!1:-$2}
+  [[ $v == 0 || $v == 1 ]] || {
+    echo "tests/bench.sh: $1 wants 1 or 0, got \"$v\"" >&2
+    exit 1
+  }
+  echo "$v"
+}
+fifo=$(switch PLUGRL_BENCH_FIFO 0)
+load=$(switch PLUGRL_BENCH_LOAD 0)
+with_ledger=$(switch PLUGRL_BENCH_LEDGER 1)
 handles=${PLUGRL_BENCH_HANDLES:-}
 lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
 [[ $lpairs =~ ^[0-9]+$ ]] || {
@@ -108,7 +130,7 @@ lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
   exit 1
 }
 lpairs=$((10#$lpairs))
-if [[ $lpairs != 0 && ${PLUGRL_BENCH_LEDGER:-1} == 0 ]]; then
+if [[ $lpairs != 0 && $with_ledger == 0 ]]; then
   echo "tests/bench.sh: NOTE: PLUGRL_BENCH_LEDGER=0 leaves out the ledger runs, PLUGRL_BENCH_LEDGER_PAIRS with them" >&2
   lpairs=0
 fi
@@ -128,7 +150,7 @@ pinnings=(same split)
 # recording a step ledger at each level (PLUGRL_BENCH_LEDGER=0 leaves those
 # out).
 clients=(floor floor-held libplugrl)
-[[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]] && clients+=(ledger-digest ledger-full)
+[[ $with_ledger == 1 ]] && clients+=(ledger-digest ledger-full)
 cores=$(nproc)
 if [[ $cores -lt 2 ]]; then
   echo "tests/bench.sh: one core only: the split runs are skipped" >&2
@@ -148,18 +170,8 @@ if [[ $load == 1 ]]; then
 fi
 
 tmp=$(mktemp -d)
-spid=
-busy=() # the busy loops of a +load run
-stop_load() {
-  if [[ ${#busy[@]} -gt 0 ]]; then
-    kill "${busy[@]}" 2>/dev/null || true
-    wait "${busy[@]}" 2>/dev/null || true
-  fi
-  busy=()
-}
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
-  stop_load
-  if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then kill "$spid" 2>/dev/null || true; fi
   if [[ -n ${ipid:-} ]] && kill -0 "$ipid" 2>/dev/null; then kill "$ipid" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
@@ -168,32 +180,81 @@ trap cleanup EXIT
 # A run that hangs (a real-time process starving another) is killed.
 limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
 
+# The processes of the run under way, for run_cleanup.
+spid=
+busy=()
+run_cleanup() {
+  if [[ ${#busy[@]} -gt 0 ]]; then
+    kill "${busy[@]}" 2>/dev/null || true
+    wait "${busy[@]}" 2>/dev/null || true
+  fi
+  busy=()
+  if [[ -n $spid ]]; then
+    kill "$spid" 2>/dev/null || true
+    wait "$spid" 2>/dev/null || true
+  fi
+  spid=
+}
+
+# start_load: a busy loop at nice 19 on every core, for the whole run,
+# each checked to run at nice 19 (nice -n 39: 19 from any niceness the
+# bench itself runs at; the kernel caps it) on its core; a load that is not
+# there ends the bench, since the +load cells would measure no load.
+start_load() {
+  local c pid k ni cpus
+  for ((c = 0; c < cores; c++)); do
+    taskset -c "$c" nice -n 39 sh -c 'while :; do :; done' >/dev/null 2>&1 &
+    busy+=($!)
+  done
+  for ((c = 0; c < cores; c++)); do
+    pid=${busy[$c]} ni='' cpus=''
+    # taskset and nice exec the loop's shell in the same process: wait for it.
+    for ((k = 0; k < 200; k++)); do
+      if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == sh ]]; then
+        ni=$(awk '{print $19}' "/proc/$pid/stat" 2>/dev/null)
+        cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+        break
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.01
+    done
+    if [[ $ni != 19 || $cpus != "$c" ]]; then
+      echo "tests/bench.sh: LOAD FAILED: the busy loop for core $c (pid $pid) runs at nice \"$ni\" on CPUs \"$cpus\"" \
+        "(wanted nice 19 on $c; dead if empty): the +load cells would not be what they say" >&2
+      exit 1
+    fi
+  done
+}
+# check_load: every busy loop is still running.
+check_load() {
+  local pid
+  for pid in "${busy[@]}"; do
+    kill -0 "$pid" 2>/dev/null || {
+      echo "tests/bench.sh: LOAD FAILED: a busy loop (pid $pid) died during the run: its +load cell ran without" \
+        "its load" >&2
+      exit 1
+    }
+  done
+}
+
 # run_one CLIENT PINNING SCHED CONNS ENVS CAMS IMG STATE: prints the run's
-# metrics (see metrics below), space-separated.
+# metrics (see metrics below), space-separated. It runs in a subshell
+# (out=$(run_one ...)), whose exit the script's cleanup does not see: the
+# subshell stops its own server and load, whichever way it ends.
 run_one() {
   local client=$1 pin=$2 sched=$3 conns=$4 envs=$5 cams=$6 img=$7 state=$8 ccore=0 url=
   [[ $pin == split ]] && ccore=1
   local rt=()
-  busy=()
+  [[ $BASH_SUBSHELL -gt 0 ]] && trap run_cleanup EXIT
   [[ $sched == fifo* ]] && rt=(chrt -f 50)
-  if [[ $sched == *+load ]]; then
-    # The load: a busy loop at nice 19 on every core, for the whole run.
-    # run_one runs in a subshell (out=$(run_one ...)), whose exit the
-    # script's cleanup does not see: the subshell stops its own loops,
-    # whichever way it ends, and they do not hold its output open.
-    [[ $BASH_SUBSHELL -gt 0 ]] && trap stop_load EXIT
-    local c
-    for ((c = 0; c < cores; c++)); do
-      taskset -c "$c" nice -n 19 sh -c 'while :; do :; done' >/dev/null 2>&1 &
-      busy+=($!)
-    done
-  fi
+  [[ $sched == *+load ]] && start_load
   : >"$tmp/server.out" # see wait_url
   timeout -s KILL "$limit" taskset -c 0 "${rt[@]}" "$bin/plugrl-bench-server" --envs "$envs" --conns "$conns" \
     --warmup "${warmup}s" --seconds "${window}s" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
   url=$(wait_url "$tmp/server.out" "$spid") || url=
   [[ -n $url ]] || {
+    run_cleanup # a server that is alive but said nothing
     echo "tests/bench.sh: the bench server did not start: $(cat "$tmp/server.err")" >&2
     exit 1
   }
@@ -211,9 +272,12 @@ run_one() {
       --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
       --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   fi
-  wait "$spid" || rc=$?
+  [[ $sched == *+load ]] && check_load
+  local src=0
+  wait "$spid" || src=$?
+  [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
   spid=
-  stop_load
+  run_cleanup
   if [[ $rc -ne 0 ]]; then
     echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed after $limit s):" >&2
     sort "$tmp/client.err" | uniq -c | head -n 5 >&2
@@ -272,7 +336,7 @@ done
 med() { median <<<"${runs[$1/$2]}"; }
 # lat KEY t|f: the medians of the six percentiles, joined by /.
 lat() {
-  local out= q
+  local out='' q
   for q in 50 90 99 999 9999 max; do out+=$(printf '%.1f/' "$(med "$1" "$2$q")"); done
   echo "${out%/}"
 }
@@ -333,10 +397,11 @@ done
 # minutes, which the ratio of two medians above carries and a median of
 # per-repetition ratios mostly cancels).
 # paired A B [MODE [SPREAD]]: the median of A[i]/B[i] (MODE ratio, the
-# default) or A[i]-B[i] (MODE diff) over the pairs where both are numbers,
-# with its spread: the min-max of the pairs (SPREAD range, the default) or a
-# 90 % bootstrap interval of the median (SPREAD boot: 2000 resamples, a
-# fixed seed).
+# default) or A[i]-B[i] (MODE diff) over the pairs where both are numbers
+# (a failed run's are not), with its spread: the min-max of the pairs
+# (SPREAD range, the default) or a 90 % bootstrap interval of the median
+# (SPREAD boot: 2000 resamples, a fixed seed); " [k/N]" after it when only
+# k of the N pairs were numbers.
 paired() {
   awk -v a="$1" -v b="$2" -v mode="${3:-ratio}" -v spread="${4:-range}" '
     function med(v, n,   i, j, t) { # sorts v[1..n]
@@ -344,11 +409,11 @@ paired() {
       return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
     BEGIN {
-      n = split(a, x, " "); split(b, y, " "); k = 0
-      # A failed run is "nan" or "-": only pairs of two numbers count.
-      for (i = 1; i <= n; i++) if (x[i] ~ /^[0-9.]+$/ && y[i] ~ /^[0-9.]+$/ && y[i] > 0)
+      n = split(a, x, " "); nb = split(b, y, " "); if (nb > n) n = nb; k = 0
+      num = "^[0-9]+(\\.[0-9]*)?([eE][-+]?[0-9]+)?$"
+      for (i = 1; i <= n; i++) if (x[i] ~ num && y[i] ~ num && y[i] > 0)
         r[++k] = (mode == "ratio") ? x[i] / y[i] : x[i] - y[i]
-      if (k == 0) { print "-"; exit }
+      if (k == 0) { printf "- [0/%d]", n; exit }
       m = med(r, k)
       lo = r[1]; hi = r[k]
       if (spread == "boot") {
@@ -362,11 +427,13 @@ paired() {
       }
       fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
       printf fmt, m, lo, hi
+      if (k < n) printf " [%d/%d]", k, n
     }'
 }
-if [[ ${PLUGRL_BENCH_LEDGER:-1} != 0 ]]; then
+if [[ $with_ledger == 1 ]]; then
   echo
-  echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) of $reps"
+  echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) over the"
+  echo "repetitions where both succeeded ([k/N]: only k of the N)"
   printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
   for wl in "${workloads[@]}"; do
     read -r name _ _ _ _ _ <<<"$wl"
@@ -432,19 +499,29 @@ fi
 
 # The memory of an idle client: K clients opened and left idle against
 # plugrl serve, the client process's resident set before and after
-# (plugrl_bench_client --idle).
+# (plugrl_bench_client --idle). A failure fails the bench (after the
+# tables).
+idle_failed=0
 if [[ -x $bin/plugrl ]]; then
   "$bin/plugrl" serve --addr 127.0.0.1:0 --quiet >"$tmp/idle.out" 2>"$tmp/idle.err" &
   ipid=$!
   if iurl=$(wait_url "$tmp/idle.out" "$ipid"); then
     echo
     for k in 64 512; do
-      timeout -s KILL 60 "$bin/plugrl_bench_client" --url "$iurl" --idle "$k" || echo "idle clients $k: failed" >&2
+      if ! timeout -s KILL 60 "$bin/plugrl_bench_client" --url "$iurl" --idle "$k"; then
+        echo "tests/bench.sh: FAILED: the idle-memory measurement of $k clients" >&2
+        idle_failed=1
+      fi
     done
   else
-    echo "tests/bench.sh: plugrl serve did not start; no idle-memory figures: $(cat "$tmp/idle.err")" >&2
+    echo "tests/bench.sh: FAILED: plugrl serve did not start; no idle-memory figures: $(cat "$tmp/idle.err")" >&2
+    idle_failed=1
   fi
   kill "$ipid" 2>/dev/null || true
   wait "$ipid" 2>/dev/null || true
   ipid=
+else
+  echo
+  echo "NOTE: no $bin/plugrl: the idle-memory figures are skipped"
 fi
+exit "$idle_failed"
