@@ -65,20 +65,26 @@
 #               per exchange over the server's window: the server prints the
 #               window in CLOCK_MONOTONIC ns before it stops the client,
 #               which then reads it from the server's output
-#               (--window-file) and interpolates its own 1 ms samples of
-#               CPU time and exchange count at its ends (bench/bench_cpu.hpp)
+#               (--window-file) and interpolates the samples of CPU time and
+#               exchange count its sampler thread took every 5 ms at its
+#               ends (bench/bench_cpu.hpp)
 #   turnaround  timed at the server, every exchange in the window: from
 #               having written an action to having read the next infer (the
 #               client's library work; its env step is nothing here)
 #   infer->fb   timed at the server: from having read an infer to having
 #               read its feedback
+#   n           the exchanges timed; the server gives a percentile q only
+#               where n >= 10/(1-q) (at least 10 samples beyond it), "-"
+#               otherwise
 #   per-conn    N-handle cells: the fewest and the most exchanges one
 #               connection made in the window (evenness)
 #
 # Prints every run and three tables: medians of the repetitions, with the
 # min-max of throughput and CPU (latency percentiles, p50/p90/p99/p99.9/
-# p99.99/max in us, are the medians of each run's); libplugrl's tail over
-# the floor's; and the ledger's cost paired per repetition.
+# p99.99/max in us, are the medians of each run's; "-" where a run had too
+# few samples for it); libplugrl's tail over the floor's; and the ledger's
+# cost paired per repetition. A failed run (under SCHED_FIFO) is left out
+# of the medians.
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
@@ -180,6 +186,28 @@ trap cleanup EXIT
 # A run that hangs (a real-time process starving another) is killed.
 limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
 
+# isnum VALUE: a plain non-negative number (not nan, not "-").
+isnum() { [[ $1 =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
+
+# The run's fields, in the order run_one prints them: rate cpu, the
+# turnaround's n and six percentiles, infer->feedback's, and the fewest and
+# most exchanges per connection. A failed run's are "nan", a percentile
+# with too few samples "-".
+metrics=(rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax)
+nan_fields() { # a failed run's
+  local out=nan k
+  for ((k = 1; k < ${#metrics[@]}; k++)); do out+=" nan"; done
+  echo "$out"
+}
+
+# lat_fields FILE KIND: "n p50 p90 p99 p99.9 p99.99 max" from the server's
+# "latency_us KIND n N p50 X ..." line, by label; nan for what is absent.
+lat_fields() {
+  awk -v k="$2" '$1 == "latency_us" && $2 == k { for (i = 3; i < NF; i += 2) v[$i] = $(i + 1); seen = 1 }
+    END { n = split("n p50 p90 p99 p99.9 p99.99 max", l, " ")
+          for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), ((l[i] in v) ? v[l[i]] : "nan"); print "" }' "$1"
+}
+
 # The processes of the run under way, for run_cleanup.
 spid=
 busy=()
@@ -238,7 +266,7 @@ check_load() {
 }
 
 # run_one CLIENT PINNING SCHED CONNS ENVS CAMS IMG STATE: prints the run's
-# metrics (see metrics below), space-separated. It runs in a subshell
+# fields (metrics above), space-separated. It runs in a subshell
 # (out=$(run_one ...)), whose exit the script's cleanup does not see: the
 # subshell stops its own server and load, whichever way it ends.
 run_one() {
@@ -278,29 +306,44 @@ run_one() {
   [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
   spid=
   run_cleanup
+  local rate='' cpu='' turn ifb conn
+  if [[ $rc -eq 0 ]]; then
+    rate=$(sed -n 's/^exchanges\/s \([^ ]*\)$/\1/p' "$tmp/server.out" | tail -n 1)
+    cpu=$(sed -n 's/^cpu_us_per_exchange \([^ ]*\)$/\1/p' "$tmp/client.out" | tail -n 1)
+    turn=$(lat_fields "$tmp/server.out" turnaround)
+    ifb=$(lat_fields "$tmp/server.out" infer_feedback)
+    conn=$(sed -n 's/^conn_exchanges min \([0-9]*\) max \([0-9]*\)$/\1 \2/p' "$tmp/server.out" | tail -n 1)
+    if ! isnum "$rate" || ! isnum "$cpu" || [[ -z $conn || $turn == *nan* || $ifb == *nan* ]]; then
+      echo "tests/bench.sh: $client $pin $sched: the run's output is incomplete (exchanges/s \"$rate\"," \
+        "cpu_us_per_exchange \"$cpu\", conn_exchanges \"$conn\", latency \"$turn\" / \"$ifb\")" >&2
+      rc=1
+    fi
+  fi
   if [[ $rc -ne 0 ]]; then
     echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed after $limit s):" >&2
     sort "$tmp/client.err" | uniq -c | head -n 5 >&2
     head -n 5 "$tmp/server.err" >&2
     # Under SCHED_FIFO a failure is a finding (a real-time client starving
-    # what it waits for), not a broken bench: the cell says "nan".
+    # what it waits for), not a broken bench: the run is left out of the
+    # medians.
     [[ $sched == fifo* ]] || exit 1
     echo "tests/bench.sh: (recorded as nan)" >&2
-    echo nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan nan
+    nan_fields
     return 0
   fi
-  local rate cpu turn ifb conn
-  rate=$(sed -n 's/^exchanges\/s //p' "$tmp/server.out" | tail -n 1)
-  cpu=$(sed -n 's/^cpu_us_per_exchange //p' "$tmp/client.out" | tail -n 1)
-  turn=$(sed -n 's/^latency_us turnaround //p' "$tmp/server.out" | awk '{print $2, $4, $6, $8, $10, $12}')
-  ifb=$(sed -n 's/^latency_us infer_feedback //p' "$tmp/server.out" | awk '{print $2, $4, $6, $8, $10, $12}')
-  conn=$(sed -n 's/^conn_exchanges min \([0-9]*\) max \([0-9]*\)$/\1 \2/p' "$tmp/server.out")
-  echo "$rate ${cpu:-nan} $turn $ifb $conn"
+  echo "$rate $cpu $turn $ifb $conn"
 }
-metrics=(rate cpu t50 t90 t99 t999 t9999 tmax f50 f90 f99 f999 f9999 fmax cmin cmax)
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-spread() { tr ' ' '\n' | grep . | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.6g-%.6g", lo, hi}'; }
+# median: of the numbers on stdin (space- or line-separated); nan and "-"
+# are left out; "-" when there is none.
+median() {
+  tr ' ' '\n' | awk '/^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/' | sort -g |
+    awk '{v[NR]=$1} END {if (NR == 0) print "-"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'
+}
+spread() {
+  tr ' ' '\n' | awk '/^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/' | sort -g |
+    awk 'NR==1 {lo=$1} {hi=$1} END {if (NR == 0) print "-"; else printf "%.6g-%.6g", lo, hi}'
+}
 
 declare -A runs
 start=$SECONDS
@@ -333,69 +376,30 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
 done
 
+# The cell's numbers. med KEY METRIC: the median of its runs (a failed
+# run's nan left out).
 med() { median <<<"${runs[$1/$2]}"; }
+# medq KEY METRIC: a percentile's median; "-" when any run had too few
+# samples for it (the server printed "-").
+medq() {
+  if [[ " ${runs[$1/$2]} " == *" - "* ]]; then echo -; else med "$1" "$2"; fi
+}
 # lat KEY t|f: the medians of the six percentiles, joined by /.
 lat() {
-  local out='' q
-  for q in 50 90 99 999 9999 max; do out+=$(printf '%.1f/' "$(med "$1" "$2$q")"); done
+  local out='' q v
+  for q in 50 90 99 999 9999 max; do
+    v=$(medq "$1" "$2$q")
+    if isnum "$v"; then out+=$(printf '%.1f/' "$v"); else out+="$v/"; fi
+  done
   echo "${out%/}"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; }
+ratio() { if isnum "$1" && isnum "$2"; then awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; else echo -; fi; }
+# num FORMAT VALUE: VALUE printed with FORMAT, or "-" when not a number.
+num() {
+  # shellcheck disable=SC2059 # the format is the argument
+  if isnum "$2"; then printf "$1" "$2"; else echo -; fi
+}
 
-echo
-printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %-34s %-34s %s\n' workload pin sched client ex/s "(min-max)" \
-  lib/fl "cpu-us/ex" "(min-max)" lib/fl "turnaround us p50/90/99/99.9/99.99/max" "infer->feedback us (same)" \
-  "per-conn ex min/max"
-for wl in "${workloads[@]}"; do
-  read -r name _ _ _ _ conns <<<"$wl"
-  for sched in "${scheds[@]}"; do
-    for pin in "${pinnings[@]}"; do
-      fkey=$name/$pin/$sched/floor
-      fr=$(med "$fkey" rate) fc=$(med "$fkey" cpu)
-      lkey=$name/$pin/$sched/libplugrl
-      lr=$(med "$lkey" rate) lc=$(med "$lkey" cpu)
-      for client in "${clients[@]}"; do
-        key=$name/$pin/$sched/$client
-        r=$(med "$key" rate) c=$(med "$key" cpu)
-        rr=- cr=- per=-
-        if [[ $client == libplugrl || $client == floor-held ]]; then
-          rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
-        elif [[ $client == ledger-* ]]; then
-          rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
-        fi
-        [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
-        printf '%-9s %-5s %-10s %-13s %9.1f %-17s %6s %8.2f %-13s %6s  %-34s %-34s %s\n' "$name" "$pin" "$sched" "$client" \
-          "$r" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$c" "($(spread <<<"${runs[$key/cpu]}"))" "$cr" \
-          "$(lat "$key" t)" "$(lat "$key" f)" "$per"
-      done
-    done
-  done
-done
-echo "(medians of $reps; same = both on core 0, split = server core 0, client core 1; fifo = both under chrt -f 50;"
-echo " +load = a nice 19 busy loop on every core during the run;"
-echo " lib/fl: libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on ledger-digest and ledger-full rows, libplugrl"
-echo " recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl without; $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
-
-# The turnaround's tail against the floor's, per cell (the medians above):
-# a real-time loop's deadline is set by its slowest exchanges.
-echo
-echo "turnaround tail, libplugrl / floor (medians of $reps): p99 p99.9 p99.99"
-for wl in "${workloads[@]}"; do
-  read -r name _ _ _ _ _ <<<"$wl"
-  for sched in "${scheds[@]}"; do
-    for pin in "${pinnings[@]}"; do
-      fkey=$name/$pin/$sched/floor lkey=$name/$pin/$sched/libplugrl
-      printf '%-9s %-5s %-10s %s %s %s\n' "$name" "$pin" "$sched" "$(ratio "$(med "$lkey" t99)" "$(med "$fkey" t99)")" \
-        "$(ratio "$(med "$lkey" t999)" "$(med "$fkey" t999)")" "$(ratio "$(med "$lkey" t9999)" "$(med "$fkey" t9999)")"
-    done
-  done
-done
-
-# The ledger's cost again, paired: each repetition's ledger run against
-# the libplugrl run of the same repetition (the runs of one repetition are
-# seconds apart, and this machine's speed drifts by tens of percent over
-# minutes, which the ratio of two medians above carries and a median of
-# per-repetition ratios mostly cancels).
 # paired A B [MODE [SPREAD]]: the median of A[i]/B[i] (MODE ratio, the
 # default) or A[i]-B[i] (MODE diff) over the pairs where both are numbers
 # (a failed run's are not), with its spread: the min-max of the pairs
@@ -430,6 +434,67 @@ paired() {
       if (k < n) printf " [%d/%d]", k, n
     }'
 }
+
+echo
+printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %s\n' workload pin sched client \
+  ex/s "(min-max)" lib/fl "cpu-us/ex" "(min-max)" lib/fl n "turnaround us p50/90/99/99.9/99.99/max" n \
+  "infer->feedback us (same)" "per-conn ex min/max"
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ conns <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=$name/$pin/$sched/floor
+      fr=$(med "$fkey" rate) fc=$(med "$fkey" cpu)
+      lkey=$name/$pin/$sched/libplugrl
+      lr=$(med "$lkey" rate) lc=$(med "$lkey" cpu)
+      for client in "${clients[@]}"; do
+        key=$name/$pin/$sched/$client
+        r=$(med "$key" rate) c=$(med "$key" cpu)
+        rr=- cr=- per=-
+        if [[ $client == libplugrl || $client == floor-held ]]; then
+          rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
+        elif [[ $client == ledger-* ]]; then
+          rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
+        fi
+        [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
+        printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %s\n' "$name" "$pin" "$sched" \
+          "$client" "$(num %.1f "$r")" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$(num %.2f "$c")" \
+          "($(spread <<<"${runs[$key/cpu]}"))" "$cr" "$(num %.0f "$(med "$key" tn)")" "$(lat "$key" t)" \
+          "$(num %.0f "$(med "$key" fn)")" "$(lat "$key" f)" "$per"
+      done
+    done
+  done
+done
+echo "(medians of $reps, a failed run left out; same = both on core 0, split = server core 0, client core 1; fifo = both"
+echo " under chrt -f 50; +load = a nice 19 busy loop on every core during the run;"
+echo " lib/fl: the ratio of the medians, libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on"
+echo " ledger-digest and ledger-full rows, libplugrl recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl"
+echo " without; n: the exchanges the server timed (median); a percentile q is \"-\" where a run had n < 10/(1-q), too few"
+echo " samples beyond it (p99 needs 1000, p99.9 10000, p99.99 100000); $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+
+# The turnaround's tail against the floor's, per cell (the medians above):
+# a real-time loop's deadline is set by its slowest exchanges.
+echo
+echo "turnaround tail, libplugrl / floor (medians of $reps, a failed run left out): p99 p99.9 p99.99; \"-\" where a run had"
+echo "too few samples for that percentile (n < 10/(1-q)); n: the exchanges timed, libplugrl/floor (medians)"
+printf '%-9s %-5s %-10s %6s %6s %6s  %s\n' workload pin sched p99 p99.9 p99.99 n
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ _ <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=$name/$pin/$sched/floor lkey=$name/$pin/$sched/libplugrl
+      printf '%-9s %-5s %-10s %6s %6s %6s  %s\n' "$name" "$pin" "$sched" "$(ratio "$(medq "$lkey" t99)" "$(medq "$fkey" t99)")" \
+        "$(ratio "$(medq "$lkey" t999)" "$(medq "$fkey" t999)")" "$(ratio "$(medq "$lkey" t9999)" "$(medq "$fkey" t9999)")" \
+        "$(num %.0f "$(med "$lkey" tn)")/$(num %.0f "$(med "$fkey" tn)")"
+    done
+  done
+done
+
+# The ledger's cost again, paired: each repetition's ledger run against
+# the libplugrl run of the same repetition (the runs of one repetition are
+# seconds apart, and this machine's speed drifts by tens of percent over
+# minutes, which the ratio of two medians above carries and a median of
+# per-repetition ratios mostly cancels).
 if [[ $with_ledger == 1 ]]; then
   echo
   echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) over the"
@@ -439,12 +504,12 @@ if [[ $with_ledger == 1 ]]; then
     read -r name _ _ _ _ _ <<<"$wl"
     for sched in "${scheds[@]}"; do
       for pin in "${pinnings[@]}"; do
-        lkey=$name/$pin/$sched/libplugrl
+        lkey=$name/$pin/$sched/libplugrl dkey=$name/$pin/$sched/ledger-digest ukey=$name/$pin/$sched/ledger-full
         printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' "$name" "$pin" "$sched" \
-          "$(paired "${runs[$name/$pin/$sched/ledger-digest/rate]}" "${runs[$lkey/rate]}")" \
-          "$(paired "${runs[$name/$pin/$sched/ledger-digest/cpu]}" "${runs[$lkey/cpu]}")" \
-          "$(paired "${runs[$name/$pin/$sched/ledger-full/rate]}" "${runs[$lkey/rate]}")" \
-          "$(paired "${runs[$name/$pin/$sched/ledger-full/cpu]}" "${runs[$lkey/cpu]}")"
+          "$(paired "${runs[$dkey/rate]}" "${runs[$lkey/rate]}")" \
+          "$(paired "${runs[$dkey/cpu]}" "${runs[$lkey/cpu]}")" \
+          "$(paired "${runs[$ukey/rate]}" "${runs[$lkey/rate]}")" \
+          "$(paired "${runs[$ukey/cpu]}" "${runs[$lkey/cpu]}")"
       done
     done
   done

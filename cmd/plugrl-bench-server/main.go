@@ -34,8 +34,8 @@
 //	C exchanges in W s
 //	exchanges/s X                     (all connections together)
 //	conn_exchanges min A max B        (the evenness across connections)
-//	latency_us turnaround p50 .. p90 .. p99 .. p99.9 .. p99.99 .. max ..
-//	latency_us infer_feedback p50 .. (same percentiles)
+//	latency_us turnaround n N p50 .. p90 .. p99 .. p99.9 .. p99.99 .. max ..
+//	latency_us infer_feedback n N p50 .. (same percentiles)
 //
 // turnaround is, for each exchange in the window, the time from having
 // written the previous action to having read this infer: the client's side
@@ -44,6 +44,11 @@
 // read an infer to having read its feedback: the server's action write, the
 // client's reading of it and its feedback. Both are taken with the monotonic
 // clock into arrays allocated before the run; the loop allocates nothing.
+// N is the number of exchanges timed. A percentile q is printed only where
+// N >= 10/(1-q), so that at least 10 samples lie beyond it (p99 needs 1000,
+// p99.9 10000, p99.99 100000), and as "-" otherwise: with fewer, p99.9 and
+// p99.99 are the largest sample or next to it, the maximum again (LARGE
+// has 250-400 exchanges in a window).
 //
 // With --sizes it prints the payload sizes libplugrl's encoder (core/wire)
 // gives the bench workload's infer and feedback, and the action's, as
@@ -339,27 +344,30 @@ func report(out io.Writer, servers []*server, length time.Duration) {
 	}
 }
 
-// quantiles are those percentiles prints, as fractions and as labels.
+// quantiles are those percentiles prints, as fractions, as labels, and
+// the fewest samples each needs: 10/(1-q), at least 10 samples beyond it
+// (the maximum needs one).
 var quantiles = []struct {
 	q     float64
 	label string
-}{{0.5, "p50"}, {0.9, "p90"}, {0.99, "p99"}, {0.999, "p99.9"}, {0.9999, "p99.99"}, {1, "max"}}
+	least int
+}{{0.5, "p50", 20}, {0.9, "p90", 100}, {0.99, "p99", 1000}, {0.999, "p99.9", 10_000}, {0.9999, "p99.99", 100_000},
+	{1, "max", 1}}
 
-// percentiles sorts ns (nanoseconds) and returns "p50 X p90 X ... max X"
-// in microseconds, nearest rank; "p50 nan ..." when there is none.
+// percentiles sorts ns (nanoseconds) and returns "n N p50 X p90 X ... max
+// X" in microseconds, nearest rank, with "-" for a percentile that has too
+// few samples (quantiles).
 func percentiles(ns []uint32) string {
 	slices.Sort(ns)
 	var b strings.Builder
-	for i, q := range quantiles {
-		if i > 0 {
-			b.WriteByte(' ')
+	fmt.Fprintf(&b, "n %d", len(ns))
+	for _, q := range quantiles {
+		if len(ns) < q.least {
+			fmt.Fprintf(&b, " %s -", q.label)
+			continue
 		}
-		v := math.NaN()
-		if len(ns) > 0 {
-			k := int(math.Ceil(q.q*float64(len(ns)))) - 1
-			v = float64(ns[max(0, min(k, len(ns)-1))]) / 1e3
-		}
-		fmt.Fprintf(&b, "%s %.1f", q.label, v)
+		k := int(math.Ceil(q.q*float64(len(ns)))) - 1
+		fmt.Fprintf(&b, " %s %.1f", q.label, float64(ns[max(0, min(k, len(ns)-1))])/1e3)
 	}
 	return b.String()
 }

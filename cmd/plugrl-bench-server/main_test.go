@@ -79,8 +79,8 @@ func TestServesAndStops(t *testing.T) {
 	// and the latencies after them.
 	o := out.String()
 	w, r := strings.Index(o, "window_ns "), strings.Index(o, "exchanges/s ")
-	if w < 0 || w > r || !strings.Contains(o, "latency_us turnaround p50 ") ||
-		!strings.Contains(o, "latency_us infer_feedback p50 ") || !strings.Contains(o, "conn_exchanges min ") {
+	if w < 0 || w > r || !strings.Contains(o, "latency_us turnaround n ") ||
+		!strings.Contains(o, "latency_us infer_feedback n ") || !strings.Contains(o, "conn_exchanges min ") {
 		t.Fatalf("server printed %q", o)
 	}
 	var start, end int64
@@ -156,18 +156,27 @@ func TestConns(t *testing.T) {
 	}
 }
 
-// TestPercentiles: nearest rank, in microseconds, from nanoseconds.
+// TestPercentiles: nearest rank, in microseconds, from nanoseconds, and
+// "-" for a percentile q of fewer than 10/(1-q) samples.
 func TestPercentiles(t *testing.T) {
-	ns := make([]uint32, 10000)
-	for i := range ns {
-		ns[i] = uint32(len(ns)-i) * 1000 // 10000 us .. 1 us, unsorted
-	}
-	want := "p50 5000.0 p90 9000.0 p99 9900.0 p99.9 9990.0 p99.99 9999.0 max 10000.0"
-	if got := percentiles(ns); got != want {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	if got := percentiles(nil); !strings.HasPrefix(got, "p50 NaN") {
-		t.Fatalf("empty: %q", got)
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{100_000, "n 100000 p50 50000.0 p90 90000.0 p99 99000.0 p99.9 99900.0 p99.99 99990.0 max 100000.0"},
+		{99_999, "n 99999 p50 50000.0 p90 90000.0 p99 99000.0 p99.9 99900.0 p99.99 - max 99999.0"},
+		{10_000, "n 10000 p50 5000.0 p90 9000.0 p99 9900.0 p99.9 9990.0 p99.99 - max 10000.0"},
+		{400, "n 400 p50 200.0 p90 360.0 p99 - p99.9 - p99.99 - max 400.0"},
+		{19, "n 19 p50 - p90 - p99 - p99.9 - p99.99 - max 19.0"},
+		{0, "n 0 p50 - p90 - p99 - p99.9 - p99.99 - max -"},
+	} {
+		ns := make([]uint32, c.n)
+		for i := range ns {
+			ns[i] = uint32(len(ns)-i) * 1000 // n us .. 1 us, unsorted
+		}
+		if got := percentiles(ns); got != c.want {
+			t.Fatalf("%d samples: got %q, want %q", c.n, got, c.want)
+		}
 	}
 	if saturate(-1) != 0 || saturate(time.Hour) != math.MaxUint32 || saturate(time.Microsecond) != 1000 {
 		t.Fatal("saturate")
