@@ -79,12 +79,19 @@
 #   per-conn    N-handle cells: the fewest and the most exchanges one
 #               connection made in the window (evenness)
 #
-# Prints every run and three tables: medians of the repetitions, with the
-# min-max of throughput and CPU (latency percentiles, p50/p90/p99/p99.9/
-# p99.99/max in us, are the medians of each run's; "-" where a run had too
-# few samples for it); libplugrl's tail over the floor's; and the ledger's
-# cost paired per repetition. A failed run (under SCHED_FIFO) is left out
-# of the medians.
+# Prints every run and these tables: the medians of the repetitions, with
+# the min-max of throughput and CPU, of the runs that succeeded (latency
+# percentiles, p50/p90/p99/p99.9/p99.99/max in us, are the medians of each
+# run's; "-" where a run had too few samples for it) and how many did;
+# libplugrl's tail over the floor's; and the ledger's cost paired per
+# repetition.
+#
+# A run that fails ends the bench, except under SCHED_FIFO, where a failure
+# (a real-time client starving what it waits for) is a finding: the run is
+# left out of the medians and its cell says how many of its runs
+# succeeded. A chrt -f that the kernel refuses on a cell's run is the
+# environment's limit, not the library's: the run is left out the same way
+# and the bench says so.
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
@@ -164,7 +171,13 @@ if [[ $cores -lt 2 ]]; then
 fi
 scheds=(other)
 if [[ $fifo == 1 ]]; then
-  if chrt -f 50 true 2>/dev/null; then
+  # Asked as the cells will ask: pinned, on each core a client runs on.
+  rt_ok=1 probe=(0)
+  [[ ${#pinnings[@]} -gt 1 ]] && probe+=(1)
+  for c in "${probe[@]}"; do
+    taskset -c "$c" chrt -f 50 true 2>/dev/null || rt_ok=0
+  done
+  if [[ $rt_ok == 1 ]]; then
     scheds+=(fifo)
   else
     echo "tests/bench.sh: NOTE: PLUGRL_BENCH_FIFO=1 but chrt -f 50 is not permitted here (needs CAP_SYS_NICE" \
@@ -189,13 +202,16 @@ limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
 # isnum VALUE: a plain non-negative number (not nan, not "-").
 isnum() { [[ $1 =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 
-# The run's fields, in the order run_one prints them: rate cpu, the
-# turnaround's n and six percentiles, infer->feedback's, and the fewest and
-# most exchanges per connection. A failed run's are "nan", a percentile
-# with too few samples "-".
-metrics=(rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax)
-nan_fields() { # a failed run's
-  local out=nan k
+# The run's fields, in the order run_one prints them:
+#   status  ok; failed (under SCHED_FIFO: a finding); refused (the kernel
+#           refused chrt -f on this run: the environment)
+#   rate cpu, the turnaround's n and six percentiles, infer->feedback's,
+#   and the fewest and most exchanges per connection
+# A field its program did not print is "nan", a percentile with too few
+# samples "-".
+metrics=(status rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax)
+nan_fields() { # STATUS: a run with no numbers
+  local out=$1 k
   for ((k = 1; k < ${#metrics[@]}; k++)); do out+=" nan"; done
   echo "$out"
 }
@@ -277,15 +293,22 @@ run_one() {
   [[ $sched == fifo* ]] && rt=(chrt -f 50)
   [[ $sched == *+load ]] && start_load
   : >"$tmp/server.out" # see wait_url
+  : >"$tmp/client.err"
   timeout -s KILL "$limit" taskset -c 0 "${rt[@]}" "$bin/plugrl-bench-server" --envs "$envs" --conns "$conns" \
     --warmup "${warmup}s" --seconds "${window}s" >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
   url=$(wait_url "$tmp/server.out" "$spid") || url=
-  [[ -n $url ]] || {
+  if [[ -z $url ]]; then
     run_cleanup # a server that is alive but said nothing
+    if [[ ${#rt[@]} -gt 0 ]] && grep -q '^chrt: failed to set' "$tmp/server.err"; then
+      echo "tests/bench.sh: NOTE: $client $pin $sched: the kernel refused chrt -f 50 for the server" \
+        "($(head -n 1 "$tmp/server.err")): an environment limit, the run is left out" >&2
+      nan_fields refused
+      return 0
+    fi
     echo "tests/bench.sh: the bench server did not start: $(cat "$tmp/server.err")" >&2
     exit 1
-  }
+  fi
   local rc=0
   local ledger=()
   [[ $client == ledger-* ]] && ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
@@ -301,6 +324,13 @@ run_one() {
       --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   fi
   [[ $sched == *+load ]] && check_load
+  if [[ $rc -ne 0 ]] && [[ ${#rt[@]} -gt 0 ]] && grep -q '^chrt: failed to set' "$tmp/client.err"; then
+    run_cleanup
+    echo "tests/bench.sh: NOTE: $client $pin $sched: the kernel refused chrt -f 50 for the client" \
+      "($(head -n 1 "$tmp/client.err")): an environment limit, the run is left out" >&2
+    nan_fields refused
+    return 0
+  fi
   local src=0
   wait "$spid" || src=$?
   [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
@@ -325,13 +355,13 @@ run_one() {
     head -n 5 "$tmp/server.err" >&2
     # Under SCHED_FIFO a failure is a finding (a real-time client starving
     # what it waits for), not a broken bench: the run is left out of the
-    # medians.
+    # medians and its cell says so.
     [[ $sched == fifo* ]] || exit 1
-    echo "tests/bench.sh: (recorded as nan)" >&2
-    nan_fields
+    echo "tests/bench.sh: (recorded as failed)" >&2
+    nan_fields failed
     return 0
   fi
-  echo "$rate $cpu $turn $ifb $conn"
+  echo "ok $rate $cpu $turn $ifb $conn"
 }
 
 # median: of the numbers on stdin (space- or line-separated); nan and "-"
@@ -354,6 +384,7 @@ for wl in "${workloads[@]}"; do
     --state "$state" | sed 's/infer=\([0-9]*\) feedback=\([0-9]*\).*/\1 \2/')
   eval "bytes_$name='$infer_bytes/$feedback_bytes'"
 done
+refused=0 failed=0
 for ((rep = 1; rep <= reps; rep++)); do
   for wl in "${workloads[@]}"; do
     read -r name envs cams img state conns <<<"$wl"
@@ -368,7 +399,11 @@ for ((rep = 1; rep <= reps; rep++)); do
           out=$(run_one "$client" "$pin" "$sched" "$conns" "$envs" "$cams" "$img" "$state")
           read -r -a vals <<<"$out"
           for k in "${!metrics[@]}"; do runs[$name/$pin/$sched/$client/${metrics[$k]}]+=" ${vals[$k]}"; done
-          line+=" $client ${vals[0]} ex/s ${vals[1]} cpu-us/ex"
+          case ${vals[0]} in
+            ok) line+=" $client ${vals[1]} ex/s ${vals[2]} cpu-us/ex" ;;
+            refused) line+=" $client REFUSED(chrt)" refused=$((refused + 1)) ;;
+            *) line+=" $client FAILED" failed=$((failed + 1)) ;;
+          esac
         done
         echo "  $line"
       done
@@ -376,13 +411,21 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
 done
 
-# The cell's numbers. med KEY METRIC: the median of its runs (a failed
-# run's nan left out).
+# The cell's numbers. med KEY METRIC: the median of its runs that succeeded.
 med() { median <<<"${runs[$1/$2]}"; }
-# medq KEY METRIC: a percentile's median; "-" when any run had too few
-# samples for it (the server printed "-").
+# medq KEY METRIC: a percentile's median; "-" when any run that succeeded
+# had too few samples for it (the server printed "-").
 medq() {
   if [[ " ${runs[$1/$2]} " == *" - "* ]]; then echo -; else med "$1" "$2"; fi
+}
+# oks KEY: "k/N", the runs of the cell that succeeded of those made.
+oks() { awk '{k = 0; for (i = 1; i <= NF; i++) k += ($i == "ok"); printf "%d/%d", k, NF}' <<<"${runs[$1/status]}"; }
+# notes KEY: what the cell's runs did not do: FAILED (a finding, under
+# SCHED_FIFO), chrt refused (the environment).
+notes() {
+  awk '{for (i = 1; i <= NF; i++) c[$i]++}
+    END {if (c["failed"]) printf " FAILED %d", c["failed"]; if (c["refused"]) printf " chrt-refused %d", c["refused"]}' \
+    <<<"${runs[$1/status]}"
 }
 # lat KEY t|f: the medians of the six percentiles, joined by /.
 lat() {
@@ -436,9 +479,9 @@ paired() {
 }
 
 echo
-printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %s\n' workload pin sched client \
+printf '%-9s %-5s %-10s %-13s %-5s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %-19s %s\n' workload pin sched client ok \
   ex/s "(min-max)" lib/fl "cpu-us/ex" "(min-max)" lib/fl n "turnaround us p50/90/99/99.9/99.99/max" n \
-  "infer->feedback us (same)" "per-conn ex min/max"
+  "infer->feedback us (same)" "per-conn ex min/max" notes
 for wl in "${workloads[@]}"; do
   read -r name _ _ _ _ conns <<<"$wl"
   for sched in "${scheds[@]}"; do
@@ -457,25 +500,27 @@ for wl in "${workloads[@]}"; do
           rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
         fi
         [[ $conns -gt 1 ]] && per="$(med "$key" cmin)/$(med "$key" cmax)"
-        printf '%-9s %-5s %-10s %-13s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %s\n' "$name" "$pin" "$sched" \
-          "$client" "$(num %.1f "$r")" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$(num %.2f "$c")" \
+        printf '%-9s %-5s %-10s %-13s %-5s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %-19s%s\n' "$name" "$pin" "$sched" \
+          "$client" "$(oks "$key")" "$(num %.1f "$r")" "($(spread <<<"${runs[$key/rate]}"))" "$rr" "$(num %.2f "$c")" \
           "($(spread <<<"${runs[$key/cpu]}"))" "$cr" "$(num %.0f "$(med "$key" tn)")" "$(lat "$key" t)" \
-          "$(num %.0f "$(med "$key" fn)")" "$(lat "$key" f)" "$per"
+          "$(num %.0f "$(med "$key" fn)")" "$(lat "$key" f)" "$per" "$(notes "$key")"
       done
     done
   done
 done
-echo "(medians of $reps, a failed run left out; same = both on core 0, split = server core 0, client core 1; fifo = both"
-echo " under chrt -f 50; +load = a nice 19 busy loop on every core during the run;"
+echo "(medians of the runs that succeeded, ok: how many of the $reps did; same = both on core 0, split = server core 0,"
+echo " client core 1; fifo = both under chrt -f 50; +load = a nice 19 busy loop on every core during the run;"
 echo " lib/fl: the ratio of the medians, libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on"
 echo " ledger-digest and ledger-full rows, libplugrl recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl"
 echo " without; n: the exchanges the server timed (median); a percentile q is \"-\" where a run had n < 10/(1-q), too few"
-echo " samples beyond it (p99 needs 1000, p99.9 10000, p99.99 100000); $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+echo " samples beyond it (p99 needs 1000, p99.9 10000, p99.99 100000); notes: FAILED k, k runs failed under SCHED_FIFO (a"
+echo " finding: left out of the medians); chrt-refused k, the kernel refused chrt -f on k runs (the environment, not the"
+echo " library); $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
 
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
 echo
-echo "turnaround tail, libplugrl / floor (medians of $reps, a failed run left out): p99 p99.9 p99.99; \"-\" where a run had"
+echo "turnaround tail, libplugrl / floor (medians of the runs that succeeded): p99 p99.9 p99.99; \"-\" where a run had"
 echo "too few samples for that percentile (n < 10/(1-q)); n: the exchanges timed, libplugrl/floor (medians)"
 printf '%-9s %-5s %-10s %6s %6s %6s  %s\n' workload pin sched p99 p99.9 p99.99 n
 for wl in "${workloads[@]}"; do
@@ -539,8 +584,8 @@ if [[ $lpairs != 0 ]]; then
         for client in "${order[@]}"; do
           out=$(run_one "$client" "$pin" other "$conns" "$envs" "$cams" "$img" "$state")
           read -r -a vals <<<"$out"
-          adj[$name/$pin/$client/rate]+=" ${vals[0]}"
-          adj[$name/$pin/$client/cpu]+=" ${vals[1]}"
+          adj[$name/$pin/$client/rate]+=" ${vals[1]}"
+          adj[$name/$pin/$client/cpu]+=" ${vals[2]}"
         done
       done
     done
@@ -560,6 +605,17 @@ if [[ $lpairs != 0 ]]; then
         "$(paired "${adj[$k/ledger-full/cpu]}" "${adj[$k/libplugrl/cpu]}" diff boot)"
     done
   done
+fi
+
+if [[ $refused -gt 0 ]]; then
+  echo
+  echo "NOTE: the kernel refused chrt -f 50 on $refused run(s) (though it allowed it when the bench began): the"
+  echo "environment's real-time limit (RLIMIT_RTPRIO, CAP_SYS_NICE, the cgroup's real-time runtime), not the library;"
+  echo "those runs are left out, and their cells' ok column says so"
+fi
+if [[ $failed -gt 0 ]]; then
+  echo
+  echo "NOTE: $failed run(s) under SCHED_FIFO failed (see above): a finding about real-time callers; left out of the medians"
 fi
 
 # The memory of an idle client: K clients opened and left idle against
