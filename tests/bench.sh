@@ -53,7 +53,9 @@
 #              plugrl_infer / plugrl_feedback
 #   ledger-digest, ledger-full
 #              the same, recording a step ledger (docs/LEDGER.md) at that
-#              level: their ratio is to libplugrl, the ledger's cost
+#              level: their ratio is to libplugrl, the ledger's cost; after
+#              each such run `plugrl ledger summary` reads the ledger, and a
+#              cell whose ledger did not record everything is marked
 #
 # with both processes pinned to core 0 (same-core: the CPU cost of an
 # exchange) and with the server on core 0 and the client on core 1 (split:
@@ -206,14 +208,16 @@ isnum() { [[ $1 =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 #   status  ok; failed (under SCHED_FIFO: a finding); refused (the kernel
 #           refused chrt -f on this run: the environment)
 #   rate cpu, the turnaround's n and six percentiles, infer->feedback's,
-#   and the fewest and most exchanges per connection
+#   the fewest and most exchanges per connection, and the records the
+#   ledger did not record (ledger runs: a count, or "?" when it could not
+#   be checked; "-" for the other clients)
 # A field its program did not print is "nan", a percentile with too few
 # samples "-".
-metrics=(status rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax)
+metrics=(status rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax lost)
 nan_fields() { # STATUS: a run with no numbers
   local out=$1 k
-  for ((k = 1; k < ${#metrics[@]}; k++)); do out+=" nan"; done
-  echo "$out"
+  for ((k = 1; k < ${#metrics[@]} - 1; k++)); do out+=" nan"; done
+  echo "$out -"
 }
 
 # lat_fields FILE KIND: "n p50 p90 p99 p99.9 p99.99 max" from the server's
@@ -222,6 +226,40 @@ lat_fields() {
   awk -v k="$2" '$1 == "latency_us" && $2 == k { for (i = 3; i < NF; i += 2) v[$i] = $(i + 1); seen = 1 }
     END { n = split("n p50 p90 p99 p99.9 p99.99 max", l, " ")
           for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), ((l[i] in v) ? v[l[i]] : "nan"); print "" }' "$1"
+}
+
+# ledger_lost: the records the ledger(s) of the last run did not record,
+# summed over its files (one per handle: bench.ledger, bench.ledger.2, ...)
+# from `plugrl ledger summary`; "?" when that cannot tell (no plugrl, a
+# summary that fails, a ledger not closed cleanly), with a note.
+ledger_lost() {
+  local f out n lost=0
+  if [[ ! -x $bin/plugrl ]]; then
+    echo "tests/bench.sh: NOTE: no $bin/plugrl: the ledger's records are not checked" >&2
+    echo "?"
+    return
+  fi
+  local files=("$tmp"/bench.ledger*)
+  [[ -e ${files[0]} ]] || {
+    echo "tests/bench.sh: the ledger run left no ledger" >&2
+    echo "?"
+    return
+  }
+  for f in "${files[@]}"; do
+    if ! out=$("$bin/plugrl" ledger summary "$f" 2>&1); then
+      echo "tests/bench.sh: plugrl ledger summary $f failed: $(head -n 3 <<<"$out")" >&2
+      echo "?"
+      return
+    fi
+    if ! head -n 1 <<<"$out" | grep -q 'closed cleanly'; then
+      echo "tests/bench.sh: the ledger $f was not closed cleanly: $(head -n 1 <<<"$out")" >&2
+      echo "?"
+      return
+    fi
+    n=$(sed -n 's/^NOT RECORDED: \([0-9]*\) records.*/\1/p' <<<"$out")
+    lost=$((lost + ${n:-0}))
+  done
+  echo "$lost"
 }
 
 # The processes of the run under way, for run_cleanup.
@@ -311,7 +349,10 @@ run_one() {
   fi
   local rc=0
   local ledger=()
-  [[ $client == ledger-* ]] && ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
+  if [[ $client == ledger-* ]]; then
+    rm -f "$tmp"/bench.ledger*
+    ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
+  fi
   if [[ $client == floor* ]]; then
     local hold=0
     [[ $client == floor-held ]] && hold=1
@@ -336,7 +377,7 @@ run_one() {
   [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
   spid=
   run_cleanup
-  local rate='' cpu='' turn ifb conn
+  local rate='' cpu='' turn ifb conn lost=-
   if [[ $rc -eq 0 ]]; then
     rate=$(sed -n 's/^exchanges\/s \([^ ]*\)$/\1/p' "$tmp/server.out" | tail -n 1)
     cpu=$(sed -n 's/^cpu_us_per_exchange \([^ ]*\)$/\1/p' "$tmp/client.out" | tail -n 1)
@@ -361,7 +402,9 @@ run_one() {
     nan_fields failed
     return 0
   fi
-  echo "ok $rate $cpu $turn $ifb $conn"
+  [[ $client == ledger-* ]] && lost=$(ledger_lost)
+  rm -f "$tmp"/bench.ledger*
+  echo "ok $rate $cpu $turn $ifb $conn $lost"
 }
 
 # median: of the numbers on stdin (space- or line-separated); nan and "-"
@@ -404,6 +447,11 @@ for ((rep = 1; rep <= reps; rep++)); do
             refused) line+=" $client REFUSED(chrt)" refused=$((refused + 1)) ;;
             *) line+=" $client FAILED" failed=$((failed + 1)) ;;
           esac
+          case ${vals[19]} in
+            - | 0 | nan) ;;
+            \?) line+=" (ledger unchecked)" ;;
+            *) line+=" (ledger dropped ${vals[19]} records)" ;;
+          esac
         done
         echo "  $line"
       done
@@ -421,11 +469,20 @@ medq() {
 # oks KEY: "k/N", the runs of the cell that succeeded of those made.
 oks() { awk '{k = 0; for (i = 1; i <= NF; i++) k += ($i == "ok"); printf "%d/%d", k, NF}' <<<"${runs[$1/status]}"; }
 # notes KEY: what the cell's runs did not do: FAILED (a finding, under
-# SCHED_FIFO), chrt refused (the environment).
+# SCHED_FIFO), chrt refused (the environment), the ledger's dropped records.
 notes() {
-  awk '{for (i = 1; i <= NF; i++) c[$i]++}
+  local out
+  out=$(awk '{for (i = 1; i <= NF; i++) c[$i]++}
     END {if (c["failed"]) printf " FAILED %d", c["failed"]; if (c["refused"]) printf " chrt-refused %d", c["refused"]}' \
-    <<<"${runs[$1/status]}"
+    <<<"${runs[$1/status]}")
+  echo "$out$(lost_mark "${runs[$1/lost]}")"
+}
+# lost_mark LOST: " *dropped N records" when a ledger of the runs whose
+# lost fields LOST lists did not record everything (N: all of them
+# together), " *unchecked" when one could not be checked; nothing otherwise.
+lost_mark() {
+  awk '{for (i = 1; i <= NF; i++) if ($i == "?") u = 1; else if ($i ~ /^[0-9]+$/) n += $i}
+    END {if (n > 0) printf " *dropped %d records", n; if (u) printf " *unchecked"}' <<<"$1"
 }
 # lat KEY t|f: the medians of the six percentiles, joined by /.
 lat() {
@@ -515,7 +572,9 @@ echo " ledger-digest and ledger-full rows, libplugrl recording a step ledger (PL
 echo " without; n: the exchanges the server timed (median); a percentile q is \"-\" where a run had n < 10/(1-q), too few"
 echo " samples beyond it (p99 needs 1000, p99.9 10000, p99.99 100000); notes: FAILED k, k runs failed under SCHED_FIFO (a"
 echo " finding: left out of the medians); chrt-refused k, the kernel refused chrt -f on k runs (the environment, not the"
-echo " library); $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+echo " library); *dropped N records, the cell's ledgers did not record N records (queue full: plugrl ledger summary's NOT"
+echo " RECORDED), so its cost is that of a ledger that recorded less; *unchecked, a ledger could not be checked;"
+echo " $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
 
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
@@ -544,20 +603,23 @@ if [[ $with_ledger == 1 ]]; then
   echo
   echo "step ledger cost, paired: ledger run / libplugrl run of the same repetition, median (min-max) over the"
   echo "repetitions where both succeeded ([k/N]: only k of the N)"
-  printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
+  printf '%-9s %-5s %-10s %-40s %-26s %-40s %s\n' workload pin sched "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
   for wl in "${workloads[@]}"; do
     read -r name _ _ _ _ _ <<<"$wl"
     for sched in "${scheds[@]}"; do
       for pin in "${pinnings[@]}"; do
         lkey=$name/$pin/$sched/libplugrl dkey=$name/$pin/$sched/ledger-digest ukey=$name/$pin/$sched/ledger-full
-        printf '%-9s %-5s %-10s %-26s %-26s %-26s %s\n' "$name" "$pin" "$sched" \
-          "$(paired "${runs[$dkey/rate]}" "${runs[$lkey/rate]}")" \
+        printf '%-9s %-5s %-10s %-40s %-26s %-40s %s\n' "$name" "$pin" "$sched" \
+          "$(paired "${runs[$dkey/rate]}" "${runs[$lkey/rate]}")$(lost_mark "${runs[$dkey/lost]}")" \
           "$(paired "${runs[$dkey/cpu]}" "${runs[$lkey/cpu]}")" \
-          "$(paired "${runs[$ukey/rate]}" "${runs[$lkey/rate]}")" \
+          "$(paired "${runs[$ukey/rate]}" "${runs[$lkey/rate]}")$(lost_mark "${runs[$ukey/lost]}")" \
           "$(paired "${runs[$ukey/cpu]}" "${runs[$lkey/cpu]}")"
       done
     done
   done
+  echo "(*dropped N records: that level's ledgers in the cell did not record N records, the queue being full (plugrl"
+  echo " ledger summary: NOT RECORDED): its figure is the cost of a ledger that recorded less, not of a whole one;"
+  echo " *unchecked: a ledger could not be checked)"
 fi
 
 # The ledger's cost in adjacent runs (PLUGRL_BENCH_LEDGER_PAIRS=N): the
@@ -586,6 +648,7 @@ if [[ $lpairs != 0 ]]; then
           read -r -a vals <<<"$out"
           adj[$name/$pin/$client/rate]+=" ${vals[1]}"
           adj[$name/$pin/$client/cpu]+=" ${vals[2]}"
+          adj[$name/$pin/$client/lost]+=" ${vals[19]}"
         done
       done
     done
@@ -593,18 +656,21 @@ if [[ $lpairs != 0 ]]; then
   echo
   echo "step ledger cost in adjacent runs: $lpairs triplets per cell (libplugrl, digest, full back to back, six orders in turn);"
   echo "ledger / libplugrl exchanges/s and ledger - libplugrl client cpu-us/ex, median (90 % bootstrap interval)"
-  printf '%-9s %-5s %-24s %-24s %-24s %s\n' workload pin "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
+  printf '%-9s %-5s %-40s %-24s %-40s %s\n' workload pin "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
   for wl in "${workloads[@]:0:2}"; do
     read -r name _ _ _ _ _ <<<"$wl"
     for pin in "${pinnings[@]}"; do
       k=$name/$pin
-      printf '%-9s %-5s %-24s %-24s %-24s %s\n' "$name" "$pin" \
-        "$(paired "${adj[$k/ledger-digest/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)" \
+      dmark=$(lost_mark "${adj[$k/ledger-digest/lost]}")
+      fmark=$(lost_mark "${adj[$k/ledger-full/lost]}")
+      printf '%-9s %-5s %-40s %-24s %-40s %s\n' "$name" "$pin" \
+        "$(paired "${adj[$k/ledger-digest/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)$dmark" \
         "$(paired "${adj[$k/ledger-digest/cpu]}" "${adj[$k/libplugrl/cpu]}" diff boot)" \
-        "$(paired "${adj[$k/ledger-full/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)" \
+        "$(paired "${adj[$k/ledger-full/rate]}" "${adj[$k/libplugrl/rate]}" ratio boot)$fmark" \
         "$(paired "${adj[$k/ledger-full/cpu]}" "${adj[$k/libplugrl/cpu]}" diff boot)"
     done
   done
+  echo "(*dropped N records, *unchecked: as in the table above)"
 fi
 
 if [[ $refused -gt 0 ]]; then
