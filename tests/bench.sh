@@ -6,7 +6,8 @@
 #
 # Environment (the last two are opt-in and make the run several minutes):
 #
-#   PLUGRL_BENCH_REPS         interleaved repetitions (default 5)
+#   PLUGRL_BENCH_REPS         interleaved repetitions (default 5; an even
+#                             count balances the clients' order, below)
 #   PLUGRL_BENCH_SECONDS      the measured window in s (default 1.5)
 #   PLUGRL_BENCH_WARMUP       the warm-up before it in s (default 0.5)
 #   PLUGRL_BENCH_FLOOR_CHUNK  the floor's --chunk (default 0: one send per frame)
@@ -30,10 +31,11 @@
 #                             triplets of back-to-back runs (libplugrl,
 #                             ledger-digest, ledger-full, in each of the six
 #                             orders in turn: N a multiple of 6 balances
-#                             them), each ledger run against the libplugrl
-#                             run of its triplet, with a 90 % bootstrap
-#                             interval of the median (N=24: about 12
-#                             minutes more; normal scheduling only)
+#                             them, and the bench warns otherwise), each
+#                             ledger run against the libplugrl run of its
+#                             triplet, with a 90 % bootstrap interval of the
+#                             median (N=24: about 12 minutes more; normal
+#                             scheduling only)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -59,7 +61,11 @@
 #
 # with both processes pinned to core 0 (same-core: the CPU cost of an
 # exchange) and with the server on core 0 and the client on core 1 (split:
-# the latency), in interleaved repetitions. For every run:
+# the latency), in interleaved repetitions: in each, every cell's clients
+# run back to back, in an order that changes from one repetition to the
+# next (a Williams design: the rows of a balanced Latin square, each
+# followed by its reverse, so that over an even count of repetitions every
+# client runs as often after libplugrl as before it). For every run:
 #
 #   ex/s        the server's count of exchanges in its window (all
 #               connections together)
@@ -148,6 +154,10 @@ lpairs=$((10#$lpairs))
 if [[ $lpairs != 0 && $with_ledger == 0 ]]; then
   echo "tests/bench.sh: NOTE: PLUGRL_BENCH_LEDGER=0 leaves out the ledger runs, PLUGRL_BENCH_LEDGER_PAIRS with them" >&2
   lpairs=0
+fi
+if ((lpairs % 6 != 0)); then
+  echo "tests/bench.sh: NOTE: PLUGRL_BENCH_LEDGER_PAIRS=$lpairs is not a multiple of 6: the six orders of its triplets" \
+    "are not run equally often, so the ledger levels are not as often before libplugrl as after it" >&2
 fi
 for n in $handles; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || {
@@ -418,7 +428,33 @@ spread() {
     awk 'NR==1 {lo=$1} {hi=$1} END {if (NR == 0) print "-"; else printf "%.6g-%.6g", lo, hi}'
 }
 
-declare -A runs
+# The order of the clients in repetition REP (1-based), as indices into
+# clients: the rows of a Williams design for n clients (0 1 n-1 2 n-2 ...,
+# shifted by the row), each followed by its reverse. Over every two
+# repetitions each client runs once before libplugrl and once after it;
+# over 2n (10 with the ledger clients, 6 without) every client is in every
+# place twice, and directly after every other client twice.
+williams=()
+for ((j = 0; j < ${#clients[@]}; j++)); do
+  if ((j == 0)); then
+    williams+=(0)
+  elif ((j % 2)); then
+    williams+=($(((j + 1) / 2)))
+  else
+    williams+=($((${#clients[@]} - j / 2)))
+  fi
+done
+order_of() {
+  local k=$(($1 - 1)) n=${#clients[@]} j idx=()
+  for j in "${williams[@]}"; do idx+=($(((j + k / 2) % n))); done
+  if ((k % 2)); then
+    for ((j = n - 1; j >= 0; j--)); do echo -n "${clients[${idx[$j]}]} "; done
+  else
+    for ((j = 0; j < n; j++)); do echo -n "${clients[${idx[$j]}]} "; done
+  fi
+}
+
+declare -A runs after_lib
 start=$SECONDS
 echo "libplugrl vs. the transport floor: $reps interleaved repetitions of ${window} s windows (after ${warmup} s warm-up), $cores cores"
 for wl in "${workloads[@]}"; do
@@ -429,14 +465,17 @@ for wl in "${workloads[@]}"; do
 done
 refused=0 failed=0
 for ((rep = 1; rep <= reps; rep++)); do
+  read -r -a order <<<"$(order_of "$rep")"
+  seen_lib=0
+  for client in "${order[@]}"; do
+    [[ $client == libplugrl ]] && seen_lib=1 && continue
+    after_lib[$client]=$((${after_lib[$client]:-0} + seen_lib))
+  done
   for wl in "${workloads[@]}"; do
     read -r name envs cams img state conns <<<"$wl"
     IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
     for sched in "${scheds[@]}"; do
       for pin in "${pinnings[@]}"; do
-        # Each repetition starts with another client, so that none is
-        # always first after the workload changes.
-        order=("${clients[@]:$((rep % ${#clients[@]}))}" "${clients[@]:0:$((rep % ${#clients[@]}))}")
         line="rep $rep $name $pin $sched:"
         for client in "${order[@]}"; do
           out=$(run_one "$client" "$pin" "$sched" "$conns" "$envs" "$cams" "$img" "$state")
@@ -594,6 +633,18 @@ for wl in "${workloads[@]}"; do
   done
 done
 
+# The order's balance: how often each client ran after libplugrl (the
+# rest of the repetitions, before it). A client that always ran after it
+# would carry any drift within a cell into its paired ratio.
+after=
+for client in "${clients[@]}"; do
+  [[ $client == libplugrl ]] || after+=" $client ${after_lib[$client]:-0},"
+done
+odd=
+((reps % 2)) && odd=" (an odd count: the last repetition's order is not balanced by its reverse)"
+echo
+echo "order: of the $reps repetitions, each client ran after libplugrl in:${after%,}$odd"
+
 # The ledger's cost again, paired: each repetition's ledger run against
 # the libplugrl run of the same repetition (the runs of one repetition are
 # seconds apart, and this machine's speed drifts by tens of percent over
@@ -623,15 +674,17 @@ if [[ $with_ledger == 1 ]]; then
 fi
 
 # The ledger's cost in adjacent runs (PLUGRL_BENCH_LEDGER_PAIRS=N): the
-# repetitions above put a ledger run up to five runs from its libplugrl
+# repetitions above put a ledger run up to four runs from its libplugrl
 # run, and this machine's speed drifts by tens of percent over minutes; a
 # 5 % cost needs runs seconds apart and many of them. Each triplet runs
-# libplugrl and both ledger levels back to back, in the six orders in turn
-# (each ledger level as often before libplugrl as after it, as often next
-# to it as one apart);
-# the figure is the median of the per-triplet ratios (exchanges/s) and
-# differences (client CPU per exchange), with a 90 % bootstrap interval
-# of that median (2000 resamples, a fixed seed).
+# libplugrl and both ledger levels back to back, in the six orders in turn:
+# over the six, each ledger level runs as often before libplugrl as after
+# it (3 and 3), but next to it in 4 and one run apart in 2 (libplugrl is
+# in the middle of 2 of the 6 orders, next to both; at an end in the other
+# 4, next to one of them): no order of three can balance that. The figure
+# is the median of the per-triplet ratios (exchanges/s) and differences
+# (client CPU per exchange), with a 90 % bootstrap interval of that median
+# (2000 resamples, a fixed seed).
 if [[ $lpairs != 0 ]]; then
   declare -A adj
   trio=(libplugrl ledger-digest ledger-full)
