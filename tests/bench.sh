@@ -47,10 +47,13 @@
 #
 #   floor      plugrl_bench_floor: frames of exactly the sizes libplugrl
 #              sends for that workload, masked with a fresh key each, and no
-#              encoding at all, one send per frame
+#              encoding at all, one send per frame: the reference the
+#              performance issues' criteria are stated against
 #   floor-held the floor, its feedback held back so that it leaves
 #              with the next infer in one send, as libplugrl's does in a tight loop
-#              (plugrl_feedback): the floor for a client that knows it
+#              (plugrl_feedback): the floor for a client that knows it (one
+#              send per exchange, as libplugrl makes); a feedback over 64 KiB
+#              is never held, so for LARGE it is the floor's very program
 #   libplugrl  plugrl_bench_client: the workload through libplugrl.so's
 #              plugrl_infer / plugrl_feedback
 #   ledger-digest, ledger-full
@@ -91,8 +94,10 @@
 # the min-max of throughput and CPU, of the runs that succeeded (latency
 # percentiles, p50/p90/p99/p99.9/p99.99/max in us, are the medians of each
 # run's; "-" where a run had too few samples for it) and how many did;
-# libplugrl's tail over the floor's; and the ledger's cost paired per
-# repetition.
+# libplugrl against the floors, paired per repetition, beside the ratio of
+# the medians; the floor-held/floor ratio of LARGE, an A/A test of the
+# bench's noise; libplugrl's tail over the floor's; and the ledger's cost
+# paired per repetition.
 #
 # A run that fails ends the bench, except under SCHED_FIFO, where a failure
 # (a real-time client starving what it waits for) is a finding: the run is
@@ -614,6 +619,57 @@ echo " finding: left out of the medians); chrt-refused k, the kernel refused chr
 echo " library); *dropped N records, the cell's ledgers did not record N records (queue full: plugrl ledger summary's NOT"
 echo " RECORDED), so its cost is that of a ledger that recorded less; *unchecked, a ledger could not be checked;"
 echo " $(date -u +%Y-%m-%d), $cores cores, $((SECONDS - start)) s)"
+
+# libplugrl against the floors, paired: each repetition's libplugrl run
+# against the floor runs of the same repetition and cell, which ran
+# seconds before or after it (the clients of a cell run back to back),
+# where the ratio of the medians above compares runs minutes apart and
+# carries this machine's drift of tens of percent.
+echo
+echo "libplugrl against the floors, paired: the median of each repetition's libplugrl/floor ratio (that cell's runs are"
+echo "back to back), with a 90 % bootstrap interval, beside the ratio of the medians above (runs up to minutes apart: it"
+echo "carries the machine's drift); floor (one send per frame) is the reference of the issues' criteria, floor-held (one"
+echo "send per exchange, as libplugrl) the floor for a client that holds feedback as libplugrl does"
+printf '%-9s %-5s %-10s | %-61s | %s\n' "" "" "" "exchanges/s, libplugrl over" "client cpu-us/ex, libplugrl over"
+printf '%-9s %-5s %-10s | %-7s %-26s %-26s | %-7s %-26s %s\n' workload pin sched floor "floor, paired" \
+  "floor-held, paired" floor "floor, paired" "floor-held, paired"
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ _ <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=$name/$pin/$sched/floor hkey=$name/$pin/$sched/floor-held lkey=$name/$pin/$sched/libplugrl
+      printf '%-9s %-5s %-10s | %-7s %-26s %-26s | %-7s %-26s %s\n' "$name" "$pin" "$sched" \
+        "$(ratio "$(med "$lkey" rate)" "$(med "$fkey" rate)")" \
+        "$(paired "${runs[$lkey/rate]}" "${runs[$fkey/rate]}" ratio boot)" \
+        "$(paired "${runs[$lkey/rate]}" "${runs[$hkey/rate]}" ratio boot)" \
+        "$(ratio "$(med "$lkey" cpu)" "$(med "$fkey" cpu)")" \
+        "$(paired "${runs[$lkey/cpu]}" "${runs[$fkey/cpu]}" ratio boot)" \
+        "$(paired "${runs[$lkey/cpu]}" "${runs[$hkey/cpu]}" ratio boot)"
+    done
+  done
+done
+echo "(floor: the ratio of the medians; paired: the median of the repetitions' ratios (90 % bootstrap interval);"
+echo " [k/N]: only k of the N repetitions had both runs)"
+
+# The bench's own noise: a LARGE feedback (over 64 KiB) is never held, so
+# LARGE's floor-held runs the floor's very program. Its ratio to the floor
+# would be 1.000 on a quiet machine; what it is instead is how far apart
+# two identical clients come out, the scale against which the ratios above
+# can be read.
+echo
+echo "noise gauge, an A/A test: LARGE floor-held / floor, the same program (a LARGE feedback is over 64 KiB and never held):"
+echo "any distance from 1.000 is the machine's drift and noise, by which the ratios above can be wrong"
+printf '%-9s %-5s %-10s | %-34s | %s\n' "" "" "" "exchanges/s, floor-held over" "client cpu-us/ex, floor-held over"
+printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' workload pin sched floor "floor, paired" floor "floor, paired"
+for sched in "${scheds[@]}"; do
+  for pin in "${pinnings[@]}"; do
+    fkey=LARGE/$pin/$sched/floor hkey=LARGE/$pin/$sched/floor-held
+    printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' LARGE "$pin" "$sched" \
+      "$(ratio "$(med "$hkey" rate)" "$(med "$fkey" rate)")" "$(paired "${runs[$hkey/rate]}" "${runs[$fkey/rate]}" ratio boot)" \
+      "$(ratio "$(med "$hkey" cpu)" "$(med "$fkey" cpu)")" "$(paired "${runs[$hkey/cpu]}" "${runs[$fkey/cpu]}" ratio boot)"
+  done
+done
+echo "(as the table above: the ratio of the medians, and the paired median with its 90 % bootstrap interval)"
 
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
