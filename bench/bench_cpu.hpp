@@ -44,6 +44,8 @@
 
 #include <time.h>
 
+#include <pthread.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <algorithm>
@@ -91,6 +93,9 @@ class CpuMeter {
   void start() {
     sample(clock_ns(CLOCK_MONOTONIC));
     thread_ = std::thread([this] { loop(); });
+    // Named, so that tests/sched_fifo.sh can tell it from the library's
+    // threads when it counts the real-time ones.
+    pthread_setname_np(thread_.native_handle(), "bench-sampler");
   }
   // Stops the sampler and takes the last sample; after the client's threads
   // have ended.

@@ -91,12 +91,15 @@ stalls() {
     --state 8 >"$tmp/client.out" 2>&1 &
   cpid=$!
   sleep 1
-  # The client's real-time threads: its main thread, and sysmon. sysmon
-  # ticks in nanosleep while a call waits in a system call.
+  # The client's real-time threads: its main thread, and sysmon (the
+  # bench's CPU sampler, bench/bench_cpu.hpp, is the bench's, not the
+  # library's). sysmon ticks in nanosleep while a call waits in a system
+  # call.
   local rt=() tid asleep=0 pid
   pid=$(pgrep -P "$cpid" | head -n 1) || pid= # timeout's child: the client
   for tid in $(ls "/proc/${pid:-0}/task" 2>/dev/null); do
     [[ $tid == "$pid" ]] && continue
+    [[ $(cat "/proc/$pid/task/$tid/comm" 2>/dev/null) == bench-sampler ]] && continue
     [[ $(chrt -p "$tid" 2>/dev/null) == *SCHED_FIFO* ]] && rt+=("$tid")
   done
   if [[ ${#rt[@]} -eq 1 ]]; then
