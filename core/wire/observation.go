@@ -5,6 +5,9 @@ package wire
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tinylib/msgp/msgp"
@@ -226,15 +229,15 @@ func decodeObservation(where string, b []byte, rows int, o *Observation) error {
 		sub := where + "." + string(k)
 		switch j {
 		case 0, 1:
-			named, err := decodeNamed(sub, val, j == 0, rows)
+			dst := &o.Images
+			if j == 1 {
+				dst = &o.States
+			}
+			named, err := decodeNamed(sub, val, j == 0, rows, *dst)
 			if err != nil {
 				return err
 			}
-			if j == 0 {
-				o.Images = named
-			} else {
-				o.States = named
-			}
+			*dst = named
 		case 2:
 			o.TextAsStrings = msgp.NextType(val) == msgp.ArrayType
 			if o.Text, _, err = DecodeText(val); err != nil {
@@ -257,8 +260,11 @@ func decodeObservation(where string, b []byte, rows int, o *Observation) error {
 }
 
 // decodeNamed reads the images or states map: names to ndarrays leading with
-// rows. Images are |u1 [rows, h, w, c]; states any numeric dtype.
-func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, error) {
+// rows. Images are |u1 [rows, h, w, c]; states any numeric dtype. The entries
+// are appended to out[:0], reusing its capacity: the map's entry count is
+// the peer's claim, so nothing is sized from it, and out grows only as
+// entries decode.
+func decodeNamed(where string, b []byte, images bool, rows int, out []NamedArray) ([]NamedArray, error) {
 	if msgp.NextType(b) != msgp.MapType {
 		return nil, malformedf(where, "is a %s, want a map of named arrays", msgp.NextType(b))
 	}
@@ -266,32 +272,70 @@ func decodeNamed(where string, b []byte, images bool, rows int) ([]NamedArray, e
 	if err != nil {
 		return nil, malformed(where, err)
 	}
-	out := make([]NamedArray, it.n)
-	for i := 0; it.nextKey(); i++ { // one pass: DecodeArray reads the value
-		name := string(it.key)
-		for j := 0; j < i; j++ {
-			if out[j].Name == name {
-				return nil, malformedf(where, "name %q appears twice", name)
-			}
+	out = out[:0]
+	// Each shape is decoded into scratch, then copied at its own length:
+	// an array kept MaxDims long would cost 256 bytes per entry, whatever
+	// the entry's size on the wire.
+	scratch := make([]int, MaxDims)
+	for it.nextKey() { // one pass: DecodeArray reads the value
+		out = append(out, NamedArray{Name: string(it.key)})
+		e := &out[len(out)-1]
+		a := &e.Array
+		sub := func() string { return fmt.Sprintf("%s[%q]", where, e.Name) }
+		if it.rest, err = DecodeArray(it.rest, scratch, a); err != nil {
+			return nil, malformed(sub(), err)
 		}
-		sub := fmt.Sprintf("%s[%q]", where, name)
-		shape := make([]int, MaxDims)
-		out[i].Name = name
-		a := &out[i].Array
-		if it.rest, err = DecodeArray(it.rest, shape, a); err != nil {
-			return nil, malformed(sub, err)
-		}
-		a.Shape = a.Shape[:len(a.Shape):len(a.Shape)]
+		a.Shape = slices.Clip(slices.Clone(a.Shape))
 		if want := obsArrayRule(images, a); want != "" {
-			return nil, malformedf(sub, "is %s of shape %v, want %s", a.DType, a.Shape, want)
+			return nil, malformedf(sub(), "is %s of shape %v, want %s", a.DType, a.Shape, want)
 		}
-		switch {
-		case a.Shape[0] != rows:
-			return nil, malformedf(sub, "leads with %d, want %d (SPEC 5.2: every array shares the batch dimension)", a.Shape[0], rows)
+		if a.Shape[0] != rows {
+			return nil, malformedf(sub(), "leads with %d, want %d (SPEC 5.2: every array shares the batch dimension)", a.Shape[0], rows)
 		}
 	}
 	if it.err != nil {
 		return nil, malformed(where, it.err)
 	}
+	if name, dup := duplicateName(out); dup {
+		return nil, malformedf(where, "name %q appears twice", name)
+	}
 	return out, nil
+}
+
+// smallNames is the most names duplicateName compares pairwise; past it,
+// it sorts.
+const smallNames = 16
+
+// nameOrder is duplicateName's scratch, pooled so that a server decoding
+// message after message with many names does not allocate it each time.
+var nameOrder = sync.Pool{New: func() any { return new([]int32) }}
+
+// duplicateName reports a name that appears twice in g. Comparing every
+// pair is quadratic, and a peer chooses how many names it sends (40000
+// took seconds); past smallNames it sorts an index instead, O(n log n).
+func duplicateName(g []NamedArray) (string, bool) {
+	if len(g) <= smallNames {
+		for i := range g {
+			for j := 0; j < i; j++ {
+				if g[j].Name == g[i].Name {
+					return g[i].Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	p := nameOrder.Get().(*[]int32)
+	defer nameOrder.Put(p)
+	idx := (*p)[:0]
+	for i := range g {
+		idx = append(idx, int32(i))
+	}
+	*p = idx
+	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(g[a].Name, g[b].Name) })
+	for i := 1; i < len(idx); i++ {
+		if name := g[idx[i]].Name; name == g[idx[i-1]].Name {
+			return name, true
+		}
+	}
+	return "", false
 }
