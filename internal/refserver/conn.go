@@ -381,8 +381,12 @@ func (c *conn) readFailed(err error, awaitingFeedback bool) {
 	var pc *peerClosed
 	var pe *protocolError
 	var ne net.Error
+	var we *controlWriteError
 	switch {
 	case errors.As(err, &pc): // recorded by readMessage
+	case errors.As(err, &we):
+		c.end("server", 0, "", "connection cut: "+we.Error())
+		_ = c.nc.Close()
 	case c.isCloseSent(): // the closing handshake ended, or timed out
 	case errors.As(err, &pe):
 		c.sendClose(1002, "protocol error", pe.msg)

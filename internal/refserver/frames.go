@@ -40,6 +40,39 @@ func (c *conn) pingLocked(payload string) error {
 	return ws.WriteFrame(c.bw, ws.NewPingFrame([]byte(payload)))
 }
 
+// pong answers a ping, under a write deadline of its own. The deadline left
+// by the last data write (FeedbackTimeout after it) has passed for a client
+// that pings while idle, and a write under it fails; bufio.Writer then
+// refuses every later write. A pong that cannot be written ends the
+// connection: nothing more can go out on it.
+func (c *conn) pong(p []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
+	err := ws.WriteFrame(c.bw, ws.NewPongFrame(p))
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		c.closeSent = true
+		return &controlWriteError{"a pong", err}
+	}
+	return nil
+}
+
+// controlWriteError is a control frame the server could not write: the
+// connection is over.
+type controlWriteError struct {
+	what string
+	err  error
+}
+
+func (e *controlWriteError) Error() string { return fmt.Sprintf("writing %s: %v", e.what, e.err) }
+func (e *controlWriteError) Unwrap() error { return e.err }
+
 // sendAction writes an action message, with the PingStorm and Fragments
 // faults applied.
 func (c *conn) sendAction(m *wire.Message) error {
@@ -120,12 +153,9 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 			ws.Cipher(p, h.Mask, 0)
 			switch h.OpCode {
 			case ws.OpPing:
-				c.wmu.Lock()
-				if !c.closeSent {
-					_ = ws.WriteFrame(c.bw, ws.NewPongFrame(p))
-					_ = c.bw.Flush()
+				if err := c.pong(p); err != nil {
+					return 0, nil, err
 				}
-				c.wmu.Unlock()
 			case ws.OpClose:
 				code, reason := ws.ParseCloseFrameData(p)
 				c.wmu.Lock()
