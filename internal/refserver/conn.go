@@ -63,7 +63,11 @@ func (s *Server) serve(nc net.Conn) {
 	defer s.wg.Done()
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := (ws.Upgrader{}).Upgrade(nc); err != nil {
+	_, err := (ws.Upgrader{}).Upgrade(nc)
+	s.mu.Lock()
+	delete(s.shaking, nc)
+	s.mu.Unlock()
+	if err != nil {
 		s.logf("handshake from %s: %v", nc.RemoteAddr(), err)
 		return
 	}
@@ -85,7 +89,8 @@ func (s *Server) serve(nc net.Conn) {
 	s.mu.Unlock()
 	s.logf("conn %d: connected from %s", c.id, nc.RemoteAddr())
 	if closed {
-		c.requestClose(1001, "", "server closed")
+		reason, detail := s.goingAway()
+		c.requestClose(1001, reason, detail)
 	}
 	c.run()
 	s.mu.Lock()
@@ -447,7 +452,33 @@ func (c *conn) requestClose(code int, reason, detail string) {
 	c.sendClose(code, reason, detail)
 }
 
-// sendClose sends a close frame, once, and bounds the closing handshake.
+// closeFromOutside closes from a goroutine other than the handler (Stop,
+// Close), through requestClose, and returns within about closeGrace. The
+// close frame waits for the write lock, which the handler holds while it
+// writes an action; to a client that does not read, that is up to
+// FeedbackTimeout. Past closeGrace the connection is cut instead, which also
+// ends the handler's write.
+func (c *conn) closeFromOutside(code int, reason, detail string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.requestClose(code, reason, detail)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.end("server", 0, "", fmt.Sprintf("%s; the close frame (%d %q) could not be written within %v, the client is not reading: connection cut", detail, code, reason, closeGrace))
+		_ = c.nc.Close()
+		<-done // promptly: every write on a closed socket fails at once
+	}
+}
+
+// sendClose sends a close frame, once, and bounds the closing handshake. A
+// close frame that cannot be written within closeGrace cuts the connection:
+// the closing handshake cannot happen, and the handler would otherwise wait
+// for the client's close until the read deadline.
 func (c *conn) sendClose(code int, reason, detail string) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -461,8 +492,15 @@ func (c *conn) sendClose(code int, reason, detail string) {
 	}
 	now := time.Now()
 	_ = c.nc.SetWriteDeadline(now.Add(closeGrace))
-	_ = ws.WriteFrame(c.bw, ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusCode(code), reason)))
-	_ = c.bw.Flush()
+	err := ws.WriteFrame(c.bw, ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusCode(code), reason)))
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		c.logf("writing the close frame: %v; connection cut", err)
+		_ = c.nc.Close()
+		return
+	}
 	_ = c.nc.SetReadDeadline(now.Add(closeGrace))
 }
 

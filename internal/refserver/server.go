@@ -154,15 +154,19 @@ type Server struct {
 	metadata []byte
 	features map[string]bool
 
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[int]*conn
-	nextID int
-	stats  Stats
-	closed bool
-	done   chan struct{} // closed when the run stops
-	quit   chan struct{} // closed by Close
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[int]*conn
+	// shaking holds the accepted connections still in their WebSocket
+	// handshake, so that Close can cut them instead of waiting out the
+	// handshake's deadline.
+	shaking map[net.Conn]bool
+	nextID  int
+	stats   Stats
+	closed  bool
+	done    chan struct{} // closed when the run stops
+	quit    chan struct{} // closed by Close
+	wg      sync.WaitGroup
 
 	episodes  *episodeLog // nil without Config.EpisodeLog
 	infers    atomic.Int64
@@ -192,6 +196,7 @@ func New(cfg Config) *Server {
 		policy:   cfg.Policy,
 		features: make(map[string]bool),
 		conns:    make(map[int]*conn),
+		shaking:  make(map[net.Conn]bool),
 		done:     make(chan struct{}),
 		quit:     make(chan struct{}),
 	}
@@ -317,6 +322,7 @@ func (s *Server) accept(ln net.Listener) {
 			nc.Close()
 			continue
 		}
+		s.shaking[nc] = true
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serve(nc)
@@ -326,7 +332,10 @@ func (s *Server) accept(ln net.Listener) {
 // Close stops accepting, closes every open connection with 1001 and no
 // reason (going away: a client should reconnect, as to a restarted server),
 // or with "plugrl-server-stop" once the run has stopped, and waits for the
-// connections' goroutines to end.
+// connections' goroutines to end. Connections still in their handshake are
+// cut. A connection whose close frame cannot be written within closeGrace
+// (its client is not reading) is cut too, so Close takes about closeGrace
+// at most beyond each closing handshake's own closeGrace.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -339,25 +348,33 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		err = s.ln.Close()
 	}
+	for nc := range s.shaking {
+		_ = nc.Close()
+	}
 	conns := s.openConns()
 	s.mu.Unlock()
-	// After Stop, Close can race Stop's own closes to a connection (the
-	// CLI closes as soon as Done fires): say the same thing, so a client
-	// always sees the stop.
-	reason, detail := "", "server closed"
-	if s.stopped() {
-		reason, detail = StopReason, "run stopped"
-	}
-	for _, c := range conns {
-		c.sendClose(1001, reason, detail)
-	}
+	reason, detail := s.goingAway()
+	closeAll(conns, reason, detail)
 	s.wg.Wait()
 	return err
+}
+
+// goingAway is the close reason, and why in words, for a connection the
+// server closes because it is closing. After Stop, Close can race Stop's
+// own closes to a connection (the CLI closes as soon as Done fires): it
+// says the same thing, so a client always sees the stop.
+func (s *Server) goingAway() (reason, detail string) {
+	if s.stopped() {
+		return StopReason, "run stopped"
+	}
+	return "", "server closed"
 }
 
 // Stop ends the run: every open connection is closed with 1001
 // "plugrl-server-stop" (SPEC 7.1), and a client that connects afterwards
 // gets metadata and the same close. The listener stays open until Close.
+// Stop returns once every connection open at the call has been sent its
+// close, or cut because it could not be written within closeGrace.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
@@ -366,10 +383,23 @@ func (s *Server) Stop() {
 		conns := s.openConns()
 		s.mu.Unlock()
 		s.logf("run stopped after %d exchanges", s.exchanges.Load())
-		for _, c := range conns {
-			c.sendClose(1001, StopReason, "run stopped")
-		}
+		closeAll(conns, StopReason, "run stopped")
 	})
+}
+
+// closeAll closes every connection of conns with 1001 and reason, all at
+// once: one client that does not read holds its connection's write lock
+// for up to FeedbackTimeout, and must not delay the others' closes.
+func closeAll(conns []*conn, reason, detail string) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.closeFromOutside(1001, reason, detail)
+		}()
+	}
+	wg.Wait()
 }
 
 // Done is closed when the run stops.
