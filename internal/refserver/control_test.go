@@ -4,6 +4,7 @@ package refserver_test
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,50 @@ func TestPongWriteFailureEndsConnection(t *testing.T) {
 	st := waitFor(t, s, "the connection to end", func(st refserver.Stats) bool { return len(st.Closes) == 1 })
 	if cl := st.Closes[0]; cl.By != "server" || cl.Code != 0 || !strings.Contains(cl.Detail, "writing a pong") {
 		t.Fatalf("close %+v, want the server to cut the connection on a failed pong", cl)
+	}
+}
+
+// TestClientCloseCodes: the server echoes a client's close code only when
+// it is one a close frame may carry (RFC 6455 7.4), and answers any other
+// with 1002. It used to echo 1005, 1006, 1015 and out-of-range codes.
+func TestClientCloseCodes(t *testing.T) {
+	cases := []struct {
+		body []byte
+		want ws.StatusCode // 0: an empty close body
+	}{
+		{nil, 0},
+		{ws.NewCloseFrameBody(1000, "done"), 1000},
+		{ws.NewCloseFrameBody(1001, ""), 1001},
+		{ws.NewCloseFrameBody(1011, ""), 1011},
+		{ws.NewCloseFrameBody(1013, ""), 1013},
+		{ws.NewCloseFrameBody(3000, ""), 3000},
+		{ws.NewCloseFrameBody(4999, ""), 4999},
+		{ws.NewCloseFrameBody(1004, ""), 1002},
+		{ws.NewCloseFrameBody(1005, ""), 1002},
+		{ws.NewCloseFrameBody(1006, ""), 1002},
+		{ws.NewCloseFrameBody(1015, ""), 1002},
+		{ws.NewCloseFrameBody(999, ""), 1002},
+		{ws.NewCloseFrameBody(2000, ""), 1002},
+		{ws.NewCloseFrameBody(5000, ""), 1002},
+		{[]byte{0x03}, 1002},
+	}
+	_, url := start(t, refserver.Config{Logf: func(string, ...any) {}})
+	for _, tc := range cases {
+		c := dial(t, url)
+		if err := ws.WriteFrame(c.nc, ws.MaskFrame(ws.NewCloseFrame(tc.body))); err != nil {
+			t.Fatal(err)
+		}
+		h, err := ws.ReadHeader(c.br)
+		if err != nil || h.OpCode != ws.OpClose {
+			t.Fatalf("close %x: reply %+v, %v", tc.body, h, err)
+		}
+		p := make([]byte, h.Length)
+		if _, err := io.ReadFull(c.br, p); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := ws.ParseCloseFrameData(p)
+		if got != tc.want || (tc.want == 0 && len(p) != 0) {
+			t.Errorf("client closed with body %x: server answered %x (code %d), want code %d", tc.body, p, got, tc.want)
+		}
 	}
 }

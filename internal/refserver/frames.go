@@ -40,6 +40,38 @@ func (c *conn) pingLocked(payload string) error {
 	return ws.WriteFrame(c.bw, ws.NewPingFrame([]byte(payload)))
 }
 
+// closeReply is the body of the close frame that answers a client's close
+// frame p (code as parsed from it), and how the connection ended in words.
+// A valid code is echoed (RFC 6455 5.5.1); an empty body gets an empty one.
+// A code that may not appear on the wire (RFC 6455 7.4: 1005, 1006 and 1015
+// are for reporting only, others are reserved or out of range), or a body
+// too short to hold a code, is a protocol error: answered with 1002.
+func closeReply(p []byte, code ws.StatusCode) (body []byte, detail string) {
+	switch {
+	case len(p) == 0:
+		return nil, "the client closed"
+	case len(p) == 1:
+		return ws.NewCloseFrameBody(ws.StatusProtocolError, "close frame body of 1 byte"), "the client closed with a 1-byte close body (RFC 6455 5.5.1); answered 1002"
+	case validCloseCode(code):
+		return ws.NewCloseFrameBody(code, ""), "the client closed"
+	}
+	return ws.NewCloseFrameBody(ws.StatusProtocolError, "invalid close code"),
+		fmt.Sprintf("the client closed with code %d, which RFC 6455 7.4 does not allow in a close frame; answered 1002", code)
+}
+
+// validCloseCode reports whether a close frame may carry code: one RFC 6455
+// 7.4.1 defines for use on the wire, one registered with IANA since
+// (1012-1014), or one of the ranges for libraries and applications.
+func validCloseCode(code ws.StatusCode) bool {
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
+		return true
+	case code >= 3000 && code <= 4999:
+		return true
+	}
+	return false
+}
+
 // pong answers a ping, under a write deadline of its own. The deadline left
 // by the last data write (FeedbackTimeout after it) has passed for a client
 // that pings while idle, and a write under it fails; bufio.Writer then
@@ -161,15 +193,12 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 				c.wmu.Lock()
 				if !c.closeSent {
 					c.closeSent = true
-					var body []byte
-					if code != 0 {
-						body = ws.NewCloseFrameBody(code, "")
-					}
+					body, detail := closeReply(p, code)
 					_ = c.nc.SetWriteDeadline(time.Now().Add(closeGrace))
 					_ = ws.WriteFrame(c.bw, ws.NewCloseFrame(body))
 					_ = c.bw.Flush()
 					c.wmu.Unlock()
-					c.end("client", int(code), reason, "the client closed")
+					c.end("client", int(code), reason, detail)
 				} else {
 					c.wmu.Unlock()
 				}
