@@ -190,8 +190,7 @@ func (c *conn) loop() {
 			return
 		}
 		var err error
-		k := int(c.s.infers.Add(1))
-		rec := Received{Conn: c.id, Type: wire.TypeInfer, Exchange: k, EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Reuse: in.Reuse}
+		rec := Received{Conn: c.id, Type: wire.TypeInfer, EnvIndices: in.EnvIndices, StepIDs: in.StepIDs, Reuse: in.Reuse}
 		obs, reused := &in.Obs, 0
 		if in.Reuse != nil {
 			if !c.s.features[FeatureReuseFeedbackObs] {
@@ -206,6 +205,17 @@ func (c *conn) loop() {
 				return
 			}
 		}
+		// Only an accepted infer takes an exchange number (Stats.Infers, and
+		// the numbering Faults are keyed by): not one refused above, nor one
+		// that crossed a close frame Stop or Close sent meanwhile.
+		k, ok := c.number()
+		if !ok {
+			rec.Refused = "arrived after the server's close frame"
+			c.s.record(rec)
+			c.drain()
+			return
+		}
+		rec.Exchange = k
 		c.s.record(rec)
 		if reused > 0 {
 			c.s.count(func(st *Stats) { st.ReusedRows += reused })
@@ -290,6 +300,18 @@ func (c *conn) loop() {
 			return
 		}
 	}
+}
+
+// number gives an accepted infer the next exchange number, unless a close
+// frame has gone out on the connection; under the write lock, so that a
+// close from Stop or Close either comes before the number or after it.
+func (c *conn) number() (int, bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return 0, false
+	}
+	return int(c.s.infers.Add(1)), true
 }
 
 // receive reads the next message, by the deadline feedbackBy when awaiting
