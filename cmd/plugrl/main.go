@@ -119,7 +119,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
-	episodeLog := fs.String("episode-log", "", "write the bridge server's episode log (CSV: step,slot,episode,return,length) to this file")
+	episodeLog := fs.String("episode-log", "", "write an episode log to this file, for plugrl ledger compare: CSV in plugrl-bridges' columns step,slot,episode,return,length, then conn; "+
+		"not the bridge's log: slot is the env index on connection conn, and length is info.episode.l when the client sends it, else the number of chunks fed back (not steps)")
 	seed := fs.Int64("seed", 1, "seed of the random and cem policies")
 	population := fs.Int("population", 32, "cem: candidate policies per iteration")
 	eliteFrac := fs.Float64("elite-frac", 0.2, "cem: fraction of the population the next iteration is fit to")

@@ -96,6 +96,9 @@ func (s *Server) serve(nc net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c.id)
 	s.mu.Unlock()
+	if s.episodes != nil {
+		s.episodes.connClosed(c.id)
+	}
 	if cc, ok := s.policy.(ConnCloser); ok {
 		cc.ConnClosed(c.id)
 	}
@@ -278,7 +281,7 @@ func (c *conn) loop() {
 			c.cache.remember(fb)
 		}
 		if c.s.episodes != nil {
-			c.s.episodes.feedback(fb)
+			c.s.episodes.feedback(c.id, fb)
 		}
 		c.s.record(rec)
 		c.s.count(func(st *Stats) {

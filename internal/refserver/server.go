@@ -83,9 +83,12 @@ type Config struct {
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
 	MaxLog int
-	// EpisodeLog, when set, receives the episode log of the bridge server
-	// (CSV: step,slot,episode,return,length; see episodes.go), to compare
-	// with a client's ledger (plugrl ledger compare).
+	// EpisodeLog, when set, receives an episode log in the columns of
+	// plugrl-bridges' (CSV: step,slot,episode,return,length, then conn),
+	// but not its meaning: slot is the env index on connection conn, and
+	// length is info.episode.l when the client sends it, else the number of
+	// chunks fed back (see episodes.go). To compare with a client's ledger
+	// (plugrl ledger compare).
 	EpisodeLog io.Writer
 	// Logf, when set, receives one line per notable event: connections,
 	// closes and why, feedback for envs with no outstanding action.
