@@ -61,6 +61,11 @@ var errCloseSent = errors.New("the connection is closing")
 
 func (s *Server) serve(nc net.Conn) {
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		s.admitted--
+		s.mu.Unlock()
+	}()
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	_, err := (ws.Upgrader{}).Upgrade(nc)
@@ -75,8 +80,8 @@ func (s *Server) serve(nc net.Conn) {
 	c := &conn{
 		s:           s,
 		nc:          nc,
-		br:          bufio.NewReaderSize(nc, 64<<10),
-		bw:          bufio.NewWriterSize(nc, 64<<10),
+		br:          bufio.NewReaderSize(nc, connBuffer),
+		bw:          bufio.NewWriterSize(nc, connBuffer),
 		wake:        make(chan struct{}, 1),
 		outstanding: make(map[int64]bool),
 	}

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/plugrl/libplugrl/core/wire"
@@ -40,7 +41,16 @@ const (
 	DefaultFeedbackTimeout = 60 * time.Second
 	// DefaultMaxLog is how many received messages Stats keeps by default.
 	DefaultMaxLog = 100000
+	// DefaultMaxConns is how many connections a server serves at once by
+	// default: far more than a test or a demo opens, few enough that idle
+	// connections cost tens of megabytes at most.
+	DefaultMaxConns = 1024
 )
+
+// connBuffer is the size of each connection's read and write buffers. Small:
+// an idle connection should cost little, and a large message bypasses them
+// (bufio reads and writes past a buffer's size go straight to the socket).
+const connBuffer = 4 << 10
 
 // closeGrace bounds the closing handshake: how long a connection waits for
 // the peer's close frame after sending its own.
@@ -80,6 +90,12 @@ type Config struct {
 	// action before closing with 1001 "Feedback timeout" (SPEC 7.3). Zero
 	// means 60 s. It also bounds each write.
 	FeedbackTimeout time.Duration
+	// MaxConns bounds the connections open at once, counting those in their
+	// handshake; zero means DefaultMaxConns, negative no limit. One more is
+	// refused in its handshake with HTTP 503 Service Unavailable, so it
+	// never becomes a WebSocket connection and SPEC 8.2's metadata-first
+	// rule still holds for every connection there is.
+	MaxConns int
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
 	MaxLog int
@@ -106,6 +122,7 @@ type Stats struct {
 	ReusedRows   int  // infer rows taken from the reuse cache (SPEC 10.1)
 	Orphans      int  // feedback rows naming an env with no outstanding action on their connection (SPEC 7.6)
 	Resyncs      int  // connections closed with plugrl-server-resync
+	Refused      int  // connections refused with HTTP 503: MaxConns were open
 	Stopped      bool // the run has ended (StopAfter reached, or Stop called)
 	// Received lists every message received, in order of arrival (up to
 	// Config.MaxLog of them; LogDropped counts the rest).
@@ -164,12 +181,15 @@ type Server struct {
 	// handshake, so that Close can cut them instead of waiting out the
 	// handshake's deadline.
 	shaking map[net.Conn]bool
-	nextID  int
-	stats   Stats
-	closed  bool
-	done    chan struct{} // closed when the run stops
-	quit    chan struct{} // closed by Close
-	wg      sync.WaitGroup
+	// admitted counts connections accepted and not yet ended, in their
+	// handshake or open: what MaxConns bounds.
+	admitted int
+	nextID   int
+	stats    Stats
+	closed   bool
+	done     chan struct{} // closed when the run stops
+	quit     chan struct{} // closed by Close
+	wg       sync.WaitGroup
 
 	episodes  *episodeLog // nil without Config.EpisodeLog
 	infers    atomic.Int64
@@ -193,6 +213,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxLog == 0 {
 		cfg.MaxLog = DefaultMaxLog
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -327,9 +350,32 @@ func (s *Server) accept(ln net.Listener) {
 		}
 		s.shaking[nc] = true
 		s.wg.Add(1)
+		if m := s.cfg.MaxConns; m > 0 && s.admitted >= m {
+			s.stats.Refused++
+			s.mu.Unlock()
+			go s.refuse(nc)
+			continue
+		}
+		s.admitted++
 		s.mu.Unlock()
 		go s.serve(nc)
 	}
+}
+
+// refuse answers a connection over MaxConns with HTTP 503 in place of the
+// WebSocket upgrade, within closeGrace.
+func (s *Server) refuse(nc net.Conn) {
+	defer s.wg.Done()
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(closeGrace))
+	why := fmt.Sprintf("plugrl-refserver: serving %d connections, the most it serves at once (Config.MaxConns, plugrl serve --max-conns)", s.cfg.MaxConns)
+	_, err := (ws.Upgrader{OnRequest: func([]byte) error {
+		return ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason(why))
+	}}).Upgrade(nc)
+	s.mu.Lock()
+	delete(s.shaking, nc)
+	s.mu.Unlock()
+	s.logf("refused a connection from %s with HTTP 503: %d connections open (MaxConns): %v", nc.RemoteAddr(), s.cfg.MaxConns, err)
 }
 
 // Close stops accepting, closes every open connection with 1001 and no

@@ -1,0 +1,59 @@
+package refserver_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/plugrl/libplugrl/internal/refserver"
+)
+
+// TestMaxConns: past MaxConns open connections, one more is refused in its
+// handshake with HTTP 503 (so it never becomes a WebSocket connection, and
+// gets no close before metadata), and a slot that frees up is served again.
+func TestMaxConns(t *testing.T) {
+	s, url := start(t, refserver.Config{MaxConns: 2})
+	a := dial(t, url)
+	dial(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, _, err := ws.Dial(ctx, url)
+	var se ws.StatusError
+	if !errors.As(err, &se) || int(se) != 503 {
+		t.Fatalf("a third connection with MaxConns 2: %v, want HTTP 503", err)
+	}
+	if st := s.Stats(); st.Refused != 1 || st.Open != 2 || st.Connections != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	a.nc.Close()
+	waitFor(t, s, "a slot to free up", func(st refserver.Stats) bool { return st.Open == 1 })
+	dial(t, url).infer([]int64{0}, nil)
+	if cfg := refserver.New(refserver.Config{}).Config(); cfg.MaxConns != refserver.DefaultMaxConns {
+		t.Fatalf("the zero Config has MaxConns %d, want DefaultMaxConns", cfg.MaxConns)
+	}
+}
+
+// TestIdleConnectionMemory: an idle connection costs little server memory.
+// Each used to hold two 64 KiB buffers from its first moment.
+func TestIdleConnectionMemory(t *testing.T) {
+	s, url := start(t, refserver.Config{Logf: func(string, ...any) {}})
+	const n = 200
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i++ {
+		dial(t, url) // both ends are in this process: the client's share counts too
+	}
+	waitFor(t, s, "the connections", func(st refserver.Stats) bool { return st.Open == n })
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapInuse) - int64(before.HeapInuse)) / n
+	if per > 40<<10 {
+		t.Fatalf("%d idle connections: %d KB of heap each", n, per>>10)
+	}
+	t.Logf("%d idle connections: %d KB of heap each, both ends", n, per>>10)
+}
