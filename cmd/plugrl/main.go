@@ -3,6 +3,7 @@
 //	plugrl serve [--addr 127.0.0.1:8000] [--horizon 8] [--action-dim 7]
 //	             [--action-dtype float32|float64] [--stop-after N]
 //	             [--features reuse-feedback-obs] [--policy zero|probe|random|cem]
+//	             [--feedback-timeout 60s] [--max-conns 1024] [--quiet]
 //	             [--seed N] [--population N] [--elite-frac F] [--init-std S]
 //	             [--episode-log FILE]
 //	plugrl ledger summary|audit|episodes|dump FILE
@@ -11,7 +12,12 @@
 //
 // serve runs the reference server (internal/refserver) until SIGINT, SIGTERM or
 // the end of the run (--stop-after exchanges), printing its ws:// URL as the
-// first line of stdout and a summary at the end.
+// first line of stdout and a summary at the end. The first signal ends the
+// run with plugrl-server-stop; a second one exits at once. A flag value
+// out of range is refused with exit status 2, never replaced by a default.
+// The server is deliberately strict: a test peer, it closes with a resync
+// on some messages SPEC only tolerates (step_ids not an integer array of
+// length n, keys SPEC does not define inside data and the observation).
 package main
 
 import (
@@ -20,8 +26,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -64,6 +72,17 @@ var policies = map[string]struct {
 		return cem.New(cem.Config{Population: o.population, EliteFrac: o.eliteFrac, InitStd: o.initStd, Seed: o.seed, Out: o.out})
 	}, "learns: the cross-entropy method over linear policies, scored by episode returns (--seed, --population, --elite-frac, --init-std); prints a table per iteration"},
 }
+
+// notifySignals and exit are serve's hooks into the process, replaced by
+// tests.
+var (
+	notifySignals = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
+	exit          = os.Exit
+)
+
+// features lists the --features names the server implements: metadata must
+// not offer what the server does not do.
+var features = []string{refserver.FeatureReuseFeedbackObs}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -115,9 +134,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	actionDim := fs.Int("action-dim", 7, "action width da")
 	dtype := fs.String("action-dtype", "float32", "action dtype: float32, float64, or a numpy typestr such as >f8")
 	stopAfter := fs.Int("stop-after", 0, "end the run with plugrl-server-stop after this many exchanges (0: never)")
-	features := fs.String("features", "", "comma-separated features to offer, e.g. reuse-feedback-obs")
+	featureList := fs.String("features", "", "comma-separated features to offer: "+strings.Join(features, ", "))
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
+	maxConns := fs.Int("max-conns", refserver.DefaultMaxConns, "most connections served at once; one more is refused with HTTP 503 (0: no limit)")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
 	episodeLog := fs.String("episode-log", "", "write an episode log to this file, for plugrl ledger compare: CSV in plugrl-bridges' columns step,slot,episode,return,length, then conn; "+
 		"not the bridge's log: slot is the env index on connection conn, and length is info.episode.l when the client sends it, else the number of chunks fed back (not steps)")
@@ -125,6 +145,19 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	population := fs.Int("population", 32, "cem: candidate policies per iteration")
 	eliteFrac := fs.Float64("elite-frac", 0.2, "cem: fraction of the population the next iteration is fit to")
 	initStd := fs.Float64("init-std", 1, "cem: initial standard deviation of every parameter")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: plugrl serve [flags]
+
+Runs the reference PlugRL training server until SIGINT or SIGTERM (a second
+one exits at once) or the end of the run (--stop-after), printing its URL
+first and a summary last. It is deliberately strict: a test peer, it closes
+with a resync on some messages SPEC only tolerates (step_ids not an integer
+array of length n, keys SPEC does not define inside data and the
+observation).
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -154,14 +187,37 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var feats []string
-	for _, f := range strings.Split(*features, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			feats = append(feats, f)
+	for _, f := range strings.Split(*featureList, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(features, f) {
+			fmt.Fprintf(stderr, "plugrl serve: --features: unknown feature %q; this server implements: %s\n", f, strings.Join(features, ", "))
+			return 2
+		}
+		feats = append(feats, f)
+	}
+	// Each check refuses what would otherwise be silently replaced by a
+	// default (refserver.New, cem.New) or ignored.
+	for _, c := range []struct {
+		bad bool
+		msg string
+	}{
+		{*horizon < 1 || *actionDim < 1, "--horizon and --action-dim must be positive"},
+		{*stopAfter < 0, "--stop-after must be 0 (never) or positive"},
+		{*feedbackTimeout <= 0, "--feedback-timeout must be positive"},
+		{*maxConns < 0, "--max-conns must be 0 (no limit) or positive"},
+		{*population < 1, "--population must be positive"},
+		{!(*eliteFrac > 0 && *eliteFrac <= 1), "--elite-frac must be in (0, 1]"},
+		{!(*initStd > 0) || math.IsInf(*initStd, 1), "--init-std must be positive and finite"},
+	} {
+		if c.bad {
+			fmt.Fprintln(stderr, "plugrl serve: "+c.msg)
+			return 2
 		}
 	}
-	if *horizon < 1 || *actionDim < 1 {
-		fmt.Fprintln(stderr, "plugrl serve: --horizon and --action-dim must be positive")
-		return 2
+	if *maxConns == 0 {
+		*maxConns = -1 // refserver: negative is no limit, zero the default
 	}
 	cfg := refserver.Config{
 		Horizon:         *horizon,
@@ -171,6 +227,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Features:        feats,
 		Policy:          p.make(policyOptions{seed: *seed, population: *population, eliteFrac: *eliteFrac, initStd: *initStd, out: stdout}),
 		FeedbackTimeout: *feedbackTimeout,
+		MaxConns:        *maxConns,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
 	if *episodeLog != "" {
@@ -188,8 +245,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	// Catch signals before printing the URL: a script that reads it and
 	// signals at once must not kill the server uncleanly.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	sig := make(chan os.Signal, 2)
+	notifySignals(sig)
 	defer signal.Stop(sig)
 	srv := refserver.New(cfg)
 	url, err := srv.Listen(*addr)
@@ -201,12 +258,28 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	start := time.Now()
 	why := "run stopped"
+	signalled := false
 	select {
 	case s := <-sig:
 		why = "signal " + s.String()
+		signalled = true
+	case <-srv.Done():
+	}
+	// From here a signal means now: an operator who signals again while
+	// the clients are being closed is not kept waiting for them.
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(stderr, "plugrl serve: %v while closing: exiting now\n", s)
+			exit(1)
+		case <-finished:
+		}
+	}()
+	if signalled {
 		// End the run properly: clients see plugrl-server-stop and exit.
 		srv.Stop()
-	case <-srv.Done():
 	}
 	_ = srv.Close()
 	st := srv.Stats()

@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +109,120 @@ func TestUsage(t *testing.T) {
 	if s := run([]string{"serve", "--action-dtype", "<U4"}, &out, &errs); s != 2 {
 		t.Fatalf("status %d", s)
 	}
+}
+
+// TestServeRejectsBadFlags: a value out of range is refused with status 2
+// and a message naming the flag. Each used to be replaced by a default
+// (--feedback-timeout 0 by 60 s, --population 0 by 32, ...) or, for an
+// unknown feature, offered in metadata though the server does not do it.
+func TestServeRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--features", "reuse-feedback-obs,teleport"}, `unknown feature "teleport"`},
+		{[]string{"--feedback-timeout", "0s"}, "--feedback-timeout"},
+		{[]string{"--feedback-timeout", "-5s"}, "--feedback-timeout"},
+		{[]string{"--stop-after", "-1"}, "--stop-after"},
+		{[]string{"--max-conns", "-1"}, "--max-conns"},
+		{[]string{"--policy", "cem", "--population", "0"}, "--population"},
+		{[]string{"--elite-frac", "0"}, "--elite-frac"},
+		{[]string{"--elite-frac", "1.5"}, "--elite-frac"},
+		{[]string{"--elite-frac", "NaN"}, "--elite-frac"},
+		{[]string{"--init-std", "-1"}, "--init-std"},
+		{[]string{"--init-std", "+Inf"}, "--init-std"},
+	} {
+		var out, errs lockedBuilder
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--quiet"}, tc.args...)
+		status := make(chan int, 1)
+		go func() { status <- run(args, &out, &errs) }()
+		select {
+		case s := <-status:
+			if s != 2 || !strings.Contains(errs.String(), tc.want) {
+				t.Errorf("%v: status %d, stderr %q; want 2 and %q", tc.args, s, errs.String(), tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			// It is serving, and waits for a signal: stop it.
+			t.Errorf("%v: the server started: %q", tc.args, out.String())
+			p, _ := os.FindProcess(os.Getpid())
+			_ = p.Signal(os.Interrupt)
+			<-status
+		}
+	}
+}
+
+// TestServeSecondSignalExits: after the first signal, serve stops the run
+// and closes its clients; a second signal meanwhile exits at once. It used
+// to be caught and never read, leaving the process to wait for the clients.
+func TestServeSecondSignalExits(t *testing.T) {
+	sigs := make(chan chan<- os.Signal, 1)
+	exited := make(chan int, 1)
+	notifySignals = func(c chan<- os.Signal) { sigs <- c }
+	exit = func(code int) { exited <- code }
+	defer func() {
+		notifySignals, exit = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }, os.Exit
+	}()
+
+	pr, pw := io.Pipe()
+	var stderr lockedBuilder
+	status := make(chan int, 1)
+	go func() {
+		status <- run([]string{"serve", "--addr", "127.0.0.1:0", "--quiet"}, pw, &stderr)
+		pw.Close()
+	}()
+	var sig chan<- os.Signal
+	select {
+	case sig = <-sigs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not ask for signals")
+	}
+	url, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A client that never answers the close keeps Close busy for the
+	// closing handshake's grace.
+	nc, _, _, err := ws.Dial(ctx, strings.TrimSpace(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sig <- os.Interrupt
+	sig <- syscall.SIGTERM
+	select {
+	case code := <-exited:
+		if code == 0 {
+			t.Fatalf("exit status 0 after a second signal")
+		}
+	case s := <-status:
+		t.Fatalf("serve returned %d without exiting on the second signal", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after a second signal")
+	}
+	if !strings.Contains(stderr.String(), "exiting now") {
+		t.Fatalf("stderr %q", stderr.String())
+	}
+	<-status
+}
+
+// lockedBuilder is a strings.Builder written by serve's goroutines while
+// the test reads it.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -6,6 +6,12 @@
 // "plugrl-server-resync" on any protocol error while serving the others,
 // implements reuse-feedback-obs when configured, ends the run with 1001
 // "plugrl-server-stop", and can inject the faults of Faults.
+//
+// It is deliberately strict, as a test peer: it closes with a resync on some
+// messages SPEC only tolerates, step_ids that are not an integer array of
+// length n (SPEC 5.2 validates them for presence only) and keys SPEC does
+// not define inside data and the observation, so that a client under test
+// hears of them.
 package refserver
 
 import (
