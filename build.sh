@@ -44,22 +44,25 @@ cd "$root"
 build=$root/build
 jobs=2 # the CI machine has 2 cores
 
-# A cross build: Go's GOARCH and CMake's processor for a GNU triplet, the
-# triplet's compilers for cgo and CMake, and a build tree of its own.
+# A cross build (PLUGRL_CROSS=aarch64-linux-gnu, the one target tested):
+# Go's GOARCH and CMake's processor for the GNU triplet, its compilers for
+# cgo and CMake, and a build tree of its own. processor is the CPU the
+# built tree is for, which its CMake package checks.
 cross=${PLUGRL_CROSS:-}
 cmake_cross=()
+processor=$(uname -m)
+# The Debian packages a cross build to aarch64 needs (tests/cross_arm64.sh
+# adds qemu-user to run it).
+arm64_cross_packages=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross)
 if [[ -n $cross ]]; then
-  case $cross in
-  aarch64-linux-gnu) export GOARCH=arm64 ;;
-  x86_64-linux-gnu) export GOARCH=amd64 ;;
-  *)
-    printf 'build.sh: PLUGRL_CROSS=%s: want aarch64-linux-gnu or x86_64-linux-gnu (64-bit Linux only)\n' "$cross" >&2
+  if [[ $cross != aarch64-linux-gnu ]]; then
+    printf 'build.sh: PLUGRL_CROSS=%s: the one cross target is aarch64-linux-gnu (64-bit ARM Linux)\n' "$cross" >&2
     exit 2
-    ;;
-  esac
-  export GOOS=linux CGO_ENABLED=1 CC=$cross-gcc CXX=$cross-g++
+  fi
+  export GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=$cross-gcc CXX=$cross-g++
   build=$root/build-$cross
-  cmake_cross=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="${cross%%-*}"
+  processor=aarch64
+  cmake_cross=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="$processor"
     -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX")
 fi
 
@@ -78,8 +81,13 @@ usage() {
 debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
-# PLUGRL_CROSS=aarch64-linux-gnu, and tests/cross_arm64.sh running its build
-debian_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+# A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
+# one under qemu, on an x86-64 machine, where Debian packages them so.
+if [[ -n $cross ]]; then
+  debian_packages+=("${arm64_cross_packages[@]}")
+elif [[ ${1:-} == test ]] && command -v dpkg >/dev/null && [[ $(dpkg --print-architecture) == amd64 ]]; then
+  debian_packages+=("${arm64_cross_packages[@]}" qemu-user)
+fi
 # colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is
 # not packaged for Debian, so its nodes build only under a sourced ROS 2)
 debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake python3-colcon-ros
@@ -89,8 +97,9 @@ debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake
 ensure_deps() {
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
   if [[ -n $cross ]]; then
-    command -v "$CC" >/dev/null && command -v "$CXX" >/dev/null ||
-      die "PLUGRL_CROSS=$cross needs $CC and $CXX (Debian: gcc-$cross g++-$cross and the triplet's libc6-dev-*-cross)"
+    if ! command -v "$CC" >/dev/null || ! command -v "$CXX" >/dev/null; then
+      die "PLUGRL_CROSS=$cross needs $CC and $CXX (Debian: ${arm64_cross_packages[*]})"
+    fi
   fi
   if ! command -v dpkg >/dev/null; then
     local cmd
@@ -132,6 +141,7 @@ configure() {
     -e "s|@PLUGRL_VERSION_MINOR@|$minor|g" \
     -e "s|@PLUGRL_SOVERSION@|$major|g" \
     -e "s|@PLUGRL_LIBDIR@|$libdir_name|g" \
+    -e "s|@PLUGRL_PROCESSOR@|$processor|g" \
     -e "s|@PREFIX@|$3|g" \
     "$1" >"$2.tmp"
   mv "$2.tmp" "$2"
@@ -166,7 +176,8 @@ build_lib() {
 }
 
 build_cmds() {
-  say "build/bin/plugrl, build/bin/plugrl-probe, build/bin/plugrl-hostile, build/bin/plugrl-bench-server"
+  local b=${build#"$root"/}/bin
+  say "$b/plugrl, $b/plugrl-probe, $b/plugrl-hostile, $b/plugrl-bench-server"
   mkdir -p "$build/bin"
   go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
   go build -p "$jobs" -o "$build/bin/plugrl-hostile" ./cmd/plugrl-hostile
@@ -175,7 +186,7 @@ build_cmds() {
 }
 
 build_examples() {
-  say "examples and tests (cmake, find_package(plugrl) from build/lib/cmake/plugrl)"
+  say "examples and tests (cmake, find_package(plugrl) from ${build#"$root"/}/lib/cmake/plugrl)"
   cmake -S "$root" -B "$build/cmake" "${cmake_cross[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -Dplugrl_DIR="$build/lib/cmake/plugrl" \
@@ -334,7 +345,7 @@ install_to() {
   if [[ ${PLUGRL_NO_BUILD:-0} != 1 ]]; then
     build_all
   fi
-  [[ -f $build/lib/$libfile ]] || die "nothing built: run ./build.sh first"
+  [[ -f $build/lib/$libfile ]] || die "nothing built in $build: run ${cross:+PLUGRL_CROSS=$cross }./build.sh first"
   mkdir -p "$prefix"
   prefix=$(cd "$prefix" && pwd)
   say "installing into $prefix"

@@ -112,4 +112,14 @@ CMAKE
   fi
   echo "find_package(plugrl $1): found=[$found]"
 done
+# A project built for another processor skips this tree (a robot's
+# cross-built prefix and this machine's can both be on the search path).
+sed -i 's/^find_package(plugrl .*/find_package(plugrl CONFIG QUIET)/' "$tmp/ver/CMakeLists.txt"
+found=$(cmake -S "$tmp/ver" -B "$tmp/ver/build-arm" -DCMAKE_PREFIX_PATH="$tmp/moved" -DCMAKE_SYSTEM_NAME=Linux \
+  -DCMAKE_SYSTEM_PROCESSOR=riscv64 2>&1 | sed -n 's/.*plugrl_FOUND=\[\(.*\)\].*/\1/p')
+if [[ $found == 1 ]]; then
+  echo "FAIL: a project for riscv64 found the $(uname -m) tree" >&2
+  exit 1
+fi
+echo "find_package(plugrl) for riscv64: found=[$found]"
 echo "PASS: the installed tree works with pkg-config and with find_package(plugrl)"

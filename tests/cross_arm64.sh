@@ -29,8 +29,9 @@ if [[ $# -ne 2 ]]; then
 fi
 root=$(cd "$1" && pwd)
 checker=$2
-for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64; do
-  if ! command -v "$tool" >/dev/null; then
+sysroot=/usr/aarch64-linux-gnu
+for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64 "$sysroot/include/stdio.h"; do
+  if ! command -v "$tool" >/dev/null && [[ ! -e $tool ]]; then
     echo "SKIPPED: cross_arm64.sh: $tool is not installed (Debian: gcc-aarch64-linux-gnu" \
       "g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)"
     exit 0
@@ -43,7 +44,6 @@ for exe in plugrl plugrl-hostile; do
     exit 1
   }
 done
-sysroot=/usr/aarch64-linux-gnu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -105,13 +105,19 @@ run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --
 run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
 
 cases=()
+"$bin/hostile" --list >"$tmp/cases" || failed+=("hostile --list")
 while read -r name _; do
   case $name in
   rlimit | interrupt-latency | interrupt-signal | tokens | idle-cpu) ;;
   ?*) cases+=("$name") ;;
   esac
-done < <("$bin/hostile" --list)
-run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+done <"$tmp/cases"
+if [[ ${#cases[@]} -lt 10 ]]; then
+  echo "FAIL: the arm64 hostile program lists ${#cases[@]} cases to run" >&2
+  failed+=(hostile)
+else
+  run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAIL: arm64 under qemu: %s\n' "${failed[*]}" >&2

@@ -54,6 +54,10 @@ default=()
 while read -r name _; do [[ -n $name ]] && default+=("$name"); done < <("$bin/hostile" --list)
 cases=("$@")
 [[ ${#cases[@]} -gt 0 ]] || cases=("${default[@]}")
+if [[ ${#cases[@]} -eq 0 ]]; then
+  echo "$0: no cases to run: $bin/hostile --list listed none" >&2
+  exit 1
+fi
 for c in "${cases[@]}"; do
   if [[ -z ${server_of[$c]:-} ]]; then
     echo "$0: unknown case $c; the cases are: ${all[*]}" >&2
