@@ -39,8 +39,13 @@ func TestEpisodeLogPerConnection(t *testing.T) {
 	b := dial(t, url)
 	a.infer([]int64{0}, nil)
 	a.feedback([]int64{0}, nil) // reward 0.5, the episode goes on
+	// The log's step counts feedbacks in the order the server takes them,
+	// and each connection is read by a goroutine of its own: let a's be
+	// taken before b's.
+	waitFor(t, s, "a's feedback", func(st refserver.Stats) bool { return st.Exchanges == 1 })
 	b.infer([]int64{0}, nil)
 	b.feedback([]int64{0}, []bool{true}) // reward 0.5, done after 1 chunk
+	waitFor(t, s, "b's feedback", func(st refserver.Stats) bool { return st.Exchanges == 2 })
 	a.infer([]int64{0}, nil)
 	a.feedback([]int64{0}, []bool{true}) // done after 2 chunks, return 1
 	waitFor(t, s, "3 exchanges", func(st refserver.Stats) bool { return st.Exchanges == 3 })
