@@ -128,7 +128,17 @@ func TestExchangeAllocs(t *testing.T) {
 				for start := time.Now(); lv.on && time.Since(start) < 400*time.Millisecond; {
 					exchange(t, c, w)
 				}
+				// AllocsPerRun counts the whole process's allocations,
+				// and the ledger's writer may grow or trim a buffer while
+				// the 50 exchanges run (seen once, with the machine
+				// loaded: LARGE at full level). An allocation of the
+				// exchange itself happens on every run, so it shows in
+				// each of three measurements: the fewest is the
+				// exchange's.
 				allocs := testing.AllocsPerRun(50, func() { exchange(t, c, w) })
+				for try := 1; try < 3 && allocs != 0; try++ {
+					allocs = min(allocs, testing.AllocsPerRun(50, func() { exchange(t, c, w) }))
+				}
 				if allocs != 0 {
 					t.Fatalf("%s exchange allocates %v times", lv.name(wl.name), allocs)
 				}
