@@ -134,6 +134,12 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(out, "missing: env %d episode %d (server: return %g, length %d) is not in the ledger\n", d.Server.Slot, d.Server.Episode, d.Server.Return, d.Server.Length)
 			case "extra":
 				fmt.Fprintf(out, "extra: env %d episode %d (ledger: return %g, length %d) is not in the server's log\n", d.Client.Slot, d.Client.Episode, d.Client.Return, d.Client.Length)
+			case "twice":
+				if d.Log == "server" {
+					fmt.Fprintf(out, "twice: env %d episode %d is in the server's log twice (several clients at once?); its first row is the one compared\n", d.Server.Slot, d.Server.Episode)
+				} else {
+					fmt.Fprintf(out, "twice: env %d episode %d is in the ledger twice\n", d.Client.Slot, d.Client.Episode)
+				}
 			default:
 				fmt.Fprintf(out, "differs: env %d episode %d: ledger return %g length %d, server return %g length %d\n", d.Client.Slot, d.Client.Episode, d.Client.Return, d.Client.Length, d.Server.Return, d.Server.Length)
 			}

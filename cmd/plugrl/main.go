@@ -13,7 +13,9 @@
 // serve runs the reference server (internal/refserver) until SIGINT, SIGTERM or
 // the end of the run (--stop-after exchanges), printing its ws:// URL as the
 // first line of stdout and a summary at the end. The first signal ends the
-// run with plugrl-server-stop; a second one exits at once. A flag value
+// run with plugrl-server-stop; a signal while the server then closes its
+// connections (after a first signal, or after the run ended) exits at
+// once, with status 1. A flag value
 // out of range is refused with exit status 2, never replaced by a default.
 // The server is deliberately strict: a test peer, it closes with a resync
 // on some messages SPEC only tolerates (step_ids not an integer array of
@@ -148,8 +150,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: plugrl serve [flags]
 
-Runs the reference PlugRL training server until SIGINT or SIGTERM (a second
-one exits at once) or the end of the run (--stop-after), printing its URL
+Runs the reference PlugRL training server until SIGINT or SIGTERM or the
+end of the run (--stop-after; a signal while it then closes its
+connections exits at once, status 1), printing its URL
 first and a summary last. It is deliberately strict: a test peer, it closes
 with a resync on some messages SPEC only tolerates (step_ids not an integer
 array of length n, keys SPEC does not define inside data and the
@@ -268,7 +271,6 @@ observation).
 	// From here a signal means now: an operator who signals again while
 	// the clients are being closed is not kept waiting for them.
 	finished := make(chan struct{})
-	defer close(finished)
 	go func() {
 		select {
 		case s := <-sig:
@@ -282,6 +284,7 @@ observation).
 		srv.Stop()
 	}
 	_ = srv.Close()
+	close(finished) // closed: the summary is not cut short
 	st := srv.Stats()
 	fmt.Fprintf(stdout, "%s after %s: %d connections, %d exchanges, %d feedback rows, %d reused rows, %d resyncs, %d orphan feedback rows\n",
 		why, time.Since(start).Round(time.Millisecond), st.Connections, st.Exchanges, st.FeedbackRows, st.ReusedRows, st.Resyncs, st.Orphans)

@@ -82,7 +82,8 @@ func ReadEpisodes(r io.Reader) ([]EpisodeRow, error) {
 
 // Difference is one way two episode logs disagree.
 type Difference struct {
-	What           string // "missing" (only in the server's log), "extra" (only in the client's), "differs"
+	What           string // "missing" (only in the server's log), "extra" (only in the client's), "differs", "twice" (a log holds it twice)
+	Log            string // "twice": the log that holds it twice, "ledger" or "server"
 	Client, Server EpisodeRow
 }
 
@@ -102,17 +103,27 @@ func sameReturn(c, s float64) bool {
 // CompareEpisodes matches episodes by (slot, episode) and reports those
 // that are in one log only or whose return or length differ. Returns are
 // equal within 1e-6 relative (both sides sum the same float32 chunk sums).
+// An episode that one log holds twice is reported as "twice" (the server's
+// log of several clients at once, each with its own env 0), and only its
+// first row is compared.
 func CompareEpisodes(client, server []EpisodeRow) []Difference {
 	type key struct{ slot, ep int64 }
-	idx := func(rows []EpisodeRow) map[key]EpisodeRow {
+	var out []Difference
+	idx := func(rows []EpisodeRow, isServer bool) map[key]EpisodeRow {
 		m := make(map[key]EpisodeRow, len(rows))
 		for _, r := range rows {
-			m[key{r.Slot, r.Episode}] = r
+			k := key{r.Slot, r.Episode}
+			if _, seen := m[k]; !seen {
+				m[k] = r
+			} else if isServer {
+				out = append(out, Difference{What: "twice", Log: "server", Server: r})
+			} else {
+				out = append(out, Difference{What: "twice", Log: "ledger", Client: r})
+			}
 		}
 		return m
 	}
-	cm, sm := idx(client), idx(server)
-	var out []Difference
+	cm, sm := idx(client, false), idx(server, true)
 	for k, s := range sm {
 		c, ok := cm[k]
 		switch {
@@ -127,14 +138,14 @@ func CompareEpisodes(client, server []EpisodeRow) []Difference {
 			out = append(out, Difference{What: "extra", Client: c})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Client, out[j].Client
-		if out[i].What == "missing" {
-			a = out[i].Server
+	row := func(d Difference) EpisodeRow {
+		if d.What == "missing" || d.Log == "server" {
+			return d.Server
 		}
-		if out[j].What == "missing" {
-			b = out[j].Server
-		}
+		return d.Client
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := row(out[i]), row(out[j])
 		if a.Slot != b.Slot {
 			return a.Slot < b.Slot
 		}

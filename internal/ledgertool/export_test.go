@@ -123,6 +123,22 @@ func TestCompareEpisodesNaN(t *testing.T) {
 	}
 }
 
+// TestCompareEpisodesTwice: a log that holds an episode twice (a server's
+// log of two clients at once, each with its own env 0) is reported, where
+// the later row used to replace the earlier one silently.
+func TestCompareEpisodesTwice(t *testing.T) {
+	ep := ledgertool.EpisodeRow{Slot: 0, Episode: 0, Return: 1, Length: 2}
+	other := ledgertool.EpisodeRow{Slot: 0, Episode: 0, Return: 7, Length: 9}
+	d := ledgertool.CompareEpisodes([]ledgertool.EpisodeRow{ep}, []ledgertool.EpisodeRow{ep, other})
+	if len(d) != 1 || d[0].What != "twice" || d[0].Log != "server" || d[0].Server != other {
+		t.Fatalf("server log with an episode twice: %+v", d)
+	}
+	d = ledgertool.CompareEpisodes([]ledgertool.EpisodeRow{ep, ep}, []ledgertool.EpisodeRow{ep})
+	if len(d) != 1 || d[0].What != "twice" || d[0].Log != "ledger" {
+		t.Fatalf("ledger with an episode twice: %+v", d)
+	}
+}
+
 // TestAuditKeepsBoundedViolations: past MaxViolations the audit counts
 // violations instead of keeping each as a string (a crafted ledger repeats
 // a faulty message millions of times in a few kilobytes).

@@ -98,12 +98,14 @@ func (s *Server) serve(nc net.Conn) {
 		c.requestClose(1001, reason, detail)
 	}
 	c.run()
+	if s.episodes != nil {
+		// Before the connection leaves Stats.Open: once Open says it
+		// ended, its envs are there for the next connection.
+		s.episodes.connClosed(c.id)
+	}
 	s.mu.Lock()
 	delete(s.conns, c.id)
 	s.mu.Unlock()
-	if s.episodes != nil {
-		s.episodes.connClosed(c.id)
-	}
 	if cc, ok := s.policy.(ConnCloser); ok {
 		cc.ConnClosed(c.id)
 	}

@@ -14,28 +14,27 @@ import (
 // feedback ends, from what crossed the wire. It is not the bridge's log:
 // there a slot is global across clients and length counts env steps. Here
 // step is the ordinal, from 1, of the feedback (across all connections)
-// that ended the episode; conn the connection, from 1; slot the env index
-// on that connection; episode the ordinal, from 0, of the env's episodes on
-// that connection; return the sum of the rewards fed back for the env over
-// the episode; length info.episode.l when the client sent it, else the
-// number of chunks fed back (up to H steps each, so not a step count).
+// that ended the episode; conn the connection, from 1; slot the env index;
+// episode the ordinal, from 0, of the slot's episodes; return the sum of
+// the rewards fed back for the env over the episode; length info.episode.l
+// when the client sent it, else the number of chunks fed back (up to H
+// steps each, so not a step count).
 //
-// Envs are keyed by connection and env index: env indices are
-// connection-scoped (SPEC 4.4), so two clients' env 0 are two envs, and a
-// reconnecting client starts afresh, as the server's per-env state does.
-// `plugrl ledger compare` matches rows by (slot, episode), so it compares
-// one client's ledger with the log of a run in which that client was the
-// only one and kept its one connection.
+// Env indices are connection-scoped (SPEC 4.4): clients connected at once
+// each have their own env 0, and each connection keeps its envs' episodes
+// apart. A connection that ends leaves its envs' counts to the next
+// connection that feeds the same index back, which the server takes for
+// the same client reconnecting: a client's ledger counts an env's episodes,
+// and sums its rewards, across its reconnects, and `plugrl ledger compare`
+// matches one client's ledger with this log by (slot, episode). With
+// several clients at once the log holds each slot's episodes more than
+// once, and compare says so.
 type episodeLog struct {
 	mu        sync.Mutex
 	w         io.Writer
 	feedbacks int64
-	envs      map[episodeKey]*episodeAcc
-}
-
-type episodeKey struct {
-	conn int
-	env  int64
+	live      map[int]map[int64]*episodeAcc // by connection, then env index
+	left      map[int64]*episodeAcc         // ended connections' envs, by env index
 }
 
 type episodeAcc struct {
@@ -45,7 +44,7 @@ type episodeAcc struct {
 
 func newEpisodeLog(w io.Writer) *episodeLog {
 	fmt.Fprintln(w, "step,slot,episode,return,length,conn")
-	return &episodeLog{w: w, envs: map[episodeKey]*episodeAcc{}}
+	return &episodeLog{w: w, live: map[int]map[int64]*episodeAcc{}, left: map[int64]*episodeAcc{}}
 }
 
 // feedback takes one decoded feedback message of connection conn.
@@ -53,12 +52,20 @@ func (l *episodeLog) feedback(conn int, fb *wire.FeedbackMsg) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.feedbacks++
+	envs := l.live[conn]
+	if envs == nil {
+		envs = map[int64]*episodeAcc{}
+		l.live[conn] = envs
+	}
 	for i, e := range fb.EnvIndices {
-		k := episodeKey{conn, e}
-		a := l.envs[k]
+		a := envs[e]
 		if a == nil {
-			a = &episodeAcc{}
-			l.envs[k] = a
+			if a = l.left[e]; a != nil { // the env of an ended connection goes on here
+				delete(l.left, e)
+			} else {
+				a = &episodeAcc{}
+			}
+			envs[e] = a
 		}
 		a.sum += fb.Rewards[i]
 		a.chunks++
@@ -75,13 +82,13 @@ func (l *episodeLog) feedback(conn int, fb *wire.FeedbackMsg) {
 	}
 }
 
-// connClosed forgets a connection's envs: their episodes cannot go on.
+// connClosed leaves a connection's envs to the next connection that feeds
+// their indices back (see episodeLog). Its cost is that connection's envs.
 func (l *episodeLog) connClosed(conn int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k := range l.envs {
-		if k.conn == conn {
-			delete(l.envs, k)
-		}
+	for e, a := range l.live[conn] {
+		l.left[e] = a
 	}
+	delete(l.live, conn)
 }

@@ -107,10 +107,12 @@ type Config struct {
 	MaxLog int
 	// EpisodeLog, when set, receives an episode log in the columns of
 	// plugrl-bridges' (CSV: step,slot,episode,return,length, then conn),
-	// but not its meaning: slot is the env index on connection conn, and
-	// length is info.episode.l when the client sends it, else the number of
-	// chunks fed back (see episodes.go). To compare with a client's ledger
-	// (plugrl ledger compare).
+	// but not its meaning: slot is the env index, kept apart per connection
+	// while connections overlap and carried to the next connection that
+	// uses it when one ends (a client's reconnect), and length is
+	// info.episode.l when the client sends it, else the number of chunks
+	// fed back (see episodes.go). To compare with one client's ledger
+	// (plugrl ledger compare), reconnects included.
 	EpisodeLog io.Writer
 	// Logf, when set, receives one line per notable event: connections,
 	// closes and why, feedback for envs with no outstanding action.
@@ -429,7 +431,10 @@ func (s *Server) goingAway() (reason, detail string) {
 // "plugrl-server-stop" (SPEC 7.1), and a client that connects afterwards
 // gets metadata and the same close. The listener stays open until Close.
 // Stop returns once every connection open at the call has been sent its
-// close, or cut because it could not be written within closeGrace.
+// close, or cut because it could not be written within closeGrace; one
+// still before its metadata (the MetadataDelay fault) is only asked to
+// close, which ends its delay: it sends metadata and the close on its own
+// goroutine, after Stop has returned.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
