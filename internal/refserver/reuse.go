@@ -124,6 +124,15 @@ func join(refs []obsRef, like *wire.Observation) (*wire.Observation, error) {
 			index[pg[k].Name] = k
 		}
 		clear(where)
+		// Most batches list their arrays in row 0's order (a client sends
+		// its observation the same way every time): they share one
+		// identity permutation instead of a new one each, which an infer
+		// reusing rows of many cached batches made per batch (a review
+		// measured 100 MB for 20 infers of 1000 one-env batches).
+		identity := make([]int, len(pg))
+		for k := range identity {
+			identity[k] = k
+		}
 		for ri, r := range refs {
 			if perm, ok := where[r.b]; ok {
 				at[ri] = perm
@@ -132,6 +141,11 @@ func join(refs []obsRef, like *wire.Observation) (*wire.Observation, error) {
 			g := r.b.group(gi == 0)
 			if len(g) != len(pg) {
 				return nil, fmt.Errorf("rows disagree on their %s: row 0 has %d arrays, row %d has %d", group, len(pg), ri, len(g))
+			}
+			if sameLayout(g, pg) {
+				where[r.b] = identity
+				at[ri] = identity
+				continue
 			}
 			perm := make([]int, len(pg))
 			for k := range g {
@@ -172,4 +186,16 @@ func join(refs []obsRef, like *wire.Observation) (*wire.Observation, error) {
 		}
 	}
 	return o, nil
+}
+
+// sameLayout reports whether g lists pg's arrays in pg's order, with the
+// same dtypes and row shapes.
+func sameLayout(g, pg []wire.NamedArray) bool {
+	for k := range g {
+		a, pa := &g[k].Array, &pg[k].Array
+		if g[k].Name != pg[k].Name || a.DType != pa.DType || !slices.Equal(a.Shape[1:], pa.Shape[1:]) {
+			return false
+		}
+	}
+	return true
 }
