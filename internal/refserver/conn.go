@@ -100,8 +100,12 @@ func (s *Server) serve(nc net.Conn) {
 	c.run()
 	if s.episodes != nil {
 		// Before the connection leaves Stats.Open: once Open says it
-		// ended, its envs are there for the next connection.
-		s.episodes.connClosed(c.id)
+		// ended, its envs are there for the next connection, one opened
+		// after this point (a reconnect), not one already open.
+		s.mu.Lock()
+		last := s.nextID
+		s.mu.Unlock()
+		s.episodes.connClosed(c.id, last)
 	}
 	s.mu.Lock()
 	delete(s.conns, c.id)

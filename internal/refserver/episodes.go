@@ -23,18 +23,31 @@ import (
 // Env indices are connection-scoped (SPEC 4.4): clients connected at once
 // each have their own env 0, and each connection keeps its envs' episodes
 // apart. A connection that ends leaves its envs' counts to the next
-// connection that feeds the same index back, which the server takes for
-// the same client reconnecting: a client's ledger counts an env's episodes,
-// and sums its rewards, across its reconnects, and `plugrl ledger compare`
-// matches one client's ledger with this log by (slot, episode). With
-// several clients at once the log holds each slot's episodes more than
-// once, and compare says so.
+// connection opened after it that feeds the same index back, which the
+// server takes for the same client reconnecting: a client's ledger counts
+// an env's episodes, and sums its rewards, across its reconnects, and
+// `plugrl ledger compare` matches one client's ledger with this log by
+// (slot, episode). A connection already open when another ended starts
+// the index afresh, and so does every connection after two ended
+// connections both left the index (whose counts go on is then unknown).
+// The log is one client's record: with several clients at once it holds
+// each slot's episodes more than once (compare says so), and a client run
+// after another against the same server continues its counts.
 type episodeLog struct {
 	mu        sync.Mutex
 	w         io.Writer
 	feedbacks int64
 	live      map[int]map[int64]*episodeAcc // by connection, then env index
-	left      map[int64]*episodeAcc         // ended connections' envs, by env index
+	left      map[int64]leftEnv             // ended connections' envs, by env index
+}
+
+// leftEnv is an env an ended connection left: its counts go on in the
+// first connection numbered after `after` that feeds its index back.
+// ambiguous: two ended connections left the index, so it starts afresh.
+type leftEnv struct {
+	acc       *episodeAcc
+	after     int
+	ambiguous bool
 }
 
 type episodeAcc struct {
@@ -44,7 +57,7 @@ type episodeAcc struct {
 
 func newEpisodeLog(w io.Writer) *episodeLog {
 	fmt.Fprintln(w, "step,slot,episode,return,length,conn")
-	return &episodeLog{w: w, live: map[int]map[int64]*episodeAcc{}, left: map[int64]*episodeAcc{}}
+	return &episodeLog{w: w, live: map[int]map[int64]*episodeAcc{}, left: map[int64]leftEnv{}}
 }
 
 // feedback takes one decoded feedback message of connection conn.
@@ -60,9 +73,11 @@ func (l *episodeLog) feedback(conn int, fb *wire.FeedbackMsg) {
 	for i, e := range fb.EnvIndices {
 		a := envs[e]
 		if a == nil {
-			if a = l.left[e]; a != nil { // the env of an ended connection goes on here
+			if prev, ok := l.left[e]; ok && conn > prev.after {
 				delete(l.left, e)
-			} else {
+				a = prev.acc // the env of an ended connection goes on here; nil if ambiguous
+			}
+			if a == nil {
 				a = &episodeAcc{}
 			}
 			envs[e] = a
@@ -82,13 +97,18 @@ func (l *episodeLog) feedback(conn int, fb *wire.FeedbackMsg) {
 	}
 }
 
-// connClosed leaves a connection's envs to the next connection that feeds
-// their indices back (see episodeLog). Its cost is that connection's envs.
-func (l *episodeLog) connClosed(conn int) {
+// connClosed leaves a connection's envs to the next connection numbered
+// after last (the highest number given so far) that feeds their indices
+// back (see episodeLog). Its cost is that connection's envs.
+func (l *episodeLog) connClosed(conn, last int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for e, a := range l.live[conn] {
-		l.left[e] = a
+		if prev, ok := l.left[e]; ok {
+			l.left[e] = leftEnv{after: max(prev.after, last), ambiguous: true}
+		} else {
+			l.left[e] = leftEnv{acc: a, after: last}
+		}
 	}
 	delete(l.live, conn)
 }

@@ -91,3 +91,41 @@ func TestEpisodeLogAcrossReconnect(t *testing.T) {
 		t.Fatalf("compare: %+v", d)
 	}
 }
+
+// TestEpisodeLogHandOverOnlyToLaterConn: an ended connection's env goes on
+// only in a connection opened after it ended (its client reconnecting),
+// never in one already open (another client, SPEC 4.4), and not at all
+// when two ended connections left the same index.
+func TestEpisodeLogHandOverOnlyToLaterConn(t *testing.T) {
+	var log lockedBuffer
+	s, url := start(t, refserver.Config{EpisodeLog: &log})
+	a, b := dial(t, url), dial(t, url)
+	a.infer([]int64{1}, nil)
+	a.feedback([]int64{1}, nil) // 0.5, not ended
+	b.infer([]int64{1}, nil)
+	waitFor(t, s, "a's feedback", func(st refserver.Stats) bool { return st.Exchanges == 1 })
+	a.nc.Close()
+	waitFor(t, s, "a's end", func(st refserver.Stats) bool { return st.Open == 1 })
+	b.feedback([]int64{1}, []bool{true}) // b's own first episode: 0.5 over one chunk
+	waitFor(t, s, "b's feedback", func(st refserver.Stats) bool { return st.Exchanges == 2 })
+	want := "step,slot,episode,return,length,conn\n2,1,0,0.5,1,2\n"
+	if got := log.String(); got != want {
+		t.Fatalf("a connection open before another ended took over its env:\n%s\nwant:\n%s", got, want)
+	}
+
+	// a and b both left env 1 (a: 0.5 over one chunk; b: nothing after
+	// its episode ended, so b's counts are fresh); c starts it afresh.
+	b.infer([]int64{1}, nil)
+	b.feedback([]int64{1}, nil)
+	waitFor(t, s, "b's second feedback", func(st refserver.Stats) bool { return st.Exchanges == 3 })
+	b.nc.Close()
+	waitFor(t, s, "b's end", func(st refserver.Stats) bool { return st.Open == 0 })
+	c := dial(t, url)
+	c.infer([]int64{1}, nil)
+	c.feedback([]int64{1}, []bool{true})
+	waitFor(t, s, "c's feedback", func(st refserver.Stats) bool { return st.Exchanges == 4 })
+	want += "4,1,0,0.5,1,3\n"
+	if got := log.String(); got != want {
+		t.Fatalf("an env two ended connections left went on in a third:\n%s\nwant:\n%s", got, want)
+	}
+}
