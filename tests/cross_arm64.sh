@@ -18,7 +18,8 @@
 #     interrupt-signal (the first reconnect's code is translated on the
 #     way, which takes longer than the 500 ms the case allows), tokens (4.2
 #     million opens: a minute emulated), idle-cpu; and tests/c/churn.c
-#     for the same reason (qemu's translation cache grows with new threads).
+#     for the same reason (its resident memory is qemu's: it grew 211 MB
+#     once, over threads that came and went, and then stayed flat).
 # Skipped with a message where the cross compilers or qemu-user are not
 # installed.
 set -euo pipefail
