@@ -290,17 +290,26 @@ func takeInterrupts() {
 	registry.RLock()
 	var hit []*clientHandle
 	for i := range registry.slots {
-		if raised := uint64(C.plugrl__slot_take(C.uint32_t(i))); raised != 0 {
-			// Only for the handle it was raised for, not a later one
-			// in the same slot.
-			if ch, ok := registry.slots[i].h.(*clientHandle); ok && uint64(ch.id) == raised {
-				hit = append(hit, ch)
-			}
+		ch, ok := registry.slots[i].h.(*clientHandle)
+		if !ok || ch.raised == nil {
+			C.plugrl__slot_take(C.uint32_t(i)) // raised for no client here now
+			continue
+		}
+		if atomic.LoadUint64(ch.raised) != 0 {
+			ch.delivering.Store(true) // before the mailbox is emptied: see takeInterrupt
+			hit = append(hit, ch)
 		}
 	}
 	registry.RUnlock()
 	for _, ch := range hit {
-		ch.interrupt()
+		ch.intrMu.Lock()
+		// Only for the handle it was raised for, not an earlier one in
+		// the same slot.
+		if atomic.SwapUint64(ch.raised, 0) == uint64(ch.id) {
+			ch.interrupt()
+		}
+		ch.intrMu.Unlock()
+		ch.delivering.Store(false)
 	}
 }
 
@@ -320,6 +329,14 @@ type handleBase struct {
 	// plugrl_interrupt raised an interrupt for (for a runner, its
 	// client's is raised), or 0.
 	raised *uint64
+	// The watcher takes a raised interrupt and delivers it (makes it
+	// pending on the client) under intrMu, with delivering set from
+	// before it takes it until after: a call that begins in between
+	// waits for the delivery instead of finding the mailbox empty and
+	// nothing pending yet (an Act mid-chunk then went on, and the
+	// interrupt ended the call after it).
+	intrMu     sync.Mutex
+	delivering atomic.Bool
 
 	// The last message, in Go memory under msgMu. plugrl_errmsg copies
 	// it, under the same lock, into a buffer of the calling thread's
@@ -378,10 +395,18 @@ func (h *handleBase) enter() C.plugrl_status {
 func (h *handleBase) leave() { h.busy.Store(false) }
 
 // takeInterrupt takes an interrupt plugrl_interrupt raised for this slot
-// that the watcher has not taken yet, so that a call that starts after
-// plugrl_interrupt returned always sees it: one atomic load per call.
+// that the watcher has not taken yet, or waits for the watcher to deliver
+// one it took, so that a call that starts after plugrl_interrupt returned
+// always sees it: two atomic loads per call when none is raised. The
+// mailbox is read before delivering, which the watcher sets before it
+// empties the mailbox: one of the two shows a raised interrupt.
 func (h *handleBase) takeInterrupt() bool {
-	return h.raised != nil && atomic.LoadUint64(h.raised) != 0 && atomic.SwapUint64(h.raised, 0) == uint64(h.id)
+	if h.raised == nil || (atomic.LoadUint64(h.raised) == 0 && !h.delivering.Load()) {
+		return false
+	}
+	h.intrMu.Lock()
+	defer h.intrMu.Unlock()
+	return atomic.SwapUint64(h.raised, 0) == uint64(h.id)
 }
 
 // beginClose starts closing the handle: no call enters any more, the call
