@@ -303,9 +303,11 @@ func takeInterrupts() {
 	registry.RUnlock()
 	for _, ch := range hit {
 		ch.intrMu.Lock()
-		// Only for the handle it was raised for, not an earlier one in
-		// the same slot.
-		if atomic.SwapUint64(ch.raised, 0) == uint64(ch.id) {
+		// Only ch's own token: ch may have been closed since the loop
+		// above and its slot given to a new handle, whose raised token
+		// is left for its next call or the watcher's next pass (its
+		// raise woke the watcher again).
+		if atomic.CompareAndSwapUint64(ch.raised, uint64(ch.id), 0) {
 			ch.interrupt()
 		}
 		ch.intrMu.Unlock()
@@ -402,11 +404,16 @@ func (h *handleBase) leave() { h.busy.Store(false) }
 // empties the mailbox: one of the two shows a raised interrupt.
 func (h *handleBase) takeInterrupt() bool {
 	if h.raised == nil || (atomic.LoadUint64(h.raised) == 0 && !h.delivering.Load()) {
-		return false
+		return false // inlined at every call's entry: keep it small
 	}
+	return h.takeInterruptSlow()
+}
+
+func (h *handleBase) takeInterruptSlow() bool {
 	h.intrMu.Lock()
-	defer h.intrMu.Unlock()
-	return atomic.SwapUint64(h.raised, 0) == uint64(h.id)
+	took := atomic.SwapUint64(h.raised, 0) == uint64(h.id)
+	h.intrMu.Unlock()
+	return took
 }
 
 // beginClose starts closing the handle: no call enters any more, the call
