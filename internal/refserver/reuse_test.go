@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
@@ -110,6 +111,8 @@ func (p *shapes) last() struct{ states, rows int } {
 func TestReuseManyBatches(t *testing.T) {
 	s, url := start(t, refserver.Config{Features: []string{refserver.FeatureReuseFeedbackObs}, Logf: func(string, ...any) {}})
 	c := dial(t, url)
+	// 1000 exchanges of 500 names: over 20 s under qemu (cross_arm64).
+	_ = c.nc.SetDeadline(time.Now().Add(3 * time.Minute))
 	const m, k = 1000, 500
 	one := zeroWidthStates(1, k)
 	for i := int64(0); i < m; i++ {
