@@ -404,7 +404,7 @@ func (h *handleBase) leave() { h.busy.Store(false) }
 // empties the mailbox: one of the two shows a raised interrupt.
 func (h *handleBase) takeInterrupt() bool {
 	if h.raised == nil || (atomic.LoadUint64(h.raised) == 0 && !h.delivering.Load()) {
-		return false // inlined at every call's entry: keep it small
+		return false // one call and two loads at every call's entry (not inlined: cost 86 > 80)
 	}
 	return h.takeInterruptSlow()
 }
