@@ -383,7 +383,7 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 		c.fail(ce)
 		// RFC 6455 5.5.1: answer a close with a close, then let TCP go:
 		// with the server's code, unless that is one no endpoint may
-		// send (1005, 1006, 1015, unassigned ones: sendableCloseCode),
+		// send (1005, 1006, 1015, unassigned ones: SendableCloseCode),
 		// its reason is not UTF-8 (7.4, 5.5.1), or the body is one byte,
 		// half a code; a protocol error is then the answer.
 		echo := code
@@ -392,7 +392,7 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 			echo = ws.StatusProtocolError
 		case code.Empty():
 			echo = ws.StatusNormalClosure
-		case !sendableCloseCode(code) || !utf8.ValidString(reason):
+		case !SendableCloseCode(code) || !utf8.ValidString(reason):
 			echo = ws.StatusProtocolError
 		}
 		c.tryClose(echo)
@@ -402,12 +402,12 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 	return true
 }
 
-// sendableCloseCode reports whether an endpoint may send code in a close
+// SendableCloseCode reports whether an endpoint may send code in a close
 // frame: the codes RFC 6455 7.4.1 defines for sending and those IANA has
 // registered since (1012-1014: service restart, try again later, bad
 // gateway; uvicorn closes with 1012 on shutdown), and the ranges for
 // libraries and applications (3000-4999).
-func sendableCloseCode(code ws.StatusCode) bool {
+func SendableCloseCode(code ws.StatusCode) bool {
 	return code >= 1000 && code <= 1003 || code >= 1007 && code <= 1014 || code >= 3000 && code <= 4999
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	clientconn "github.com/plugrl/libplugrl/core/conn" // its close-code rule, which a server shares
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/frames"
 )
@@ -52,24 +53,11 @@ func closeReply(p []byte, code ws.StatusCode) (body []byte, detail string) {
 		return nil, "the client closed"
 	case len(p) == 1:
 		return ws.NewCloseFrameBody(ws.StatusProtocolError, "close frame body of 1 byte"), "the client closed with a 1-byte close body (RFC 6455 5.5.1); answered 1002"
-	case validCloseCode(code):
+	case clientconn.SendableCloseCode(code):
 		return ws.NewCloseFrameBody(code, ""), "the client closed"
 	}
 	return ws.NewCloseFrameBody(ws.StatusProtocolError, "invalid close code"),
 		fmt.Sprintf("the client closed with code %d, which RFC 6455 7.4 does not allow in a close frame; answered 1002", code)
-}
-
-// validCloseCode reports whether a close frame may carry code: one RFC 6455
-// 7.4.1 defines for use on the wire, one registered with IANA since
-// (1012-1014), or one of the ranges for libraries and applications.
-func validCloseCode(code ws.StatusCode) bool {
-	switch {
-	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014:
-		return true
-	case code >= 3000 && code <= 4999:
-		return true
-	}
-	return false
 }
 
 // pong answers a ping, under a write deadline of its own. The deadline left
