@@ -75,11 +75,9 @@ func (o *Observation) Validate() error {
 			if a.Shape[0] != rows {
 				return invalidf("%s[%q] has leading dimension %d, the observation has %d rows (SPEC 5.2: every array shares n)", group, g[i].Name, a.Shape[0], rows)
 			}
-			for j := 0; j < i; j++ {
-				if g[j].Name == g[i].Name {
-					return invalidf("%s has two arrays named %q", group, g[i].Name)
-				}
-			}
+		}
+		if name, dup := duplicateName(g); dup { // the decoder's check: pairwise up to 16 names, sorted past
+			return invalidf("%s has two arrays named %q", group, name)
 		}
 	}
 	if o.Text != nil && len(o.Text) != rows {
