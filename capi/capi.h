@@ -60,8 +60,12 @@ int *plugrl__rt_seen(void);
 void plugrl__gate_enter(void);
 void plugrl__gate_leave(void);
 /* Brackets the calling thread's exit like a call (its first call into Go
-** calls it; helpers.c says why). */
+** calls it; helpers.c says why), and counts the thread among those bound
+** until it exits. */
 void plugrl__gate_bind_thread(void);
+/* The threads that have called in and not exited, for Go to read
+** atomically (runtime.go, fitProcs). */
+int *plugrl__bound_threads(void);
 int plugrl__collect_begin(void);
 void plugrl__collect_end(void);
 /* The calls the gate counts in progress (for tests). */

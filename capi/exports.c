@@ -35,18 +35,20 @@ static __thread int thread_bound;
 static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* enter starts a call into Go: it waits while the library collects
-** (plugrl__gate_enter, helpers.c), binds the thread on its first call,
-** and lets a real-time caller raise sysmon. leave ends the call. */
+** (plugrl__gate_enter, helpers.c), lets a real-time caller raise sysmon
+** (and be seen before its first call fits the runtime's Ps to the
+** threads: runtime.go, fitProcs), and binds the thread on its first call.
+** leave ends the call. */
 static void enter(void) {
   plugrl__gate_enter();
+  plugrl__rt_ceiling();
   if (!thread_bound) {
     pthread_mutex_lock(&first_call_mu);
+    plugrl__gate_bind_thread(); /* counted before Go fits its Ps to the threads */
     plugrl__go_bind_thread();
     pthread_mutex_unlock(&first_call_mu);
-    plugrl__gate_bind_thread();
     thread_bound = 1;
   }
-  plugrl__rt_ceiling();
 }
 
 static void leave(void) { plugrl__gate_leave(); }

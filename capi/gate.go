@@ -13,6 +13,55 @@ static void *plugrl__call_and_exit(void *arg) {
   return NULL;
 }
 
+// For TestFitProcs: threads that each call into the library and then
+// wait, alive, until plugrl__release_threads (64 at most at a time).
+static pthread_mutex_t plugrl__live_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t plugrl__live_cv = PTHREAD_COND_INITIALIZER;
+static int plugrl__live_called, plugrl__live_release;
+static pthread_t plugrl__live[64];
+static int plugrl__live_n;
+
+static void *plugrl__call_and_wait(void *arg) {
+  (void)arg;
+  (void)plugrl_version_number();
+  pthread_mutex_lock(&plugrl__live_mu);
+  plugrl__live_called++;
+  pthread_cond_broadcast(&plugrl__live_cv);
+  while (!plugrl__live_release) {
+    pthread_cond_wait(&plugrl__live_cv, &plugrl__live_mu);
+  }
+  pthread_mutex_unlock(&plugrl__live_mu);
+  return NULL;
+}
+
+static int plugrl__start_live_threads(int n) {
+  int started = 0;
+  for (; started < n && plugrl__live_n < 64; started++) {
+    if (pthread_create(&plugrl__live[plugrl__live_n], NULL, plugrl__call_and_wait, NULL) != 0) {
+      break;
+    }
+    plugrl__live_n++;
+    // One after another: a thread's first call is then the only call.
+    pthread_mutex_lock(&plugrl__live_mu);
+    while (plugrl__live_called < plugrl__live_n) {
+      pthread_cond_wait(&plugrl__live_cv, &plugrl__live_mu);
+    }
+    pthread_mutex_unlock(&plugrl__live_mu);
+  }
+  return started;
+}
+
+static void plugrl__release_threads(void) {
+  pthread_mutex_lock(&plugrl__live_mu);
+  plugrl__live_release = 1;
+  pthread_cond_broadcast(&plugrl__live_cv);
+  pthread_mutex_unlock(&plugrl__live_mu);
+  for (int i = 0; i < plugrl__live_n; i++) {
+    (void)pthread_join(plugrl__live[i], NULL);
+  }
+  plugrl__live_n = plugrl__live_called = plugrl__live_release = 0;
+}
+
 static int plugrl__calls_from_exiting_threads(int n) {
   for (int i = 0; i < n; i++) {
     pthread_t t;
@@ -67,3 +116,13 @@ func callThroughWrappers() {
 // started. pthread_join returns after a thread's key destructors, the
 // runtime's (dropm) and the gate's exit bracket, have run.
 func callsFromExitingThreads(n int) int { return int(C.plugrl__calls_from_exiting_threads(C.int(n))) }
+
+// startLiveThreads starts n more C threads (64 live at most), one after
+// another, that each call into the library and then stay alive until
+// releaseThreads; it returns when all have called in, with how many it
+// started. Each thread's first call is the only call of these threads.
+func startLiveThreads(n int) int { return int(C.plugrl__start_live_threads(C.int(n))) }
+
+// releaseThreads lets startLiveThreads' threads exit and joins them (their
+// key destructors, the gate's exit bracket among them, have run then).
+func releaseThreads() { C.plugrl__release_threads() }

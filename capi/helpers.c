@@ -377,7 +377,7 @@ static int set_sysmon(int policy, int priority) {
 }
 
 void plugrl__rt_ceiling(void) {
-  if (!atomic_load(&sysmon_known) || (ceiling_calls++ & 255) != 0) {
+  if ((ceiling_calls++ & 255) != 0) {
     return;
   }
   int policy;
@@ -385,7 +385,13 @@ void plugrl__rt_ceiling(void) {
   if (!realtime(&policy, &param)) {
     return;
   }
-  __atomic_store_n(&rt_seen, 1, __ATOMIC_RELAXED);
+  /* Sequentially consistent: a first call's fitProcs (runtime.go) must see
+  ** it before it decides to stop the world. */
+  __atomic_store_n(&rt_seen, 1, __ATOMIC_SEQ_CST);
+  if (!atomic_load(&sysmon_known)) {
+    ceiling_calls = 0; /* look again at the next call */
+    return;
+  }
   if (policy != SCHED_FIFO && policy != SCHED_RR) {
     return; /* SCHED_DEADLINE: above every priority; no ceiling helps */
   }
@@ -475,16 +481,26 @@ int plugrl__gate_inside(void) { return atomic_load(&inside); }
 ** like a call: this key's destructor counts the thread in (waiting, if the
 ** library is collecting), stores a new value so that it runs again in the
 ** next round of destructors, after the runtime's, and then counts it out. */
+/* Threads that have called in and not exited; a plain int, as Go reads it
+** through a pointer (runtime.go, fitProcs). */
+static int bound_threads;
+
 static void exit_bracket(void *state) {
   if (state == (void *)1) {
     plugrl__gate_enter();
     (void)pthread_setspecific(exit_key, (void *)2);
   } else if (state == (void *)2) {
+    __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
     plugrl__gate_leave();
   }
 }
 
-void plugrl__gate_bind_thread(void) { (void)pthread_setspecific(exit_key, (void *)1); }
+void plugrl__gate_bind_thread(void) {
+  __atomic_fetch_add(&bound_threads, 1, __ATOMIC_SEQ_CST);
+  (void)pthread_setspecific(exit_key, (void *)1);
+}
+
+int *plugrl__bound_threads(void) { return &bound_threads; }
 
 int plugrl__collect_begin(void) {
   pthread_mutex_lock(&gate_mu);

@@ -28,12 +28,58 @@ import (
 // P makes sysmon leave such a thread alone until 10 ms have passed. No more
 // threads run: the second P only ever runs the process's poller and its
 // sweeper of held messages (core/conn/ticker.go).
-// Setting GOMAXPROCS in the environment overrides this.
+//
+// And a P for every thread that calls in (fitProcs), up to threadProcsCap.
+// Any Go code needs a P, and a caller's thread keeps its P while it waits
+// in a system call or is back in C, so with fewer Ps than threads in
+// calls a thread whose server answered waits for sysmon to take a P from
+// another thread's wait (20 us to 10 ms) and for the runtime to hand it
+// over through a spare thread (two futex wake-ups); the kernel, which
+// would run it at once, cannot. Eight threads with a handle each, on a
+// client core of their own, made 28-36k exchanges/s with 2 Ps against the
+// C floor's 55-65k, and 81-84k with 9; 64 threads 26-34k against 76-78k,
+// and 68-72k with 65 (2026-12-02, 2 cores). A P costs memory once used
+// (the allocation caches of a busy one: about 200 KiB of RSS each, 64
+// threads 20 MB with 2 Ps, 24 MB with 17, 32 MB with 65) and, when busy, the Receive
+// yield that keeps sysmon asleep (core/conn/read.go, once per P in use
+// every 8 ms: a thread hand-off each), never CPU when idle.
+//
+// Setting GOMAXPROCS in the environment overrides all of this.
 func init() {
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
+		procsSet = true
 	}
+	baseProcs = runtime.GOMAXPROCS(0)
 }
+
+// threadProcsCap bounds the Ps that fitProcs gives the threads: 16
+// threads get a P each, and one more; beyond that threads share Ps. Each
+// busy P costs the yield above, a thread hand-off every 8 ms, and where
+// the threads share their core with the server that costs more than the
+// Ps save: 64 threads and the bench server on one core, 6 interleaved
+// runs each (GOMAXPROCS in the environment), made 18.5-31.7k exchanges/s
+// with 2 Ps, 19.4-32.0k with 17 and 14.9-23.8k with 65, while on a client
+// core of their own 17 Ps kept most of the gain (57-67k against 68-72k
+// with 65 and 24-34k with 2). Not a number per CPU: the Ps are for
+// threads that wait, and the bench's clients, pinned to one core, wait
+// as much as any. Each P's memory (above) and the collector's dedicated
+// workers (a quarter of GOMAXPROCS) grow with them too.
+const threadProcsCap = 17
+
+var (
+	// baseProcs is the runtime's default GOMAXPROCS, 2 at least: as init
+	// found it, and, until the library first sets GOMAXPROCS (procsSet),
+	// as the runtime updates it (Go 1.25 and later follow the process's
+	// CPU quota and affinity until GOMAXPROCS is set).
+	baseProcs int
+	procsSet  bool
+	// boundThreads counts the threads that have called in and not exited
+	// (helpers.c, plugrl__gate_bind_thread).
+	boundThreads = (*int32)(unsafe.Pointer(C.plugrl__bound_threads()))
+	// procsMu orders the changes of GOMAXPROCS.
+	procsMu sync.Mutex
+)
 
 // One more P once a client records a step ledger. Its background writer
 // compresses on a P of its own for milliseconds at a time, and then the P
@@ -42,32 +88,80 @@ func init() {
 // SMALL bench on one core that cost 1.1 us of client CPU per exchange
 // (sysmon woke 2,700 times a second instead of 800; 22 rotated runs, with
 // GOMAXPROCS=3 against the default). The process's first client with a
-// ledger adds the P; it stays (an idle P costs nothing, and changing
-// GOMAXPROCS stops the world). Setting GOMAXPROCS in the environment
-// overrides this too.
+// ledger adds the P; it stays (an idle P costs nothing).
 var ledgerP atomic.Bool
 
-// spareLedgerP adds that P, if it has not been added, on the thread of an
-// open that made a client with a ledger. Changing GOMAXPROCS stops the
-// world, which, like a collection, must not meet a real-time caller in a
-// call: it is done through the collection's gate, only when no other
-// thread is in a call, else left to a later open.
-func spareLedgerP() {
-	if ledgerP.Load() || os.Getenv("GOMAXPROCS") != "" || !collectBegin() {
+// wantProcs is the GOMAXPROCS the library wants now: the default, or a P
+// per bound thread and one more while threads are few, and the ledger's.
+// Once a real-time caller has called in, not a P per thread: each busy P's
+// yield (core/conn/read.go) hands its thread's goroutine over through one
+// of the runtime's SCHED_OTHER threads, which gets the core only when
+// every real-time thread on it sleeps. 64 SCHED_FIFO threads with a handle
+// each and GOMAXPROCS=65 made 8.4-9.3k exchanges/s against 11.6-12.1k with
+// the default, with a p99.99 of 0.3-0.9 s (README, "Real-time callers").
+func wantProcs() int {
+	n := baseProcs
+	if atomic.LoadInt32(rtSeen) == 0 {
+		n = max(n, min(int(atomic.LoadInt32(boundThreads))+1, threadProcsCap))
+	}
+	if ledgerP.Load() {
+		n++
+	}
+	return n
+}
+
+// fitProcs sets GOMAXPROCS to wantProcs, unless GOMAXPROCS is set in the
+// environment. It runs on a thread's first call (plugrl__go_bind_thread),
+// so the Ps follow the threads up and, at the next thread's first call
+// after others exited, down; and on the open that made the process's first
+// client with a ledger. Changing GOMAXPROCS stops the world, which, like a
+// collection, must not meet a real-time caller in a call (the
+// collection's comment below): once one has called in, the change waits
+// for a moment when no other thread is in a call (the collection's gate),
+// and is left to a later first call or open when none comes. Before that,
+// no thread can reach Go for the first time meanwhile (exports.c holds
+// them at first_call_mu), and every thread that has called in as a
+// real-time one, the binding thread too, raised rtSeen on its way in
+// (exports.c, enter: plugrl__rt_ceiling first). A thread made real-time
+// between its calls raises it at its next call.
+func fitProcs() {
+	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
-	defer collectEnd()
-	if ledgerP.CompareAndSwap(false, true) {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	have := runtime.GOMAXPROCS(0)
+	if !procsSet {
+		baseProcs = max(2, have)
 	}
+	want := wantProcs()
+	if want == have {
+		return
+	}
+	if atomic.LoadInt32(rtSeen) != 0 {
+		if !collectBegin() {
+			return
+		}
+		defer collectEnd()
+	}
+	runtime.GOMAXPROCS(want)
+	procsSet = true
+}
+
+// spareLedgerP adds the ledger's P (see ledgerP), on the thread of an open
+// that made a client with a ledger.
+func spareLedgerP() {
+	ledgerP.Store(true)
+	fitProcs() // again at each such open, until it is done
 }
 
 // plugrl__go_bind_thread is a thread's first call into Go, made alone
 // (exports.c, enter): it binds the thread to a spare M, and the runtime makes
-// the next spare on the way in.
+// the next spare on the way in. The thread is counted already: it gets
+// its P here.
 //
 //export plugrl__go_bind_thread
-func plugrl__go_bind_thread() {}
+func plugrl__go_bind_thread() { fitProcs() }
 
 // Real-time callers and the garbage collector. A collection scans every
 // goroutine's stack, a caller's too while it waits in a system call or is

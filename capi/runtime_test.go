@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -184,43 +185,113 @@ func TestCollectionGate(t *testing.T) {
 	}
 }
 
-// TestSpareLedgerP: the first open of a client with a ledger gives the
-// runtime one more P, once, and only when it is the only call in the
-// library (changing GOMAXPROCS stops the world) and GOMAXPROCS is not set
-// in the environment.
-func TestSpareLedgerP(t *testing.T) {
+// withProcs restores GOMAXPROCS, the environment's GOMAXPROCS, the
+// ledger's P and rtSeen after a test that changes them.
+func withProcs(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	env, had := os.LookupEnv("GOMAXPROCS")
+	seen := atomic.LoadInt32(rtSeen)
 	t.Cleanup(func() {
-		runtime.GOMAXPROCS(procs)
 		ledgerP.Store(false)
+		atomic.StoreInt32(rtSeen, seen)
 		if had {
 			os.Setenv("GOMAXPROCS", env)
 		} else {
 			os.Unsetenv("GOMAXPROCS")
 		}
+		runtime.GOMAXPROCS(procs)
 	})
-	check := func(what string, want int) {
-		t.Helper()
-		if got := runtime.GOMAXPROCS(0); got != want {
-			t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
-		}
+}
+
+func checkProcs(t *testing.T, what string, want int) {
+	t.Helper()
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
 	}
+}
+
+// TestSpareLedgerP: the first open of a client with a ledger gives the
+// runtime one more P, once, unless GOMAXPROCS is set in the environment;
+// once a real-time caller has called in, only when the open is the only
+// call in the library (changing GOMAXPROCS stops the world), and a later
+// open with a ledger tries again.
+func TestSpareLedgerP(t *testing.T) {
+	withProcs(t)
+	procs := baseProcs // with a real-time caller seen, threads get no Ps of their own
+	runtime.GOMAXPROCS(procs)
 	enterCall() // the open's call
 	defer leaveCall()
 
 	os.Setenv("GOMAXPROCS", "2")
 	spareLedgerP()
-	check("GOMAXPROCS set in the environment", procs)
+	checkProcs(t, "GOMAXPROCS set in the environment", procs)
 	os.Unsetenv("GOMAXPROCS")
+	ledgerP.Store(false)
 
+	atomic.StoreInt32(rtSeen, 1)
 	enterCall() // another thread's call, waiting for its server
 	spareLedgerP()
 	leaveCall()
-	check("another call in the library", procs)
+	checkProcs(t, "a real-time caller seen, another call in the library", procs)
 
 	spareLedgerP()
-	check("the only call", procs+1)
+	checkProcs(t, "a real-time caller seen, the only call", procs+1)
 	spareLedgerP()
-	check("a second open with a ledger", procs+1)
+	checkProcs(t, "a second open with a ledger", procs+1)
+
+	ledgerP.Store(false)
+	atomic.StoreInt32(rtSeen, 0)
+	procs = max(baseProcs, min(int(atomic.LoadInt32(boundThreads))+1, threadProcsCap))
+	runtime.GOMAXPROCS(procs)
+	enterCall() // another thread's call
+	spareLedgerP()
+	leaveCall()
+	checkProcs(t, "no real-time caller, another call in the library", procs+1)
+}
+
+// TestFitProcs: the runtime gets a P for every thread that has called in
+// and lives (and one more), so that threads waiting for their servers do
+// not hold every P while a thread whose server answered waits for one;
+// it gives them back at the next thread's first call after they exited,
+// and leaves GOMAXPROCS alone when the environment sets it. Once a
+// real-time caller has called in, the Ps go back to the default, when
+// no other thread is in a call (changing GOMAXPROCS stops the world).
+func TestFitProcs(t *testing.T) {
+	withProcs(t)
+	base := baseProcs
+	live := int(atomic.LoadInt32(boundThreads)) // the process's threads bound so far (exited ones are not counted)
+	runtime.GOMAXPROCS(base)
+	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+
+	t.Cleanup(releaseThreads)
+	if n := startLiveThreads(8); n != 8 {
+		t.Fatalf("started %d threads of 8", n)
+	}
+	checkProcs(t, "8 threads called in and live", want(8))
+	if got := int(atomic.LoadInt32(boundThreads)); got != live+8 {
+		t.Errorf("%d threads counted bound, want %d", got, live+8)
+	}
+	releaseThreads()
+	if got := int(atomic.LoadInt32(boundThreads)); got != live {
+		t.Fatalf("%d threads counted bound after 8 exited, want %d: an exit is not counted", got, live)
+	}
+	callsFromExitingThreads(1) // a next thread's first call
+	checkProcs(t, "the 8 threads exited, another called in", want(1))
+
+	os.Setenv("GOMAXPROCS", "2")
+	startLiveThreads(8)
+	checkProcs(t, "GOMAXPROCS set in the environment", want(1))
+	releaseThreads()
+	os.Unsetenv("GOMAXPROCS")
+
+	startLiveThreads(8)
+	checkProcs(t, "8 threads called in and live, again", want(8))
+	atomic.StoreInt32(rtSeen, 1)
+	enterCall() // another thread's call, waiting for its server
+	startLiveThreads(1)
+	leaveCall()
+	checkProcs(t, "a real-time caller seen, another call in the library", want(8))
+	startLiveThreads(1) // its first call the only call
+	checkProcs(t, "a real-time caller seen, then a first call alone", base)
+	releaseThreads()
 }
