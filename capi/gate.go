@@ -1,7 +1,9 @@
 package main
 
 /*
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include "capi.h"
 #include "plugrl.h"
 
@@ -51,6 +53,16 @@ static int plugrl__start_live_threads(int n) {
   return started;
 }
 
+// plugrl__live_set_fifo makes live thread i SCHED_FIFO at priority 1 (on)
+// or SCHED_OTHER again; 0 or an errno (EPERM where not permitted).
+static int plugrl__live_set_fifo(int i, int on) {
+  if (i < 0 || i >= plugrl__live_n) {
+    return EINVAL;
+  }
+  struct sched_param param = {.sched_priority = on ? 1 : 0};
+  return pthread_setschedparam(plugrl__live[i], on ? SCHED_FIFO : SCHED_OTHER, &param);
+}
+
 static void plugrl__release_threads(void) {
   pthread_mutex_lock(&plugrl__live_mu);
   plugrl__live_release = 1;
@@ -74,6 +86,8 @@ static int plugrl__calls_from_exiting_threads(int n) {
 }
 */
 import "C"
+
+import "syscall"
 
 // The collection's gate (capi/helpers.c) as Go sees it. Every exported
 // function's C wrapper brackets its call into Go with the gate; Go code
@@ -126,3 +140,16 @@ func startLiveThreads(n int) int { return int(C.plugrl__start_live_threads(C.int
 // releaseThreads lets startLiveThreads' threads exit and joins them (their
 // key destructors, the gate's exit bracket among them, have run then).
 func releaseThreads() { C.plugrl__release_threads() }
+
+// setLiveFIFO makes live thread i (of startLiveThreads) SCHED_FIFO at
+// priority 1, or SCHED_OTHER again; it returns the errno of a refusal.
+func setLiveFIFO(i int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	if e := C.plugrl__live_set_fifo(C.int(i), C.int(v)); e != 0 {
+		return syscall.Errno(e)
+	}
+	return nil
+}

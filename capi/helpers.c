@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -475,32 +476,96 @@ void plugrl__gate_leave(void) { atomic_fetch_sub(&inside, 1); }
 
 int plugrl__gate_inside(void) { return atomic_load(&inside); }
 
+/* Threads that have called in and not exited: their number, a plain int,
+** as Go reads it through a pointer (runtime.go, fitProcs), and the
+** threads themselves, under bound_mu, for plugrl__bound_realtime. */
+static int bound_threads;
+static pthread_mutex_t bound_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t *bound_list;
+static int bound_len, bound_cap;
+static int bound_unlisted; /* bound threads the list could not take (no memory) */
+
+static void bound_add(pthread_t t) {
+  pthread_mutex_lock(&bound_mu);
+  if (bound_len == bound_cap) {
+    int cap = bound_cap > 0 ? 2 * bound_cap : 64;
+    pthread_t *list = realloc(bound_list, (size_t)cap * sizeof *list);
+    if (list == NULL) {
+      bound_unlisted++;
+      pthread_mutex_unlock(&bound_mu);
+      return;
+    }
+    bound_list = list;
+    bound_cap = cap;
+  }
+  bound_list[bound_len++] = t;
+  pthread_mutex_unlock(&bound_mu);
+}
+
+static void bound_remove(pthread_t t) {
+  pthread_mutex_lock(&bound_mu);
+  for (int i = 0; i < bound_len; i++) {
+    if (pthread_equal(bound_list[i], t)) {
+      bound_list[i] = bound_list[--bound_len];
+      pthread_mutex_unlock(&bound_mu);
+      return;
+    }
+  }
+  if (bound_unlisted > 0) {
+    bound_unlisted--; /* it was one the list could not take */
+  }
+  pthread_mutex_unlock(&bound_mu);
+}
+
 /* A thread that has called in and exits enters Go once more: the runtime's
 ** key destructor unbinds it (dropm), changing its goroutine's status, which
 ** spins while a collection scans that goroutine. So the exit is bracketed
 ** like a call: this key's destructor counts the thread in (waiting, if the
 ** library is collecting), stores a new value so that it runs again in the
 ** next round of destructors, after the runtime's, and then counts it out. */
-/* Threads that have called in and not exited; a plain int, as Go reads it
-** through a pointer (runtime.go, fitProcs). */
-static int bound_threads;
-
 static void exit_bracket(void *state) {
   if (state == (void *)1) {
     plugrl__gate_enter();
     (void)pthread_setspecific(exit_key, (void *)2);
   } else if (state == (void *)2) {
+    bound_remove(pthread_self());
     __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
     plugrl__gate_leave();
   }
 }
 
 void plugrl__gate_bind_thread(void) {
+  bound_add(pthread_self());
   __atomic_fetch_add(&bound_threads, 1, __ATOMIC_SEQ_CST);
   (void)pthread_setspecific(exit_key, (void *)1);
 }
 
 int *plugrl__bound_threads(void) { return &bound_threads; }
+
+/* plugrl__bound_realtime looks at the policy of every bound thread now, and
+** raises rt_seen if one is real-time (or SCHED_DEADLINE), or if a bound
+** thread could not be listed. plugrl__rt_ceiling looks at a thread's policy
+** only at its first call and every 256th after, so a thread made real-time
+** after it began calling (set up first, then go real-time: a common order)
+** is not seen by it for up to 255 calls; before the library stops the world
+** without the gate, it must know (runtime.go, fitProcs). A pthread_t in the
+** list is live: a thread leaves the list in its exit destructor. */
+int plugrl__bound_realtime(void) {
+  int rt = 0;
+  pthread_mutex_lock(&bound_mu);
+  rt = bound_unlisted > 0;
+  for (int i = 0; i < bound_len && !rt; i++) {
+    int policy;
+    struct sched_param param;
+    rt = pthread_getschedparam(bound_list[i], &policy, &param) == 0 && policy != SCHED_OTHER &&
+         policy != SCHED_BATCH && policy != SCHED_IDLE;
+  }
+  pthread_mutex_unlock(&bound_mu);
+  if (rt) {
+    __atomic_store_n(&rt_seen, 1, __ATOMIC_SEQ_CST);
+  }
+  return rt;
+}
 
 int plugrl__collect_begin(void) {
   pthread_mutex_lock(&gate_mu);

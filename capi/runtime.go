@@ -113,23 +113,34 @@ func wantProcs() int {
 // fitProcs sets GOMAXPROCS to wantProcs, unless GOMAXPROCS is set in the
 // environment. It runs on a thread's first call (plugrl__go_bind_thread),
 // so the Ps follow the threads up and, at the next thread's first call
-// after others exited, down; and on the open that made the process's first
-// client with a ledger. Changing GOMAXPROCS stops the world, which, like a
-// collection, must not meet a real-time caller in a call (the
-// collection's comment below): once one has called in, the change waits
-// for a moment when no other thread is in a call (the collection's gate),
-// and is left to a later first call or open when none comes. Before that,
-// no thread can reach Go for the first time meanwhile (exports.c holds
-// them at first_call_mu), and every thread that has called in as a
-// real-time one, the binding thread too, raised rtSeen on its way in
-// (exports.c, enter: plugrl__rt_ceiling first). A thread made real-time
-// between its calls raises it at its next call.
-func fitProcs() {
+// after others exited, down; on each open that makes a client with a
+// ledger; and, with real-time callers, after a close's collection
+// (collectAfterClose), which brings back the default Ps of a process
+// whose threads became real-time after they had theirs.
+//
+// Changing GOMAXPROCS stops the world, which, like a collection, must not
+// meet a real-time caller in a call (the collection's comment below). So
+// the change goes through the collection's gate, and waits for a moment
+// when no other thread is in a call (else it is left to a later first
+// call, open or close), whenever a real-time thread has called in
+// (rtSeen) or a bound thread runs real-time now (plugrl__bound_realtime
+// looks at each: plugrl__rt_ceiling looks at a thread's policy only every
+// 256th call). Without one, no thread that could spin against the stop is
+// in Go or can enter it: new threads wait at first_call_mu (exports.c),
+// and the binding thread's own policy was looked at on its way in (enter:
+// plugrl__rt_ceiling first). Left open: a thread made real-time by another
+// in the microseconds between that look and the stop's end.
+func fitProcs() { fitProcsGate(false) }
+
+// fitProcsGate is fitProcs; gateHeld says the caller holds the
+// collection's gate already (collectBegin).
+func fitProcsGate(gateHeld bool) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
 	procsMu.Lock()
 	defer procsMu.Unlock()
+	realtime := atomic.LoadInt32(rtSeen) != 0 || C.plugrl__bound_realtime() != 0
 	have := runtime.GOMAXPROCS(0)
 	if !procsSet {
 		baseProcs = max(2, have)
@@ -138,7 +149,7 @@ func fitProcs() {
 	if want == have {
 		return
 	}
-	if atomic.LoadInt32(rtSeen) != 0 {
+	if realtime && !gateHeld {
 		if !collectBegin() {
 			return
 		}
@@ -231,13 +242,15 @@ func (m *gcManager) take(getenv func(string) string) {
 // in a call into the library; calls that begin meanwhile wait for it (see
 // plugrl__collect_begin, helpers.c: the collector's stack scans must not
 // meet a real-time caller). A close that finds another thread inside
-// leaves the garbage for a later one, or for the memory limit.
+// leaves the garbage for a later one, or for the memory limit. Behind the
+// same gate it fits the runtime's Ps to the threads (fitProcs).
 func collectAfterClose() {
 	if !gc.managed.Load() || !collectBegin() {
 		return
 	}
 	defer collectEnd()
 	runtime.GC() // noticeNextGC's finalizer then resets the limit
+	fitProcsGate(true)
 }
 
 // setGCLimit sets the memory limit rtGCSlack above the memory that lives:

@@ -187,10 +187,18 @@ func TestCollectionGate(t *testing.T) {
 
 // withProcs restores GOMAXPROCS, the environment's GOMAXPROCS, the
 // ledger's P and rtSeen after a test that changes them.
+// The tests run as on a 2-core machine (baseProcs 2), with no GOMAXPROCS
+// in the environment: with a default of 17 or more, every expectation
+// would be the default, fitting or not.
 func withProcs(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	env, had := os.LookupEnv("GOMAXPROCS")
 	seen := atomic.LoadInt32(rtSeen)
+	procsMu.Lock()
+	base, set := baseProcs, procsSet
+	baseProcs, procsSet = 2, true
+	procsMu.Unlock()
+	os.Unsetenv("GOMAXPROCS")
 	t.Cleanup(func() {
 		ledgerP.Store(false)
 		atomic.StoreInt32(rtSeen, seen)
@@ -199,6 +207,9 @@ func withProcs(t *testing.T) {
 		} else {
 			os.Unsetenv("GOMAXPROCS")
 		}
+		procsMu.Lock()
+		baseProcs, procsSet = base, set
+		procsMu.Unlock()
 		runtime.GOMAXPROCS(procs)
 	})
 }
@@ -294,4 +305,40 @@ func TestFitProcs(t *testing.T) {
 	startLiveThreads(1) // its first call the only call
 	checkProcs(t, "a real-time caller seen, then a first call alone", base)
 	releaseThreads()
+}
+
+// TestFitProcsSeesThreadsMadeRealTime: a thread made SCHED_FIFO after its
+// first call (set up, then go real-time) is seen before the library stops
+// the world to change GOMAXPROCS, though plugrl__rt_ceiling looks at its
+// policy only every 256th call: the change then waits for the gate, and a
+// close's collection brings the Ps back to the default.
+func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
+	withProcs(t)
+	base := baseProcs
+	live := int(atomic.LoadInt32(boundThreads))
+	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+	atomic.StoreInt32(rtSeen, 0)
+	runtime.GOMAXPROCS(base)
+	t.Cleanup(releaseThreads)
+	startLiveThreads(4)
+	checkProcs(t, "4 threads called in and live", want(4))
+	if err := setLiveFIFO(0, true); err != nil {
+		t.Skipf("SCHED_FIFO not permitted here (%v): nothing to check", err)
+	}
+	t.Cleanup(func() { _ = setLiveFIFO(0, false) })
+
+	enterCall() // another thread's call, waiting for its server
+	startLiveThreads(1)
+	leaveCall()
+	if atomic.LoadInt32(rtSeen) == 0 {
+		t.Fatal("a bound thread runs SCHED_FIFO, and a first call did not see it")
+	}
+	checkProcs(t, "a bound thread made real-time, another call in the library", want(4))
+
+	gc.managed.Store(true)
+	t.Cleanup(func() { gc.managed.Store(false) })
+	enterCall() // the closing call, alone
+	collectAfterClose()
+	leaveCall()
+	checkProcs(t, "real-time, after a close's collection alone", base)
 }
