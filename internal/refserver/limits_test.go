@@ -3,7 +3,10 @@ package refserver_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +37,36 @@ func TestMaxConns(t *testing.T) {
 	dial(t, url).infer([]int64{0}, nil)
 	if cfg := refserver.New(refserver.Config{}).Config(); cfg.MaxConns != refserver.DefaultMaxConns {
 		t.Fatalf("the zero Config has MaxConns %d, want DefaultMaxConns", cfg.MaxConns)
+	}
+}
+
+// TestRefusalsBounded: connections past MaxConns that never send their
+// request each hold a refusal for up to closeGrace; past MaxRefusing such
+// refusals, one more is closed at once, unanswered, instead of holding a
+// goroutine and a socket too.
+func TestRefusalsBounded(t *testing.T) {
+	s, url := start(t, refserver.Config{MaxConns: 1, Logf: func(string, ...any) {}})
+	dial(t, url)
+	addr := strings.TrimPrefix(url, "ws://")
+	for i := 0; i < refserver.MaxRefusing; i++ {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+	}
+	waitFor(t, s, "the refusals", func(st refserver.Stats) bool { return st.Refused == refserver.MaxRefusing })
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(time.Second)) // a refusal would wait 2 s for the request
+	if n, err := nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a connection past %d refusals under way: read %d bytes, %v; want it closed at once (EOF)", refserver.MaxRefusing, n, err)
+	}
+	if st := s.Stats(); st.Cut != 1 || st.Refused != refserver.MaxRefusing {
+		t.Fatalf("stats: Cut %d, Refused %d; want 1 and %d", st.Cut, st.Refused, refserver.MaxRefusing)
 	}
 }
 

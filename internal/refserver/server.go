@@ -62,6 +62,13 @@ const connBuffer = 4 << 10
 // the peer's close frame after sending its own.
 const closeGrace = 2 * time.Second
 
+// MaxRefusing bounds the refusals with HTTP 503 under way at once. Each
+// waits up to closeGrace for a request to answer, so a flood of
+// connections past MaxConns would otherwise hold a goroutine and a socket
+// each for that long, bounded only by the flood's rate; past MaxRefusing a
+// connection is closed at once, unanswered (Stats.Cut).
+const MaxRefusing = 64
+
 // Config configures a Server. The zero value is a server with H = 8, da = 7,
 // <f4 actions, ZeroPolicy, no features and no faults, that never stops.
 type Config struct {
@@ -100,7 +107,8 @@ type Config struct {
 	// handshake; zero means DefaultMaxConns, negative no limit. One more is
 	// refused in its handshake with HTTP 503 Service Unavailable, so it
 	// never becomes a WebSocket connection and SPEC 8.2's metadata-first
-	// rule still holds for every connection there is.
+	// rule still holds for every connection there is; past MaxRefusing
+	// refusals under way, it is closed at once, unanswered.
 	MaxConns int
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
@@ -131,6 +139,7 @@ type Stats struct {
 	Orphans      int  // feedback rows naming an env with no outstanding action on their connection (SPEC 7.6)
 	Resyncs      int  // connections closed with plugrl-server-resync
 	Refused      int  // connections refused with HTTP 503: MaxConns were open
+	Cut          int  // connections closed at once, unanswered: MaxConns were open and MaxRefusing refusals under way
 	Stopped      bool // the run has ended (StopAfter reached, or Stop called)
 	// Received lists every message received, in order of arrival (up to
 	// Config.MaxLog of them; LogDropped counts the rest).
@@ -189,6 +198,9 @@ type Server struct {
 	// handshake, so that Close can cut them instead of waiting out the
 	// handshake's deadline.
 	shaking map[net.Conn]bool
+	// refusing counts the refusals (HTTP 503) under way: MaxRefusing at
+	// most, each for closeGrace at most.
+	refusing int
 	// admitted counts connections accepted and not yet ended, in their
 	// handshake or open: what MaxConns bounds.
 	admitted int
@@ -356,10 +368,17 @@ func (s *Server) accept(ln net.Listener) {
 			nc.Close()
 			continue
 		}
+		if m := s.cfg.MaxConns; m > 0 && s.admitted >= m && s.refusing >= MaxRefusing {
+			s.stats.Cut++
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
 		s.shaking[nc] = true
 		s.wg.Add(1)
 		if m := s.cfg.MaxConns; m > 0 && s.admitted >= m {
 			s.stats.Refused++
+			s.refusing++
 			s.mu.Unlock()
 			go s.refuse(nc)
 			continue
@@ -382,6 +401,7 @@ func (s *Server) refuse(nc net.Conn) {
 	}}).Upgrade(nc)
 	s.mu.Lock()
 	delete(s.shaking, nc)
+	s.refusing--
 	s.mu.Unlock()
 	s.logf("refused a connection from %s with HTTP 503: %d connections open (MaxConns): %v", nc.RemoteAddr(), s.cfg.MaxConns, err)
 }
