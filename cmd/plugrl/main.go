@@ -139,6 +139,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	featureList := fs.String("features", "", "comma-separated features to offer: "+strings.Join(features, ", "))
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
+	maxMessage := fs.Int64("max-message", refserver.DefaultMaxMessage, "largest message taken, in bytes; a larger one is closed with 1009 (0: no limit)")
 	maxConns := fs.Int("max-conns", refserver.DefaultMaxConns, "most connections served at once; one more is refused with HTTP 503, 64 refusals at a time, and past those closed unanswered (0: no limit)")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
 	episodeLog := fs.String("episode-log", "", "write an episode log to this file, for plugrl ledger compare: CSV in plugrl-bridges' columns step,slot,episode,return,length, then conn; "+
@@ -210,6 +211,7 @@ observation).
 		{*stopAfter < 0, "--stop-after must be 0 (never) or positive"},
 		{*feedbackTimeout <= 0, "--feedback-timeout must be positive"},
 		{*maxConns < 0, "--max-conns must be 0 (no limit) or positive"},
+		{*maxMessage < 0, "--max-message must be 0 (no limit) or positive"},
 		{*population < 1, "--population must be positive"},
 		{!(*eliteFrac > 0 && *eliteFrac <= 1), "--elite-frac must be in (0, 1]"},
 		{!(*initStd > 0) || math.IsInf(*initStd, 1), "--init-std must be positive and finite"},
@@ -218,6 +220,9 @@ observation).
 			fmt.Fprintln(stderr, "plugrl serve: "+c.msg)
 			return 2
 		}
+	}
+	if *maxMessage == 0 {
+		*maxMessage = -1 // refserver: negative is no limit, zero the default
 	}
 	if *maxConns == 0 {
 		*maxConns = -1 // refserver: negative is no limit, zero the default
@@ -231,6 +236,7 @@ observation).
 		Policy:          p.make(policyOptions{seed: *seed, population: *population, eliteFrac: *eliteFrac, initStd: *initStd, out: stdout}),
 		FeedbackTimeout: *feedbackTimeout,
 		MaxConns:        *maxConns,
+		MaxMessage:      *maxMessage,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
 	if *episodeLog != "" {

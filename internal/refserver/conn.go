@@ -52,8 +52,11 @@ func (e *peerClosed) Error() string {
 }
 
 // protocolError is a WebSocket-level violation by the client (RFC 6455),
-// closed with 1002.
-type protocolError struct{ msg string }
+// closed with 1002, or with code where it is set (1009: too big).
+type protocolError struct {
+	msg  string
+	code ws.StatusCode
+}
 
 func (e *protocolError) Error() string { return e.msg }
 
@@ -429,6 +432,9 @@ func (c *conn) readFailed(err error, awaitingFeedback bool) {
 		c.end("server", 0, "", "connection cut: "+we.Error())
 		_ = c.nc.Close()
 	case c.isCloseSent(): // the closing handshake ended, or timed out
+	case errors.As(err, &pe) && pe.code == ws.StatusMessageTooBig:
+		c.sendClose(int(pe.code), "message too big", pe.msg)
+		c.drain()
 	case errors.As(err, &pe):
 		c.sendClose(1002, "protocol error", pe.msg)
 		c.drain()

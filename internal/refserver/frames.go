@@ -156,15 +156,15 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 		}
 		switch {
 		case h.OpCode.IsReserved():
-			return 0, nil, &protocolError{fmt.Sprintf("reserved opcode %d", h.OpCode)}
+			return 0, nil, &protocolError{msg: fmt.Sprintf("reserved opcode %d", h.OpCode)}
 		case h.Rsv != 0:
-			return 0, nil, &protocolError{"reserved bits set, and no extension was negotiated"}
+			return 0, nil, &protocolError{msg: "reserved bits set, and no extension was negotiated"}
 		case !h.Masked:
-			return 0, nil, &protocolError{"client frame not masked (RFC 6455 5.1)"}
+			return 0, nil, &protocolError{msg: "client frame not masked (RFC 6455 5.1)"}
 		}
 		if h.OpCode.IsControl() {
 			if h.Length > 125 || !h.Fin {
-				return 0, nil, &protocolError{"control frame fragmented or longer than 125 bytes"}
+				return 0, nil, &protocolError{msg: "control frame fragmented or longer than 125 bytes"}
 			}
 			p := make([]byte, h.Length)
 			if _, err := io.ReadFull(c.br, p); err != nil {
@@ -196,14 +196,19 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 		}
 		switch {
 		case h.OpCode == ws.OpContinuation && !started:
-			return 0, nil, &protocolError{"continuation frame with no message to continue"}
+			return 0, nil, &protocolError{msg: "continuation frame with no message to continue"}
 		case h.OpCode != ws.OpContinuation && started:
-			return 0, nil, &protocolError{"new data frame inside a fragmented message"}
+			return 0, nil, &protocolError{msg: "new data frame inside a fragmented message"}
 		}
 		if !started {
 			op, started = h.OpCode, true
 		}
 		n := len(buf)
+		if most := c.s.cfg.MaxMessage; most > 0 && (h.Length > most || int64(n) > most-h.Length) {
+			return 0, nil, &protocolError{code: ws.StatusMessageTooBig, msg: fmt.Sprintf(
+				"a message of at least %d bytes, more than the %d this server takes (Config.MaxMessage, plugrl serve --max-message)",
+				uint64(n)+uint64(h.Length), most)}
+		}
 		if buf, err = frames.ReadPayload(c.br, buf, h.Length); err != nil {
 			return 0, nil, err
 		}

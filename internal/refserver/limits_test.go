@@ -70,6 +70,57 @@ func TestRefusalsBounded(t *testing.T) {
 	}
 }
 
+// TestMaxMessage: a message larger than MaxMessage, in one frame or in
+// fragments, is closed with 1009 from its frame header, before its bytes
+// are read; one within it is served.
+func TestMaxMessage(t *testing.T) {
+	_, url := start(t, refserver.Config{MaxMessage: 4096, Logf: func(string, ...any) {}})
+	// The server's close frame, read without answering it: the server
+	// closes with the rest of the message unread, and an answer can meet a
+	// reset connection.
+	tooBig := func(c *client) {
+		t.Helper()
+		_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			f, err := ws.ReadFrame(c.br)
+			if err != nil {
+				t.Fatalf("want a close frame with 1009, got %v", err)
+			}
+			if f.Header.OpCode == ws.OpClose {
+				if code, reason := ws.ParseCloseFrameData(f.Payload); code != ws.StatusMessageTooBig || reason != "message too big" {
+					t.Fatalf("closed with %d %q, want 1009 \"message too big\"", code, reason)
+				}
+				return
+			}
+		}
+	}
+	dial(t, url).infer([]int64{0}, nil) // a small infer is served
+
+	c := dial(t, url)
+	hdr := ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Length: 1 << 40}
+	if err := ws.WriteHeader(c.nc, hdr); err != nil { // claims a terabyte, sends nothing more
+		t.Fatal(err)
+	}
+	tooBig(c)
+
+	c = dial(t, url)
+	part := make([]byte, 3000)
+	for i, fin := range []bool{false, true} { // 6000 bytes in two fragments of 3000
+		op := ws.OpBinary
+		if i > 0 {
+			op = ws.OpContinuation
+		}
+		f := ws.MaskFrame(ws.NewFrame(op, fin, part))
+		if err := ws.WriteFrame(c.nc, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tooBig(c)
+	if cfg := refserver.New(refserver.Config{}).Config(); cfg.MaxMessage != refserver.DefaultMaxMessage {
+		t.Fatalf("the zero Config has MaxMessage %d, want DefaultMaxMessage", cfg.MaxMessage)
+	}
+}
+
 // TestIdleConnectionMemory: an idle connection costs little server memory.
 // Each used to hold two 64 KiB buffers from its first moment.
 func TestIdleConnectionMemory(t *testing.T) {

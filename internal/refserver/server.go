@@ -47,6 +47,9 @@ const (
 	DefaultFeedbackTimeout = 60 * time.Second
 	// DefaultMaxLog is how many received messages Stats keeps by default.
 	DefaultMaxLog = 100000
+	// DefaultMaxMessage is the largest message a server takes by default:
+	// 256 MiB, fifty times a 16-env batch of two 224x224 RGB cameras.
+	DefaultMaxMessage = 256 << 20
 	// DefaultMaxConns is how many connections a server serves at once by
 	// default: far more than a test or a demo opens, few enough that idle
 	// connections cost tens of megabytes at most.
@@ -110,6 +113,12 @@ type Config struct {
 	// rule still holds for every connection there is; past MaxRefusing
 	// refusals under way, it is closed at once, unanswered.
 	MaxConns int
+	// MaxMessage bounds a message's size in bytes, its fragments together;
+	// zero means DefaultMaxMessage, negative no limit. A client whose
+	// message grows past it is closed with 1009 (message too big) as soon
+	// as a frame header says so, before its bytes are read: the server's
+	// memory per connection stays within about twice MaxMessage.
+	MaxMessage int64
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
 	MaxLog int
@@ -233,6 +242,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxLog == 0 {
 		cfg.MaxLog = DefaultMaxLog
+	}
+	if cfg.MaxMessage == 0 {
+		cfg.MaxMessage = DefaultMaxMessage
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
