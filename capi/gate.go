@@ -4,6 +4,9 @@ package main
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "capi.h"
 #include "plugrl.h"
 
@@ -21,12 +24,14 @@ static pthread_mutex_t plugrl__live_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t plugrl__live_cv = PTHREAD_COND_INITIALIZER;
 static int plugrl__live_called, plugrl__live_release;
 static pthread_t plugrl__live[64];
+static pid_t plugrl__live_tid[64];
 static int plugrl__live_n;
 
 static void *plugrl__call_and_wait(void *arg) {
-  (void)arg;
+  int i = (int)(intptr_t)arg;
   (void)plugrl_version_number();
   pthread_mutex_lock(&plugrl__live_mu);
+  plugrl__live_tid[i] = (pid_t)syscall(SYS_gettid);
   plugrl__live_called++;
   pthread_cond_broadcast(&plugrl__live_cv);
   while (!plugrl__live_release) {
@@ -39,7 +44,7 @@ static void *plugrl__call_and_wait(void *arg) {
 static int plugrl__start_live_threads(int n) {
   int started = 0;
   for (; started < n && plugrl__live_n < 64; started++) {
-    if (pthread_create(&plugrl__live[plugrl__live_n], NULL, plugrl__call_and_wait, NULL) != 0) {
+    if (pthread_create(&plugrl__live[plugrl__live_n], NULL, plugrl__call_and_wait, (void *)(intptr_t)plugrl__live_n) != 0) {
       break;
     }
     plugrl__live_n++;
@@ -54,13 +59,15 @@ static int plugrl__start_live_threads(int n) {
 }
 
 // plugrl__live_set_fifo makes live thread i SCHED_FIFO at priority 1 (on)
-// or SCHED_OTHER again; 0 or an errno (EPERM where not permitted).
+// or SCHED_OTHER again, as chrt -p or a real-time helper does it, with
+// sched_setscheduler on its tid (which glibc's cached policy does not
+// see); 0 or an errno (EPERM where not permitted).
 static int plugrl__live_set_fifo(int i, int on) {
   if (i < 0 || i >= plugrl__live_n) {
     return EINVAL;
   }
   struct sched_param param = {.sched_priority = on ? 1 : 0};
-  return pthread_setschedparam(plugrl__live[i], on ? SCHED_FIFO : SCHED_OTHER, &param);
+  return sched_setscheduler(plugrl__live_tid[i], on ? SCHED_FIFO : SCHED_OTHER, &param) == 0 ? 0 : errno;
 }
 
 static void plugrl__release_threads(void) {

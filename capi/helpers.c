@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Handles are tokens, never dereferenced: see registry.go. */
@@ -266,12 +267,34 @@ int plugrl_fix_signal_handlers(void) {
 */
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
-/* realtime reports whether the calling thread runs under a real-time
-** policy (SCHED_FIFO, SCHED_RR) or SCHED_DEADLINE, and its policy and
-** parameters. */
+/* realtime_policy reports whether the kernel runs thread tid (0: the
+** calling thread) under a real-time policy (SCHED_FIFO, SCHED_RR) or
+** SCHED_DEADLINE, and stores the policy, without SCHED_RESET_ON_FORK. It
+** asks the kernel: glibc's pthread_getschedparam answers from a copy it
+** keeps in the thread's descriptor once read, which only
+** pthread_setschedparam updates, so a thread made real-time with
+** sched_setscheduler or `chrt -p` after its policy was first read looked
+** SCHED_OTHER to it for good. A tid that has exited answers ESRCH: not
+** real-time. */
+static int realtime_policy(pid_t tid, int *policy) {
+  int p = sched_getscheduler(tid);
+  if (p < 0) {
+    return 0;
+  }
+  *policy = p & ~SCHED_RESET_ON_FORK;
+  return *policy != SCHED_OTHER && *policy != SCHED_BATCH && *policy != SCHED_IDLE;
+}
+
+/* realtime reports whether the calling thread runs real-time (see
+** realtime_policy), and its policy and parameters. */
 static int realtime(int *policy, struct sched_param *param) {
-  return pthread_getschedparam(pthread_self(), policy, param) == 0 && *policy != SCHED_OTHER &&
-         *policy != SCHED_BATCH && *policy != SCHED_IDLE;
+  if (!realtime_policy(0, policy)) {
+    return 0;
+  }
+  if (sched_getparam(0, param) != 0) {
+    param->sched_priority = 0;
+  }
+  return 1;
 }
 
 /* The runtime's threads, counted as they are created (below), and the
@@ -477,19 +500,22 @@ void plugrl__gate_leave(void) { atomic_fetch_sub(&inside, 1); }
 int plugrl__gate_inside(void) { return atomic_load(&inside); }
 
 /* Threads that have called in and not exited: their number, a plain int,
-** as Go reads it through a pointer (runtime.go, fitProcs), and the
-** threads themselves, under bound_mu, for plugrl__bound_realtime. */
+** as Go reads it through a pointer (runtime.go, fitProcs), and their
+** kernel thread ids, under bound_mu, for plugrl__bound_realtime: a tid,
+** unlike a pthread_t, is safe to ask about after its thread is gone (the
+** kernel answers ESRCH, or for a reused tid another thread's policy: at
+** worst a change of GOMAXPROCS waits for the gate). */
 static int bound_threads;
 static pthread_mutex_t bound_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t *bound_list;
+static pid_t *bound_list;
 static int bound_len, bound_cap;
 static int bound_unlisted; /* bound threads the list could not take (no memory) */
 
-static void bound_add(pthread_t t) {
+static void bound_add(pid_t tid) {
   pthread_mutex_lock(&bound_mu);
   if (bound_len == bound_cap) {
     int cap = bound_cap > 0 ? 2 * bound_cap : 64;
-    pthread_t *list = realloc(bound_list, (size_t)cap * sizeof *list);
+    pid_t *list = realloc(bound_list, (size_t)cap * sizeof *list);
     if (list == NULL) {
       bound_unlisted++;
       pthread_mutex_unlock(&bound_mu);
@@ -498,14 +524,14 @@ static void bound_add(pthread_t t) {
     bound_list = list;
     bound_cap = cap;
   }
-  bound_list[bound_len++] = t;
+  bound_list[bound_len++] = tid;
   pthread_mutex_unlock(&bound_mu);
 }
 
-static void bound_remove(pthread_t t) {
+static void bound_remove(pid_t tid) {
   pthread_mutex_lock(&bound_mu);
   for (int i = 0; i < bound_len; i++) {
-    if (pthread_equal(bound_list[i], t)) {
+    if (bound_list[i] == tid) {
       bound_list[i] = bound_list[--bound_len];
       pthread_mutex_unlock(&bound_mu);
       return;
@@ -517,54 +543,64 @@ static void bound_remove(pthread_t t) {
   pthread_mutex_unlock(&bound_mu);
 }
 
+static pid_t this_tid(void) { return (pid_t)syscall(SYS_gettid); }
+
 /* A thread that has called in and exits enters Go once more: the runtime's
 ** key destructor unbinds it (dropm), changing its goroutine's status, which
 ** spins while a collection scans that goroutine. So the exit is bracketed
 ** like a call: this key's destructor counts the thread in (waiting, if the
 ** library is collecting), stores a new value so that it runs again in the
-** next round of destructors, after the runtime's, and then counts it out. */
+** next round of destructors, after the runtime's, and then counts it out.
+** In a forked child it does nothing: the child never enters Go, and a lock
+** another thread held at the fork would never be released. */
 static void exit_bracket(void *state) {
+  if (plugrl__forked) {
+    return;
+  }
   if (state == (void *)1) {
     plugrl__gate_enter();
     (void)pthread_setspecific(exit_key, (void *)2);
   } else if (state == (void *)2) {
-    bound_remove(pthread_self());
+    bound_remove(this_tid());
     __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
     plugrl__gate_leave();
   }
 }
 
 void plugrl__gate_bind_thread(void) {
-  bound_add(pthread_self());
+  if (pthread_setspecific(exit_key, (void *)1) != 0) {
+    return; /* no exit bracket, so not counted: its exit could not uncount it */
+  }
+  bound_add(this_tid());
   __atomic_fetch_add(&bound_threads, 1, __ATOMIC_SEQ_CST);
-  (void)pthread_setspecific(exit_key, (void *)1);
 }
 
 int *plugrl__bound_threads(void) { return &bound_threads; }
 
-/* plugrl__bound_realtime looks at the policy of every bound thread now, and
-** raises rt_seen if one is real-time (or SCHED_DEADLINE), or if a bound
-** thread could not be listed. plugrl__rt_ceiling looks at a thread's policy
-** only at its first call and every 256th after, so a thread made real-time
-** after it began calling (set up first, then go real-time: a common order)
-** is not seen by it for up to 255 calls; before the library stops the world
-** without the gate, it must know (runtime.go, fitProcs). A pthread_t in the
-** list is live: a thread leaves the list in its exit destructor. */
+/* plugrl__bound_realtime asks the kernel the policy of every bound thread
+** now: 1, and rt_seen raised, if one is real-time (or SCHED_DEADLINE); 2 if
+** a bound thread could not be listed (unknown: the caller's change waits
+** for the gate, and rt_seen, which would turn automatic collection off for
+** good, stays as it is); 0 otherwise. plugrl__rt_ceiling looks at a
+** thread's policy only at its first call and every 256th after, so a
+** thread made real-time after it began calling (set up first, then go
+** real-time: a common order), by itself or from outside (`chrt -p`), is
+** not seen by it for up to 255 calls; before the library stops the world
+** without the gate, it must know (runtime.go, fitProcs). */
 int plugrl__bound_realtime(void) {
   int rt = 0;
   pthread_mutex_lock(&bound_mu);
-  rt = bound_unlisted > 0;
+  int unknown = bound_unlisted > 0;
   for (int i = 0; i < bound_len && !rt; i++) {
     int policy;
-    struct sched_param param;
-    rt = pthread_getschedparam(bound_list[i], &policy, &param) == 0 && policy != SCHED_OTHER &&
-         policy != SCHED_BATCH && policy != SCHED_IDLE;
+    rt = realtime_policy(bound_list[i], &policy);
   }
   pthread_mutex_unlock(&bound_mu);
   if (rt) {
     __atomic_store_n(&rt_seen, 1, __ATOMIC_SEQ_CST);
+    return 1;
   }
-  return rt;
+  return unknown ? 2 : 0;
 }
 
 int plugrl__collect_begin(void) {

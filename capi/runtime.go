@@ -124,12 +124,13 @@ func wantProcs() int {
 // when no other thread is in a call (else it is left to a later first
 // call, open or close), whenever a real-time thread has called in
 // (rtSeen) or a bound thread runs real-time now (plugrl__bound_realtime
-// looks at each: plugrl__rt_ceiling looks at a thread's policy only every
-// 256th call). Without one, no thread that could spin against the stop is
-// in Go or can enter it: new threads wait at first_call_mu (exports.c),
-// and the binding thread's own policy was looked at on its way in (enter:
-// plugrl__rt_ceiling first). Left open: a thread made real-time by another
-// in the microseconds between that look and the stop's end.
+// asks the kernel about each: plugrl__rt_ceiling looks at a thread's
+// policy only every 256th call). Without one, no thread that could spin
+// against the stop is in Go or can enter it: new threads wait at
+// first_call_mu (exports.c), and the binding thread's own policy was
+// looked at on its way in (enter: plugrl__rt_ceiling first). Left open: a
+// thread made real-time, by itself or from outside, in the microseconds
+// between that look and the stop's end.
 func fitProcs() { fitProcsGate(false) }
 
 // fitProcsGate is fitProcs; gateHeld says the caller holds the

@@ -16,6 +16,8 @@ import (
 // it after every collection, and a close collects; a GOGC or GOMEMLIMIT in
 // the environment leaves the collector alone.
 func TestGCTaken(t *testing.T) {
+	// A close's collection fits GOMAXPROCS too.
+	withProcs(t)
 	percent := debug.SetGCPercent(100)
 	limit := debug.SetMemoryLimit(math.MaxInt64)
 	t.Cleanup(func() {
@@ -118,6 +120,8 @@ func TestThreadExitBracket(t *testing.T) {
 // end, and every exported C function counts its call in and out (capi/
 // helpers.c says why).
 func TestCollectionGate(t *testing.T) {
+	// A close's collection fits GOMAXPROCS too.
+	withProcs(t)
 	percent := debug.SetGCPercent(-1) // no collection but the ones counted here
 	gc.managed.Store(true)
 	t.Cleanup(func() {
