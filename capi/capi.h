@@ -66,8 +66,9 @@ void plugrl__gate_bind_thread(void);
 /* The threads that have called in and not exited, for Go to read
 ** atomically (runtime.go, fitProcs). */
 int *plugrl__bound_threads(void);
-/* Nonzero, and plugrl__rt_seen's flag raised, if a thread that has called
-** in and not exited runs real-time now (helpers.c). */
+/* 1, and plugrl__rt_seen's flag raised, if a thread that has called in
+** and not exited runs real-time now; 2 if that is unknown (a bound thread
+** could not be listed); else 0 (helpers.c). */
 int plugrl__bound_realtime(void);
 int plugrl__collect_begin(void);
 void plugrl__collect_end(void);

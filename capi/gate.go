@@ -1,6 +1,7 @@
 package main
 
 /*
+#define _GNU_SOURCE // SCHED_BATCH, SCHED_RESET_ON_FORK
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -58,16 +59,16 @@ static int plugrl__start_live_threads(int n) {
   return started;
 }
 
-// plugrl__live_set_fifo makes live thread i SCHED_FIFO at priority 1 (on)
-// or SCHED_OTHER again, as chrt -p or a real-time helper does it, with
-// sched_setscheduler on its tid (which glibc's cached policy does not
-// see); 0 or an errno (EPERM where not permitted).
-static int plugrl__live_set_fifo(int i, int on) {
+// plugrl__live_set_policy sets live thread i's policy and priority as
+// chrt -p or a real-time helper does, with sched_setscheduler on its tid
+// (which glibc's cached policy does not see); 0 or an errno (EPERM where
+// not permitted).
+static int plugrl__live_set_policy(int i, int policy, int priority) {
   if (i < 0 || i >= plugrl__live_n) {
     return EINVAL;
   }
-  struct sched_param param = {.sched_priority = on ? 1 : 0};
-  return sched_setscheduler(plugrl__live_tid[i], on ? SCHED_FIFO : SCHED_OTHER, &param) == 0 ? 0 : errno;
+  struct sched_param param = {.sched_priority = priority};
+  return sched_setscheduler(plugrl__live_tid[i], policy, &param) == 0 ? 0 : errno;
 }
 
 static void plugrl__release_threads(void) {
@@ -148,15 +149,23 @@ func startLiveThreads(n int) int { return int(C.plugrl__start_live_threads(C.int
 // key destructors, the gate's exit bracket among them, have run then).
 func releaseThreads() { C.plugrl__release_threads() }
 
-// setLiveFIFO makes live thread i (of startLiveThreads) SCHED_FIFO at
-// priority 1, or SCHED_OTHER again; it returns the errno of a refusal.
-func setLiveFIFO(i int, on bool) error {
-	v := 0
-	if on {
-		v = 1
-	}
-	if e := C.plugrl__live_set_fifo(C.int(i), C.int(v)); e != 0 {
+// The scheduling policies the tests give live threads.
+const (
+	policyOther       = int(C.SCHED_OTHER)
+	policyFIFO        = int(C.SCHED_FIFO)
+	policyBatch       = int(C.SCHED_BATCH)
+	policyResetOnFork = int(C.SCHED_RESET_ON_FORK)
+)
+
+// setLivePolicy sets live thread i's (of startLiveThreads) policy and
+// priority; it returns the errno of a refusal.
+func setLivePolicy(i, policy, priority int) error {
+	if e := C.plugrl__live_set_policy(C.int(i), C.int(policy), C.int(priority)); e != 0 {
 		return syscall.Errno(e)
 	}
 	return nil
 }
+
+// boundRealtime is plugrl__bound_realtime: 1 if a bound thread runs
+// real-time now (rtSeen raised), 2 if unknown, 0 if none.
+func boundRealtime() int { return int(C.plugrl__bound_realtime()) }

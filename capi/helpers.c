@@ -282,7 +282,7 @@ static int realtime_policy(pid_t tid, int *policy) {
     return 0;
   }
   *policy = p & ~SCHED_RESET_ON_FORK;
-  return *policy != SCHED_OTHER && *policy != SCHED_BATCH && *policy != SCHED_IDLE;
+  return *policy == SCHED_FIFO || *policy == SCHED_RR || *policy == SCHED_DEADLINE;
 }
 
 /* realtime reports whether the calling thread runs real-time (see
@@ -502,9 +502,11 @@ int plugrl__gate_inside(void) { return atomic_load(&inside); }
 /* Threads that have called in and not exited: their number, a plain int,
 ** as Go reads it through a pointer (runtime.go, fitProcs), and their
 ** kernel thread ids, under bound_mu, for plugrl__bound_realtime: a tid,
-** unlike a pthread_t, is safe to ask about after its thread is gone (the
-** kernel answers ESRCH, or for a reused tid another thread's policy: at
-** worst a change of GOMAXPROCS waits for the gate). */
+** unlike a pthread_t, is safe to ask about after its thread is gone (one
+** left behind by a thread whose destructor rounds ran out). Only tids of
+** this process are asked about (tgkill with signal 0): a tid reused by
+** another process's thread is skipped, and one reused by a thread of this
+** process is asked about as that thread, which may call in. */
 static int bound_threads;
 static pthread_mutex_t bound_mu = PTHREAD_MUTEX_INITIALIZER;
 static pid_t *bound_list;
@@ -591,9 +593,10 @@ int plugrl__bound_realtime(void) {
   int rt = 0;
   pthread_mutex_lock(&bound_mu);
   int unknown = bound_unlisted > 0;
+  pid_t pid = getpid();
   for (int i = 0; i < bound_len && !rt; i++) {
     int policy;
-    rt = realtime_policy(bound_list[i], &policy);
+    rt = syscall(SYS_tgkill, pid, bound_list[i], 0) == 0 && realtime_policy(bound_list[i], &policy);
   }
   pthread_mutex_unlock(&bound_mu);
   if (rt) {

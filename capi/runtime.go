@@ -141,11 +141,17 @@ func fitProcsGate(gateHeld bool) {
 	}
 	procsMu.Lock()
 	defer procsMu.Unlock()
-	realtime := atomic.LoadInt32(rtSeen) != 0 || C.plugrl__bound_realtime() != 0
 	have := runtime.GOMAXPROCS(0)
 	if !procsSet {
 		baseProcs = max(2, have)
 	}
+	// A system call per bound thread: looked at only when a change is
+	// due, and before its size is decided (a real-time thread found now
+	// changes what is wanted).
+	if want := wantProcs(); want == have {
+		return
+	}
+	realtime := atomic.LoadInt32(rtSeen) != 0 || C.plugrl__bound_realtime() != 0
 	want := wantProcs()
 	if want == have {
 		return

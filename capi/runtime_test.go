@@ -312,10 +312,12 @@ func TestFitProcs(t *testing.T) {
 }
 
 // TestFitProcsSeesThreadsMadeRealTime: a thread made SCHED_FIFO after its
-// first call (set up, then go real-time) is seen before the library stops
-// the world to change GOMAXPROCS, though plugrl__rt_ceiling looks at its
-// policy only every 256th call: the change then waits for the gate, and a
-// close's collection brings the Ps back to the default.
+// first call (set up, then go real-time, here as chrt -p does it) is seen
+// before the library stops the world to change GOMAXPROCS, though
+// plugrl__rt_ceiling looks at its policy only every 256th call: the change
+// then waits for the gate, and a close's collection brings the Ps back to
+// the default. SCHED_BATCH and SCHED_OTHER|SCHED_RESET_ON_FORK are not
+// taken for real-time.
 func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
 	withProcs(t)
 	base := baseProcs
@@ -326,10 +328,23 @@ func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
 	t.Cleanup(releaseThreads)
 	startLiveThreads(4)
 	checkProcs(t, "4 threads called in and live", want(4))
-	if err := setLiveFIFO(0, true); err != nil {
-		t.Skipf("SCHED_FIFO not permitted here (%v): nothing to check", err)
+	// Not real-time: SCHED_BATCH, SCHED_OTHER with SCHED_RESET_ON_FORK
+	// (as rtkit leaves threads), both permitted to anyone.
+	for _, p := range []struct {
+		name   string
+		policy int
+	}{{"SCHED_BATCH", policyBatch}, {"SCHED_OTHER|SCHED_RESET_ON_FORK", policyOther | policyResetOnFork}} {
+		if err := setLivePolicy(0, p.policy, 0); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		if got := boundRealtime(); got != 0 || atomic.LoadInt32(rtSeen) != 0 {
+			t.Fatalf("a bound thread at %s: plugrl__bound_realtime %d, rtSeen %d; want 0, 0", p.name, got, atomic.LoadInt32(rtSeen))
+		}
 	}
-	t.Cleanup(func() { _ = setLiveFIFO(0, false) })
+	if err := setLivePolicy(0, policyFIFO, 1); err != nil {
+		t.Skipf("SCHED_FIFO not permitted here (%v): nothing more to check", err)
+	}
+	t.Cleanup(func() { _ = setLivePolicy(0, policyOther, 0) })
 
 	enterCall() // another thread's call, waiting for its server
 	startLiveThreads(1)
