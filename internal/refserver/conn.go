@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -52,10 +53,13 @@ func (e *peerClosed) Error() string {
 }
 
 // protocolError is a WebSocket-level violation by the client (RFC 6455),
-// closed with 1002, or with code where it is set (1009: too big).
+// closed with 1002, or with code where it is set (1009: too big). skip is
+// the payload left unread in the stream (a frame refused from its header),
+// to pass over before reading anything else.
 type protocolError struct {
 	msg  string
 	code ws.StatusCode
+	skip int64
 }
 
 func (e *protocolError) Error() string { return e.msg }
@@ -434,7 +438,12 @@ func (c *conn) readFailed(err error, awaitingFeedback bool) {
 	case c.isCloseSent(): // the closing handshake ended, or timed out
 	case errors.As(err, &pe) && pe.code == ws.StatusMessageTooBig:
 		c.sendClose(int(pe.code), "message too big", pe.msg)
-		c.drain()
+		// The frame's payload is still in the stream: passed over unread
+		// (within the close's read deadline), or its bytes would be read
+		// as frames.
+		if _, err := io.CopyN(io.Discard, c.br, pe.skip); err == nil {
+			c.drain()
+		}
 	case errors.As(err, &pe):
 		c.sendClose(1002, "protocol error", pe.msg)
 		c.drain()

@@ -205,7 +205,7 @@ func (c *conn) readMessage() (ws.OpCode, []byte, error) {
 		}
 		n := len(buf)
 		if most := c.s.cfg.MaxMessage; most > 0 && (h.Length > most || int64(n) > most-h.Length) {
-			return 0, nil, &protocolError{code: ws.StatusMessageTooBig, msg: fmt.Sprintf(
+			return 0, nil, &protocolError{code: ws.StatusMessageTooBig, skip: h.Length, msg: fmt.Sprintf(
 				"a message of at least %d bytes, more than the %d this server takes (Config.MaxMessage, plugrl serve --max-message)",
 				uint64(n)+uint64(h.Length), most)}
 		}

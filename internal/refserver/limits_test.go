@@ -1,6 +1,7 @@
 package refserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -118,6 +119,44 @@ func TestMaxMessage(t *testing.T) {
 	tooBig(c)
 	if cfg := refserver.New(refserver.Config{}).Config(); cfg.MaxMessage != refserver.DefaultMaxMessage {
 		t.Fatalf("the zero Config has MaxMessage %d, want DefaultMaxMessage", cfg.MaxMessage)
+	}
+}
+
+// TestMaxMessageSkipsThePayload: after closing with 1009 from a frame's
+// header, the server passes over that frame's payload unread, as the
+// client goes on sending it: a frame hidden in it is not read as one.
+func TestMaxMessageSkipsThePayload(t *testing.T) {
+	s, url := start(t, refserver.Config{MaxMessage: 4096, Logf: func(string, ...any) {}})
+	c := dial(t, url)
+	var hidden bytes.Buffer
+	if err := ws.WriteFrame(&hidden, ws.MaskFrame(ws.NewBinaryFrame([]byte("0123456789")))); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 5000) // a zero mask: the hidden frame's bytes are on the wire as they are
+	copy(payload, hidden.Bytes())
+	if err := ws.WriteHeader(c.nc, ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Length: int64(len(payload))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nc.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := ws.ReadFrame(c.br)
+		if err != nil {
+			t.Fatalf("want a close frame with 1009, got %v", err)
+		}
+		if f.Header.OpCode == ws.OpClose {
+			if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusMessageTooBig {
+				t.Fatalf("closed with %d, want 1009", code)
+			}
+			break
+		}
+	}
+	c.nc.Close()
+	st := waitFor(t, s, "the connection to end", func(st refserver.Stats) bool { return st.Open == 0 })
+	for _, r := range st.Received {
+		t.Errorf("received %+v: a frame hidden in a refused frame's payload was read as one", r)
 	}
 }
 
