@@ -76,25 +76,6 @@ func TestRefusalsBounded(t *testing.T) {
 // are read; one within it is served.
 func TestMaxMessage(t *testing.T) {
 	_, url := start(t, refserver.Config{MaxMessage: 4096, Logf: func(string, ...any) {}})
-	// The server's close frame, read without answering it: the server
-	// closes with the rest of the message unread, and an answer can meet a
-	// reset connection.
-	tooBig := func(c *client) {
-		t.Helper()
-		_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		for {
-			f, err := ws.ReadFrame(c.br)
-			if err != nil {
-				t.Fatalf("want a close frame with 1009, got %v", err)
-			}
-			if f.Header.OpCode == ws.OpClose {
-				if code, reason := ws.ParseCloseFrameData(f.Payload); code != ws.StatusMessageTooBig || reason != "message too big" {
-					t.Fatalf("closed with %d %q, want 1009 \"message too big\"", code, reason)
-				}
-				return
-			}
-		}
-	}
 	dial(t, url).infer([]int64{0}, nil) // a small infer is served
 
 	c := dial(t, url)
@@ -102,7 +83,7 @@ func TestMaxMessage(t *testing.T) {
 	if err := ws.WriteHeader(c.nc, hdr); err != nil { // claims a terabyte, sends nothing more
 		t.Fatal(err)
 	}
-	tooBig(c)
+	expectTooBig(t, c)
 
 	c = dial(t, url)
 	part := make([]byte, 3000)
@@ -116,9 +97,29 @@ func TestMaxMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tooBig(c)
+	expectTooBig(t, c)
 	if cfg := refserver.New(refserver.Config{}).Config(); cfg.MaxMessage != refserver.DefaultMaxMessage {
 		t.Fatalf("the zero Config has MaxMessage %d, want DefaultMaxMessage", cfg.MaxMessage)
+	}
+}
+
+// expectTooBig reads frames up to the server's close frame, without
+// answering it (the server closes with the rest of the message unread, and
+// an answer can meet a reset connection), and wants it to be 1009.
+func expectTooBig(t *testing.T, c *client) {
+	t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := ws.ReadFrame(c.br)
+		if err != nil {
+			t.Fatalf("want a close frame with 1009, got %v", err)
+		}
+		if f.Header.OpCode == ws.OpClose {
+			if code, reason := ws.ParseCloseFrameData(f.Payload); code != ws.StatusMessageTooBig || reason != "message too big" {
+				t.Fatalf("closed with %d %q, want 1009 \"message too big\"", code, reason)
+			}
+			return
+		}
 	}
 }
 
@@ -140,19 +141,7 @@ func TestMaxMessageSkipsThePayload(t *testing.T) {
 	if _, err := c.nc.Write(payload); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		f, err := ws.ReadFrame(c.br)
-		if err != nil {
-			t.Fatalf("want a close frame with 1009, got %v", err)
-		}
-		if f.Header.OpCode == ws.OpClose {
-			if code, _ := ws.ParseCloseFrameData(f.Payload); code != ws.StatusMessageTooBig {
-				t.Fatalf("closed with %d, want 1009", code)
-			}
-			break
-		}
-	}
+	expectTooBig(t, c)
 	c.nc.Close()
 	st := waitFor(t, s, "the connection to end", func(st refserver.Stats) bool { return st.Open == 0 })
 	for _, r := range st.Received {
