@@ -40,9 +40,9 @@ import (
 // C floor's 55-65k, and 81-84k with 9; 64 threads 26-34k against 76-78k,
 // and 68-72k with 65 (2026-12-02, 2 cores). A P costs memory once used
 // (the allocation caches of a busy one: about 200 KiB of RSS each, 64
-// threads 20 MB with 2 Ps, 24 MB with 17, 32 MB with 65) and, when busy, the Receive
-// yield that keeps sysmon asleep (core/conn/read.go, once per P in use
-// every 8 ms: a thread hand-off each), never CPU when idle.
+// threads 20 MB with 2 Ps, 24 MB with 17, 32 MB with 65) and, when busy,
+// the Receive yield that keeps sysmon asleep (core/conn/read.go, once per
+// P in use every 8 ms: a thread hand-off each), never CPU when idle.
 //
 // Setting GOMAXPROCS in the environment overrides all of this.
 func init() {
@@ -145,16 +145,18 @@ func fitProcsGate(gateHeld bool) {
 	if !procsSet {
 		baseProcs = max(2, have)
 	}
-	// A system call per bound thread: looked at only when a change is
-	// due, and before its size is decided (a real-time thread found now
-	// changes what is wanted).
-	if want := wantProcs(); want == have {
-		return
-	}
-	realtime := atomic.LoadInt32(rtSeen) != 0 || C.plugrl__bound_realtime() != 0
 	want := wantProcs()
 	if want == have {
 		return
+	}
+	// A system call per bound thread, so only when a change is due; a
+	// real-time thread found now changes what is wanted.
+	realtime := atomic.LoadInt32(rtSeen) != 0
+	if !realtime && C.plugrl__bound_realtime() != 0 {
+		realtime = true
+		if want = wantProcs(); want == have {
+			return
+		}
 	}
 	if realtime && !gateHeld {
 		if !collectBegin() {

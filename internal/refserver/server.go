@@ -380,7 +380,8 @@ func (s *Server) accept(ln net.Listener) {
 			nc.Close()
 			continue
 		}
-		if m := s.cfg.MaxConns; m > 0 && s.admitted >= m && s.refusing >= MaxRefusing {
+		full := s.cfg.MaxConns > 0 && s.admitted >= s.cfg.MaxConns
+		if full && s.refusing >= MaxRefusing {
 			s.stats.Cut++
 			s.mu.Unlock()
 			nc.Close()
@@ -388,7 +389,7 @@ func (s *Server) accept(ln net.Listener) {
 		}
 		s.shaking[nc] = true
 		s.wg.Add(1)
-		if m := s.cfg.MaxConns; m > 0 && s.admitted >= m {
+		if full {
 			s.stats.Refused++
 			s.refusing++
 			s.mu.Unlock()
