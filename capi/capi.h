@@ -70,6 +70,10 @@ int *plugrl__bound_threads(void);
 ** and not exited runs real-time now; 2 if that is unknown (a bound thread
 ** could not be listed); else 0 (helpers.c). */
 int plugrl__bound_realtime(void);
+/* For the tests (gate.go, listFails): while nonzero, a thread's first
+** call finds the list of bound threads unable to grow, as when out of
+** memory. */
+void plugrl__bound_list_fail(int on);
 int plugrl__collect_begin(void);
 void plugrl__collect_end(void);
 /* The calls the gate counts in progress (for tests). */

@@ -166,6 +166,16 @@ func setLivePolicy(i, policy, priority int) error {
 	return nil
 }
 
+// listFails makes the list of bound threads unable to grow, as when out
+// of memory, while on (plugrl__bound_list_fail).
+func listFails(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.plugrl__bound_list_fail(C.int(v))
+}
+
 // boundRealtime is plugrl__bound_realtime: 1 if a bound thread runs
 // real-time now (rtSeen raised), 2 if unknown, 0 if none.
 func boundRealtime() int { return int(C.plugrl__bound_realtime()) }

@@ -512,12 +512,16 @@ static pthread_mutex_t bound_mu = PTHREAD_MUTEX_INITIALIZER;
 static pid_t *bound_list;
 static int bound_len, bound_cap;
 static int bound_unlisted; /* bound threads the list could not take (no memory) */
+static atomic_int bound_list_fails; /* plugrl__bound_list_fail */
+
+void plugrl__bound_list_fail(int on) { atomic_store(&bound_list_fails, on); }
 
 static void bound_add(pid_t tid) {
   pthread_mutex_lock(&bound_mu);
-  if (bound_len == bound_cap) {
+  int fail = atomic_load(&bound_list_fails);
+  if (bound_len == bound_cap || fail) {
     int cap = bound_cap > 0 ? 2 * bound_cap : 64;
-    pid_t *list = realloc(bound_list, (size_t)cap * sizeof *list);
+    pid_t *list = fail ? NULL : realloc(bound_list, (size_t)cap * sizeof *list);
     if (list == NULL) {
       bound_unlisted++;
       pthread_mutex_unlock(&bound_mu);

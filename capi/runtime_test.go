@@ -311,6 +311,42 @@ func TestFitProcs(t *testing.T) {
 	releaseThreads()
 }
 
+// TestFitProcsUnlistedThread: a thread the list of bound threads could not
+// take (out of memory) makes whether a bound thread runs real-time
+// unknown: a change of GOMAXPROCS then waits for the collection's gate, as
+// with a real-time caller, without taking the process for real-time
+// (rtSeen, which would turn automatic collection off for good); once that
+// thread has exited the list is whole again.
+func TestFitProcsUnlistedThread(t *testing.T) {
+	withProcs(t)
+	base := baseProcs
+	live := int(atomic.LoadInt32(boundThreads))
+	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+	atomic.StoreInt32(rtSeen, 0)
+	runtime.GOMAXPROCS(base)
+	t.Cleanup(func() { listFails(false); releaseThreads() })
+
+	enterCall() // another thread's call, waiting for its server
+	listFails(true)
+	startLiveThreads(1)
+	listFails(false)
+	leaveCall()
+	if got := boundRealtime(); got != 2 {
+		t.Fatalf("a bound thread not listed: plugrl__bound_realtime %d, want 2 (unknown)", got)
+	}
+	if atomic.LoadInt32(rtSeen) != 0 {
+		t.Fatal("a bound thread not listed raised rtSeen")
+	}
+	checkProcs(t, "a first call not listed, another call in the library", base)
+
+	startLiveThreads(1) // its first call the only call
+	checkProcs(t, "then a first call alone", want(2))
+	releaseThreads()
+	if got := boundRealtime(); got != 0 {
+		t.Fatalf("after the threads exited: plugrl__bound_realtime %d, want 0", got)
+	}
+}
+
 // TestFitProcsSeesThreadsMadeRealTime: a thread made SCHED_FIFO after its
 // first call (set up, then go real-time, here as chrt -p does it) is seen
 // before the library stops the world to change GOMAXPROCS, though
