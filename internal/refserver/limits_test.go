@@ -149,6 +149,48 @@ func TestMaxMessageSkipsThePayload(t *testing.T) {
 	}
 }
 
+// TestMaxMessagePayloadCut: a client that stops sending a refused frame's
+// payload part of the way, and stays, or goes away, is not waited for past
+// the close's grace: the connection ends, closed by the server with 1009.
+func TestMaxMessagePayloadCut(t *testing.T) {
+	for _, leaves := range []bool{false, true} {
+		name := "stays"
+		if leaves {
+			name = "leaves"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, url := start(t, refserver.Config{MaxMessage: 4096, Logf: func(string, ...any) {}})
+			c := dial(t, url)
+			if err := ws.WriteHeader(c.nc, ws.Header{Fin: true, OpCode: ws.OpBinary, Masked: true, Length: 1 << 20}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.nc.Write(make([]byte, 100)); err != nil {
+				t.Fatal(err)
+			}
+			expectTooBig(t, c)
+			began := time.Now()
+			if leaves {
+				c.nc.Close()
+			}
+			st := waitFor(t, s, "the connection to end", func(st refserver.Stats) bool { return st.Open == 0 })
+			if waited := time.Since(began); waited > 4*time.Second {
+				t.Errorf("the connection ended %v after the close frame; the close's grace is 2 s", waited)
+			}
+			if len(st.Closes) != 1 || st.Closes[0].By != "server" || st.Closes[0].Code != 1009 {
+				t.Errorf("closes %+v, want one, by the server with 1009", st.Closes)
+			}
+			if !leaves {
+				_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.br.Read(make([]byte, 1)); err == nil {
+					t.Error("the server wrote after its close frame")
+				} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Error("the server left the TCP connection open")
+				}
+			}
+		})
+	}
+}
+
 // TestIdleConnectionMemory: an idle connection costs little server memory.
 // Each used to hold two 64 KiB buffers from its first moment.
 func TestIdleConnectionMemory(t *testing.T) {
