@@ -74,6 +74,9 @@ int plugrl__bound_realtime(void);
 ** call finds the list of bound threads unable to grow, as when out of
 ** memory. */
 void plugrl__bound_list_fail(int on);
+/* For the tests (gate.go, exitKeyFails): while nonzero, storing a value
+** in the key of the exit bracket fails, as it may without memory. */
+void plugrl__exit_key_fail(int on);
 int plugrl__collect_begin(void);
 void plugrl__collect_end(void);
 /* The calls the gate counts in progress (for tests). */

@@ -168,13 +168,18 @@ func setLivePolicy(i, policy, priority int) error {
 
 // listFails makes the list of bound threads unable to grow, as when out
 // of memory, while on (plugrl__bound_list_fail).
-func listFails(on bool) {
-	v := 0
+func listFails(on bool) { C.plugrl__bound_list_fail(cBool(on)) }
+
+func cBool(on bool) C.int {
 	if on {
-		v = 1
+		return 1
 	}
-	C.plugrl__bound_list_fail(C.int(v))
+	return 0
 }
+
+// exitKeyFails makes storing a thread's state in the exit bracket's key
+// fail, as when out of memory, while on (plugrl__exit_key_fail).
+func exitKeyFails(on bool) { C.plugrl__exit_key_fail(cBool(on)) }
 
 // boundRealtime is plugrl__bound_realtime: 1 if a bound thread runs
 // real-time now (rtSeen raised), 2 if unknown, 0 if none.

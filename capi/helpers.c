@@ -559,22 +559,41 @@ static pid_t this_tid(void) { return (pid_t)syscall(SYS_gettid); }
 ** next round of destructors, after the runtime's, and then counts it out.
 ** In a forked child it does nothing: the child never enters Go, and a lock
 ** another thread held at the fork would never be released. */
+static atomic_int exit_key_fails; /* plugrl__exit_key_fail */
+
+void plugrl__exit_key_fail(int on) { atomic_store(&exit_key_fails, on); }
+
+static int set_exit_state(void *state) {
+  return atomic_load(&exit_key_fails) ? ENOMEM : pthread_setspecific(exit_key, state);
+}
+
+static void uncount_this_thread(void) {
+  bound_remove(this_tid());
+  __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
+}
+
 static void exit_bracket(void *state) {
   if (plugrl__forked) {
     return;
   }
   if (state == (void *)1) {
+    /* The second round is asked for before the gate is entered: a gate
+    ** entered with no round to leave it would hold every later collection
+    ** off for good. Without that round (a key beyond glibc's first 32 may
+    ** need memory to store) the runtime's unbinding runs unbracketed. */
+    if (set_exit_state((void *)2) != 0) {
+      uncount_this_thread();
+      return;
+    }
     plugrl__gate_enter();
-    (void)pthread_setspecific(exit_key, (void *)2);
   } else if (state == (void *)2) {
-    bound_remove(this_tid());
-    __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
+    uncount_this_thread();
     plugrl__gate_leave();
   }
 }
 
 void plugrl__gate_bind_thread(void) {
-  if (pthread_setspecific(exit_key, (void *)1) != 0) {
+  if (set_exit_state((void *)1) != 0) {
     return; /* no exit bracket, so not counted: its exit could not uncount it */
   }
   bound_add(this_tid());

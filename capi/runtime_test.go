@@ -115,6 +115,39 @@ func TestThreadExitBracket(t *testing.T) {
 	}
 }
 
+// TestThreadExitBracketWithoutKey: where the exit bracket's key cannot
+// store a thread's state (out of memory), a thread is not counted at its
+// first call, and a counted thread that cannot ask for the bracket's
+// second round at its exit is counted out at once, without entering the
+// collection's gate: a gate entered and never left would hold every later
+// collection off.
+func TestThreadExitBracketWithoutKey(t *testing.T) {
+	t.Cleanup(func() { exitKeyFails(false); releaseThreads() })
+	inside, bound := callsInside(), atomic.LoadInt32(boundThreads)
+
+	exitKeyFails(true)
+	startLiveThreads(1)
+	exitKeyFails(false)
+	if n := atomic.LoadInt32(boundThreads); n != bound {
+		t.Fatalf("a first call with no exit bracket: %d threads counted, want %d (its exit could not count it out)", n, bound)
+	}
+	releaseThreads()
+	if n, b := callsInside(), atomic.LoadInt32(boundThreads); n != inside || b != bound {
+		t.Fatalf("after it exited: %d calls inside, %d threads counted; want %d, %d", n, b, inside, bound)
+	}
+
+	startLiveThreads(1)
+	if n := atomic.LoadInt32(boundThreads); n != bound+1 {
+		t.Fatalf("a first call: %d threads counted, want %d", n, bound+1)
+	}
+	exitKeyFails(true)
+	releaseThreads()
+	exitKeyFails(false)
+	if n, b := callsInside(), atomic.LoadInt32(boundThreads); n != inside || b != bound {
+		t.Fatalf("a thread whose exit could not ask for the second round: %d calls inside, %d threads counted; want %d, %d", n, b, inside, bound)
+	}
+}
+
 // TestCollectionGate: a close collects only when its call is the only one
 // in the library, a call that begins during the collection waits for its
 // end, and every exported C function counts its call in and out (capi/
