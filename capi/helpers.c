@@ -263,7 +263,9 @@ int plugrl_fix_signal_handlers(void) {
 ** calls bind to it at link time (it is hidden, and the version script
 ** exports nothing but plugrl_*), and nothing outside the library sees it.
 ** A thread created from a real-time (or SCHED_DEADLINE) thread is created
-** SCHED_OTHER, priority 0; from any other thread, exactly as asked.
+** SCHED_OTHER, priority 0, and one created from a thread pinned to other
+** CPUs than the runtime's gets the runtime's (runtime_cpus, below); any
+** other is created exactly as asked.
 */
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
@@ -313,6 +315,28 @@ static void counted(pthread_t t) {
   }
 }
 
+/* runtime_cpus stores in set the CPUs the runtime's threads run on, and
+** returns 1, when a thread created now would otherwise get others: a
+** caller's thread pinned to its own core (a control loop on an isolated
+** CPU) passes its mask on to the threads the runtime creates from it,
+** which then ran the runtime's work (the ledger's writer, the collector,
+** the hand-offs of other callers) on the loop's core while other cores
+** sat idle, and, on a core where a real-time loop spins, could not run at
+** all. The reference is sysmon's mask, read now: sysmon is the runtime's
+** own from the start and never a caller, and a process-wide change (taskset
+** -a -p) reaches it too. */
+static int runtime_cpus(cpu_set_t *set) {
+  if (!atomic_load(&sysmon_known) || plugrl__forked) {
+    return 0;
+  }
+  cpu_set_t own;
+  if (pthread_getaffinity_np(sysmon_thread, sizeof *set, set) != 0 ||
+      pthread_getaffinity_np(pthread_self(), sizeof own, &own) != 0) {
+    return 0; /* more CPUs than a cpu_set_t holds: as the creator's */
+  }
+  return !CPU_EQUAL(set, &own);
+}
+
 __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                          void *(*start)(void *), void *arg) {
   static _Atomic(pthread_create_fn) real;
@@ -330,9 +354,12 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   }
   int policy;
   struct sched_param param;
+  cpu_set_t cpus;
   /* Real-time (SCHED_FIFO, SCHED_RR) and SCHED_DEADLINE, whose threads
   ** cannot even create threads that inherit it: create SCHED_OTHER. */
-  if (!realtime(&policy, &param)) {
+  int rt = realtime(&policy, &param);
+  int pin = runtime_cpus(&cpus);
+  if (!rt && !pin) {
     int err = create(thread, attr, start, arg);
     if (err == 0) {
       counted(*thread);
@@ -348,11 +375,25 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
     }
     a = &own;
   }
-  struct sched_param normal = {0};
-  pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
-  pthread_attr_setschedpolicy(a, SCHED_OTHER);
-  pthread_attr_setschedparam(a, &normal);
+  if (rt) {
+    struct sched_param normal = {0};
+    pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(a, SCHED_OTHER);
+    pthread_attr_setschedparam(a, &normal);
+  }
+  if (pin && pthread_attr_setaffinity_np(a, sizeof cpus, &cpus) != 0) {
+    pin = 0;
+  }
   err = create(thread, a, start, arg);
+  if (err != 0 && pin) {
+    /* The mask refused (a cpuset changed under it): the creator's, as
+    ** before, rather than no thread. */
+    cpu_set_t mine;
+    if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0 &&
+        pthread_attr_setaffinity_np(a, sizeof mine, &mine) == 0) {
+      err = create(thread, a, start, arg);
+    }
+  }
   if (a == &own) {
     pthread_attr_destroy(&own);
   }
