@@ -503,7 +503,9 @@ plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char 
 /*
 ** LOW LEVEL: infer / feedback (SPEC 4). On one connection the calls must
 ** alternate: infer, feedback, infer, feedback... Anything else returns
-** PLUGRL_OUT_OF_ORDER and sends nothing.
+** PLUGRL_OUT_OF_ORDER and sends nothing. So does an infer naming an env
+** that still holds an action chunk (one not yet named by a feedback on
+** this connection): the server keeps one chunk per env (SPEC 4.3).
 */
 
 /*

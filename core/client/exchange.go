@@ -85,6 +85,14 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 			}
 		}
 	}
+	// An env asks for a chunk only once its last one is fed back (SPEC
+	// 4.3): the server keeps one chunk per env, so a second infer for it
+	// would replace the first, and the first's feedback would never come.
+	for _, e := range req.EnvIndices {
+		if c.envs.get(e)&envOutstanding != 0 {
+			return nil, newErr(KindOutOfOrder, nil, "infer names env %d, which still holds an action chunk on this connection: send its feedback first (SPEC 4.3)", e)
+		}
+	}
 	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
 		return nil, invalidErr(err)
 	}

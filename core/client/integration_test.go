@@ -102,6 +102,60 @@ func TestExchangeAndOrder(t *testing.T) {
 	}
 }
 
+// TestInferOfHeldEnv: an env whose chunk is not fed back cannot ask for
+// another (SPEC 4.3). Envs 0 and 1 get a chunk, only env 0 is fed back,
+// and an infer for env 1 is refused with nothing sent; env 0 may go on.
+func TestInferOfHeldEnv(t *testing.T) {
+	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Policy: refserver.ProbePolicy{}})
+	c := dial(t, url, nil)
+	state := make([]float64, 8)
+	obs := func(n int) *wire.Observation {
+		return &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float64, Shape: []int{n, 4}, Data: wire.BytesOf(state[:4*n])}}}}
+	}
+	infer := func(envs ...int64) error {
+		_, err := c.Infer(&wire.Infer{EnvIndices: envs, StepIDs: make([]int64, len(envs)), Obs: obs(len(envs))})
+		return err
+	}
+	feedback := func(envs ...int64) error {
+		n := len(envs)
+		return c.Feedback(&wire.Feedback{EnvIndices: envs, StepIDs: make([]int64, n), Obs: obs(n), Rewards: make([]float32, n), Terminated: make([]bool, n), Truncated: make([]bool, n)})
+	}
+	if err := infer(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := feedback(0); err != nil {
+		t.Fatal(err)
+	}
+	err := infer(1)
+	if !errors.Is(err, client.ErrOutOfOrder) || !strings.Contains(err.Error(), "env 1") {
+		t.Fatalf("infer for env 1, still holding its chunk: got %v, want out of order naming env 1", err)
+	}
+	if err := infer(1, 0); !errors.Is(err, client.ErrOutOfOrder) {
+		t.Fatalf("infer for envs 1 and 0: got %v, want out of order", err)
+	}
+	st := waitStats(s, func(st refserver.Stats) bool { return len(st.Received) >= 2 })
+	if len(st.Received) != 2 {
+		t.Fatalf("server received %d messages, want 2 (the refused infers send nothing): %+v", len(st.Received), st.Received)
+	}
+	// Env 0 was fed back: it may ask again, and one feedback ends both.
+	if err := infer(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := feedback(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := infer(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := feedback(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	st = waitStats(s, func(st refserver.Stats) bool { return st.Exchanges == 3 })
+	if st.Exchanges != 3 || st.Resyncs != 0 {
+		t.Fatalf("server saw %+v", st)
+	}
+}
+
 // TestClosePaths drives every way a connection can end and checks the
 // error kind and that no held feedback is ever resent (SPEC 7.6).
 func TestClosePaths(t *testing.T) {

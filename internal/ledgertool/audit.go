@@ -192,6 +192,9 @@ func (a *Auditor) sendInfer(ev *Event) {
 	row := 0
 	for i, e := range in.EnvIndices {
 		s := a.env(e)
+		if s.holding && !s.unsure {
+			a.flag(ev, "4.3", "an infer for env %d, which still holds an action chunk: an env asks for a chunk only after its last one is fed back, and the server keeps one chunk per env", e)
+		}
 		reused := in.Reuse != nil && in.Reuse[i]
 		switch {
 		case reused && !reuseOffered:

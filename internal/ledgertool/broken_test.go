@@ -208,6 +208,17 @@ func TestAuditOrderAndStepIDs(t *testing.T) {
 	wantViolation(t, vs, "4.2", "a feedback while no action is outstanding")
 }
 
+// TestAuditInferOfHeldEnv: envs 0 and 1 get a chunk, only env 0 is fed
+// back, and the next infer asks for env 1 again: its first chunk's
+// feedback can never come (SPEC 4.3).
+func TestAuditInferOfHeldEnv(t *testing.T) {
+	b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+	b.infer([]int64{0, 1}, []int64{0, 0}, obs(10, 20), nil)
+	b.feedback(fb([]int64{0}, []int64{0}, obs(11), []float32{1}, no, nil))
+	b.infer([]int64{1}, []int64{0}, obs(21), nil)
+	wantViolation(t, audit(t, b, path), "4.3", "an infer for env 1, which still holds an action chunk")
+}
+
 // TestAuditZeroStepIDs: SPEC 5.2's Gap lets a client send zeros for
 // step_ids; one that counts its chunks must go on counting until the
 // episode ends.
