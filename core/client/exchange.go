@@ -116,6 +116,17 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	}
 	now := conn.Mono()
 	c.ledger.ReceivedAt(now, raw) // before Decode, which aligns the data in place
+	if testActionRead != nil {
+		testActionRead(c)
+	}
+	// The wait is over: an interrupt from here on is pending for the next
+	// call, and no longer ends the connection under an action the caller
+	// is about to run. One that landed as the action arrived has ended it:
+	// this call reports that, rather than hand out an action whose
+	// feedback could never be sent.
+	if c.endBlocking() {
+		return nil, c.lost(conn.ErrInterrupted, "as the action arrived")
+	}
 	// The round trip: from the start of the wait, which began as the
 	// infer's last byte went out (Receive read the clock then), to now.
 	rtt := now - c.conn.ReceiveStarted()
@@ -138,8 +149,17 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		c.envs.set(e, c.envs.get(e)|envOutstanding)
 	}
 	c.phase = phaseHolding
+	if testInferDone != nil {
+		testInferDone(c)
+	}
 	return &c.action, nil
 }
+
+// Test seams, nil outside tests: where an interrupt's timing matters.
+var (
+	testActionRead func(*Client) // Infer: the action is read, the wait not yet ended
+	testInferDone  func(*Client) // Infer: about to return the action
+)
 
 func (c *Client) checkAction(sent []int64) error {
 	a := &c.action
@@ -243,6 +263,9 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	} else {
 		err = c.conn.WriteMessageObserved(&c.feedbackMsg, ob)
 	}
+	// The send is done: an interrupt from here on is pending for the next
+	// call rather than ending the connection under the caller's next infer.
+	c.unblock()
 	if err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))

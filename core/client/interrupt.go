@@ -102,6 +102,17 @@ func (c *Client) beginBlocking() {
 	}
 }
 
+// endBlocking ends a blocking section whose wait completed, and reports
+// whether an interrupt landed in it all the same: that interrupt has ended
+// the connection (Interrupt shuts it down), and the caller reports it
+// through lost, which takes it.
+func (c *Client) endBlocking() bool {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	c.blocking = false
+	return c.intr.Load()
+}
+
 func (c *Client) unblock() {
 	c.imu.Lock()
 	c.blocking = false
