@@ -364,6 +364,12 @@ func (c *Client) Close() error {
 	defer c.leave()
 	c.intr.Store(false)
 	if c.conn != nil {
+		// The connection may have ended before this Close: by a server's
+		// close frame read meanwhile, or an interrupt or failure that
+		// ended it under an earlier call. The ledger records that end,
+		// not one this Close did not make.
+		c.conn.Poll()
+		ended := c.conn.Err()
 		c.blockOwed() // Interrupt cuts the wait for the server's answer short
 		if c.closeIntr.Load() {
 			// InterruptClose came before the wait began (its interrupt
@@ -377,7 +383,13 @@ func (c *Client) Close() error {
 		// held for an infer that never came leaves before it, or is lost.
 		dropped, unsent := c.heldDropped(nil) // not in the stats: not counted at Close
 		if c.ledger != nil {
-			c.ledger.Closed("client", 1000, "", "", c.envs.appendOutstanding(dropped), unsent)
+			if ended != nil {
+				c.ledgerClosed(ended, c.conn.SentCloseCode(), dropped, unsent)
+			} else {
+				// Code 0: the close frame could not be sent (a peer that
+				// stopped reading, an interrupt mid-write).
+				c.ledger.Closed("client", c.conn.SentCloseCode(), "", "", c.envs.appendOutstanding(dropped), unsent)
+			}
 		}
 		c.conn = nil
 	}

@@ -282,3 +282,46 @@ func TestLedgerLocalCloseCode(t *testing.T) {
 		t.Fatalf("close records %+v; want one, local, 1009", closes)
 	}
 }
+
+// TestLedgerCloseRecordsWhoEnded: Close records the end the connection
+// really had. A server's close frame that came before Close (here, its
+// stop while the client holds an action) is recorded by the server, with
+// its code and reason; an ordinary Close on a live connection is the
+// client's 1000.
+func TestLedgerCloseRecordsWhoEnded(t *testing.T) {
+	stop := refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 1, When: refserver.AfterAction, Code: 1001, Reason: client.ReasonStop}}}
+	for _, tc := range []struct {
+		name   string
+		faults refserver.Faults
+		by     string
+		code   int64
+		reason string
+	}{
+		{"server stopped first", stop, "server", 1001, client.ReasonStop},
+		{"live connection", refserver.Faults{}, "client", 1000, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Faults: tc.faults})
+			path := filepath.Join(t.TempDir(), "l")
+			c := dial(t, url, func(o *client.Options) { o.LedgerPath = path })
+			w := newWorld()
+			if _, err := w.infer(c); err != nil {
+				t.Fatal(err)
+			}
+			if tc.by == "server" { // its close frame is in the client's socket by then
+				waitStats(s, func(st refserver.Stats) bool { return len(st.Closes) == 1 })
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			closes := ledgerCloses(t, path)
+			if len(closes) != 1 {
+				t.Fatalf("%d close records, want 1", len(closes))
+			}
+			r := closes[0]
+			if r.By != tc.by || r.Code != tc.code || r.Reason != tc.reason || !slices.Equal(r.Dropped, []int64{0}) {
+				t.Fatalf("close recorded by %q code %d reason %q dropped %v; want by %q code %d reason %q dropped [0]", r.By, r.Code, r.Reason, r.Dropped, tc.by, tc.code, tc.reason)
+			}
+		})
+	}
+}

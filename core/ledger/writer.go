@@ -529,7 +529,8 @@ func appendBin(b []byte, key string, v []byte) []byte {
 }
 
 // Closed records the end of the current connection: by "server" (its close
-// frame's code and reason), "client" (Close: 1000) or "local" (the client
+// frame's code and reason), "client" (Close: the code of the close frame
+// it sent, 1000, or 0 if none could be sent) or "local" (the client
 // dropped it: a lost link, a timeout, a protocol error, an interrupt, or
 // the caller abandoning it), with the error and the envs whose owed
 // feedback will never be sent (SPEC 7.6). unsent says the last send
