@@ -104,10 +104,12 @@ func NewReader(r io.Reader) (*Reader, error) {
 	case v != 2 && v != Version:
 		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 and %d", v, Version)
 	}
-	// DecodeAllCapLimit: a block decodes into a buffer of the raw size its
-	// header claims (at most maxBlock), and no further, whatever frames
-	// the compressed bytes hold.
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock), zstd.WithDecodeAllCapLimit(true))
+	// A block decodes to at most maxBlock bytes, whatever frames its
+	// compressed bytes hold. The decoder's buffer grows with what it
+	// decodes (it sizes it first from the frame's content size, but no
+	// larger than its input could decode to), not with what the block's
+	// header claims.
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd decoder: %w", err)
 	}
@@ -216,10 +218,13 @@ func (r *Reader) nextBlock() error {
 	if blockSum(r.zbuf, h[blockHeaderV2:]) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
-	if cap(r.raw) < int(rawLen) {
-		r.raw = make([]byte, 0, rawLen)
+	// A frame that says it holds more than the block's header says is
+	// refused before it is decoded.
+	var fh zstd.Header
+	if err := fh.Decode(r.zbuf); err == nil && fh.HasFCS && fh.FrameContentSize > uint64(rawLen) {
+		return fmt.Errorf("%w (block %d's frame holds %d bytes, its header says %d)", ErrTruncated, r.Block, fh.FrameContentSize, rawLen)
 	}
-	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0:rawLen])
+	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0])
 	if err != nil {
 		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
 	}
