@@ -55,7 +55,9 @@ type Action struct {
 // Decode decodes an action message in place: it may move and
 // byte-swap bytes inside msg, and the result views msg.
 func (a *Action) Decode(msg []byte) error {
-	if a.same && len(msg) == a.sameLen {
+	// The shortcut keeps the last message's env_ids: only if they are
+	// still within MaxEnvIDs, which the caller may have lowered since.
+	if a.same && len(msg) == a.sameLen && (a.MaxEnvIDs <= 0 || a.sameIDs <= a.MaxEnvIDs) {
 		end := a.sameOff + a.sameData
 		if string(msg[:a.sameOff]) == string(a.around[:a.sameOff]) && string(msg[end:]) == string(a.around[a.sameOff:]) {
 			a.Chunk.DType = a.sameDType

@@ -613,4 +613,17 @@ func TestActionDecodeKeepsLittle(t *testing.T) {
 	if !act.same {
 		t.Error("a plain message after a padded one gets no shortcut")
 	}
+	// The shortcut honours a MaxEnvIDs lowered since: two env_ids, then
+	// the same message for a request of one env.
+	act = Action{}
+	two := actionMsg(mp(nil).m(2).s("action").val(nd("<f4", make([]byte, 8), 1, 2)).s("env_ids").val(nd("|u1", []byte{0, 1}, 2)))
+	for i := 0; i < 2; i++ {
+		if err := act.Decode(append([]byte(nil), two...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	act.MaxEnvIDs = 1
+	if err := act.Decode(append([]byte(nil), two...)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("2 env_ids, MaxEnvIDs 1, the message decoded before: got %v, want malformed", err)
+	}
 }
