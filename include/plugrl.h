@@ -769,7 +769,9 @@ plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_r
 ** PLUGRL_RECONNECTED), where it would otherwise be refused as out of
 ** order; plugrl_close closes in order, as always. (Not while another
 ** thread is inside a call on the client, which the runner must not
-** share: then only the runner is freed.) From inside the episode callback
+** share: then only the runner is freed, and the next runner's first act
+** gives that feedback up instead: a runner's first act gives up any
+** feedback owed on its client from before it.) From inside the episode callback
 ** (which runs inside plugrl_runner_report) it returns PLUGRL_BUSY, as
 ** plugrl_close of the runner's client does there. */
 plugrl_status plugrl_runner_free(plugrl_runner *runner);

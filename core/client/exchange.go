@@ -263,17 +263,17 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	} else {
 		err = c.conn.WriteMessageObserved(&c.feedbackMsg, ob)
 	}
-	// The send is done: an interrupt from here on is pending for the next
-	// call rather than ending the connection under the caller's next infer.
-	c.unblock()
 	if err != nil {
 		// Its envs' flags were cleared above: count them here.
 		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
 		if c.ledger != nil {
 			c.owedLost = append(c.owedLost[:0], f.EnvIndices...)
 		}
-		return c.lost(err, "sending feedback")
+		return c.lost(err, "sending feedback") // inside the section: an interrupt ends its reconnect
 	}
+	// The send is done: an interrupt from here on is pending for the next
+	// call rather than ending the connection under the caller's next infer.
+	c.unblock()
 	c.ledger.Sent(&c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
 	if c.givenUp && c.envs.outstanding() == 0 {

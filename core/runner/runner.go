@@ -85,7 +85,8 @@ type Runner struct {
 	horizon   int // of the last action
 	alloc     conn.Allocator
 
-	acted bool // Act was called and Report is owed
+	acted   bool // Act was called and Report is owed
+	adopted bool // the client's feedback owed from before this runner was given up
 
 	// Scratch reused across calls so the loop allocates nothing.
 	idx      []int64
@@ -254,6 +255,16 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	// stepping for the rest of a chunk.
 	if r.c.TakeInterrupt() {
 		return &client.Error{Kind: client.KindInterrupted, Msg: "an interrupt was pending: no action was given and nothing was sent"}
+	}
+	if !r.adopted {
+		// Chunks an earlier user left on the client (a runner freed while
+		// the client was in a call, or the caller's own infers) are not
+		// this runner's to feed back: they are given up, as Close gives
+		// up its own, or every infer naming their envs would be refused
+		// (SPEC 4.3: an env asks for a chunk only after its last one is
+		// fed back). The client's next infer then reconnects.
+		r.c.GiveUpOwed()
+		r.adopted = true
 	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)

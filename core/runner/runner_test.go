@@ -165,3 +165,42 @@ func TestChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerAdoptsOwedChunks: plugrl_runner_free, finding the client in a
+// call on another thread, only frees the chunks (no GiveUpOwed). With env
+// 0 fed back (its episode ended early) and env 1 mid-chunk, the client is
+// left with env 1 holding a chunk nobody will feed back. A new runner on
+// the client gives it up on its first Act (the client reconnects) instead
+// of being refused as out of order on every Act for ever.
+func TestRunnerAdoptsOwedChunks(t *testing.T) {
+	_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
+	obs := stateObs(2)
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}
+	r1, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	// Env 0 terminates at its first step; env 1 goes on.
+	if err := r1.Report(obs, []float64{1, 1}, []bool{true, false}, []bool{false, false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r1.FreeChunks() // what release does when the client is busy
+	r2, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := r2.Act(obs, out); err != nil {
+			if errors.Is(err, client.ErrOutOfOrder) {
+				t.Fatalf("act %d on a new runner: %v", i, err)
+			}
+			t.Fatal(err)
+		}
+		if err := r2.Report(obs, []float64{1, 1}, []bool{false, false}, []bool{false, false}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
