@@ -65,6 +65,9 @@ const (
 	// maxBlock bounds a block's raw size, for the reader's sake: the
 	// writer never queues more than this between two flushes.
 	maxBlock = 64 << 20
+	// maxWindow bounds the zstd window a reader accepts: a writer's
+	// frames use at most 8 MiB (256 KiB since ccf1923).
+	maxWindow = 8 << 20
 )
 
 // Level is how much of each observation a ledger keeps.

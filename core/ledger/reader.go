@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ type Reader struct {
 	rest []byte // its records not yet read
 	lits []byte // its literals not yet taken (version 3)
 	zbuf []byte
+	zr   bytes.Reader // zbuf, for the decoder
 	// version is the file's format version: 2 or 3 (see Version).
 	version uint16
 	seq     int
@@ -104,12 +106,13 @@ func NewReader(r io.Reader) (*Reader, error) {
 	case v != 2 && v != Version:
 		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 and %d", v, Version)
 	}
-	// A block decodes to at most maxBlock bytes, whatever frames its
-	// compressed bytes hold. The decoder's buffer grows with what it
-	// decodes (it sizes it first from the frame's content size, but no
-	// larger than its input could decode to), not with what the block's
-	// header claims.
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock))
+	// Blocks are decoded as a stream (nextBlock), into a buffer that
+	// grows with the bytes decoded, never with a size a header claims.
+	// The decoder's own state follows the frame's window, which is
+	// bounded here: the writer's is 256 KiB (before ccf1923, the
+	// encoder's default of 8 MiB at most).
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock),
+		zstd.WithDecoderMaxWindow(maxWindow))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: zstd decoder: %w", err)
 	}
@@ -197,20 +200,9 @@ func (r *Reader) nextBlock() error {
 		return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
 	}
 	// Grow with the bytes that arrive, not with what the header claims.
-	r.zbuf = r.zbuf[:0]
-	lr := io.LimitReader(r.r, int64(zlen))
-	for {
-		if len(r.zbuf) == cap(r.zbuf) {
-			r.zbuf = append(r.zbuf, 0)[:len(r.zbuf)]
-		}
-		m, err := lr.Read(r.zbuf[len(r.zbuf):cap(r.zbuf)])
-		r.zbuf = r.zbuf[:len(r.zbuf)+m]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("ledger: reading block %d: %w", r.Block, err)
-		}
+	r.zbuf, err = readGrowing(r.zbuf[:0], io.LimitReader(r.r, int64(zlen)))
+	if err != nil {
+		return fmt.Errorf("ledger: reading block %d: %w", r.Block, err)
 	}
 	if len(r.zbuf) < int(zlen) {
 		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen)
@@ -218,21 +210,44 @@ func (r *Reader) nextBlock() error {
 	if blockSum(r.zbuf, h[blockHeaderV2:]) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
-	// A frame that says it holds more than the block's header says is
-	// refused before it is decoded.
-	var fh zstd.Header
-	if err := fh.Decode(r.zbuf); err == nil && fh.HasFCS && fh.FrameContentSize > uint64(rawLen) {
-		return fmt.Errorf("%w (block %d's frame holds %d bytes, its header says %d)", ErrTruncated, r.Block, fh.FrameContentSize, rawLen)
+	// Decoded as a stream, not with DecodeAll, which sizes its output
+	// from the frame's content size before decoding a byte (up to 32 KiB
+	// per compressed byte): the buffer grows with what is decoded, and
+	// one byte past the header's raw length is enough to refuse it.
+	r.zr.Reset(r.zbuf)
+	if err := r.dec.Reset(&r.zr); err != nil {
+		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
 	}
-	raw, err := r.dec.DecodeAll(r.zbuf, r.raw[:0])
+	raw, err := readGrowing(r.raw[:0], io.LimitReader(r.dec, int64(rawLen)+1))
 	if err != nil {
 		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
+	}
+	if len(raw) > int(rawLen) {
+		return fmt.Errorf("%w (block %d decompresses to more than the %d bytes its header says)", ErrTruncated, r.Block, rawLen)
 	}
 	if len(raw) != int(rawLen) {
 		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
 	}
 	r.setBlock(raw, int(litLen))
 	return nil
+}
+
+// readGrowing appends what rd gives until io.EOF to dst, growing it as
+// bytes arrive.
+func readGrowing(dst []byte, rd io.Reader) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		m, err := rd.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+m]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // setBlock makes raw, a block's bytes decompressed, whose last lits bytes

@@ -11,35 +11,53 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// TestReaderMemoryFollowsBytes: a block's header claiming the largest raw
-// size a writer writes, over a frame of a few bytes, costs the reader what
-// the frame decodes to, not the claim (it allocated 64 MiB for a 46-byte
-// file). A frame that itself claims more than the header is refused
-// before it is decoded.
+// blockOf is a one-block ledger file of the compressed bytes z, under a
+// block header that claims rawLen raw bytes.
+func blockOf(z []byte, rawLen uint32) []byte {
+	le := binary.LittleEndian
+	litLen := le.AppendUint32(nil, 0)
+	file := le.AppendUint32(le.AppendUint32(appendHeader(nil), uint32(len(z))), rawLen)
+	file = le.AppendUint32(file, blockSum(z, litLen))
+	return append(append(file, litLen...), z...)
+}
+
+// TestReaderMemoryFollowsBytes: what a ledger's blocks claim (the raw
+// length in a block's header, the content size in a zstd frame's) costs
+// the reader nothing; it allocates as it decodes. A 46-byte file made it
+// allocate 64 MiB, and so did a 2 KiB one whose frame claimed 64 MiB and
+// decoded to nothing.
 func TestReaderMemoryFollowsBytes(t *testing.T) {
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	small := oneBlock(enc, bytes.Repeat([]byte{0xc0}, 100), 0)
-	// The block's raw length (after the file header, zlen) claims maxBlock.
-	binary.LittleEndian.PutUint32(small[headerSize+4:], maxBlock)
-	// A frame that records its size (2000 bytes: the encoder leaves the
-	// size out of a frame under 1 KiB), under a header that says less.
-	under := oneBlock(enc, bytes.Repeat([]byte{0xc0}, 2000), 0)
-	binary.LittleEndian.PutUint32(under[headerSize+4:], 50)
+	small := enc.EncodeAll(bytes.Repeat([]byte{0xc0}, 100), nil)
+	larger := enc.EncodeAll(bytes.Repeat([]byte{0xc0}, 2000), nil)
+	// The header of a frame of 64 MiB, then a block of the reserved type
+	// and padding: nothing decodes.
+	full := enc.EncodeAll(make([]byte, maxBlock), nil)
+	var h zstd.Header
+	if err := h.Decode(full); err != nil || !h.HasFCS || h.FrameContentSize != maxBlock {
+		t.Fatalf("the 64 MiB frame's header: %+v, %v", h, err)
+	}
+	claim := append(full[:h.HeaderSize:h.HeaderSize], append([]byte{0x07, 0, 0}, make([]byte, 2045)...)...)
+	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0} // an empty skippable frame
 	for _, tc := range []struct {
-		name, file, want string
+		name string
+		file []byte
+		want string
 	}{
-		{"header claims 64 MiB", string(small), "decompresses to 100 bytes, its header says 67108864"},
-		{"frame claims more", string(under), "frame holds 2000 bytes, its header says 50"},
+		{"header claims 64 MiB", blockOf(small, maxBlock), "decompresses to 100 bytes, its header says 67108864"},
+		{"header claims less", blockOf(larger, 50), "decompresses to more than the 50 bytes its header says"},
+		{"frame claims 64 MiB", blockOf(claim, maxBlock), "reserved block type"},
+		{"frame claims 64 MiB after a skippable one", blockOf(append(skippable, claim...), 50), "reserved block type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			r, err := NewReader(strings.NewReader(tc.file))
+			r, err := NewReader(bytes.NewReader(tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
