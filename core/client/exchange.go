@@ -100,12 +100,15 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	if err := c.conn.WriteMessageObserved(&c.inferMsg, c.digester(&c.inferMsg, req.Obs)); err != nil {
 		return nil, c.lost(err, "sending infer")
 	}
-	c.ledger.Sent(&c.inferMsg, req.Obs)
+	// The infer is out: one clock reading is the ledger's record time and
+	// the start of the wait (the round trip's start).
+	sent := conn.Mono()
+	c.ledger.SentAt(sent, &c.inferMsg, req.Obs)
 	if reused > 0 {
 		c.stats.rowsReused.Add(uint64(reused))
 	}
 	c.conn.SetMaxMessageSize(c.actionCap(len(req.EnvIndices)))
-	raw, err := c.conn.Receive(c.opts.ReceiveTimeout)
+	raw, err := c.conn.ReceiveFrom(sent, c.opts.ReceiveTimeout)
 	if err != nil {
 		if errors.Is(err, conn.ErrTimeout) {
 			// The stream is now out of step: an action may still come.
@@ -128,7 +131,7 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		return nil, c.lost(conn.ErrInterrupted, "as the action arrived")
 	}
 	// The round trip: from the start of the wait, which began as the
-	// infer's last byte went out (Receive read the clock then), to now.
+	// infer's last byte went out (sent, above), to now.
 	rtt := now - c.conn.ReceiveStarted()
 	c.action.MaxEnvIDs = len(req.EnvIndices)
 	if err := c.action.Decode(raw); err != nil {
@@ -252,7 +255,15 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 		}
 		c.envs.set(e, flags)
 	}
-	defer func() { c.feedbackDone = conn.Mono() }() // after the ledger's record: tightLoop paces the caller
+	// tightLoop paces the caller from the end of the send: a failed one's
+	// end is read here, a successful one's below.
+	var done time.Duration
+	defer func() {
+		if done == 0 {
+			done = conn.Mono()
+		}
+		c.feedbackDone = done
+	}()
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	if c.tight && !episodeEnds {
 		// Its envs are kept: the message leaves with the next infer, or
@@ -274,7 +285,8 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	// The send is done: an interrupt from here on is pending for the next
 	// call rather than ending the connection under the caller's next infer.
 	c.unblock()
-	c.ledger.Sent(&c.feedbackMsg, f.Obs)
+	done = conn.Mono() // the ledger's record time too
+	c.ledger.SentAt(done, &c.feedbackMsg, f.Obs)
 	c.stats.feedbacks.Add(1)
 	if c.givenUp && c.envs.outstanding() == 0 {
 		c.givenUp = false // nothing is owed any more

@@ -114,6 +114,12 @@ func (c *Client) endBlocking() bool {
 }
 
 func (c *Client) unblock() {
+	if !c.blocking {
+		// Ended already (endBlocking): only this goroutine writes
+		// blocking, so its read needs no lock, and the lock's cold line
+		// is not touched a second time.
+		return
+	}
 	c.imu.Lock()
 	c.blocking = false
 	c.imu.Unlock()

@@ -39,6 +39,12 @@ func yieldGap(busy, procs int32) time.Duration {
 // expected from the start): one that arrives unannounced fails the
 // connection at the next look between calls.
 func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
+	return c.ReceiveFrom(mono(), timeout)
+}
+
+// ReceiveFrom is Receive for a caller that read the clock (Mono) as the
+// wait began, now: the timeout and ReceiveStarted count from it.
+func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	if err := c.Err(); err != nil {
@@ -46,7 +52,6 @@ func (c *Conn) Receive(timeout time.Duration) ([]byte, error) {
 	}
 	busy := receiving.Add(1)
 	defer receiving.Add(-1)
-	now := mono()
 	if last := time.Duration(lastYield.Load()); now-last >= yieldGap(busy, procs.Load()) && lastYield.CompareAndSwap(int64(last), int64(now)) {
 		// Go's sysmon retakes the P of a goroutine that has run
 		// forcePreemptNS (10 ms) without being rescheduled whenever it is

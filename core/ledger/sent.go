@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"time"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -105,7 +106,18 @@ func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
 	}
-	t := w.now()
+	w.SentAt(w.clock(), m, obs)
+}
+
+// SentAt is Sent of a message whose send ended at at, a reading of
+// Options.Clock: for a caller that reads the clock after the send anyway
+// (a round trip's start, a loop's pace), so that the record costs no
+// reading of its own.
+func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation) {
+	if w == nil {
+		return
+	}
+	t := w.since(at)
 	// The digests, if the connection computed them as it copied m (it
 	// shows a Digester no small message: those rows are read here, from
 	// the cache, in the walk over the segments that Sent makes anyway).
