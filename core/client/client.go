@@ -377,6 +377,11 @@ func (c *Client) Close() error {
 			c.conn.Interrupt()
 		}
 		c.conn.Close(c.opts.CloseTimeout)
+		if ended == nil && c.conn.PeerClosedFirst() {
+			// The poller read the server's close after the look above:
+			// Close then only answered it.
+			ended = c.conn.Err()
+		}
 		c.setLive(nil)
 		c.unblock()
 		// Recorded once the close frame went, or did not: a feedback

@@ -214,6 +214,9 @@ type Conn struct {
 	// sentCode is the close code of the close frame this side began to
 	// send (SentCloseCode), or 0.
 	sentCode atomic.Int32
+	// peerFirst: the peer's close frame came before this side had sent
+	// one (see PeerClosedFirst).
+	peerFirst atomic.Bool
 	// ctl holds control frames that could not be written without waiting
 	// (the rest of a pong or close frame): they go out, in order, before
 	// the next message. Guarded by wmu.

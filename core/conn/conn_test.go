@@ -201,6 +201,9 @@ func TestCloseCodes(t *testing.T) {
 	if code := <-codes; code != 1000 {
 		t.Fatalf("Close sent code %d, want 1000 (SPEC 7.5)", code)
 	}
+	if !c.PeerClosedFirst() || c2.PeerClosedFirst() {
+		t.Fatalf("PeerClosedFirst: %v after the server's close, %v after the client's; want true, false", c.PeerClosedFirst(), c2.PeerClosedFirst())
+	}
 
 	// The answer to a server's close echoes its code, but never one no
 	// endpoint may send, nor one of a body that breaks RFC 6455 5.5.1.

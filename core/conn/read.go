@@ -386,6 +386,9 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 			ce.Code = int(ws.StatusNoStatusRcvd)
 		}
 		c.fail(ce)
+		if c.sentCode.Load() == 0 {
+			c.peerFirst.Store(true)
+		}
 		// RFC 6455 5.5.1: answer a close with a close, then let TCP go:
 		// with the server's code, unless that is one no endpoint may
 		// send (1005, 1006, 1015, unassigned ones: SendableCloseCode),

@@ -344,6 +344,12 @@ func (c *Conn) flushCounted(p []byte) (int, error) {
 // connection ended did not.
 func (c *Conn) SentCloseCode() int { return int(c.sentCode.Load()) }
 
+// PeerClosedFirst reports whether the connection ended by the peer's close
+// frame, read before this side had sent a close frame of its own: the
+// peer's close, which this side only answered (with SentCloseCode). False
+// when this side's close went first and the peer's was its answer.
+func (c *Conn) PeerClosedFirst() bool { return c.peerFirst.Load() }
+
 // HeldLost reports whether a message given to WriteHeldMessage did not
 // leave whole: its write failed before its last byte, or the connection
 // ended (Close, Abort, or a failure nothing wrote after) while it was
