@@ -66,7 +66,7 @@ const (
 	// writer never queues more than this between two flushes.
 	maxBlock = 64 << 20
 	// maxWindow bounds the zstd window a reader accepts: a writer's
-	// frames use at most 8 MiB (256 KiB since ccf1923).
+	// frames use at most 4 MiB (256 KiB since ccf1923).
 	maxWindow = 8 << 20
 )
 

@@ -110,7 +110,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	// grows with the bytes decoded, never with a size a header claims.
 	// The decoder's own state follows the frame's window, which is
 	// bounded here: the writer's is 256 KiB (before ccf1923, the
-	// encoder's default of 8 MiB at most).
+	// encoder's default of 4 MiB; 8 MiB leaves a margin).
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock),
 		zstd.WithDecoderMaxWindow(maxWindow))
 	if err != nil {
