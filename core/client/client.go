@@ -368,7 +368,7 @@ func (c *Client) Close() error {
 		// close frame read meanwhile, or an interrupt or failure that
 		// ended it under an earlier call. The ledger records that end,
 		// not one this Close did not make.
-		c.conn.Poll()
+		c.conn.PollNow()
 		ended := c.conn.Err()
 		c.blockOwed() // Interrupt cuts the wait for the server's answer short
 		if c.closeIntr.Load() {

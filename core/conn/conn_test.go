@@ -416,3 +416,33 @@ func TestRedactedURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPollNowWithinGrace: Poll right after a Receive makes no system call
+// (pollGrace), so a close that arrived since is not seen; PollNow reads
+// it. The test holds the write lock, which keeps the idle poller out.
+func TestPollNowWithinGrace(t *testing.T) {
+	closeNow, closed := make(chan struct{}), make(chan struct{})
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
+		<-closeNow
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
+		close(closed) // on loopback the frame is in the client's socket now
+		_, _ = io.Copy(io.Discard, c)
+	})
+	c := dialT(t, Options{URL: url})
+	if _, err := c.Receive(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.wmu.Lock()
+	close(closeNow)
+	<-closed
+	c.lastRecv = mono() // a Receive that has just begun
+	c.Poll()
+	pollErr := c.Err()
+	c.PollNow()
+	c.wmu.Unlock()
+	var ce *CloseError
+	if pollErr != nil || !errors.As(c.Err(), &ce) || ce.Code != 1001 {
+		t.Fatalf("Poll within the grace: %v (want nil); PollNow: %v (want the server's close 1001)", pollErr, c.Err())
+	}
+}

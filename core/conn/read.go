@@ -133,7 +133,15 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // or taken by the next Receive).
 func (c *Conn) Poll() {
 	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
-	read := mono()-c.lastRecv >= pollGrace
+	c.poll(mono()-c.lastRecv >= pollGrace)
+}
+
+// PollNow is Poll with the system call made however recent the last
+// Receive: for a caller about to close, to whom what the server sent
+// meanwhile (its own close) matters more than a microsecond.
+func (c *Conn) PollNow() { c.poll(true) }
+
+func (c *Conn) poll(read bool) {
 	c.rmu.Lock()
 	if c.Err() == nil {
 		c.drain(read)
