@@ -1,6 +1,9 @@
 package conn
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // The process's connections share one timer for their held messages
 // (WriteHeldMessage, heldTick): while any connection holds, it ticks every
@@ -15,6 +18,10 @@ import "time"
 //
 // A connection is in the set while its heldArmed is set: hold adds it
 // (with wmu held), and heldTick, which clears heldArmed, lets go of it.
+// sweeperPaused, set by tests, makes the sweeper's looks send nothing, so
+// that what sends a held message can be told apart without timing it.
+var sweeperPaused atomic.Bool
+
 var sweeper = connTicker{
 	every: heldDelay,
 	look:  func(c *Conn) (time.Duration, bool) { return heldDelay, c.heldTick() },

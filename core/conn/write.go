@@ -234,6 +234,9 @@ func (c *Conn) hold(n int) {
 // never writes). A writer holding wmu sends what is held with its own
 // message.
 func (c *Conn) heldTick() bool {
+	if sweeperPaused.Load() {
+		return c.Err() == nil
+	}
 	if !c.wmu.TryLock() {
 		return c.Err() == nil
 	}
