@@ -36,7 +36,8 @@ pub enum Error {
     /// dtype, or was inconsistent. Nothing was sent.
     InvalidArgument(String),
     /// `PLUGRL_OUT_OF_ORDER`: a call in the wrong order, e.g. an infer while
-    /// a feedback is owed. Nothing was sent.
+    /// a feedback is owed, or one naming an env that still holds an action
+    /// chunk. Nothing was sent.
     OutOfOrder(String),
     /// `PLUGRL_CONNECT_FAILED`: could not connect, after every allowed
     /// attempt.
