@@ -18,7 +18,7 @@ import (
 
 // FuzzBlock reads blocks of arbitrary raw bytes (records, then literals),
 // as if decompressed from a block with a valid checksum, in format
-// versions 2 and 3: FuzzReader's mutations seldom get past a block's
+// versions 2 to 4: FuzzReader's mutations seldom get past a block's
 // checksum, so this target is the one that reaches the records, the
 // patches and the accounting of the literals. It hands the bytes to the
 // reader past zstd (whose buffer pools would make the coverage differ
@@ -27,7 +27,7 @@ import (
 func FuzzBlock(f *testing.F) {
 	_, blocks := ledgerFile(f)
 	for _, b := range blocks {
-		f.Add(b.raw, b.lits, false)
+		f.Add(b.raw, b.lits, uint8(0))
 	}
 	v2, err := os.ReadFile(filepath.Join("testdata", "v2-digest.ledger"))
 	if err != nil {
@@ -42,12 +42,16 @@ func FuzzBlock(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	f.Add(raw[:end], uint32(0), true)
-	f.Fuzz(func(t *testing.T, raw []byte, lits uint32, v2 bool) {
+	f.Add(raw[:end], uint32(0), uint8(2))
+	f.Fuzz(func(t *testing.T, raw []byte, lits uint32, version uint8) {
+		// The versions this reader reads: 2, 3 and the writer's.
 		head := appendHeader(nil)
-		if v2 {
+		switch version % 3 {
+		case 2:
 			head[len(magic)] = 2
 			lits = 0
+		case 1:
+			head[len(magic)] = 3
 		}
 		r, err := NewReader(bytes.NewReader(head))
 		if err != nil {
@@ -130,7 +134,7 @@ func readRecords(file []byte) ([]Record, error) {
 // TestLiteralsAccounted: a block whose patches take more literal bytes
 // than it has, or fewer, or that has literals and no records, is an error
 // naming the block, and so is a block header whose literal length was
-// damaged (the checksum covers it).
+// damaged, or a literal (the checksum covers both).
 func TestLiteralsAccounted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l")
 	w, err := Create(path, Options{})
@@ -157,6 +161,8 @@ func TestLiteralsAccounted(t *testing.T) {
 	}
 	damaged := bytes.Clone(good)
 	damaged[headerSize+12] = 1 // the literal length
+	damagedLit := bytes.Clone(good)
+	damagedLit[len(good)-1] ^= 1 // a literal, stored after the frame
 	for _, tc := range []struct {
 		what, want string
 		file       []byte
@@ -166,6 +172,7 @@ func TestLiteralsAccounted(t *testing.T) {
 		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", oneBlock(enc, append(bytes.Clone(raw), 'x'), lits+1)},
 		{"literals alone", "block 0: 3 literal bytes and no record to take them", oneBlock(enc, []byte("abc"), 3)},
 		{"the literal length damaged", "block 0 fails its checksum", damaged},
+		{"a literal damaged", "block 0 fails its checksum", damagedLit},
 	} {
 		_, err := readRecords(tc.file)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
@@ -216,8 +223,9 @@ func splitBlocks(tb testing.TB, file []byte) []rawBlock {
 	}
 	defer dec.Close()
 	le := binary.LittleEndian
+	version := le.Uint16(file[len(magic):])
 	size := blockHeader
-	if le.Uint16(file[len(magic):]) == 2 {
+	if version == 2 {
 		size = blockHeaderV2
 	}
 	var blocks []rawBlock
@@ -231,19 +239,25 @@ func splitBlocks(tb testing.TB, file []byte) []rawBlock {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		blocks = append(blocks, rawBlock{raw, lits})
 		b = b[size+zlen:]
+		if version >= 4 { // the literals follow the frame
+			raw = append(raw, b[:lits]...)
+			b = b[lits:]
+		}
+		blocks = append(blocks, rawBlock{raw, lits})
 	}
 	return blocks
 }
 
-// oneBlock is a ledger file of format version 3 holding one block of raw
-// bytes, the last lits of them literals, with a valid checksum.
+// oneBlock is a ledger file of this package's format version holding one
+// block of raw bytes, the last lits of them literals (stored after the
+// frame, as version 4 does), with a valid checksum.
 func oneBlock(enc *zstd.Encoder, raw []byte, lits uint32) []byte {
 	le := binary.LittleEndian
-	z := enc.EncodeAll(raw, nil)
+	records, stored := raw[:len(raw)-int(lits)], raw[len(raw)-int(lits):]
+	z := enc.EncodeAll(records, nil)
 	litLen := le.AppendUint32(nil, lits)
-	file := le.AppendUint32(le.AppendUint32(appendHeader(nil), uint32(len(z))), uint32(len(raw)))
-	file = le.AppendUint32(file, blockSum(z, litLen))
-	return append(append(file, litLen...), z...)
+	file := le.AppendUint32(le.AppendUint32(appendHeader(nil), uint32(len(z))), uint32(len(records)))
+	file = le.AppendUint32(file, blockSum(z, litLen, stored))
+	return append(append(append(file, litLen...), z...), stored...)
 }

@@ -3,35 +3,37 @@
 // reference).
 //
 // A ledger file is a 16-byte header followed by blocks. Each block is one
-// zstd frame behind a 16-byte block header:
+// zstd frame of records and the records' literals behind a 16-byte block
+// header:
 //
 //	header: "plugrl-ledger\x00" (14 bytes), version (uint16, little endian)
 //	block:  compressed length (uint32 LE), raw length (uint32 LE),
-//	        CRC-32C of the zstd frame then the literal length (uint32 LE),
-//	        literal length (uint32 LE), the zstd frame
+//	        CRC-32C of the zstd frame, the literal length and the
+//	        literals (uint32 LE), literal length (uint32 LE), the zstd
+//	        frame, the literals
 //
-// A block's raw bytes are a run of records followed by its literals (the
-// last "literal length" bytes): the new bytes of the records' patches, in
-// record order (see history). Every block decodes on its own, so a file
-// cut short (a process killed mid-run) reads back up to its last whole
-// block. A record is one msgpack map with short string keys; readers skip
-// keys they do not know, so a record can gain fields without a new
-// version.
+// A block's frame decompresses to a run of records; its literals, stored
+// as they are, are the new bytes of the records' patches, in record order
+// (see history). Every block decodes on its own, so a file cut short (a
+// process killed mid-run) reads back up to its last whole block. A record
+// is one msgpack map with short string keys; readers skip keys they do
+// not know, so a record can gain fields without a new version.
 //
 // The literals are apart from the records for the writer's sake: an env
 // loop's new bytes are mostly a policy's action values, whose mantissas
 // no compressor shrinks, and zstd's match finder probed every few of
 // those bytes where they sat between records (1.0-1.3 us of a SMALL
 // exchange's 2 us of writing, against 0.3 us with the literals in one run
-// at the block's end, where it soon takes long strides; the file is the
-// same size).
+// at the frame's end, format version 3, and none with them stored after
+// it, version 4).
 //
 // The Writer keeps the caller's thread to copying and digesting: it appends
 // each record's raw material (a frame) to a bounded buffer under a mutex
 // that is held for an append, and a background goroutine turns the frames
 // into records, patch-codes, compresses and writes them every
 // FlushInterval. A send whose message kept its layout is queued as the
-// bytes that can have changed (sent.go). When the buffer is full a record
+// bytes that can have changed, and written as a same-layout record that
+// names its slot, those bytes going to the literals (sent.go). When the buffer is full a record
 // is not written but counted, and the next block carries a "lost" record
 // saying how many.
 package ledger
@@ -48,13 +50,13 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// Version is the format version this package writes. Its reader also
-// reads version 2 (written by libplugrl up to commit b48fbdd: a 12-byte
-// block header without the literal length, and each patch's new bytes
-// inline).
-// Version 1 (its row digests were CRC-32C) is refused: a digest means one
-// thing per version.
-const Version = 3
+// Version is the format version this package writes. Version 4 added
+// same-layout send records (sent.go, Reader.repeat). Its reader also
+// reads version 3 and version 2 (written by libplugrl up to commit
+// b48fbdd: a 12-byte block header without the literal length, and each
+// patch's new bytes inline). Version 1 (its row digests were CRC-32C) is
+// refused: a digest means one thing per version.
+const Version = 4
 
 const (
 	magic       = "plugrl-ledger\x00"
@@ -128,6 +130,10 @@ const (
 	keyLen     = "len"  // the message's length on the wire (before cuts)
 	keyCuts    = "cuts" // [[offset, length, row bytes], ...] where m had observation data
 	keyDigests = "d"    // Adler-32 per cut row, uint32 little endian, in message order
+	keySlot    = "s"    // send: the slot of the client's messages it is the last whole record of (0 or 1)
+	keyRefs    = "r"    // send: the runs of m a same-layout send of its slot replaces, (offset, length) uint32 LE each
+	keySame    = "same" // send: the slot whose last whole send this one repeats, but for its digests and runs (in "v")
+	keyValues  = "v"    // send (same layout): its digests, then the bytes of each of its slot's runs
 	keyBy      = "by"   // close: "server", "client" or "local"
 	keyCode    = "code"
 	keyReason  = "reason"
@@ -150,11 +156,14 @@ func appendKey(b []byte, key string) []byte {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // blockSum is a block's checksum: the CRC-32C of its zstd frame z, then of
-// its literal length as the header holds it (lits, 4 bytes; nil in format
-// version 2, whose blocks have none), so that a damaged header cannot move
-// the boundary between records and literals unseen.
-func blockSum(z, lits []byte) uint32 {
-	return crc32.Update(crc32.Checksum(z, castagnoli), castagnoli, lits)
+// its literal length as the header holds it (litLen, 4 bytes; nil in
+// format version 2, whose blocks have none), then of its literals as
+// stored (lits: version 4 stores them after the frame; nil before, when
+// they were in it), so that a damaged header cannot move the boundary
+// between records and literals unseen.
+func blockSum(z, litLen, lits []byte) uint32 {
+	sum := crc32.Update(crc32.Checksum(z, castagnoli), castagnoli, litLen)
+	return crc32.Update(sum, castagnoli, lits)
 }
 
 // RowDigest is the content digest the ledger keeps of one observation row:

@@ -560,7 +560,7 @@ func TestOtherVersions(t *testing.T) {
 	for _, tc := range []struct {
 		version uint16
 		want    string
-	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows versions 2 and %d", ledger.Version+1, ledger.Version)}} {
+	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows versions 2 to %d", ledger.Version+1, ledger.Version)}} {
 		head := append([]byte("plugrl-ledger\x00"), byte(tc.version), byte(tc.version>>8))
 		_, err := ledger.NewReader(bytes.NewReader(head))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -569,26 +569,28 @@ func TestOtherVersions(t *testing.T) {
 	}
 }
 
-// TestReadsVersion2: a ledger of format version 2, as libplugrl wrote it
-// before the literals moved to the end of each block (testdata: recordLoop
-// at digest level, written by commit b48fbdd), reads back message for
-// message.
-func TestReadsVersion2(t *testing.T) {
-	path := filepath.Join("testdata", "v2-digest.ledger")
-	head, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+// TestReadsOlderVersions: ledgers of format versions 2 (before the
+// literals moved to the end of each block; written by commit b48fbdd) and
+// 3 (before same-layout sends were recorded by their slot; commit
+// 55216d7), of recordLoop at digest level, read back message for message.
+func TestReadsOlderVersions(t *testing.T) {
+	for _, version := range []int{2, 3} {
+		path := filepath.Join("testdata", fmt.Sprintf("v%d-digest.ledger", version))
+		head, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := int(head[14]) | int(head[15])<<8; v != version {
+			t.Fatalf("%s is format version %d, want %d", path, v, version)
+		}
+		w, err := ledger.Create(filepath.Join(t.TempDir(), "l"), ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := recordLoop(t, w, ledger.Digest) // the messages; this ledger is not read
+		w.Close()
+		checkMessages(t, path, want)
 	}
-	if v := int(head[14]) | int(head[15])<<8; v != 2 {
-		t.Fatalf("%s is format version %d, want 2", path, v)
-	}
-	w, err := ledger.Create(filepath.Join(t.TempDir(), "l"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := recordLoop(t, w, ledger.Digest) // the messages; this ledger is not read
-	w.Close()
-	checkMessages(t, path, want)
 }
 
 // TestEndRecordCPU: the end record is the last, after every record the

@@ -51,6 +51,11 @@ type Record struct {
 	CPU    int64  // end: the background writer's flushes' CPU time in ns, 0 where not measured
 
 	patch int64 // how Msg is coded (see history)
+	// Version 4's send keys (see readSlot): the slot a whole send record
+	// is the base of, and its runs; the slot a same-layout send repeats.
+	slot, same      int64
+	hasSlot, isSame bool
+	refs, values    []byte
 }
 
 // Cut is a run of observation data a digest-level ledger left out of a
@@ -74,19 +79,34 @@ type Reader struct {
 	dec  *zstd.Decoder
 	raw  []byte // the current block, decompressed
 	rest []byte // its records not yet read
-	lits []byte // its literals not yet taken (version 3)
+	lits []byte // its literals not yet taken (versions 3 and 4)
 	zbuf []byte
 	zr   bytes.Reader // zbuf, for the decoder
-	// version is the file's format version: 2 or 3 (see Version).
+	// version is the file's format version: 2 to 4 (see Version).
 	version uint16
 	seq     int
 	conn    int     // the current connection
 	sends   history // as the writer's (see history)
 	recvs   history
+	slots   [2]readSlot
 	Block   int // blocks read so far; errors number blocks from 0
 	// MaxMessage bounds a message Message reconstructs (the sum of its
 	// cuts): 1 GiB unless set.
 	MaxMessage int64
+}
+
+// readSlot is the last whole send record of a slot (format version 4):
+// what a same-layout send of the slot repeats, but for its digests and
+// runs, which it carries. msg is updated in place by each of them, which
+// is all a reader's work on one: the bytes it carries.
+type readSlot struct {
+	msg     []byte
+	refs    []byte // (offset, length) uint32 LE pairs, each within msg, in order, none empty
+	values  int    // the bytes of a same-layout send's "v": its digests and the runs' bytes
+	wireLen int64
+	cuts    []Cut
+	digests int // bytes
+	ok      bool
 }
 
 // NewReader checks the ledger header and returns a reader of its records.
@@ -102,9 +122,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	v := binary.LittleEndian.Uint16(h[len(magic):])
 	switch {
 	case v == 1:
-		return nil, fmt.Errorf("ledger: format version 1 (CRC-32C row digests, libplugrl before the digest became Adler-32): this reader knows versions 2 and %d", Version)
-	case v != 2 && v != Version:
-		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 and %d", v, Version)
+		return nil, fmt.Errorf("ledger: format version 1 (CRC-32C row digests, libplugrl before the digest became Adler-32): this reader knows versions 2 to %d", Version)
+	case v < 2 || v > Version:
+		return nil, fmt.Errorf("ledger: format version %d, this reader knows versions 2 to %d", v, Version)
 	}
 	// Blocks are decoded as a stream (nextBlock), into a buffer that
 	// grows with the bytes decoded, never with a size a header claims.
@@ -147,15 +167,20 @@ func (r *Reader) Next() (*Record, error) {
 		if r.version != 2 {
 			lits = &r.lits
 		}
-		switch rec.Kind {
-		case KindSend:
+		switch {
+		case rec.Kind == KindSend && rec.isSame:
+			err = r.repeat(rec)
+		case rec.Kind == KindSend:
 			rec.Msg, err = r.sends.decode(rec.Msg, int(rec.patch), 2, lits)
 			if err == nil && len(rec.Cuts) == 0 && rec.Len == 0 {
 				// A send with nothing cut out (every send of a full
 				// ledger) carries no len: its message is whole.
 				rec.Len = int64(len(rec.Msg))
 			}
-		case KindRecv:
+			if err == nil && rec.hasSlot {
+				err = r.setSlot(rec)
+			}
+		case rec.Kind == KindRecv:
 			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
 		}
 	}
@@ -170,6 +195,73 @@ func (r *Reader) Next() (*Record, error) {
 	r.rest = rest
 	r.seq++
 	return rec, nil
+}
+
+// setSlot makes rec, a whole send record naming its slot, the base of
+// that slot's same-layout sends.
+func (r *Reader) setSlot(rec *Record) error {
+	if r.version < 4 {
+		return fmt.Errorf("a send naming a slot, which format version %d does not have", r.version)
+	}
+	if rec.slot < 0 || rec.slot >= int64(len(r.slots)) {
+		return fmt.Errorf("a send naming slot %d, where a client has 0 and 1", rec.slot)
+	}
+	s := &r.slots[rec.slot]
+	s.ok = false
+	if len(rec.refs)%sendRef != 0 {
+		return fmt.Errorf("%d bytes of runs: not whole (offset, length) pairs", len(rec.refs))
+	}
+	le := binary.LittleEndian
+	end, values := 0, 4*len(rec.Digests)
+	for b := rec.refs; len(b) > 0; b = b[sendRef:] {
+		off, n := int64(le.Uint32(b)), int64(le.Uint32(b[4:]))
+		if n == 0 || off < int64(end) || off+n > int64(len(rec.Msg)) {
+			return fmt.Errorf("a run of %d bytes at %d: empty, out of order or outside the %d-byte message", n, off, len(rec.Msg))
+		}
+		end = int(off + n)
+		values += int(n)
+	}
+	if len(rec.Msg) > maxDelta {
+		return nil // the writer repeats no message this long (sent.go): its slot has no base
+	}
+	s.msg = append(s.msg[:0], rec.Msg...)
+	s.refs = append(s.refs[:0], rec.refs...)
+	s.wireLen, s.cuts, s.digests, s.values, s.ok = rec.Len, rec.Cuts, 4*len(rec.Digests), values, true
+	return nil
+}
+
+// repeat makes rec, a same-layout send, the message it stands for: its
+// slot's base with the runs replaced by the bytes it carries, after its
+// digests.
+func (r *Reader) repeat(rec *Record) error {
+	switch {
+	case r.version < 4:
+		return fmt.Errorf("a same-layout send, which format version %d does not have", r.version)
+	case rec.Msg != nil || rec.Cuts != nil || rec.Digests != nil || rec.Len != 0 || rec.hasSlot || rec.patch != 0:
+		return errors.New("a same-layout send with a message of its own")
+	case rec.same < 0 || rec.same >= int64(len(r.slots)) || !r.slots[rec.same].ok:
+		return fmt.Errorf("a same-layout send of slot %d, which no whole send before it set", rec.same)
+	}
+	s := &r.slots[rec.same]
+	if len(rec.values) != s.values {
+		return fmt.Errorf("a same-layout send of %d bytes, where its slot's digests and runs take %d", len(rec.values), s.values)
+	}
+	le := binary.LittleEndian
+	v := rec.values
+	if s.digests > 0 {
+		rec.Digests = make([]uint32, s.digests/4)
+		for i := range rec.Digests {
+			rec.Digests[i] = le.Uint32(v[4*i:])
+		}
+		v = v[s.digests:]
+	}
+	for b := s.refs; len(b) > 0; b = b[sendRef:] {
+		off, n := int(le.Uint32(b)), int(le.Uint32(b[4:]))
+		copy(s.msg[off:off+n], v[:n])
+		v = v[n:]
+	}
+	rec.Msg, rec.Len, rec.Cuts = s.msg, s.wireLen, s.cuts
+	return nil
 }
 
 func (r *Reader) nextBlock() error {
@@ -190,31 +282,40 @@ func (r *Reader) nextBlock() error {
 	if r.version != 2 {
 		litLen = le.Uint32(h[12:])
 	}
-	if zlen > maxBlock || rawLen > maxBlock {
-		return fmt.Errorf("%w (block %d claims %d bytes, %d raw: more than a writer writes)", ErrTruncated, r.Block, zlen, rawLen)
+	if zlen > maxBlock || rawLen > maxBlock || litLen > maxBlock {
+		return fmt.Errorf("%w (block %d claims %d bytes, %d raw, %d literal: more than a writer writes)", ErrTruncated, r.Block, zlen, rawLen, litLen)
 	}
-	if litLen > rawLen {
+	// Version 4 stores the literals after the frame, as they are; before,
+	// they were the last litLen of the frame's rawLen bytes.
+	stored := uint32(0)
+	switch {
+	case r.version >= 4:
+		stored = litLen
+		if litLen > 0 && rawLen == 0 {
+			return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
+		}
+	case litLen > rawLen:
 		return fmt.Errorf("%w (block %d claims %d literal bytes of %d raw)", ErrTruncated, r.Block, litLen, rawLen)
-	}
-	if litLen > 0 && litLen == rawLen {
+	case litLen > 0 && litLen == rawLen:
 		return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
 	}
 	// Grow with the bytes that arrive, not with what the header claims.
-	r.zbuf, err = readGrowing(r.zbuf[:0], io.LimitReader(r.r, int64(zlen)))
+	r.zbuf, err = readGrowing(r.zbuf[:0], io.LimitReader(r.r, int64(zlen)+int64(stored)))
 	if err != nil {
 		return fmt.Errorf("ledger: reading block %d: %w", r.Block, err)
 	}
-	if len(r.zbuf) < int(zlen) {
-		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen)
+	if len(r.zbuf) < int(zlen+stored) {
+		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen+stored)
 	}
-	if blockSum(r.zbuf, h[blockHeaderV2:]) != sum {
+	z, lits := r.zbuf[:zlen], r.zbuf[zlen:]
+	if blockSum(z, h[blockHeaderV2:], lits) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
 	// Decoded as a stream, not with DecodeAll, which sizes its output
 	// from the frame's content size before decoding a byte (up to 32 KiB
 	// per compressed byte): the buffer grows with what is decoded, and
 	// one byte past the header's raw length is enough to refuse it.
-	r.zr.Reset(r.zbuf)
+	r.zr.Reset(z)
 	if err := r.dec.Reset(&r.zr); err != nil {
 		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
 	}
@@ -228,7 +329,7 @@ func (r *Reader) nextBlock() error {
 	if len(raw) != int(rawLen) {
 		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
 	}
-	r.setBlock(raw, int(litLen))
+	r.setBlock(append(raw, lits...), int(litLen))
 	return nil
 }
 
@@ -356,6 +457,16 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		num(&rec.Bytes)
 	case keyCPU:
 		num(&rec.CPU)
+	case keySlot:
+		num(&rec.slot)
+		rec.hasSlot = true
+	case keySame:
+		num(&rec.same)
+		rec.isSame = true
+	case keyRefs:
+		rec.refs, rest, err = msgp.ReadBytesZC(b)
+	case keyValues:
+		rec.values, rest, err = msgp.ReadBytesZC(b)
 	default:
 		rest, err = msgp.Skip(b)
 	}

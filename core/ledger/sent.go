@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/binary"
 	"slices"
 	"time"
@@ -69,14 +68,11 @@ type refSeg struct {
 	seg, cutRow int32
 }
 
-// sendBase is the writer's side of a slot: the message of its last
-// frameSend, which each frameSendSame updates in place.
+// sendBase is the writer's side of a slot: what its last frameSend
+// said, which each frameSendSame of the slot must match.
 type sendBase struct {
-	msg     []byte // the kept bytes
-	wireLen int64
-	cuts    []byte // as in the frame
-	refs    []byte // as in the frame
-	ok      bool
+	digests, refs int // the bytes of its digests and of its referenced runs
+	ok            bool
 }
 
 // slot is the slot of m, a message of the caller's (a client has two: its
@@ -101,7 +97,8 @@ func (w *Writer) slot(m *wire.Message) int {
 // walks the message's segments once, sorting them into cuts and kept ones,
 // and copies into the queue the kept ones, or only their referenced bytes
 // when the message has the layout it had last time (see frameSendSame).
-// The background writer patch-codes them.
+// The background writer records the first as a whole send record,
+// patch-coded, and the second as a same-layout record (appendSendSame).
 func (w *Writer) Sent(m *wire.Message, obs *wire.Observation) {
 	if w == nil {
 		return
@@ -160,7 +157,9 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 			w.refSegs = append(w.refSegs, rs)
 		}
 		w.kept = append(w.kept, seg)
-		w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
+		if len(seg) > 0 { // the record's runs are never empty (see appendSend)
+			w.refs = append(w.refs, uint32(kept), uint32(len(seg)))
+		}
 		kept += len(seg)
 		off += len(seg)
 	}
@@ -169,9 +168,10 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 	}
 	payload := sendFixed + sendCut*len(w.cuts) + sendRef*len(w.refs)/2 + len(w.digests) + kept
 	if !w.reserve(frameHeader + payload) {
-		// The slot stays as it was, and so does the writer's base: a
-		// later frameSendSame carries every referenced byte, so it
-		// rebuilds its message from that base whatever was lost between.
+		// The slot stays as it was, and so do the writer's base and
+		// the reader's: a later frameSendSame carries every referenced
+		// byte, so its record stands for its message on that base
+		// whatever was lost between.
 		return
 	}
 	le := binary.LittleEndian
@@ -289,8 +289,10 @@ func (w *Writer) unqueue(start int) bool {
 	return false
 }
 
-// appendSend appends the send record of a frameSend's payload p, and
-// makes its message the base of its slot.
+// appendSend appends the send record of a frameSend's payload p, whose
+// slot's same-layout sends then refer to it: the record names the slot
+// ("s") and the runs of its kept bytes that a frameSendSame replaces
+// ("r"), so that a reader can rebuild those sends from it.
 func (w *Writer) appendSend(raw, p []byte) []byte {
 	le := binary.LittleEndian
 	t, wireLen := int64(le.Uint64(p)), int64(le.Uint64(p[8:]))
@@ -300,72 +302,25 @@ func (w *Writer) appendSend(raw, p []byte) []byte {
 	cuts, p := p[:sendCut*ncuts], p[sendCut*ncuts:]
 	refs, p := p[:sendRef*nrefs], p[sendRef*nrefs:]
 	digests, msg := p[:ndig], p[ndig:][:kept]
-	base := &w.bases[si]
-	base.msg = append(base.msg[:0], msg...)
-	base.cuts = append(base.cuts[:0], cuts...)
-	base.refs = append(base.refs[:0], refs...)
-	base.wireLen, base.ok = wireLen, true
-	return w.appendSendRecord(raw, t, si, base, 0, len(base.msg), digests)
-}
-
-// appendSendSame appends the send record of a frameSendSame's payload p:
-// its slot's base, with the referenced runs replaced by p's bytes. It
-// reports false, appending nothing, for a frame it has no base for, which
-// Sent never queues (it queues a frameSendSame only after the queue took
-// its slot's frameSend, and the writer reads frames in order): the flush
-// counts it as lost rather than stopping the process.
-func (w *Writer) appendSendSame(raw, p []byte) ([]byte, bool) {
-	le := binary.LittleEndian
-	t, si, ndig := int64(le.Uint64(p)), int(le.Uint32(p[8:])), int(le.Uint32(p[12:]))
-	p = p[sendSameFixed:]
-	digests, p := p[:ndig], p[ndig:]
-	base := &w.bases[si]
-	if !base.ok {
-		return raw, false
+	refBytes := 0
+	for r := refs; len(r) > 0; r = r[sendRef:] {
+		refBytes += int(le.Uint32(r[4:]))
 	}
-	lo, hi := 0, 0 // the bytes that changed are within base.msg[lo:hi]
-	for r := base.refs; len(r) > 0; r = r[sendRef:] {
-		off, n := int(le.Uint32(r)), int(le.Uint32(r[4:]))
-		if !bytes.Equal(base.msg[off:off+n], p[:n]) {
-			if lo == hi {
-				lo = off
-			}
-			hi = off + n
-			copy(base.msg[off:off+n], p[:n])
-		}
-		p = p[n:]
-	}
-	return w.appendSendRecord(raw, t, si, base, lo, hi, digests), true
-}
-
-// appendSendRecord appends a send record of slot si's message (base) at
-// time t. When the message is a frameSendSame's, it differs from the
-// slot's last one only within base.msg[lo:hi] (lo == hi: not at all); a
-// frameSend passes lo = 0, hi = len(base.msg).
-func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, lo, hi int, digests []byte) []byte {
-	le := binary.LittleEndian
-	ncuts := len(base.cuts) / sendCut
-	keys := 2
+	w.bases[si] = sendBase{digests: ndig, refs: refBytes, ok: true}
+	keys := 4
 	if ncuts > 0 {
-		keys = 5
+		keys = 7
 	}
 	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
-	h := &w.sends
-	if w.sendFrom[1] != si || w.sendFrom[0] == si || !h.valid[1] || len(h.prev[1]) != len(base.msg) {
-		// Only when the send two back is this slot's last message (the
-		// last send is the other slot's) is it the one the patch is
-		// against and [lo, hi) all that can differ from it. Two sends in
-		// a row from one slot (an infer after a reconnect, a feedback the
-		// queue refused) are compared whole.
-		lo, hi = 0, len(base.msg)
-	}
-	raw, w.lits = h.appendCoded(raw, w.lits, base.msg, 2, lo, hi)
-	w.sendFrom[0], w.sendFrom[1] = si, w.sendFrom[0]
+	raw, w.lits = w.sends.appendCoded(raw, w.lits, msg, 2, 0, len(msg))
+	raw = appendKey(raw, keySlot)
+	raw = append(raw, byte(si)) // a msgpack positive fixint: 0 or 1
+	raw = appendBin(raw, keyRefs, refs)
 	if ncuts > 0 {
-		raw = appendInt64(raw, keyLen, base.wireLen)
+		raw = appendInt64(raw, keyLen, wireLen)
 		raw = appendKey(raw, keyCuts)
 		raw = msgp.AppendArrayHeader(raw, uint32(ncuts))
-		for c := base.cuts; len(c) > 0; c = c[sendCut:] {
+		for c := cuts; len(c) > 0; c = c[sendCut:] {
 			raw = msgp.AppendArrayHeader(raw, 3)
 			raw = msgp.AppendInt64(raw, int64(le.Uint64(c)))
 			raw = msgp.AppendInt64(raw, int64(le.Uint64(c[8:])))
@@ -374,4 +329,39 @@ func (w *Writer) appendSendRecord(raw []byte, t int64, si int, base *sendBase, l
 		raw = appendBin(raw, keyDigests, digests)
 	}
 	return raw
+}
+
+// appendSendSame appends the send record of a frameSendSame's payload p:
+// a same-layout record, {"k": "send", "same": slot, "t": time, "v":
+// bytes}, whose bytes are the frame's digests and referenced bytes as
+// they are. Nothing else is done with them: the message is its slot's
+// last whole send record with its runs replaced, which a reader rebuilds
+// (format version 4). Building the whole record here instead (the
+// message patched against the send two back, its cuts and length again)
+// was most of the writer's work per SMALL exchange, for bytes that zstd
+// then compressed away (docs/LEDGER.md).
+//
+// The bytes stay in the record, not in the block's literals: from one
+// exchange to the next they repeat but for a few (the env ids, most of
+// the step ids and rewards), which zstd finds as matches among the
+// records; among the literals, a policy's random action values, each
+// such match made its match finder start again with short strides
+// through the random bytes that followed (BenchmarkWriter/digest/varying:
+// 1.3 us per exchange with them there, against 0.8 us before this record
+// existed).
+//
+// It reports false, appending nothing, for a frame that does not match
+// its slot's last frameSend (none, or other sizes), which Sent never
+// queues (it queues a frameSendSame only after the queue took its slot's
+// frameSend, and the writer reads frames in order): the flush counts it
+// as lost rather than writing a record no reader could rebuild.
+func (w *Writer) appendSendSame(raw, p []byte) ([]byte, bool) {
+	le := binary.LittleEndian
+	t, si, ndig := int64(le.Uint64(p)), int(le.Uint32(p[8:])), int(le.Uint32(p[12:]))
+	base := &w.bases[si]
+	if !base.ok || ndig != base.digests || len(p)-sendSameFixed != base.digests+base.refs {
+		return raw, false
+	}
+	raw = msgp.AppendInt64(append(raw, samePrefixes[si]...), t)
+	return appendBin(raw, keyValues, p[sendSameFixed:]), true
 }
