@@ -128,6 +128,7 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	// this call reports that, rather than hand out an action whose
 	// feedback could never be sent.
 	if c.endBlocking() {
+		c.owe(req.EnvIndices)
 		return nil, c.lost(conn.ErrInterrupted, "as the action arrived")
 	}
 	// The round trip: from the start of the wait, which began as the
@@ -148,14 +149,23 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		c.reqEnv = append(c.reqEnv[:0], req.EnvIndices...)
 		c.action.EnvIDs = c.reqEnv
 	}
-	for _, e := range req.EnvIndices {
-		c.envs.set(e, c.envs.get(e)|envOutstanding)
-	}
+	c.owe(req.EnvIndices)
 	c.phase = phaseHolding
 	if testInferDone != nil {
 		testInferDone(c)
 	}
 	return &c.action, nil
+}
+
+// owe marks envs as holding an action: the server has sent one for them
+// (even one an interrupt then kept from the caller), so their feedback is
+// owed, and a connection that ends before it is sent drops it (the stats'
+// FeedbackRowsDropped and the ledger's close record count it). A reply
+// that is no valid action for them (a protocol error) owes nothing.
+func (c *Client) owe(envs []int64) {
+	for _, e := range envs {
+		c.envs.set(e, c.envs.get(e)|envOutstanding)
+	}
 }
 
 // Test seams, nil outside tests: where an interrupt's timing matters.

@@ -94,6 +94,11 @@ func TestInterruptAsActionArrives(t *testing.T) {
 	if got := c.Stats().Interrupts; got != 1 {
 		t.Fatalf("stats count %d interrupts, want 1", got)
 	}
+	// The server sent env 0 its action: the feedback it is owed went
+	// with the connection, and is counted as dropped.
+	if got := c.Stats().FeedbackRowsDropped; got != 1 {
+		t.Fatalf("stats count %d feedback rows dropped, want 1 (the action's env)", got)
+	}
 }
 
 // stallingProxy forwards its first connection to target until armed; then the
