@@ -429,9 +429,11 @@ var errGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // order for ever), unless the connection had already ended, which it
 // reports as any call would (a server's stop, a 1011); and Close closes
 // it in order, as always. A feedback sent before then that leaves nothing
-// owed cancels it, and so does the end of the connection.
-func (c *Client) GiveUpOwed() {
+// owed cancels it, and so does the end of the connection. It reports
+// whether anything was owed, and so given up.
+func (c *Client) GiveUpOwed() bool {
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true
 	}
+	return c.givenUp
 }

@@ -50,7 +50,8 @@ type Config struct {
 	OnEpisode func(Episode)
 	// MaxRestarts bounds how many reconnects one Act may ride through;
 	// 0 means 3. Past that Act fails with KindConnect: the server ends
-	// every connection.
+	// every connection. The reconnect a runner's first Act makes to give
+	// up feedback an earlier user of the client left owed is not counted.
 	MaxRestarts int
 	// Alloc supplies the memory each env's chunk is kept in; nil means
 	// the Go heap. The C API passes malloc, so that memory a server's
@@ -256,6 +257,7 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	if r.c.TakeInterrupt() {
 		return &client.Error{Kind: client.KindInterrupted, Msg: "an interrupt was pending: no action was given and nothing was sent"}
 	}
+	budget := r.cfg.MaxRestarts
 	if !r.adopted {
 		// Chunks an earlier user left on the client (a runner freed while
 		// the client was in a call, or the caller's own infers) are not
@@ -263,7 +265,12 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		// up its own, or every infer naming their envs would be refused
 		// (SPEC 4.3: an env asks for a chunk only after its last one is
 		// fed back). The client's next infer then reconnects.
-		r.c.GiveUpOwed()
+		//
+		// The reconnect that follows is this runner's own doing, not
+		// the server's: it is not one of MaxRestarts.
+		if r.c.GiveUpOwed() {
+			budget++
+		}
 		r.adopted = true
 	}
 	for attempt := 0; ; attempt++ {
@@ -274,7 +281,7 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		if !errors.Is(err, client.ErrReconnected) {
 			return err
 		}
-		if attempt >= r.cfg.MaxRestarts {
+		if attempt >= budget {
 			// Not ErrReconnected: a runner's caller never infers, and
 			// cannot start again with one.
 			cause := err

@@ -204,3 +204,34 @@ func TestRunnerAdoptsOwedChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerAdoptedGiveUpIsNoRestart: the reconnect a runner's first act
+// makes to give up chunks an earlier user left on the client is not one
+// of its MaxRestarts: with MaxRestarts 1, that act still rides through
+// one connection the server ends.
+func TestRunnerAdoptedGiveUpIsNoRestart(t *testing.T) {
+	// Exchange 2 is the new runner's first infer, on the connection
+	// after the give-up: the server ends it.
+	_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1, Faults: refserver.Faults{
+		Closes: []refserver.CloseFault{{Exchange: 2, When: refserver.AtInfer, Drop: true}}}})
+	obs := stateObs(2)
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}
+	r1, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	r1.FreeChunks() // what release does when the client is busy: the chunks stay owed
+	r2, err := runner.New(c, runner.Config{Envs: 2, MaxRestarts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Act(obs, out); err != nil {
+		t.Fatalf("the first act of a runner that gave up an earlier user's chunks, then lost one connection: %v", err)
+	}
+	if got := r2.Restarts(); got != 2 {
+		t.Fatalf("%d restarts, want 2 (the give-up's and the server's)", got)
+	}
+}
