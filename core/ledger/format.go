@@ -33,9 +33,9 @@
 // into records, patch-codes, compresses and writes them every
 // FlushInterval. A send whose message kept its layout is queued as the
 // bytes that can have changed, and written as a same-layout record that
-// names its slot, those bytes going to the literals (sent.go). When the buffer is full a record
-// is not written but counted, and the next block carries a "lost" record
-// saying how many.
+// names its slot and carries those bytes (sent.go). When the buffer is
+// full a record is not written but counted, and the next block carries a
+// "lost" record saying how many.
 package ledger
 
 import (
@@ -186,9 +186,10 @@ func appendHeader(b []byte) []byte {
 // patch is a fraction of the message, which keeps the writer's
 // compression cheap and the file small. Sends alternate
 // infer and feedback, so a send is patched against the send two back when
-// it can be. The writer and the reader keep the same history: every send
-// or recv record written is remembered, in order; one dropped from a full
-// queue is not.
+// it can be. The writer and the reader keep the same history: every whole
+// send record and every recv record written is remembered, in order; one
+// dropped from a full queue is not, nor a same-layout send record (format
+// version 4), which names its slot's last whole send instead.
 //
 // A record's "p" says how its "m" is coded: 0, the message itself; k > 0,
 // a patch of the k-th previous message of its kind: a sequence of

@@ -118,7 +118,9 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 	// The digests, if the connection computed them as it copied m (it
 	// shows a Digester no small message: those rows are read here, from
 	// the cache, in the walk over the segments that Sent makes anyway).
-	digested := w.dig.active && w.dig.m == m && w.dig.seg >= 0
+	// Only digests of the rows of obs: a Digester shown m with another
+	// observation digested other rows, or rows this record does not cut.
+	digested := w.dig.active && w.dig.m == m && w.dig.obs == obs && w.dig.seg >= 0
 	w.dig.active = false
 	si := w.slot(m)
 	s := &w.slots[si]
@@ -165,6 +167,11 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 	}
 	if digested {
 		w.digests = append(w.digests, w.dig.out...)
+	}
+	if len(w.cuts) == 0 {
+		// No row cut, no digest: the record has no "d" (appendSend), and
+		// its slot's same-layout sends must carry none either.
+		w.digests = w.digests[:0]
 	}
 	payload := sendFixed + sendCut*len(w.cuts) + sendRef*len(w.refs)/2 + len(w.digests) + kept
 	if !w.reserve(frameHeader + payload) {

@@ -13,12 +13,16 @@ import (
 // layouts changing, observations not the one encoded, receives, refusals
 // by the queue and flushes anywhere, and checks that the ledger reads back
 // every send the queue took, byte for byte (at digest level, with zeros
-// for the observation data), and counts the ones it refused as lost. The
+// for the observation data; digested as the connection does, or not), and
+// counts the ones it refused as lost. The
 // queue's frames and the writer's rebuilding of sends are what it tests;
 // the reader is fuzzed on its own (FuzzReader, FuzzRecord).
 func FuzzSends(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 0, 1, 10, 0, 0, 3, 0, 1, 5, 1, 0, 6, 0, 0, 4, 1, 7, 0, 1})
 	f.Add([]byte{1, 0, 0, 0, 2, 0, 1, 5, 1, 5, 1, 0, 9, 0, 11, 1, 3, 0, 0, 7})
+	// Digested sends, two of them recorded without their observation
+	// (a Digester begun with it, Sent given none): a reviewer's find.
+	f.Add([]byte{0, 14, 0, 14, 6, 0, 14, 6, 0, 14, 1, 14, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) == 0 || len(ops) > 400 {
 			return
@@ -45,7 +49,7 @@ func FuzzSends(f *testing.F) {
 		fb := &wire.Feedback{EnvIndices: []int64{0, 1}, StepIDs: steps, Obs: obs, Rewards: rewards, Terminated: terminated, Truncated: truncated}
 		var mi, mf wire.Message
 		var want [][]byte
-		refuse, noObs, refusedN := false, false, 0
+		refuse, noObs, digested, refusedN := false, false, false, 0
 		for _, b := range ops[1:] {
 			switch b % 8 {
 			case 0, 1:
@@ -64,6 +68,16 @@ func FuzzSends(f *testing.F) {
 				if noObs {
 					o = nil
 				}
+				if digested {
+					// As the connection does: the Digester is shown
+					// every byte it copies, with the observation it was
+					// begun with (which Sent may not be given).
+					if d := w.BeginSend(m, obs); d != nil {
+						for i := 0; i < m.Segments(); i++ {
+							d.Copied(i, m.Segment(i))
+						}
+					}
+				}
 				if refuse {
 					refused(w, func() { w.Sent(m, o) })
 					refusedN++
@@ -71,7 +85,7 @@ func FuzzSends(f *testing.F) {
 					w.Sent(m, o)
 					want = append(want, rebuiltAt(m, o, level))
 				}
-				refuse, noObs = false, false
+				refuse, noObs, digested = false, false, false
 			case 2:
 				v := b >> 3
 				steps[v&1] += int64(v)
@@ -89,7 +103,11 @@ func FuzzSends(f *testing.F) {
 			case 5:
 				refuse = true
 			case 6:
-				noObs = true
+				if b&8 != 0 {
+					digested = true
+				} else {
+					noObs = true
+				}
 			case 7:
 				if b&8 != 0 {
 					w.Received(ops[:min(len(ops), int(b>>4))])

@@ -349,3 +349,53 @@ func TestLongSendsQueuedWhole(t *testing.T) {
 		t.Fatalf("frames queued %v, %d lost: want only whole sends, and the rest lost", frames, w.lostCount)
 	}
 }
+
+// TestDigestedSendRecordedWithoutCuts: at digest level a message whose rows
+// the connection digested (BeginSend with obs, the Digester shown every
+// segment) but that is then recorded with an observation that cuts nothing
+// (Sent(m, nil): "a send recorded without its observation", which
+// TestSentByChanges and FuzzSends treat as a case to handle) is queued as a
+// frameSend with digests and no cuts. appendSend writes "d" only when there
+// are cuts, so the reader's slot takes 0 digest bytes, while the writer's
+// base and the caller's slot count the Digester's: the next send of the
+// same layout, digested the same way, is a same-layout record whose "v"
+// carries those digests, and the reader refuses it ("a same-layout send of
+// N bytes, where its slot's digests and runs take M"). Found by review of
+// 971ce36; before it, the writer rebuilt that send as a whole record.
+func TestDigestedSendRecordedWithoutCuts(t *testing.T) {
+	state := []float64{1, 2}
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "q", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 2}, Data: wire.BytesOf(state)}}}}
+	steps := []int64{0}
+	in := &wire.Infer{EnvIndices: []int64{0}, StepIDs: steps, Obs: obs}
+	var m wire.Message
+	for _, recordedWith := range []*wire.Observation{nil, {}} {
+		path := filepath.Join(t.TempDir(), "l")
+		w, err := Create(path, Options{Level: Digest, FlushInterval: 250e6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want [][]byte
+		for step := int64(0); step < 3; step++ {
+			steps[0], state[1] = step, float64(step)
+			if err := wire.EncodeInfer(&m, in); err != nil {
+				t.Fatal(err)
+			}
+			// What the connection does with a Digester (connection.go's
+			// digester, conn.WriteMessageObserved): every segment shown.
+			d := w.BeginSend(&m, obs)
+			for i := 0; i < m.Segments(); i++ {
+				d.Copied(i, m.Segment(i))
+			}
+			w.Sent(&m, recordedWith)
+			want = append(want, rebuiltAt(&m, recordedWith, Digest))
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// readBackSends fails the test on the reader's error.
+		got, _ := readBackSends(t, path)
+		if len(got) != len(want) {
+			t.Fatalf("%d sends read back, %d sent", len(got), len(want))
+		}
+	}
+}
