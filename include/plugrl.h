@@ -153,7 +153,8 @@ typedef enum plugrl_status {
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
   ** infer (the runner does this by itself and never returns this: when
   ** the connection ends during each of 4 infers in a row, its act returns
-  ** PLUGRL_CONNECT_FAILED). */
+  ** PLUGRL_CONNECT_FAILED; the reconnect a runner's first act makes to
+  ** give up feedback an earlier user left owed is not one of them). */
   PLUGRL_RECONNECTED = 2,
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */
@@ -681,9 +682,12 @@ typedef struct plugrl_statistics {
 
   /* Feedback owed on a connection that ended, and therefore never sent
   ** (SPEC 7.6), counted in envs (rows): an env holding an action chunk
-  ** when its connection ended counts 1, as does each env of a feedback
-  ** held to leave with the next infer (see plugrl_feedback) that never
-  ** left. Not counted at plugrl_close. */
+  ** when its connection ended counts 1, as does each env of an action
+  ** that arrived as plugrl_interrupt ended the infer waiting for it (the
+  ** infer returns PLUGRL_INTERRUPTED; a reply that is no valid action
+  ** owes nothing), and each env of a feedback held to leave with the next
+  ** infer (see plugrl_feedback) that never left. Not counted at
+  ** plugrl_close. */
   uint64_t feedback_rows_dropped;
   /* Observation rows not sent because of reuse-feedback-obs (SPEC 10.1):
   ** reuse[i] set in an infer that was sent (the runner does it itself). */
@@ -794,7 +798,9 @@ plugrl_status plugrl_runner_interrupt(plugrl_runner *runner);
 ** before the first action, or after a reconnect), a wrong size is found
 ** only once the action came, after the infer was sent (the chunk is kept:
 ** act again with the right size). Blocks when an infer is needed, as long
-** as plugrl_infer would, once per reconnect it rides through (at most 3).
+** as plugrl_infer would, once per reconnect it rides through (at most 3,
+** and on a runner's first act one more: the reconnect that gives up
+** feedback an earlier user of the client left owed).
 ** An interrupt ends it at once even when no infer is needed (every env in
 ** the middle of its chunk): PLUGRL_INTERRUPTED, no action given.
 */

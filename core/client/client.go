@@ -184,6 +184,10 @@ type Client struct {
 	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
 	heldEnvs   []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
 	givenUp    bool           // GiveUpOwed: the next Infer drops the connection first
+	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
+	// reconnect that follows (in this Infer or a later one, if this one's
+	// failed) is reported with ErrGivenUp.
+	givenUpDrop bool
 
 	// The caller's pace, for holding feedback back (see tightLoop):
 	// when the last feedback returned (conn.Mono; 0 once an infer has
@@ -418,7 +422,12 @@ func (c *Client) Abandon() {
 	}
 }
 
-var errGivenUp = errors.New("the feedback owed on it was given up (a runner closed in the middle of its chunks)")
+// ErrGivenUp is the cause (errors.Is) of the ErrReconnected that an
+// Infer returns for the reconnect GiveUpOwed made it do: the connection
+// was ended by this client, to drop feedback its caller gave up, not by
+// the server or the network. A runner does not count that reconnect as
+// one of its restarts.
+var ErrGivenUp = errors.New("the feedback owed on it was given up (a runner closed in the middle of its chunks)")
 
 // GiveUpOwed gives up the feedback this client owes, if any (an action
 // not fed back, or envs still holding chunks), for a caller that will
@@ -429,11 +438,10 @@ var errGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // order for ever), unless the connection had already ended, which it
 // reports as any call would (a server's stop, a 1011); and Close closes
 // it in order, as always. A feedback sent before then that leaves nothing
-// owed cancels it, and so does the end of the connection. It reports
-// whether anything was owed, and so given up.
-func (c *Client) GiveUpOwed() bool {
+// owed cancels it, and so does the end of the connection. The
+// ErrReconnected of the reconnect it causes wraps ErrGivenUp.
+func (c *Client) GiveUpOwed() {
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true
 	}
-	return c.givenUp
 }

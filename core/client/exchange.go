@@ -60,12 +60,17 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 			if err := c.conn.Err(); err != nil {
 				return nil, c.lost(err, "before the infer")
 			}
-			c.dropConnection(CauseOther, errGivenUp) // reconnected below
+			c.dropConnection(CauseOther, ErrGivenUp) // reconnected below
+			c.givenUpDrop = true
 		}
 	}
 	if c.phase == phaseDisconnected {
 		if err := c.reconnect(); err != nil {
 			return nil, err
+		}
+		if c.givenUpDrop {
+			c.givenUpDrop = false
+			return nil, newErr(KindReconnected, ErrGivenUp, "reconnected, the feedback owed having been given up; build a fresh request and infer again")
 		}
 		return nil, newErr(KindReconnected, nil, "reconnected; build a fresh request and infer again")
 	}
@@ -128,7 +133,13 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	// this call reports that, rather than hand out an action whose
 	// feedback could never be sent.
 	if c.endBlocking() {
-		c.owe(req.EnvIndices)
+		// A valid action for these envs: their feedback was owed, and is
+		// dropped with the connection. A reply that is not one owes
+		// nothing, interrupt or not.
+		c.action.MaxEnvIDs = len(req.EnvIndices)
+		if c.action.Decode(raw) == nil && c.checkAction(req.EnvIndices) == nil {
+			c.owe(req.EnvIndices)
+		}
 		return nil, c.lost(conn.ErrInterrupted, "as the action arrived")
 	}
 	// The round trip: from the start of the wait, which began as the

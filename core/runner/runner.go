@@ -265,12 +265,7 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		// up its own, or every infer naming their envs would be refused
 		// (SPEC 4.3: an env asks for a chunk only after its last one is
 		// fed back). The client's next infer then reconnects.
-		//
-		// The reconnect that follows is this runner's own doing, not
-		// the server's: it is not one of MaxRestarts.
-		if r.c.GiveUpOwed() {
-			budget++
-		}
+		r.c.GiveUpOwed()
 		r.adopted = true
 	}
 	for attempt := 0; ; attempt++ {
@@ -281,6 +276,11 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		if !errors.Is(err, client.ErrReconnected) {
 			return err
 		}
+		if errors.Is(err, client.ErrGivenUp) {
+			// The reconnect the give-up above made: this runner's own
+			// doing, not the server's, so not one of MaxRestarts.
+			budget++
+		}
 		if attempt >= budget {
 			// Not ErrReconnected: a runner's caller never infers, and
 			// cannot start again with one.
@@ -288,8 +288,9 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 			if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
 				cause = ce.Err // why the last connection ended
 			}
+			ended := attempt + 1 - (budget - r.cfg.MaxRestarts) // less the give-up's own
 			return &client.Error{Kind: client.KindConnect, Err: cause, Msg: fmt.Sprintf(
-				"the connection ended during each of %d infers in a row (the server ends every connection, or a proxy does); the last ended", attempt+1)}
+				"the connection ended during each of %d infers in a row (the server ends every connection, or a proxy does); the last ended", ended)}
 		}
 		r.restart()
 	}
