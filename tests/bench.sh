@@ -36,6 +36,12 @@
 #                             triplet, with a 90 % bootstrap interval of the
 #                             median (N=24: about 12 minutes more; normal
 #                             scheduling only)
+#   PLUGRL_BENCH_WORKLOADS="SMALL LARGE"  the single-connection workloads
+#                             to run (default both): PLUGRL_BENCH_WORKLOADS=SMALL
+#                             PLUGRL_BENCH_SECONDS=10 measures SMALL's tails to
+#                             p99.99 in a fraction of the whole grid's time; the
+#                             A/A gauge below needs LARGE and is left out
+#                             without it
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -172,7 +178,24 @@ for n in $handles; do
 done
 
 # name envs cams img state conns
-workloads=("SMALL 1 0 0 8 1" "LARGE 16 2 224 32 1")
+workloads=()
+for w in ${PLUGRL_BENCH_WORKLOADS:-SMALL LARGE}; do
+  case $w in
+  SMALL) workloads+=("SMALL 1 0 0 8 1") ;;
+  LARGE) workloads+=("LARGE 16 2 224 32 1") ;;
+  *)
+    echo "tests/bench.sh: PLUGRL_BENCH_WORKLOADS wants SMALL and/or LARGE, got \"$w\"" >&2
+    exit 1
+    ;;
+  esac
+done
+[[ ${#workloads[@]} -gt 0 ]] || {
+  echo "tests/bench.sh: PLUGRL_BENCH_WORKLOADS names no workload" >&2
+  exit 1
+}
+have_large=0
+[[ " ${workloads[*]} " == *" LARGE "* ]] && have_large=1
+single=("${workloads[@]}") # the single-connection workloads, for the ledger's triplets
 for n in $handles; do workloads+=("SMALLx$n 1 0 0 8 $n"); done
 pinnings=(same split)
 # The clients of every cell: the floor, the floor holding feedback for the
@@ -657,19 +680,23 @@ echo " [k/N]: only k of the N repetitions had both runs)"
 # two identical clients come out, the scale against which the ratios above
 # can be read.
 echo
-echo "noise gauge, an A/A test: LARGE floor-held / floor, the same program (a LARGE feedback is over 64 KiB and never held):"
-echo "any distance from 1.000 is the machine's drift and noise, by which the ratios above can be wrong"
-printf '%-9s %-5s %-10s | %-34s | %s\n' "" "" "" "exchanges/s, floor-held over" "client cpu-us/ex, floor-held over"
-printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' workload pin sched floor "floor, paired" floor "floor, paired"
-for sched in "${scheds[@]}"; do
-  for pin in "${pinnings[@]}"; do
-    fkey=LARGE/$pin/$sched/floor hkey=LARGE/$pin/$sched/floor-held
-    printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' LARGE "$pin" "$sched" \
-      "$(ratio "$(med "$hkey" rate)" "$(med "$fkey" rate)")" "$(paired "${runs[$hkey/rate]}" "${runs[$fkey/rate]}" ratio boot)" \
-      "$(ratio "$(med "$hkey" cpu)" "$(med "$fkey" cpu)")" "$(paired "${runs[$hkey/cpu]}" "${runs[$fkey/cpu]}" ratio boot)"
+if [[ $have_large == 1 ]]; then
+  echo "noise gauge, an A/A test: LARGE floor-held / floor, the same program (a LARGE feedback is over 64 KiB and never held):"
+  echo "any distance from 1.000 is the machine's drift and noise, by which the ratios above can be wrong"
+  printf '%-9s %-5s %-10s | %-34s | %s\n' "" "" "" "exchanges/s, floor-held over" "client cpu-us/ex, floor-held over"
+  printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' workload pin sched floor "floor, paired" floor "floor, paired"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      fkey=LARGE/$pin/$sched/floor hkey=LARGE/$pin/$sched/floor-held
+      printf '%-9s %-5s %-10s | %-7s %-26s | %-7s %s\n' LARGE "$pin" "$sched" \
+        "$(ratio "$(med "$hkey" rate)" "$(med "$fkey" rate)")" "$(paired "${runs[$hkey/rate]}" "${runs[$fkey/rate]}" ratio boot)" \
+        "$(ratio "$(med "$hkey" cpu)" "$(med "$fkey" cpu)")" "$(paired "${runs[$hkey/cpu]}" "${runs[$fkey/cpu]}" ratio boot)"
+    done
   done
-done
-echo "(as the table above: the ratio of the medians, and the paired median with its 90 % bootstrap interval)"
+  echo "(as the table above: the ratio of the medians, and the paired median with its 90 % bootstrap interval)"
+else
+  echo "noise gauge (an A/A test on LARGE): left out, as PLUGRL_BENCH_WORKLOADS leaves out LARGE"
+fi
 
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
@@ -745,7 +772,7 @@ if [[ $lpairs != 0 ]]; then
   declare -A adj
   trio=(libplugrl ledger-digest ledger-full)
   perms=("0 1 2" "1 2 0" "2 0 1" "0 2 1" "2 1 0" "1 0 2")
-  for wl in "${workloads[@]:0:2}"; do # SMALL and LARGE
+  for wl in "${single[@]}"; do # SMALL and LARGE, as selected
     read -r name envs cams img state conns <<<"$wl"
     IFS=/ read -r infer_bytes feedback_bytes <<<"$(eval echo "\$bytes_$name")"
     for pin in "${pinnings[@]}"; do
@@ -766,7 +793,7 @@ if [[ $lpairs != 0 ]]; then
   echo "step ledger cost in adjacent runs: $lpairs triplets per cell (libplugrl, digest, full back to back, six orders in turn);"
   echo "ledger / libplugrl exchanges/s and ledger - libplugrl client cpu-us/ex, median (90 % bootstrap interval)"
   printf '%-9s %-5s %-40s %-24s %-40s %s\n' workload pin "digest ex/s" "digest cpu-us/ex" "full ex/s" "full cpu-us/ex"
-  for wl in "${workloads[@]:0:2}"; do
+  for wl in "${single[@]}"; do
     read -r name _ _ _ _ _ <<<"$wl"
     for pin in "${pinnings[@]}"; do
       k=$name/$pin
