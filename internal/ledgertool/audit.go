@@ -368,7 +368,9 @@ func (a *Auditor) forgetFeedback() {
 // never left the client (a feedback held for the next infer): the server
 // never had its rewards, and its episodes go on without them. The client
 // holds only feedback that ends no episode; one that did is left as it
-// was counted.
+// was counted. The client's own episode statistics (info.episode) still
+// count those rewards, as its env had them, so the episode can no longer
+// be checked against what was fed back.
 func (a *Auditor) unsend() {
 	if len(a.lastFbEnvs) == 0 {
 		return
@@ -380,6 +382,7 @@ func (a *Auditor) unsend() {
 		s.epSum -= r
 		s.epAbs -= math.Abs(r)
 		s.epChunks--
+		s.epKnown = false
 	}
 }
 
