@@ -134,7 +134,9 @@ func readRecords(file []byte) ([]Record, error) {
 // TestLiteralsAccounted: a block whose patches take more literal bytes
 // than it has, or fewer, or that has literals and no records, is an error
 // naming the block, and so is a block header whose literal length was
-// damaged, or a literal (the checksum covers both).
+// damaged, or a literal (the checksum covers both), or one that claims
+// more literals than a writer writes; in version 3 too, whose literals
+// are inside the frame.
 func TestLiteralsAccounted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l")
 	w, err := Create(path, Options{})
@@ -173,12 +175,32 @@ func TestLiteralsAccounted(t *testing.T) {
 		{"literals alone", "block 0: 3 literal bytes and no record to take them", oneBlock(enc, []byte("abc"), 3)},
 		{"the literal length damaged", "block 0 fails its checksum", damaged},
 		{"a literal damaged", "block 0 fails its checksum", damagedLit},
+		{"literals past a block's bound", "3 raw, 67108865 literal: more than a writer writes", blockV3(enc, []byte("abc"), maxBlock+1, 4)},
+		// Version 3: the literals are the frame's last bytes.
+		{"version 3, as written", "", blockV3(enc, raw, lits, 3)},
+		{"version 3, more literals than raw bytes", "claims 4 literal bytes of 3 raw", blockV3(enc, []byte("abc"), 4, 3)},
+		{"version 3, literals alone", "block 0: 3 literal bytes and no record to take them", blockV3(enc, []byte("abc"), 3, 3)},
 	} {
 		_, err := readRecords(tc.file)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Fatalf("%s: %v, want %q", tc.what, err, tc.want)
 		}
 	}
+}
+
+// blockV3 is a one-block ledger file of format version (3, or 4 for a
+// header whose literal length no version 4 writer writes) whose frame
+// holds all of raw, literals included, as version 3 wrote them, with a
+// valid checksum.
+func blockV3(enc *zstd.Encoder, raw []byte, lits uint32, version byte) []byte {
+	le := binary.LittleEndian
+	z := enc.EncodeAll(raw, nil)
+	litLen := le.AppendUint32(nil, lits)
+	file := appendHeader(nil)
+	file[len(magic)] = version
+	file = le.AppendUint32(le.AppendUint32(file, uint32(len(z))), uint32(len(raw)))
+	file = le.AppendUint32(file, blockSum(z, litLen, nil))
+	return append(append(file, litLen...), z...)
 }
 
 // rawBlock is a block's raw bytes and its literal length.
