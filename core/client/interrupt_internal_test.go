@@ -14,11 +14,11 @@ import (
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
-// lateInterruptClient connects a client to a refserver and returns an
-// infer and a feedback for one env.
-func lateInterruptClient(t *testing.T) (*Client, *refserver.Server, func() (*wire.Action, error), func() error) {
+// lateInterruptClient connects a client to a refserver with faults and
+// returns an infer and a feedback for one env.
+func lateInterruptClient(t *testing.T, faults refserver.Faults) (*Client, *refserver.Server, func() (*wire.Action, error), func() error) {
 	t.Helper()
-	s := refserver.New(refserver.Config{Horizon: 2, ActionDim: 1, FeedbackTimeout: 5 * time.Second})
+	s := refserver.New(refserver.Config{Horizon: 2, ActionDim: 1, FeedbackTimeout: 5 * time.Second, Faults: faults})
 	url, err := s.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func lateInterruptClient(t *testing.T) (*Client, *refserver.Server, func() (*wir
 // action is sent (plugrl.h: owed feedback is not refused for an interrupt
 // that came before it). The infer after it is the call the interrupt ends.
 func TestInterruptAsInferCompletes(t *testing.T) {
-	_, s, infer, feedback := lateInterruptClient(t)
+	_, s, infer, feedback := lateInterruptClient(t, refserver.Faults{})
 	testInferDone = func(c *Client) { c.Interrupt() }
 	_, err := infer()
 	testInferDone = nil
@@ -72,7 +72,7 @@ func TestInterruptAsInferCompletes(t *testing.T) {
 // just as the action is read has ended the connection; Infer reports it
 // instead of handing out an action whose feedback could not be sent.
 func TestInterruptAsActionArrives(t *testing.T) {
-	c, _, infer, feedback := lateInterruptClient(t)
+	c, _, infer, feedback := lateInterruptClient(t, refserver.Faults{})
 	testActionRead = func(c *Client) { c.Interrupt() }
 	_, err := infer()
 	testActionRead = nil

@@ -1,12 +1,9 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
@@ -19,22 +16,11 @@ import (
 func TestInterruptAsInvalidReplyArrivesOwesNothing(t *testing.T) {
 	for _, kind := range []refserver.ReplyKind{refserver.ReplyGarbage, refserver.ReplyWrongEnvIDs} {
 		for _, interrupt := range []bool{false, true} {
-			s := refserver.New(refserver.Config{Horizon: 2, ActionDim: 1, FeedbackTimeout: 5 * time.Second,
-				Faults: refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 1, Kind: kind}}}})
-			url, err := s.Listen("127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := Dial(context.Background(), Options{URL: url, ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-			if err != nil {
-				s.Close()
-				t.Fatal(err)
-			}
-			obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Float64, Shape: []int{2, 4}, Data: make([]byte, 64)}}}}
+			c, _, infer, _ := lateInterruptClient(t, refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 1, Kind: kind}}})
 			if interrupt {
 				testActionRead = func(c *Client) { c.Interrupt() }
 			}
-			_, err = c.Infer(&wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs})
+			_, err := infer()
 			testActionRead = nil
 			want := ErrProtocol
 			if interrupt {
@@ -46,8 +32,6 @@ func TestInterruptAsInvalidReplyArrivesOwesNothing(t *testing.T) {
 			if got := c.Stats().FeedbackRowsDropped; got != 0 {
 				t.Errorf("%s, interrupt %v: %d feedback rows dropped, want 0: the server sent no valid action, so no feedback was owed", kind, interrupt, got)
 			}
-			c.Close()
-			s.Close()
 		}
 	}
 }
