@@ -18,7 +18,7 @@ import (
 
 // FuzzBlock reads blocks of arbitrary raw bytes (records, then literals),
 // as if decompressed from a block with a valid checksum, in format
-// versions 2 to 4: FuzzReader's mutations seldom get past a block's
+// versions 2 to 5: FuzzReader's mutations seldom get past a block's
 // checksum, so this target is the one that reaches the records, the
 // patches and the accounting of the literals. It hands the bytes to the
 // reader past zstd (whose buffer pools would make the coverage differ
@@ -43,10 +43,19 @@ func FuzzBlock(f *testing.F) {
 		}
 	}
 	f.Add(raw[:end], uint32(0), uint8(2))
+	v4, err := os.ReadFile(filepath.Join("testdata", "v4-digest.ledger"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, b := range splitBlocks(f, v4)[:1] {
+		f.Add(b.raw, b.lits, uint8(3))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte, lits uint32, version uint8) {
-		// The versions this reader reads: 2, 3 and the writer's.
+		// The versions this reader reads: 2, 3, 4 and the writer's.
 		head := appendHeader(nil)
-		switch version % 3 {
+		switch version % 4 {
+		case 3:
+			head[len(magic)] = 4
 		case 2:
 			head[len(magic)] = 2
 			lits = 0
@@ -152,15 +161,24 @@ func TestLiteralsAccounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := splitBlocks(t, good)
-	if len(blocks) != 1 || blocks[0].lits != 2 {
-		t.Fatalf("%d blocks: want one, with 2 literal bytes (one per patched recv)", len(blocks))
+	if len(blocks) != 1 || blocks[0].lits != 3*8+2 {
+		t.Fatalf("%d blocks: want one, with 26 literal bytes (each recv's time, and one new byte per patched recv)", len(blocks))
 	}
 	raw, lits := blocks[0].raw, blocks[0].lits
-	records := raw[:len(raw)-int(lits)]
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same receives as versions 3 and 4 recorded them: each time in
+	// its record.
+	var h history
+	var v3raw, v3litBytes []byte
+	for i := 0; i < 3; i++ {
+		v3raw = msgp.AppendInt64(append(v3raw, recvPrefixes[2]...), int64(i))
+		v3raw, v3litBytes = h.appendCoded(v3raw, v3litBytes, []byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', byte(i)}, 1, 0, 8)
+	}
+	v3lits := uint32(len(v3litBytes))
+	v3raw = append(v3raw, v3litBytes...)
 	damaged := bytes.Clone(good)
 	damaged[headerSize+12] = 1 // the literal length
 	damagedLit := bytes.Clone(good)
@@ -170,14 +188,18 @@ func TestLiteralsAccounted(t *testing.T) {
 		file       []byte
 	}{
 		{"as written", "", oneBlock(enc, raw, lits)},
-		{"a literal short", "a patch run of 1 new bytes, where 0 are left", oneBlock(enc, append(bytes.Clone(records), raw[len(records)]), 1)},
+		{"a literal short", "a patch run of 1 new bytes, where 0 are left", oneBlock(enc, raw[:len(raw)-1], lits-1)},
+		{"a time short", "its time takes 8 literal bytes, and the block has 7 left", oneBlock(enc, raw[:len(raw)-2], lits-2)},
 		{"a literal more", "(block 0): the block's records leave 1 of its literal bytes, which no patch took", oneBlock(enc, append(bytes.Clone(raw), 'x'), lits+1)},
 		{"literals alone", "block 0: 3 literal bytes and no record to take them", oneBlock(enc, []byte("abc"), 3)},
 		{"the literal length damaged", "block 0 fails its checksum", damaged},
 		{"a literal damaged", "block 0 fails its checksum", damagedLit},
 		{"literals past a block's bound", "3 raw, 67108865 literal: more than a writer writes", blockV3(enc, []byte("abc"), maxBlock+1, 4)},
-		// Version 3: the literals are the frame's last bytes.
-		{"version 3, as written", "", blockV3(enc, raw, lits, 3)},
+		// Version 3: the literals are the frame's last bytes, and the
+		// records hold their times.
+		{"version 3, as written", "", blockV3(enc, v3raw, v3lits, 3)},
+		{"version 3's records in version 5", "a recv record with a \"t\"", oneBlock(enc, v3raw, v3lits)},
+		{"version 5's records in version 3", "leave 24 of its literal bytes", blockV3(enc, raw, lits, 3)},
 		{"version 3, more literals than raw bytes", "claims 4 literal bytes of 3 raw", blockV3(enc, []byte("abc"), 4, 3)},
 		{"version 3, literals alone", "block 0: 3 literal bytes and no record to take them", blockV3(enc, []byte("abc"), 3, 3)},
 	} {

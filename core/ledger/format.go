@@ -13,8 +13,9 @@
 //	        frame, the literals
 //
 // A block's frame decompresses to a run of records; its literals, stored
-// as they are, are the new bytes of the records' patches, in record order
-// (see history). Every block decodes on its own, so a file cut short (a
+// as they are, are the new bytes of the records' patches (see history),
+// and the times of recv records and the times and values of same-layout
+// sends (version 5), in record order. Every block decodes on its own, so a file cut short (a
 // process killed mid-run) reads back up to its last whole block. A record
 // is one msgpack map with short string keys; readers skip keys they do
 // not know, so a record can gain fields without a new version.
@@ -50,13 +51,15 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// Version is the format version this package writes. Version 4 added
+// Version is the format version this package writes. Version 5 moved the
+// time of recv records and the time and values of same-layout sends into
+// the block's literals (appendSendSame says why). Version 4 added
 // same-layout send records (sent.go, Reader.repeat). Its reader also
-// reads version 3 and version 2 (written by libplugrl up to commit
+// reads versions 4, 3 and 2 (2: written by libplugrl up to commit
 // b48fbdd: a 12-byte block header without the literal length, and each
 // patch's new bytes inline). Version 1 (its row digests were CRC-32C) is
 // refused: a digest means one thing per version.
-const Version = 4
+const Version = 5
 
 const (
 	magic       = "plugrl-ledger\x00"

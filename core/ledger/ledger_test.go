@@ -574,7 +574,7 @@ func TestOtherVersions(t *testing.T) {
 // 3 (before same-layout sends were recorded by their slot; commit
 // 55216d7), of recordLoop at digest level, read back message for message.
 func TestReadsOlderVersions(t *testing.T) {
-	for _, version := range []int{2, 3} {
+	for _, version := range []int{2, 3, 4} {
 		path := filepath.Join("testdata", fmt.Sprintf("v%d-digest.ledger", version))
 		head, err := os.ReadFile(path)
 		if err != nil {

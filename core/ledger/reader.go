@@ -56,6 +56,9 @@ type Record struct {
 	slot, same      int64
 	hasSlot, isSame bool
 	refs, values    []byte
+	// Whether the record had a "t" and a "v": version 5 keeps a recv's
+	// and a same-layout send's in the block's literals instead.
+	hasTime, hasValues bool
 }
 
 // Cut is a run of observation data a digest-level ledger left out of a
@@ -79,10 +82,10 @@ type Reader struct {
 	dec  *zstd.Decoder
 	raw  []byte // the current block, decompressed
 	rest []byte // its records not yet read
-	lits []byte // its literals not yet taken (versions 3 and 4)
+	lits []byte // its literals not yet taken (versions 3 to 5)
 	zbuf []byte
 	zr   bytes.Reader // zbuf, for the decoder
-	// version is the file's format version: 2 to 4 (see Version).
+	// version is the file's format version: 2 to 5 (see Version).
 	version uint16
 	seq     int
 	conn    int     // the current connection
@@ -181,7 +184,9 @@ func (r *Reader) Next() (*Record, error) {
 				err = r.setSlot(rec)
 			}
 		case rec.Kind == KindRecv:
-			rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
+			if err = r.literalTime(rec); err == nil {
+				rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
+			}
 		}
 	}
 	if err == nil && len(rest) == 0 && len(r.lits) > 0 {
@@ -230,6 +235,34 @@ func (r *Reader) setSlot(rec *Record) error {
 	return nil
 }
 
+// literalTime sets the time of rec, a recv or same-layout send record of
+// a version 5 ledger, from the block's literals: the record has none of
+// its own (a "t" in it is an error). It does nothing in earlier versions.
+func (r *Reader) literalTime(rec *Record) error {
+	if r.version < 5 {
+		return nil
+	}
+	if rec.hasTime {
+		return fmt.Errorf("a %s record with a \"t\": version 5 keeps its time in the block's literals", rec.Kind)
+	}
+	b, err := r.takeLiterals(8, "its time")
+	if err == nil {
+		rec.Time = int64(binary.LittleEndian.Uint64(b))
+	}
+	return err
+}
+
+// takeLiterals takes the next n bytes of the block's literals, for what
+// (a record's part, for the error).
+func (r *Reader) takeLiterals(n int, what string) ([]byte, error) {
+	if n > len(r.lits) {
+		return nil, fmt.Errorf("%s takes %d literal bytes, and the block has %d left", what, n, len(r.lits))
+	}
+	b := r.lits[:n:n]
+	r.lits = r.lits[n:]
+	return b, nil
+}
+
 // repeat makes rec, a same-layout send, the message it stands for: its
 // slot's base with the runs replaced by the bytes it carries, after its
 // digests.
@@ -243,6 +276,18 @@ func (r *Reader) repeat(rec *Record) error {
 		return fmt.Errorf("a same-layout send of slot %d, which no whole send before it set", rec.same)
 	}
 	s := &r.slots[rec.same]
+	if r.version >= 5 {
+		if rec.hasValues {
+			return errors.New("a same-layout send with a \"v\": version 5 keeps its values in the block's literals")
+		}
+		if err := r.literalTime(rec); err != nil {
+			return err
+		}
+		var err error
+		if rec.values, err = r.takeLiterals(s.values, "its values"); err != nil {
+			return err
+		}
+	}
 	if len(rec.values) != s.values {
 		return fmt.Errorf("a same-layout send of %d bytes, where its slot's digests and runs take %d", len(rec.values), s.values)
 	}
@@ -389,6 +434,7 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		str(&rec.Kind)
 	case keyTime:
 		num(&rec.Time)
+		rec.hasTime = true
 	case keyConn:
 		var c int64
 		num(&c)
@@ -467,6 +513,7 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		rec.refs, rest, err = msgp.ReadBytesZC(b)
 	case keyValues:
 		rec.values, rest, err = msgp.ReadBytesZC(b)
+		rec.hasValues = true
 	default:
 		rest, err = msgp.Skip(b)
 	}

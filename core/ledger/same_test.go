@@ -3,18 +3,23 @@ package ledger
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/tinylib/msgp/msgp"
 )
 
 // TestSameLayoutRecords: an env loop's sends after the first of each
-// message are written as same-layout records (format version 4), a few
-// bytes each, and read back as the messages sent (TestBlockRoundTrip and
-// TestSentByChanges check the messages; this checks they were recorded
-// that way, which is what the writer's cost rests on).
+// message are written as same-layout records (format version 4), 14
+// bytes each (their time and values in the literals since version 5), and
+// read back as the messages sent (TestBlockRoundTrip and TestSentByChanges
+// check the messages; this checks they were recorded that way, which is
+// what the writer's cost rests on).
 func TestSameLayoutRecords(t *testing.T) {
 	file, blocks := ledgerFile(t)
 	if len(blocks) != 1 {
@@ -30,11 +35,11 @@ func TestSameLayoutRecords(t *testing.T) {
 		}
 		if rec.Kind == KindSend && rec.isSame {
 			same++
-			// Its time is 9 bytes at most; the digest (4) and the
-			// runs' bytes (an env id, a step id, a reward, two flags:
-			// 8+8+4+1+1) 26 more, with their header.
-			if n := len(raw) - len(rest); n > 60 {
-				t.Errorf("a same-layout record of %d bytes, want at most 60", n)
+			// The kind and the slot: its time and values are in the
+			// literals (format version 5), so that it repeats byte for
+			// byte.
+			if n := len(raw) - len(rest); n != 14 || rec.hasTime || rec.hasValues {
+				t.Errorf("a same-layout record of %d bytes, with a time %v and values %v; want 14 bytes, neither", n, rec.hasTime, rec.hasValues)
 			}
 		} else if rec.Kind == KindSend {
 			whole++
@@ -89,38 +94,60 @@ func TestSameLayoutHostile(t *testing.T) {
 		}
 		return wholeRuns(slot, r)
 	}
-	same := func(slot int64, values string, extra ...[]byte) []byte { // extra: whole keys and values
-		b := msgp.AppendMapHeader(nil, uint32(4+len(extra)))
+	same := func(slot int64, values string) []byte { // as version 4 wrote it
+		b := msgp.AppendMapHeader(nil, 4)
 		b = appendStr(b, keyKind, KindSend)
 		b = appendInt64(b, keyTime, 2)
 		b = appendInt64(b, keySame, slot)
-		b = appendBin(b, keyValues, []byte(values))
-		for _, e := range extra {
-			b = append(b, e...)
-		}
-		return b
+		return appendBin(b, keyValues, []byte(values))
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	version3 := func(file []byte) []byte { file[len(magic)] = 3; return file }
+	version := func(v byte, file []byte) []byte { file[len(magic)] = v; return file }
+	// Version 5: a same-layout send's time and values are in the
+	// block's literals, after the records.
+	type piece struct{ rec, lits []byte }
+	rec := func(b []byte) piece { return piece{rec: b} }
+	same5 := func(slot int64, values string, extra ...[]byte) piece {
+		b := msgp.AppendMapHeader(nil, uint32(2+len(extra)))
+		b = appendStr(b, keyKind, KindSend)
+		b = appendInt64(b, keySame, slot)
+		return piece{cat(append([][]byte{b}, extra...)...), append(binary.LittleEndian.AppendUint64(nil, 2), values...)}
+	}
+	block := func(pieces ...piece) []byte {
+		var records, lits []byte
+		for _, p := range pieces {
+			records, lits = append(records, p.rec...), append(lits, p.lits...)
+		}
+		return oneBlock(enc, append(records, lits...), uint32(len(lits)))
+	}
+	timeShort := same5(0, "")
+	timeShort.lits = timeShort.lits[:5]
 	for _, tc := range []struct {
 		what, want string
 		file       []byte
 	}{
-		{"as a writer writes it", "", oneBlock(enc, cat(whole(1, 2, 3), same(1, "XYZ")), 0)},
-		{"no whole send before", "slot 0, which no whole send before it set", oneBlock(enc, same(0, "XYZ"), 0)},
-		{"another slot's whole send", "slot 0, which no whole send before it set", oneBlock(enc, cat(whole(1, 2, 3), same(0, "XYZ")), 0)},
-		{"slot 2", "slot 2, where a client has 0 and 1", oneBlock(enc, cat(whole(2, 2, 3), same(2, "XYZ")), 0)},
-		{"a same-layout send's slot 7", "slot 7, which no whole send", oneBlock(enc, cat(whole(1, 2, 3), same(7, "XYZ")), 0)},
-		{"a byte short", "a same-layout send of 2 bytes, where its slot's digests and runs take 3", oneBlock(enc, cat(whole(0, 2, 3), same(0, "XY")), 0)},
-		{"a byte more", "a same-layout send of 4 bytes, where its slot's digests and runs take 3", oneBlock(enc, cat(whole(0, 2, 3), same(0, "XYZW")), 0)},
-		{"a message of its own", "a same-layout send with a message of its own", oneBlock(enc, cat(whole(0, 2, 3), same(0, "XYZ", appendBin(nil, keyMsg, msg))), 0)},
+		{"as a writer writes it", "", block(rec(whole(1, 2, 3)), same5(1, "XYZ"))},
+		{"no whole send before", "slot 0, which no whole send before it set", block(same5(0, "XYZ"))},
+		{"another slot's whole send", "slot 0, which no whole send before it set", block(rec(whole(1, 2, 3)), same5(0, "XYZ"))},
+		{"slot 2", "slot 2, where a client has 0 and 1", block(rec(whole(2, 2, 3)), same5(2, "XYZ"))},
+		{"a same-layout send's slot 7", "slot 7, which no whole send", block(rec(whole(1, 2, 3)), same5(7, "XYZ"))},
+		{"a byte short", "its values takes 3 literal bytes, and the block has 2 left", block(rec(whole(0, 2, 3)), same5(0, "XY"))},
+		{"a byte more", "the block's records leave 1 of its literal bytes", block(rec(whole(0, 2, 3)), same5(0, "XYZW"))},
+		{"its time short", "its time takes 8 literal bytes, and the block has 5 left", block(rec(whole(0, 2, 3)), timeShort)},
+		{"a message of its own", "a same-layout send with a message of its own", block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendBin(nil, keyMsg, msg)))},
+		{"values of its own", `a same-layout send with a "v"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendBin(nil, keyValues, []byte("XYZ"))))},
+		{"a time of its own", `a send record with a "t"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendInt64(nil, keyTime, 2)))},
 		{"an empty run", "a run of 0 bytes at 2", oneBlock(enc, whole(0, 2, 0), 0)},
 		{"runs out of order", "a run of 1 bytes at 1", oneBlock(enc, whole(0, 4, 2, 1, 1), 0)},
 		{"a run past the message", "a run of 8 bytes at 10", oneBlock(enc, whole(0, 10, 8), 0)},
 		{"a run's offset near 2^32", "a run of 8 bytes at 4294967295", oneBlock(enc, whole(0, 1<<32-1, 8), 0)},
 		{"half a run", "5 bytes of runs", oneBlock(enc, wholeRuns(0, []byte{1, 0, 0, 0, 1}), 0)},
-		{"version 3", "a same-layout send, which format version 3 does not have", version3(oneBlock(enc, same(0, "XYZ"), 0))},
-		{"version 3's slot", "a send naming a slot, which format version 3 does not have", version3(oneBlock(enc, whole(0, 2, 3), 0))},
+		// Version 4: the time and values in the record.
+		{"version 4, as a writer wrote it", "", version(4, oneBlock(enc, cat(whole(1, 2, 3), same(1, "XYZ")), 0))},
+		{"version 4, a byte short", "a same-layout send of 2 bytes, where its slot's digests and runs take 3", version(4, oneBlock(enc, cat(whole(0, 2, 3), same(0, "XY")), 0))},
+		{"version 4, a byte more", "a same-layout send of 4 bytes, where its slot's digests and runs take 3", version(4, oneBlock(enc, cat(whole(0, 2, 3), same(0, "XYZW")), 0))},
+		{"version 3", "a same-layout send, which format version 3 does not have", version(3, oneBlock(enc, same(0, "XYZ"), 0))},
+		{"version 3's slot", "a send naming a slot, which format version 3 does not have", version(3, oneBlock(enc, whole(0, 2, 3), 0))},
 	} {
 		recs, err := readRecords(tc.file)
 		if tc.want == "" {
@@ -132,5 +159,55 @@ func TestSameLayoutHostile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s: %v, want %q", tc.what, err, tc.want)
 		}
+	}
+}
+
+// TestLiteralTimes: the times that format version 5 keeps in the
+// literals (each recv's, each same-layout send's) read back as recorded,
+// each with its own record, in a ledger of several blocks.
+func TestLiteralTimes(t *testing.T) {
+	var now time.Duration
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{Clock: func() time.Duration { now += 1000; return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, fb, obs, action, _ := smallExchange(t)
+	var want []int64 // each send's and recv's time, in order
+	for i := 0; i < 300; i++ {
+		w.Sent(in, obs)
+		want = append(want, w.since(now))
+		at := now + 500
+		w.ReceivedAt(at, action)
+		want = append(want, w.since(at))
+		w.Sent(fb, obs)
+		want = append(want, w.since(now))
+		if i%100 == 99 {
+			w.flush() // blocks of their own: each starts its literals afresh
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := readRecords(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	same := 0
+	for _, r := range recs {
+		if r.Kind == KindSend || r.Kind == KindRecv {
+			got = append(got, r.Time)
+		}
+		if r.isSame {
+			same++
+		}
+	}
+	if same < 500 || !slices.Equal(got, want) {
+		t.Fatalf("%d same-layout sends; times %v..., want %v...", same, got[:min(6, len(got))], want[:6])
 	}
 }

@@ -401,9 +401,13 @@ func (w *Writer) since(at time.Duration) int64 { return int64(at - w.base) }
 var (
 	prefixes                   = map[string][8][]byte{}
 	sendPrefixes, recvPrefixes [8][]byte
-	// samePrefixes are a same-layout send record's bytes before its
-	// time's value, per slot (appendSendSame).
-	samePrefixes [2][]byte
+	// sameRecords are a same-layout send record, per slot: the whole of
+	// it, as its time and values are in the block's literals
+	// (appendSendSame).
+	sameRecords [2][]byte
+	// recvTimeless is a recv record's bytes before its message's keys
+	// (format version 5: its time is in the block's literals).
+	recvTimeless []byte
 )
 
 func init() {
@@ -417,13 +421,13 @@ func init() {
 		prefixes[k] = p
 	}
 	sendPrefixes, recvPrefixes = prefixes[KindSend], prefixes[KindRecv]
-	for si := range samePrefixes {
-		b := msgp.AppendMapHeader(nil, 4)
+	for si := range sameRecords {
+		b := msgp.AppendMapHeader(nil, 2)
 		b = appendStr(b, keyKind, KindSend)
 		b = appendKey(b, keySame)
-		b = msgp.AppendInt64(b, int64(si))
-		samePrefixes[si] = appendKey(b, keyTime)
+		sameRecords[si] = msgp.AppendInt64(b, int64(si))
 	}
+	recvTimeless = appendStr(msgp.AppendMapHeader(nil, 3), keyKind, KindRecv)
 }
 
 func recordPrefix(kind string, extra int) []byte {
@@ -750,8 +754,8 @@ func (w *Writer) flushLocked(tail []byte) {
 				lostN, lostB = lostN+1, lostB+frameHeader+n
 			}
 		case frameRecv:
-			raw = msgp.AppendInt64(append(raw, recvPrefixes[2]...), int64(binary.LittleEndian.Uint64(p)))
-			raw, w.lits = w.recvs.appendCoded(raw, w.lits, p[8:], 1, 0, len(p)-8)
+			w.lits = append(w.lits, p[:8]...) // its time (format version 5)
+			raw, w.lits = w.recvs.appendCoded(append(raw, recvTimeless...), w.lits, p[8:], 1, 0, len(p)-8)
 		}
 		if len(raw)+len(w.lits) >= blockRawTarget {
 			raw = w.writeBlock(raw)
