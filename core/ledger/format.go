@@ -34,7 +34,8 @@
 // into records, patch-codes, compresses and writes them every
 // FlushInterval. A send whose message kept its layout is queued as the
 // bytes that can have changed, and written as a same-layout record that
-// names its slot and carries those bytes (sent.go). When the buffer is
+// names its slot, its time and those bytes going to the block's literals
+// (sent.go). When the buffer is
 // full a record is not written but counted, and the next block carries a
 // "lost" record saying how many.
 package ledger
@@ -135,8 +136,8 @@ const (
 	keyDigests = "d"    // Adler-32 per cut row, uint32 little endian, in message order
 	keySlot    = "s"    // send: the slot of the client's messages it is the last whole record of (0 or 1)
 	keyRefs    = "r"    // send: the runs of m a same-layout send of its slot replaces, (offset, length) uint32 LE each
-	keySame    = "same" // send: the slot whose last whole send this one repeats, but for its digests and runs (in "v")
-	keyValues  = "v"    // send (same layout): its digests, then the bytes of each of its slot's runs
+	keySame    = "same" // send: the slot whose last whole send this one repeats, but for its digests and runs (in the literals; "v" in version 4)
+	keyValues  = "v"    // send (same layout, version 4 only): its digests, then the bytes of each of its slot's runs
 	keyBy      = "by"   // close: "server", "client" or "local"
 	keyCode    = "code"
 	keyReason  = "reason"
@@ -163,11 +164,29 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // format version 2, whose blocks have none), then of its literals as
 // stored (lits: version 4 stores them after the frame; nil before, when
 // they were in it), so that a damaged header cannot move the boundary
-// between records and literals unseen.
-func blockSum(z, litLen, lits []byte) uint32 {
+// between records and literals unseen; from version 5 on, then of the
+// file's format version (uint16 LE), which says how the records take
+// their literals: versions 4 and 5 have the same block layout, and a
+// file header damaged from 5 to 4 would otherwise read each recv record
+// with a time of 0 until an error far into the block.
+func blockSum(z, litLen, lits []byte, version uint16) uint32 {
 	sum := crc32.Update(crc32.Checksum(z, castagnoli), castagnoli, litLen)
-	return crc32.Update(sum, castagnoli, lits)
+	sum = crc32.Update(sum, castagnoli, lits)
+	if version >= 5 && int(version) < len(versionLE) {
+		sum = crc32.Update(sum, castagnoli, versionLE[version][:])
+	}
+	return sum
 }
+
+// versionLE holds each format version's two bytes (uint16 LE), for
+// blockSum: a slice of a variable would escape to the heap on the
+// writer's path.
+var versionLE = func() (b [Version + 1][2]byte) {
+	for v := range b {
+		b[v] = [2]byte{byte(v), byte(v >> 8)}
+	}
+	return b
+}()
 
 // RowDigest is the content digest the ledger keeps of one observation row:
 // its Adler-32 (RFC 1950), as hash/adler32 and zlib.adler32 compute it.

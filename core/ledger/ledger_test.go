@@ -570,9 +570,11 @@ func TestOtherVersions(t *testing.T) {
 }
 
 // TestReadsOlderVersions: ledgers of format versions 2 (before the
-// literals moved to the end of each block; written by commit b48fbdd) and
-// 3 (before same-layout sends were recorded by their slot; commit
-// 55216d7), of recordLoop at digest level, read back message for message.
+// literals moved to the end of each block; written by commit b48fbdd), 3
+// (before same-layout sends were recorded by their slot; commit 55216d7)
+// and 4 (times in every record; commit fe9d756), of recordLoop at digest
+// level, read back message for message (recordLoop has no same-layout
+// sends: TestReadsVersion4SameLayout reads those, and their times).
 func TestReadsOlderVersions(t *testing.T) {
 	for _, version := range []int{2, 3, 4} {
 		path := filepath.Join("testdata", fmt.Sprintf("v%d-digest.ledger", version))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/tinylib/msgp/msgp"
@@ -105,7 +106,7 @@ type Reader struct {
 type readSlot struct {
 	msg     []byte
 	refs    []byte // (offset, length) uint32 LE pairs, each within msg, in order, none empty
-	values  int    // the bytes of a same-layout send's "v": its digests and the runs' bytes
+	values  int    // the bytes of a same-layout send's values (its literals after its time; "v" in version 4): its digests and the runs' bytes
 	wireLen int64
 	cuts    []Cut
 	digests int // bytes
@@ -191,7 +192,7 @@ func (r *Reader) Next() (*Record, error) {
 	}
 	if err == nil && len(rest) == 0 && len(r.lits) > 0 {
 		// The block's last record: every literal must have been taken.
-		err = fmt.Errorf("the block's records leave %d of its literal bytes, which no patch took", len(r.lits))
+		err = fmt.Errorf("the block's records leave %d of its literal bytes, which no record took", len(r.lits))
 	}
 	if err != nil {
 		r.rest, r.lits = nil, nil
@@ -242,10 +243,14 @@ func (r *Reader) literalTime(rec *Record) error {
 	if r.version < 5 {
 		return nil
 	}
-	if rec.hasTime {
-		return fmt.Errorf("a %s record with a \"t\": version 5 keeps its time in the block's literals", rec.Kind)
+	what := "a recv record's time"
+	if rec.Kind != KindRecv {
+		what = "a same-layout send's time"
 	}
-	b, err := r.takeLiterals(8, "its time")
+	if rec.hasTime {
+		return fmt.Errorf("a recv record with a \"t\": version 5 keeps its time in the block's literals")
+	}
+	b, err := r.takeLiterals(8, what)
 	if err == nil {
 		rec.Time = int64(binary.LittleEndian.Uint64(b))
 	}
@@ -256,7 +261,7 @@ func (r *Reader) literalTime(rec *Record) error {
 // (a record's part, for the error).
 func (r *Reader) takeLiterals(n int, what string) ([]byte, error) {
 	if n > len(r.lits) {
-		return nil, fmt.Errorf("%s takes %d literal bytes, and the block has %d left", what, n, len(r.lits))
+		return nil, fmt.Errorf("%s needs %d literal bytes, where the block has %d left", what, n, len(r.lits))
 	}
 	b := r.lits[:n:n]
 	r.lits = r.lits[n:]
@@ -277,14 +282,14 @@ func (r *Reader) repeat(rec *Record) error {
 	}
 	s := &r.slots[rec.same]
 	if r.version >= 5 {
-		if rec.hasValues {
-			return errors.New("a same-layout send with a \"v\": version 5 keeps its values in the block's literals")
+		if rec.hasTime || rec.hasValues {
+			return errors.New("a same-layout send with a \"t\" or a \"v\": version 5 keeps its time and values in the block's literals")
 		}
 		if err := r.literalTime(rec); err != nil {
 			return err
 		}
 		var err error
-		if rec.values, err = r.takeLiterals(s.values, "its values"); err != nil {
+		if rec.values, err = r.takeLiterals(s.values, "a same-layout send's values (slot "+strconv.Itoa(int(rec.same))+")"); err != nil {
 			return err
 		}
 	}
@@ -353,7 +358,7 @@ func (r *Reader) nextBlock() error {
 		return fmt.Errorf("%w (block %d has %d of its %d bytes)", ErrTruncated, r.Block, len(r.zbuf), zlen+stored)
 	}
 	z, lits := r.zbuf[:zlen], r.zbuf[zlen:]
-	if blockSum(z, h[blockHeaderV2:], lits) != sum {
+	if blockSum(z, h[blockHeaderV2:], lits, r.version) != sum {
 		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
 	}
 	// Decoded as a stream, not with DecodeAll, which sizes its output

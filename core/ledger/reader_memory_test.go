@@ -17,7 +17,7 @@ func blockOf(z []byte, rawLen uint32) []byte {
 	le := binary.LittleEndian
 	litLen := le.AppendUint32(nil, 0)
 	file := le.AppendUint32(le.AppendUint32(appendHeader(nil), uint32(len(z))), rawLen)
-	file = le.AppendUint32(file, blockSum(z, litLen, nil))
+	file = le.AppendUint32(file, blockSum(z, litLen, nil, Version))
 	return append(append(file, litLen...), z...)
 }
 

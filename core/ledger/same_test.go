@@ -102,7 +102,6 @@ func TestSameLayoutHostile(t *testing.T) {
 		return appendBin(b, keyValues, []byte(values))
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	version := func(v byte, file []byte) []byte { file[len(magic)] = v; return file }
 	// Version 5: a same-layout send's time and values are in the
 	// block's literals, after the records.
 	type piece struct{ rec, lits []byte }
@@ -131,23 +130,23 @@ func TestSameLayoutHostile(t *testing.T) {
 		{"another slot's whole send", "slot 0, which no whole send before it set", block(rec(whole(1, 2, 3)), same5(0, "XYZ"))},
 		{"slot 2", "slot 2, where a client has 0 and 1", block(rec(whole(2, 2, 3)), same5(2, "XYZ"))},
 		{"a same-layout send's slot 7", "slot 7, which no whole send", block(rec(whole(1, 2, 3)), same5(7, "XYZ"))},
-		{"a byte short", "its values takes 3 literal bytes, and the block has 2 left", block(rec(whole(0, 2, 3)), same5(0, "XY"))},
-		{"a byte more", "the block's records leave 1 of its literal bytes", block(rec(whole(0, 2, 3)), same5(0, "XYZW"))},
-		{"its time short", "its time takes 8 literal bytes, and the block has 5 left", block(rec(whole(0, 2, 3)), timeShort)},
+		{"a byte short", "a same-layout send's values (slot 0) needs 3 literal bytes, where the block has 2 left", block(rec(whole(0, 2, 3)), same5(0, "XY"))},
+		{"a byte more", "the block's records leave 1 of its literal bytes, which no record took", block(rec(whole(0, 2, 3)), same5(0, "XYZW"))},
+		{"its time short", "a same-layout send's time needs 8 literal bytes, where the block has 5 left", block(rec(whole(0, 2, 3)), timeShort)},
 		{"a message of its own", "a same-layout send with a message of its own", block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendBin(nil, keyMsg, msg)))},
-		{"values of its own", `a same-layout send with a "v"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendBin(nil, keyValues, []byte("XYZ"))))},
-		{"a time of its own", `a send record with a "t"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendInt64(nil, keyTime, 2)))},
+		{"values of its own", `a same-layout send with a "t" or a "v"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendBin(nil, keyValues, []byte("XYZ"))))},
+		{"a time of its own", `a same-layout send with a "t" or a "v"`, block(rec(whole(0, 2, 3)), same5(0, "XYZ", appendInt64(nil, keyTime, 2)))},
 		{"an empty run", "a run of 0 bytes at 2", oneBlock(enc, whole(0, 2, 0), 0)},
 		{"runs out of order", "a run of 1 bytes at 1", oneBlock(enc, whole(0, 4, 2, 1, 1), 0)},
 		{"a run past the message", "a run of 8 bytes at 10", oneBlock(enc, whole(0, 10, 8), 0)},
 		{"a run's offset near 2^32", "a run of 8 bytes at 4294967295", oneBlock(enc, whole(0, 1<<32-1, 8), 0)},
 		{"half a run", "5 bytes of runs", oneBlock(enc, wholeRuns(0, []byte{1, 0, 0, 0, 1}), 0)},
 		// Version 4: the time and values in the record.
-		{"version 4, as a writer wrote it", "", version(4, oneBlock(enc, cat(whole(1, 2, 3), same(1, "XYZ")), 0))},
-		{"version 4, a byte short", "a same-layout send of 2 bytes, where its slot's digests and runs take 3", version(4, oneBlock(enc, cat(whole(0, 2, 3), same(0, "XY")), 0))},
-		{"version 4, a byte more", "a same-layout send of 4 bytes, where its slot's digests and runs take 3", version(4, oneBlock(enc, cat(whole(0, 2, 3), same(0, "XYZW")), 0))},
-		{"version 3", "a same-layout send, which format version 3 does not have", version(3, oneBlock(enc, same(0, "XYZ"), 0))},
-		{"version 3's slot", "a send naming a slot, which format version 3 does not have", version(3, oneBlock(enc, whole(0, 2, 3), 0))},
+		{"version 4, as a writer wrote it", "", oneBlockVersion(enc, cat(whole(1, 2, 3), same(1, "XYZ")), 0, 4)},
+		{"version 4, a byte short", "a same-layout send of 2 bytes, where its slot's digests and runs take 3", oneBlockVersion(enc, cat(whole(0, 2, 3), same(0, "XY")), 0, 4)},
+		{"version 4, a byte more", "a same-layout send of 4 bytes, where its slot's digests and runs take 3", oneBlockVersion(enc, cat(whole(0, 2, 3), same(0, "XYZW")), 0, 4)},
+		{"version 3", "a same-layout send, which format version 3 does not have", blockV3(enc, same(0, "XYZ"), 0, 3)},
+		{"version 3's slot", "a send naming a slot, which format version 3 does not have", blockV3(enc, whole(0, 2, 3), 0, 3)},
 	} {
 		recs, err := readRecords(tc.file)
 		if tc.want == "" {
@@ -209,5 +208,70 @@ func TestLiteralTimes(t *testing.T) {
 	}
 	if same < 500 || !slices.Equal(got, want) {
 		t.Fatalf("%d same-layout sends; times %v..., want %v...", same, got[:min(6, len(got))], want[:6])
+	}
+}
+
+// sameLayoutLoop records 50 SMALL exchanges with a varying action at path,
+// on a clock that advances 1000 ns a reading: testdata/v4-same.ledger is
+// this loop as the version 4 writer (fe9d756) recorded it.
+func sameLayoutLoop(tb testing.TB, path string) {
+	var now time.Duration
+	w, err := Create(path, Options{Clock: func() time.Duration { now += 1000; return now }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in, fb, obs, action, data := smallExchange(tb)
+	rng := uint32(1)
+	for i := 0; i < 50; i++ {
+		rng = newAction(data, rng)
+		w.Sent(in, obs)
+		w.ReceivedAt(now+500, action)
+		w.Sent(fb, obs)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestReadsVersion4SameLayout: a version 4 ledger, whose same-layout
+// sends and recvs carry their times (and the sends their values) in the
+// records, reads back send for send and recv for recv, times included,
+// as the same loop recorded now in version 5.
+func TestReadsVersion4SameLayout(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "v4-same.ledger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "l")
+	sameLayoutLoop(t, path)
+	now, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchanges := func(file []byte) (recs []Record, same int) {
+		all, err := readRecords(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range all {
+			if r.Kind == KindSend || r.Kind == KindRecv {
+				recs = append(recs, r)
+			}
+			if r.isSame {
+				same++
+			}
+		}
+		return recs, same
+	}
+	want, _ := exchanges(now)
+	got, same := exchanges(old)
+	if same != 98 || len(got) != 150 || len(want) != 150 {
+		t.Fatalf("%d same-layout sends of %d records in version 4, %d records in version 5; want 98 of 150, 150", same, len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].Time != want[i].Time || !bytes.Equal(got[i].Msg, want[i].Msg) || !slices.Equal(got[i].Digests, want[i].Digests) {
+			t.Fatalf("record %d of version 4: %s at %d, %d bytes, digests %v; version 5's: %s at %d, %d bytes, digests %v", i,
+				got[i].Kind, got[i].Time, len(got[i].Msg), got[i].Digests, want[i].Kind, want[i].Time, len(want[i].Msg), want[i].Digests)
+		}
 	}
 }

@@ -354,8 +354,8 @@ func (w *Writer) appendSend(raw, p []byte) []byte {
 // stop and start again, and its tables swept the cache that the control
 // loop sharing the core then missed. In the SMALL bench on one core, with
 // the recv records' times moved as well, the client's CPU per exchange
-// over no ledger went from +2.06 to +1.09 us (12 rotated triplets), and
-// the file grew by about a sixth. (In version 3, whose literals zstd
+// over no ledger went from +2.17 to +1.35 us (12 rotated triplets), and
+// the file grew by about 15 %. (In version 3, whose literals zstd
 // compressed, the same move had cost more: the match finder restarted
 // among the random action values instead.)
 //

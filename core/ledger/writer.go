@@ -115,7 +115,7 @@ type Writer struct {
 	flushMu sync.Mutex // one flush at a time (the ticker's or Close's); guards what follows
 	spare   []byte
 	raw     []byte        // a block's records, before compression
-	lits    []byte        // a block's literals: its patches' new bytes (see format.go)
+	lits    []byte        // a block's literals: its patches' new bytes, recv and same-layout send times and values (see format.go)
 	out     []byte        // blocks, compressed, with their headers, for one write (writeOut); it keeps up to outTarget plus the largest block
 	sends   history       // the last two whole send records' messages, for patch coding
 	recvs   history       // the last recv record's message
@@ -804,7 +804,7 @@ func (w *Writer) writeBlock(raw []byte) []byte {
 	le.PutUint32(block[4:], uint32(len(raw)))
 	le.PutUint32(block[12:], uint32(lits))
 	z := block[blockHeader:][:zlen]
-	le.PutUint32(block[8:], blockSum(z, block[12:16], block[blockHeader+zlen:]))
+	le.PutUint32(block[8:], blockSum(z, block[12:16], block[blockHeader+zlen:], Version))
 	w.outPeak = max(w.outPeak, len(w.out))
 	if len(w.out) >= outTarget {
 		w.writeOut()
