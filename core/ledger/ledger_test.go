@@ -407,12 +407,14 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
-// TestQueueFull: a queue that cannot take a record drops it and says so.
+// TestQueueFull: a queue that cannot take a record drops it and says so,
+// in a lost record timed before the end record after it.
 func TestQueueFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l")
 	warnings := 0
+	var now atomic.Int64 // a clock that moves 1 us a reading
 	w, err := ledger.Create(path, ledger.Options{QueueBytes: 4096, FlushInterval: 250 * time.Millisecond,
-		Warn: func(string) { warnings++ }})
+		Warn: func(string) { warnings++ }, Clock: func() time.Duration { return time.Duration(now.Add(1000)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +445,11 @@ func TestQueueFull(t *testing.T) {
 	}
 	if k := recs[len(recs)-1].Kind; k != ledger.KindEnd {
 		t.Fatalf("the last record is %q; want end, after the lost record", k)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Time < recs[i-1].Time {
+			t.Fatalf("record %d (%s) at %d ns, before record %d (%s) at %d", i, recs[i].Kind, recs[i].Time, i-1, recs[i-1].Kind, recs[i-1].Time)
+		}
 	}
 }
 

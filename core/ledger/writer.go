@@ -617,9 +617,12 @@ func (w *Writer) Close() error {
 		<-w.done
 		// The end record is the last, after what was queued and the count
 		// of what was not, with the background writer's CPU time, final
-		// now that it has stopped.
-		end := msgp.AppendInt64(append([]byte(nil), recordPrefix(KindEnd, 1)...), w.now())
-		w.flushWith(appendInt64(end, keyCPU, w.flushCPU))
+		// now that it has stopped; it is timed as it is appended, after
+		// the lost record's time.
+		w.flushWith(func() []byte {
+			end := msgp.AppendInt64(append([]byte(nil), recordPrefix(KindEnd, 1)...), w.now())
+			return appendInt64(end, keyCPU, w.flushCPU)
+		})
 		flushed <- w.werr
 	}()
 	timer := time.NewTimer(w.closeTimeout)
@@ -710,16 +713,16 @@ func (w *Writer) backgroundFlush() {
 // blocks.
 func (w *Writer) flush() { w.flushWith(nil) }
 
-// flushWith is flush with a last record, tail (Close's end record), after
-// every other, the count of records lost included.
-func (w *Writer) flushWith(tail []byte) {
+// flushWith is flush with a last record, tail's (Close's end record),
+// after every other, the count of records lost included.
+func (w *Writer) flushWith(tail func() []byte) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.flushLocked(tail)
 }
 
 // flushLocked is flushWith with flushMu held.
-func (w *Writer) flushLocked(tail []byte) {
+func (w *Writer) flushLocked(tail func() []byte) {
 	w.mu.Lock()
 	queued := w.queue
 	w.queue = w.spare[:0]
@@ -769,7 +772,9 @@ func (w *Writer) flushLocked(tail []byte) {
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
-	raw = append(raw, tail...)
+	if tail != nil {
+		raw = append(raw, tail()...)
+	}
 	w.raw = w.writeBlock(raw)
 	w.writeOut()
 }
