@@ -198,7 +198,7 @@ func TestLiteralsAccounted(t *testing.T) {
 	var h history
 	var v3raw, v3litBytes []byte
 	for i := 0; i < 3; i++ {
-		v3raw = msgp.AppendInt64(append(v3raw, recvPrefixes[2]...), int64(i))
+		v3raw = msgp.AppendInt64(append(v3raw, prefixes[KindRecv][2]...), int64(i))
 		v3raw, v3litBytes = h.appendCoded(v3raw, v3litBytes, []byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', byte(i)}, 1, 0, 8)
 	}
 	v3lits := uint32(len(v3litBytes))

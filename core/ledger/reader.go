@@ -185,7 +185,7 @@ func (r *Reader) Next() (*Record, error) {
 				err = r.setSlot(rec)
 			}
 		case rec.Kind == KindRecv:
-			if err = r.literalTime(rec); err == nil {
+			if err = r.literalTime(rec, "a recv record"); err == nil {
 				rec.Msg, err = r.recvs.decode(rec.Msg, int(rec.patch), 1, lits)
 			}
 		}
@@ -236,21 +236,18 @@ func (r *Reader) setSlot(rec *Record) error {
 	return nil
 }
 
-// literalTime sets the time of rec, a recv or same-layout send record of
-// a version 5 ledger, from the block's literals: the record has none of
-// its own (a "t" in it is an error). It does nothing in earlier versions.
-func (r *Reader) literalTime(rec *Record) error {
+// literalTime sets the time of rec, a recv or same-layout send record
+// (what, for errors) of a version 5 ledger, from the block's literals:
+// the record has none of its own (a "t" in it is an error). It does
+// nothing in earlier versions.
+func (r *Reader) literalTime(rec *Record, what string) error {
 	if r.version < 5 {
 		return nil
 	}
-	what := "a recv record's time"
-	if rec.Kind != KindRecv {
-		what = "a same-layout send's time"
-	}
 	if rec.hasTime {
-		return fmt.Errorf("a recv record with a \"t\": version 5 keeps its time in the block's literals")
+		return fmt.Errorf("%s with a \"t\": version 5 keeps its time in the block's literals", what)
 	}
-	b, err := r.takeLiterals(8, what)
+	b, err := r.takeLiterals(8, what+"'s time")
 	if err == nil {
 		rec.Time = int64(binary.LittleEndian.Uint64(b))
 	}
@@ -285,7 +282,7 @@ func (r *Reader) repeat(rec *Record) error {
 		if rec.hasTime || rec.hasValues {
 			return errors.New("a same-layout send with a \"t\" or a \"v\": version 5 keeps its time and values in the block's literals")
 		}
-		if err := r.literalTime(rec); err != nil {
+		if err := r.literalTime(rec, "a same-layout send"); err != nil {
 			return err
 		}
 		var err error

@@ -318,7 +318,7 @@ func (w *Writer) appendSend(raw, p []byte) []byte {
 	if ncuts > 0 {
 		keys = 7
 	}
-	raw = msgp.AppendInt64(append(raw, sendPrefixes[keys]...), t)
+	raw = msgp.AppendInt64(append(raw, prefixes[KindSend][keys]...), t)
 	raw, w.lits = w.sends.appendCoded(raw, w.lits, msg, 2, 0, len(msg))
 	raw = appendKey(raw, keySlot)
 	raw = append(raw, byte(si)) // a msgpack positive fixint: 0 or 1

@@ -399,8 +399,7 @@ func (w *Writer) since(at time.Duration) int64 { return int64(at - w.base) }
 // keys: the map header, the kind, and the time's key. Precomputed, as
 // every record on the caller's path starts with them.
 var (
-	prefixes                   = map[string][8][]byte{}
-	sendPrefixes, recvPrefixes [8][]byte
+	prefixes = map[string][8][]byte{}
 	// sameRecords are a same-layout send record, per slot: the whole of
 	// it, as its time and values are in the block's literals
 	// (appendSendSame).
@@ -420,7 +419,6 @@ func init() {
 		}
 		prefixes[k] = p
 	}
-	sendPrefixes, recvPrefixes = prefixes[KindSend], prefixes[KindRecv]
 	for si := range sameRecords {
 		b := msgp.AppendMapHeader(nil, 2)
 		b = appendStr(b, keyKind, KindSend)
@@ -430,15 +428,11 @@ func init() {
 	recvTimeless = appendStr(msgp.AppendMapHeader(nil, 3), keyKind, KindRecv)
 }
 
-func recordPrefix(kind string, extra int) []byte {
-	switch kind { // the caller's path: no map lookup
-	case KindSend:
-		return sendPrefixes[extra]
-	case KindRecv:
-		return recvPrefixes[extra]
-	}
-	return prefixes[kind][extra]
-}
+// recordPrefix is the first bytes of a record of kind with extra more
+// keys than its kind and time. Sends and receives, the records of every
+// exchange, do not come here: their frames are made into records by the
+// writer (appendSend, appendSendSame, recvTimeless).
+func recordPrefix(kind string, extra int) []byte { return prefixes[kind][extra] }
 
 // lostMarkerMax bounds a lost record's frame (see reserve).
 const lostMarkerMax = frameHeader + 64
