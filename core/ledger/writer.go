@@ -85,6 +85,12 @@ type Writer struct {
 	base   time.Duration // clock's reading at start: a record's time is clock - base
 	slots  [2]sendSlot   // the messages a send was recorded from (sent.go)
 	oldest int           // the slot a new message takes
+	// lastRecv is the last message received whose frame the queue took,
+	// and recvBased says that it did (the writer's recv history then ends
+	// with it): the next message of its length is queued as the span
+	// that changed (frameRecvSpan).
+	lastRecv  []byte
+	recvBased bool
 
 	lostCount int // guarded by mu
 	lostBytes int // guarded by mu
@@ -143,13 +149,16 @@ type Writer struct {
 //	tag (1 byte), payload length (uint32 LE), payload
 //
 // A frameRecord's payload is the record itself; a frameRecv's is the time
-// (int64 LE) and the message; frameSend and frameSendSame are described in
-// sent.go.
+// (int64 LE) and the message; a frameRecvSpan's the time, the message's
+// length and the offset of the span that changed since the last message
+// received (uint32 LE each), then the span's bytes (received.go);
+// frameSend and frameSendSame are described in sent.go.
 const (
 	frameRecord = iota + 1
 	frameSend
 	frameSendSame
 	frameRecv
+	frameRecvSpan
 
 	frameHeader = 5
 	maxQueue    = 32 << 20
@@ -496,32 +505,6 @@ func (w *Writer) Connected(url string, metadata []byte) {
 	w.mu.Unlock()
 }
 
-// Received records a message received after the metadata, as it arrived.
-func (w *Writer) Received(msg []byte) {
-	if w == nil {
-		return
-	}
-	w.ReceivedAt(w.clock(), msg)
-}
-
-// ReceivedAt is Received of a message that arrived at at, a reading of
-// Options.Clock.
-func (w *Writer) ReceivedAt(at time.Duration, msg []byte) {
-	if w == nil {
-		return
-	}
-	t := w.since(at)
-	if !w.reserve(frameHeader + 8 + len(msg)) {
-		return
-	}
-	b := append(w.queue, frameRecv)
-	b = binary.LittleEndian.AppendUint32(b, uint32(8+len(msg)))
-	b = binary.LittleEndian.AppendUint64(b, uint64(t))
-	b = append(b, msg...)
-	w.endFrame(b, len(b)-8-len(msg))
-	w.mu.Unlock()
-}
-
 // appendStr, appendInt64 and appendBin append a key and its value.
 func appendStr(b []byte, key, v string) []byte {
 	return msgp.AppendString(appendKey(b, key), v)
@@ -753,6 +736,11 @@ func (w *Writer) flushLocked(tail func() []byte) {
 		case frameRecv:
 			w.lits = append(w.lits, p[:8]...) // its time (format version 5)
 			raw, w.lits = w.recvs.appendCoded(append(raw, recvTimeless...), w.lits, p[8:], 1, 0, len(p)-8)
+		case frameRecvSpan:
+			var ok bool
+			if raw, ok = w.appendRecvSpan(raw, p); !ok {
+				lostN, lostB = lostN+1, lostB+frameHeader+n
+			}
 		}
 		if len(raw)+len(w.lits) >= blockRawTarget {
 			raw = w.writeBlock(raw)

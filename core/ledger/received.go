@@ -1,0 +1,147 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"time"
+)
+
+// recvSpanFixed is a frameRecvSpan's payload before the span's bytes: the
+// time (int64 LE), the message's length and the span's offset (uint32 LE
+// each).
+const recvSpanFixed = 8 + 4 + 4
+
+// Received records a message received after the metadata, as it arrived.
+func (w *Writer) Received(msg []byte) {
+	if w == nil {
+		return
+	}
+	w.ReceivedAt(w.clock(), msg)
+}
+
+// ReceivedAt is Received of a message that arrived at at, a reading of
+// Options.Clock.
+//
+// A server's replies to an env loop keep their layout: an action message
+// differs from the last one in the action's values (and its ids, when
+// they change), the bytes around them equal. So when the last message
+// received is the writer's (recvBased) and has msg's length, the caller's
+// thread compares the two, finds the span between the first and last
+// bytes that differ, and queues only that span (frameRecvSpan); the
+// writer records it as a patch of one run, without scanning the message
+// again (appendRecvSpan). A SMALL action (362 bytes, 224 of them values)
+// queues 240 bytes instead of 375, and the writer copies its values
+// instead of patch-coding the message (docs/LEDGER.md).
+func (w *Writer) ReceivedAt(at time.Duration, msg []byte) {
+	if w == nil {
+		return
+	}
+	t := w.since(at)
+	le := binary.LittleEndian
+	if w.recvBased && len(msg) == len(w.lastRecv) {
+		lo, hi := changedSpan(msg, w.lastRecv)
+		payload := recvSpanFixed + hi - lo
+		if !w.reserve(frameHeader + payload) {
+			w.recvBased = false // the writer's history does not end with lastRecv now
+			return
+		}
+		b := append(w.queue, frameRecvSpan)
+		b = le.AppendUint32(b, uint32(payload))
+		b = le.AppendUint64(b, uint64(t))
+		b = le.AppendUint32(b, uint32(len(msg)))
+		b = le.AppendUint32(b, uint32(lo))
+		b = append(b, msg[lo:hi]...)
+		w.endFrame(b, len(b)-payload)
+		w.mu.Unlock()
+		copy(w.lastRecv[lo:hi], msg[lo:hi])
+		return
+	}
+	w.recvBased = false
+	if !w.reserve(frameHeader + 8 + len(msg)) {
+		return
+	}
+	b := append(w.queue, frameRecv)
+	b = le.AppendUint32(b, uint32(8+len(msg)))
+	b = le.AppendUint64(b, uint64(t))
+	b = append(b, msg...)
+	w.endFrame(b, len(b)-8-len(msg))
+	w.mu.Unlock()
+	// The writer patch-codes a message up to maxDelta against the last
+	// (history.appendCoded); a longer one clears its history.
+	if len(msg) <= maxDelta {
+		w.lastRecv = append(w.lastRecv[:0], msg...)
+		w.recvBased = true
+	}
+}
+
+// changedSpan returns the span msg[lo:hi] outside which msg and last, of
+// equal length, are equal: from the first byte that differs to just past
+// the last; lo == hi when none does. It compares 8-byte words from either
+// end.
+func changedSpan(msg, last []byte) (lo, hi int) {
+	n := len(msg)
+	last = last[:n]
+	le := binary.LittleEndian
+	for lo+8 <= n {
+		if x := le.Uint64(msg[lo:]) ^ le.Uint64(last[lo:]); x != 0 {
+			lo += bits.TrailingZeros64(x) / 8
+			break
+		}
+		lo += 8
+	}
+	for lo < n && lo+8 > n && msg[lo] == last[lo] { // the tail, past the last whole word
+		lo++
+	}
+	if lo == n {
+		return 0, 0
+	}
+	hi = n
+	for hi-8 >= lo {
+		if x := le.Uint64(msg[hi-8:]) ^ le.Uint64(last[hi-8:]); x != 0 {
+			return lo, hi - bits.LeadingZeros64(x)/8
+		}
+		hi -= 8
+	}
+	for msg[hi-1] == last[hi-1] { // fewer than 8 bytes from lo; msg[lo] differs
+		hi--
+	}
+	return lo, hi
+}
+
+// appendRecvSpan appends the recv record of a frameRecvSpan's payload p:
+// a patch of one run, the span, against the last recv record's message,
+// and to the block's literals the time and the span's bytes. The record
+// is the one appendCoded makes of the whole message when the span has no
+// run of minEqualRun equal bytes inside (an action's values rarely do),
+// and an equally valid patch when it does: a run may carry bytes that did
+// not change.
+//
+// It reports false, appending nothing, when the history does not hold a
+// message of the frame's length (ReceivedAt queues a span only after the
+// queue took a whole message, and the writer reads frames in order): the
+// flush counts it as lost rather than write a record no reader could
+// rebuild.
+func (w *Writer) appendRecvSpan(raw, p []byte) ([]byte, bool) {
+	le := binary.LittleEndian
+	n, lo := int(le.Uint32(p[8:])), int(le.Uint32(p[12:]))
+	span := p[recvSpanFixed:]
+	h := &w.recvs
+	if !h.valid[0] || len(h.prev[0]) != n || lo > n || len(span) > n-lo {
+		return raw, false
+	}
+	w.lits = append(w.lits, p[:8]...) // its time (format version 5)
+	raw = append(raw, recvTimeless...)
+	raw = appendKey(raw, keyPatch)
+	raw = append(raw, 1) // against the last message (a msgpack positive fixint)
+	raw = appendKey(raw, keyMsg)
+	raw = append(raw, 0xc6, 0, 0, 0, 0) // bin 32, as appendCoded writes it
+	at := len(raw)
+	if len(span) > 0 {
+		raw = binary.AppendUvarint(raw, uint64(lo))
+		raw = binary.AppendUvarint(raw, uint64(len(span)))
+		w.lits = append(w.lits, span...)
+		copy(h.prev[0][lo:], span)
+	}
+	binary.BigEndian.PutUint32(raw[at-4:], uint32(len(raw)-at))
+	return raw, true
+}
