@@ -20,8 +20,21 @@ func TestFlushAllocs(t *testing.T) {
 	for i := range msg {
 		msg[i] = byte(i * 13)
 	}
+	k := 0
 	round := func() {
 		for i := 0; i < 20; i++ {
+			// A few words change, as an action's values do, and every
+			// tenth message changes throughout: spans patch-coded, and
+			// whole messages.
+			for j := 0; j < 40; j++ {
+				msg[(k*97+j)%len(msg)] ^= byte(k) | 1
+			}
+			if k%10 == 9 {
+				for j := range msg {
+					msg[j] = ^msg[j]
+				}
+			}
+			k++
 			w.Received(msg)
 		}
 		w.flush()

@@ -420,9 +420,8 @@ func TestQueueFull(t *testing.T) {
 	}
 	release := ledger.HoldFlushes(w) // no flush (the ticker's) between the records
 	for i := 0; i < 100; i++ {
-		// Each message differs from the last in every byte: the first is
-		// queued whole (a 1013-byte frame), the others as a span of 1000
-		// bytes (1021).
+		// Each message differs from the last in every byte, so each is
+		// queued whole, a 1013-byte frame (not as its changed span).
 		w.Received(bytes.Repeat([]byte{byte(i + 1)}, 1000))
 	}
 	release()
@@ -444,7 +443,7 @@ func TestQueueFull(t *testing.T) {
 		}
 	}
 	if kept != 3 || lost != 97 {
-		t.Fatalf("kept %d, lost %d: want 3 kept (the open record and frames of 1013, 1021 and 1021 bytes fill the 4096-byte queue), 97 lost", kept, lost)
+		t.Fatalf("kept %d, lost %d: want 3 kept (the open record and three 1013-byte frames fill the 4096-byte queue), 97 lost", kept, lost)
 	}
 	if k := recs[len(recs)-1].Kind; k != ledger.KindEnd {
 		t.Fatalf("the last record is %q; want end, after the lost record", k)

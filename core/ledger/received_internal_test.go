@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -53,6 +54,40 @@ func TestChangedSpan(t *testing.T) {
 	}
 }
 
+// TestOneRun: oneRun is true exactly when appendPatch codes the span as
+// one run, and the writer's one run is then appendPatch's record, for
+// spans of every length up to 40 whose first and last bytes differ and
+// whose other bytes are equal with probabilities from none to most.
+func TestOneRun(t *testing.T) {
+	rng := uint64(1)
+	next := func() uint64 {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return rng
+	}
+	for n := 1; n <= 40; n++ {
+		for _, equalIn8 := range []uint64{0, 2, 4, 6, 7} {
+			for trial := 0; trial < 300; trial++ {
+				cur, prev := make([]byte, n), make([]byte, n)
+				for i := range cur {
+					cur[i] = byte(next())
+					prev[i] = cur[i]
+					if next()%8 >= equalIn8 {
+						prev[i] = cur[i] ^ byte(1+next()%255)
+					}
+				}
+				prev[0], prev[n-1] = ^cur[0], ^cur[n-1]
+				patch, lits := appendPatch(nil, nil, cur, prev, 17)
+				one := binary.AppendUvarint(binary.AppendUvarint(nil, 17), uint64(n))
+				if got, want := oneRun(cur, prev), bytes.Equal(patch, one) && bytes.Equal(lits, cur); got != want {
+					t.Fatalf("cur %x\nprev %x: oneRun %v, appendPatch's patch %x (one run: %v)", cur, prev, got, patch, want)
+				}
+			}
+		}
+	}
+}
+
 // FuzzRecvs drives the writer with received messages that change as a
 // server's do (values within, length, all or nothing), refusals by the
 // queue and flushes anywhere, messages over maxDelta among them, and
@@ -63,17 +98,25 @@ func FuzzRecvs(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 9, 0, 17, 0, 2, 0, 3, 0, 0, 4, 0, 0})
 	f.Add([]byte{8, 0, 1, 33, 3, 0, 0, 2, 4, 0, 5, 0, 6, 0, 0, 1, 200, 0})
 	f.Add([]byte{0, 6, 0, 0, 3, 0, 7, 0, 0, 1, 255, 0, 4, 0})
+	// A reviewer's: over 64 KiB and back to the length before it, the
+	// caller's copy stale; a span, a refusal, then the whole message.
+	f.Add([]byte{0, 0, 11, 0, 4, 0, 4, 0})
+	f.Add([]byte{0, 0, 7, 0, 5, 0, 7, 0})
+	f.Add([]byte{0, 0, 2, 0, 5, 0, 2, 0, 0, 10, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) == 0 || len(ops) > 400 {
 			return
 		}
 		path := filepath.Join(t.TempDir(), "l")
-		w, err := Create(path, Options{Level: Level(ops[0] & 1), FlushInterval: 250e6})
+		// A queue that takes every frame 400 ops can make (over 64 KiB
+		// each): only the refusals the ops ask for are lost.
+		w, err := Create(path, Options{Level: Level(ops[0] & 1), FlushInterval: 250e6, QueueBytes: 32 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
 		release := HoldFlushes(w)
 		msg := []byte("an action message of 40 bytes, or so...")
+		short := 0 // the length before case 4 made msg over 64 KiB
 		var want [][]byte
 		refuse, refusedN := false, 0
 		for k, b := range ops[1:] {
@@ -104,11 +147,12 @@ func FuzzRecvs(f *testing.F) {
 				} else if len(msg) > 0 {
 					msg = msg[:len(msg)-1]
 				}
-			case 4: // over maxDelta, and back
+			case 4: // over maxDelta, and back to the length before
 				if len(msg) <= maxDelta {
+					short = len(msg)
 					msg = append(msg, make([]byte, maxDelta)...)
 				} else {
-					msg = msg[:40]
+					msg = msg[:short]
 				}
 			case 5:
 				refuse = true
@@ -177,14 +221,38 @@ func TestRecvSpanQueued(t *testing.T) {
 	expect(frameRecv, frameHeader+8+100, "the first message")
 	msg[40], msg[49] = 1, 2
 	w.Received(msg)
-	expect(frameRecvSpan, frameHeader+recvSpanFixed+10, "bytes 40-49 changed")
+	expect(frameRecvSpan, frameHeader+recvSpanFixed+10, "bytes 40 and 49 changed (8 equal between: patch-coded)")
 	w.Received(msg)
-	expect(frameRecvSpan, frameHeader+recvSpanFixed, "the same message")
+	expect(frameRecvRun, frameHeader+recvSpanFixed, "the same message")
 	refused(w, func() { w.Received(msg) })
 	w.Received(msg)
 	expect(frameRecv, frameHeader+8+100, "after a refused one")
 	w.Received(msg[:99])
 	expect(frameRecv, frameHeader+8+99, "another length")
+	for i := range msg[:99] {
+		msg[i]++
+	}
+	w.Received(msg[:99])
+	expect(frameRecv, frameHeader+8+99, "every byte changed")
+	msg[0]++
+	w.Received(msg[:99])
+	expect(frameRecvRun, frameHeader+recvSpanFixed+1, "one byte changed after a whole one of that length")
+
+	// The longest message the writer patch-codes is kept as the base of
+	// the next; one byte longer is not (the writer records it whole and
+	// forgets its history).
+	for _, c := range []struct {
+		n   int
+		tag byte
+	}{{maxDelta, frameRecvRun}, {maxDelta + 1, frameRecv}} {
+		long := make([]byte, c.n)
+		w.Received(long)
+		long[7] = 1
+		w.Received(long)
+		if tag, _ := lastFrame(); tag != c.tag {
+			t.Fatalf("a %d-byte message after one of its length: tag %d, want %d", c.n, tag, c.tag)
+		}
+	}
 }
 
 // readBackRecvs reads the file at path and returns its recv records'
@@ -221,5 +289,77 @@ func readBackRecvs(t *testing.T, path string) ([][]byte, int64) {
 			}
 			msgs = append(msgs, bytes.Clone(m))
 		}
+	}
+}
+
+// TestRecvBackAfterSpan: a message that goes back to the one before its
+// last, queued whole after a refusal, reads back as itself. The writer
+// patch-codes it against its history, which must hold the last message
+// the span made, not the one before (a writer that did not apply the span
+// wrote an empty patch here, and the reader gave the span's message).
+func TestRecvBackAfterSpan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := bytes.Repeat([]byte("action.."), 8)
+	b := bytes.Clone(a)
+	b[20], b[30] = 'x', 'y'
+	w.Received(a)
+	w.Received(b) // a span
+	refused(w, func() { w.Received(b) })
+	w.Received(a) // whole, patched against b
+	w.Received(b) // a span again
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, lost := readBackRecvs(t, w.Path())
+	want := [][]byte{a, b, a, b}
+	if lost != 1 || len(got) != len(want) {
+		t.Fatalf("%d receives read back, %d lost; want %d and 1", len(got), lost, len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("receive %d reads back as %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestRecvSpanSparse: a span whose bytes mostly did not change (an action
+// of discrete values: one byte in eight changes) is patch-coded, so that
+// the unchanged bytes within it stay out of the literals, which zstd does
+// not see: a span written as one run made such a file five times larger.
+func TestRecvSpanSparse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 362)
+	copy(msg, "an action message's own bytes")
+	const n = 4000
+	rng := uint32(1)
+	for i := 0; i < n; i++ {
+		for k := 130; k+8 <= len(msg); k += 8 { // 28 int64 values in 0..3
+			rng ^= rng << 13
+			rng ^= rng >> 17
+			rng ^= rng << 5
+			msg[k] = byte(rng & 3)
+		}
+		w.Received(msg)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// About 21 changed bytes a message, each a run of its own: under 60
+	// bytes a message with the runs, the time and zstd's share; 221 with
+	// the span stored whole.
+	if per := float64(st.Size()) / n; per > 60 {
+		t.Fatalf("%.1f bytes per receive of 28 discrete values: the span's unchanged bytes are stored", per)
 	}
 }

@@ -66,7 +66,8 @@ type Options struct {
 // The work is split so that the caller's thread touches as little memory
 // as it can: after each wait for the server its caches are cold, and each
 // line it reads or writes is a miss. A record method appends a frame to
-// the queue: a receive as the message, a send as its kept bytes, or as
+// the queue: a receive as the message, or as the span that changed since
+// the last (received.go), a send as its kept bytes, or as
 // only the bytes that can have changed when its message kept its layout
 // (sent.go), and any other record already encoded. The background writer
 // turns the frames into records (msgpack, messages patch-coded against the
@@ -85,10 +86,11 @@ type Writer struct {
 	base   time.Duration // clock's reading at start: a record's time is clock - base
 	slots  [2]sendSlot   // the messages a send was recorded from (sent.go)
 	oldest int           // the slot a new message takes
-	// lastRecv is the last message received whose frame the queue took,
-	// and recvBased says that it did (the writer's recv history then ends
-	// with it): the next message of its length is queued as the span
-	// that changed (frameRecvSpan).
+	// lastRecv is the last message received, and recvBased says that the
+	// queue took its frame and the writer will keep it (up to maxDelta):
+	// the writer's recv history then ends with it, and the next message
+	// of its length is queued as the span that changed (frameRecvSpan).
+	// Without recvBased, lastRecv is stale.
 	lastRecv  []byte
 	recvBased bool
 
@@ -151,7 +153,8 @@ type Writer struct {
 // A frameRecord's payload is the record itself; a frameRecv's is the time
 // (int64 LE) and the message; a frameRecvSpan's the time, the message's
 // length and the offset of the span that changed since the last message
-// received (uint32 LE each), then the span's bytes (received.go);
+// received (uint32 LE each), then the span's bytes, and a frameRecvRun's
+// the same, for a span the writer records as one run (received.go);
 // frameSend and frameSendSame are described in sent.go.
 const (
 	frameRecord = iota + 1
@@ -159,6 +162,7 @@ const (
 	frameSendSame
 	frameRecv
 	frameRecvSpan
+	frameRecvRun
 
 	frameHeader = 5
 	maxQueue    = 32 << 20
@@ -736,9 +740,9 @@ func (w *Writer) flushLocked(tail func() []byte) {
 		case frameRecv:
 			w.lits = append(w.lits, p[:8]...) // its time (format version 5)
 			raw, w.lits = w.recvs.appendCoded(append(raw, recvTimeless...), w.lits, p[8:], 1, 0, len(p)-8)
-		case frameRecvSpan:
+		case frameRecvSpan, frameRecvRun:
 			var ok bool
-			if raw, ok = w.appendRecvSpan(raw, p); !ok {
+			if raw, ok = w.appendRecvSpan(raw, p, tag == frameRecvRun); !ok {
 				lostN, lostB = lostN+1, lostB+frameHeader+n
 			}
 		}
