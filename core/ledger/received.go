@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// recvSpanFixed is a frameRecvSpan's payload before the span's bytes: the
-// time (int64 LE), the message's length and the span's offset (uint32 LE
-// each).
+// recvSpanFixed is a frameRecvSpan's (or frameRecvRun's) payload before
+// the span's bytes: the time (int64 LE), the message's length and the
+// span's offset (uint32 LE each).
 const recvSpanFixed = 8 + 4 + 4
 
 // Received records a message received after the metadata, as it arrived.
@@ -29,7 +29,7 @@ func (w *Writer) Received(msg []byte) {
 // thread compares the two, finds the span between the first and last
 // bytes that differ, and queues only that span (frameRecvSpan), saying
 // whether it has no 4 equal bytes within (frameRecvRun: a policy's
-// continuous values), which it sees in the same words it just read: the
+// continuous values), which it checks while both are in its cache: the
 // writer then records the span as one run, where it would otherwise
 // patch-code it (appendRecvSpan), scanning only the span. The record is
 // the same either way, and the same as the whole message's would be.
