@@ -261,18 +261,16 @@ func (h *history) appendCoded(b, lits, msg []byte, depth, lo, hi int) ([]byte, [
 			break
 		}
 	}
-	b = appendKey(b, keyPatch)
-	b = append(b, byte(ref)) // a msgpack positive fixint: ref <= depth <= 2
-	b = appendKey(b, keyMsg)
 	if ref == 0 {
+		b = appendKey(b, keyPatch)
+		b = append(b, 0)
+		b = appendKey(b, keyMsg)
 		h.scratch = append(h.scratch[:0], msg...)
 		b = msgp.AppendBytes(b, h.scratch)
 		h.remember(depth)
 		return b, lits
 	}
-	// bin 32 header, its length filled in below
-	b = append(b, 0xc6, 0, 0, 0, 0)
-	at := len(b)
+	b, at := patchHeader(b, ref)
 	if ref == depth {
 		// Outside [lo, hi) every byte is equal, so the patch of that
 		// range, placed at its offset, is the patch of the whole message.
@@ -287,8 +285,51 @@ func (h *history) appendCoded(b, lits, msg []byte, depth, lo, hi int) ([]byte, [
 		h.scratch = append(h.scratch[:0], msg...)
 		h.remember(depth)
 	}
+	return patchEnd(b, at), lits
+}
+
+// appendSpan is appendCoded, at depth 1 (a receive's history), of a
+// message of length n that differs from the newest one only in span at
+// offset lo, given only the span: a patch of the span alone, or, when
+// oneRun says the span has no run of minEqualRun equal bytes and its
+// first and last bytes differ, that patch's one run without the scan.
+// The span becomes the newest message's bytes. It reports false,
+// appending nothing that counts (b and lits keep their lengths), when the
+// newest message is not of length n or the span lies outside it.
+func (h *history) appendSpan(b, lits []byte, n, lo int, span []byte, oneRun bool) ([]byte, []byte, bool) {
+	if !h.valid[0] || len(h.prev[0]) != n || lo > n || len(span) > n-lo {
+		return b, lits, false
+	}
+	b, at := patchHeader(b, 1)
+	if len(span) > 0 {
+		old := h.prev[0][lo : lo+len(span)]
+		if oneRun {
+			b = binary.AppendUvarint(b, uint64(lo))
+			b = binary.AppendUvarint(b, uint64(len(span)))
+			lits = append(lits, span...)
+		} else {
+			b, lits = appendPatch(b, lits, span, old, lo)
+		}
+		copy(old, span)
+	}
+	return patchEnd(b, at), lits, true
+}
+
+// patchHeader appends the "p" key, ref (a msgpack positive fixint: ref
+// <= depth <= 2), and the "m" key with a bin 32 header whose length
+// patchEnd fills in once the runs that follow at are appended.
+func patchHeader(b []byte, ref int) ([]byte, int) {
+	b = appendKey(b, keyPatch)
+	b = append(b, byte(ref))
+	b = appendKey(b, keyMsg)
+	b = append(b, 0xc6, 0, 0, 0, 0)
+	return b, len(b)
+}
+
+// patchEnd fills in the bin 32 length of the patch that started at at.
+func patchEnd(b []byte, at int) []byte {
 	binary.BigEndian.PutUint32(b[at-4:], uint32(len(b)-at))
-	return b, lits
+	return b
 }
 
 // minEqualRun is the shortest run of equal bytes that ends a change in a

@@ -70,7 +70,7 @@ func TestWriterCPUs(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if sends, lost := readBackSends(t, path); len(sends) != 200 || lost != 0 {
+	if sends, lost := readBack(t, path, KindSend); len(sends) != 200 || lost != 0 {
 		t.Fatalf("read back %d sends, %d lost; want 200, none lost", len(sends), lost)
 	}
 	// The thread has its own CPUs back, if it still runs, before other

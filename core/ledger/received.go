@@ -101,9 +101,8 @@ func (w *Writer) receivedWhole(t int64, msg []byte) {
 func changedSpan(msg, last []byte) (lo, hi int) {
 	n := len(msg)
 	last = last[:n]
-	le := binary.LittleEndian
 	for lo+8 <= n {
-		if x := le.Uint64(msg[lo:]) ^ le.Uint64(last[lo:]); x != 0 {
+		if x := wordDiff(msg, last, lo); x != 0 {
 			lo += bits.TrailingZeros64(x) / 8
 			break
 		}
@@ -117,7 +116,7 @@ func changedSpan(msg, last []byte) (lo, hi int) {
 	}
 	hi = n
 	for hi-8 >= lo {
-		if x := le.Uint64(msg[hi-8:]) ^ le.Uint64(last[hi-8:]); x != 0 {
+		if x := wordDiff(msg, last, hi-8); x != 0 {
 			return lo, hi - bits.LeadingZeros64(x)/8
 		}
 		hi -= 8
@@ -161,13 +160,13 @@ func oneRun(cur, prev []byte) bool {
 // appendRecvSpan appends the recv record of a frameRecvSpan's or
 // frameRecvRun's payload p: the span patch-coded against the same bytes
 // of the last recv record's message, which outside the span it equals,
-// and to the block's literals the time and the patch's new bytes. The
-// record is the one appendCoded makes of the whole message. A frameRecvRun
-// (oneRun: the span has no run of minEqualRun equal bytes, and its first
-// and last bytes changed) is that patch's one run, without the scan.
-// (Writing every span as one run stored the unchanged bytes of a sparse
-// one among the literals, which zstd does not see: an action of discrete
-// values, one changed byte in eight, made a file five times larger.)
+// and to the block's literals the time and the patch's new bytes
+// (history.appendSpan). The record is the one appendCoded makes of the
+// whole message. A frameRecvRun (oneRun) is that patch's one run, without
+// the scan. (Writing every span as one run stored the unchanged bytes of
+// a sparse one among the literals, which zstd does not see: an action of
+// discrete values, one changed byte in eight, made a file five times
+// larger.)
 //
 // It reports false, appending nothing, when the history does not hold a
 // message of the frame's length (ReceivedAt queues a span only after the
@@ -177,29 +176,12 @@ func oneRun(cur, prev []byte) bool {
 func (w *Writer) appendRecvSpan(raw, p []byte, oneRun bool) ([]byte, bool) {
 	le := binary.LittleEndian
 	n, lo := int(le.Uint32(p[8:])), int(le.Uint32(p[12:]))
-	span := p[recvSpanFixed:]
-	h := &w.recvs
-	if !h.valid[0] || len(h.prev[0]) != n || lo > n || len(span) > n-lo {
+	// The record's prefix and its time (format version 5) first; they
+	// count only if the span fits.
+	b, lits, ok := w.recvs.appendSpan(append(raw, recvTimeless...), append(w.lits, p[:8]...), n, lo, p[recvSpanFixed:], oneRun)
+	if !ok {
 		return raw, false
 	}
-	w.lits = append(w.lits, p[:8]...) // its time (format version 5)
-	raw = append(raw, recvTimeless...)
-	raw = appendKey(raw, keyPatch)
-	raw = append(raw, 1) // against the last message (a msgpack positive fixint)
-	raw = appendKey(raw, keyMsg)
-	raw = append(raw, 0xc6, 0, 0, 0, 0) // bin 32, as appendCoded writes it
-	at := len(raw)
-	if len(span) > 0 {
-		old := h.prev[0][lo : lo+len(span)]
-		if oneRun {
-			raw = binary.AppendUvarint(raw, uint64(lo))
-			raw = binary.AppendUvarint(raw, uint64(len(span)))
-			w.lits = append(w.lits, span...)
-		} else {
-			raw, w.lits = appendPatch(raw, w.lits, span, old, lo)
-		}
-		copy(old, span)
-	}
-	binary.BigEndian.PutUint32(raw[at-4:], uint32(len(raw)-at))
-	return raw, true
+	w.lits = lits
+	return b, true
 }

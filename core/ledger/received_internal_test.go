@@ -3,8 +3,6 @@ package ledger
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -170,18 +168,8 @@ func FuzzRecvs(f *testing.F) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		got, lost := readBackRecvs(t, w.Path())
-		if int(lost) != refusedN {
-			t.Fatalf("%d records lost, %d refused", lost, refusedN)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%d receives read back, %d taken", len(got), len(want))
-		}
-		for i := range want {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("receive %d reads back as other bytes:\n got %x\nwant %x", i, got[i], want[i])
-			}
-		}
+		got, lost := readBack(t, w.Path(), KindRecv)
+		checkReadBack(t, "receives", got, want, lost, refusedN)
 	})
 }
 
@@ -255,43 +243,6 @@ func TestRecvSpanQueued(t *testing.T) {
 	}
 }
 
-// readBackRecvs reads the file at path and returns its recv records'
-// messages, and the records it counts as lost.
-func readBackRecvs(t *testing.T, path string) ([][]byte, int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var msgs [][]byte
-	var lost int64
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return msgs, lost
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch rec.Kind {
-		case KindLost:
-			lost += rec.Count
-		case KindRecv:
-			m, err := r.Message(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msgs = append(msgs, bytes.Clone(m))
-		}
-	}
-}
-
 // TestRecvBackAfterSpan: a message that goes back to the one before its
 // last, queued whole after a refusal, reads back as itself. The writer
 // patch-codes it against its history, which must hold the last message
@@ -314,16 +265,8 @@ func TestRecvBackAfterSpan(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, lost := readBackRecvs(t, w.Path())
-	want := [][]byte{a, b, a, b}
-	if lost != 1 || len(got) != len(want) {
-		t.Fatalf("%d receives read back, %d lost; want %d and 1", len(got), lost, len(want))
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("receive %d reads back as %q, want %q", i, got[i], want[i])
-		}
-	}
+	got, lost := readBack(t, w.Path(), KindRecv)
+	checkReadBack(t, "receives", got, [][]byte{a, b, a, b}, lost, 1)
 }
 
 // TestRecvSpanSparse: a span whose bytes mostly did not change (an action
@@ -362,4 +305,57 @@ func TestRecvSpanSparse(t *testing.T) {
 	if per := float64(st.Size()) / n; per > 60 {
 		t.Fatalf("%.1f bytes per receive of 28 discrete values: the span's unchanged bytes are stored", per)
 	}
+}
+
+// TestRecvSpanWithoutBase: a span frame the writer's history cannot take
+// (no message yet, another length, a span past the end; ReceivedAt never
+// queues one) appends nothing and is counted as lost, and the receive
+// after it reads back.
+func TestRecvSpanWithoutBase(t *testing.T) {
+	var h history
+	for _, c := range []struct {
+		name      string
+		base      []byte
+		n, lo     int
+		span      []byte
+		wantTaken bool
+	}{
+		{"no message yet", nil, 4, 0, []byte{1}, false},
+		{"another length", []byte("abcd"), 5, 0, []byte{1}, false},
+		{"offset past the end", []byte("abcd"), 4, 5, nil, false},
+		{"span past the end", []byte("abcd"), 4, 3, []byte{1, 2}, false},
+		{"span at the end", []byte("abcd"), 4, 3, []byte{1}, true},
+	} {
+		h.forget()
+		if c.base != nil {
+			if _, err := h.decode(c.base, 0, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, lits, ok := h.appendSpan([]byte("rec"), []byte("lit"), c.n, c.lo, c.span, false)
+		if ok != c.wantTaken || (!ok && (string(b) != "rec" || string(lits) != "lit")) {
+			t.Fatalf("%s: taken %v, record %q, literals %q; want taken %v, and nothing appended when not", c.name, ok, b, lits, c.wantTaken)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := HoldFlushes(w)
+	w.mu.Lock() // a frameRecvRun of a 4-byte message, before any receive
+	w.queue = append(w.queue, frameRecvRun, recvSpanFixed+1, 0, 0, 0)
+	w.queue = binary.LittleEndian.AppendUint64(w.queue, 1)
+	w.queue = binary.LittleEndian.AppendUint32(w.queue, 4)
+	w.queue = binary.LittleEndian.AppendUint32(w.queue, 0)
+	w.queue = append(w.queue, 'x')
+	w.mu.Unlock()
+	w.Received([]byte("next"))
+	release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, lost := readBack(t, w.Path(), KindRecv)
+	checkReadBack(t, "receives", got, [][]byte{[]byte("next")}, lost, 1)
 }

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"path/filepath"
 	"testing"
 
@@ -122,17 +121,7 @@ func FuzzSends(f *testing.F) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		got, lost := readBackSends(t, w.Path())
-		if int(lost) != refusedN {
-			t.Fatalf("%d records lost, %d refused", lost, refusedN)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%d sends read back, %d taken", len(got), len(want))
-		}
-		for i := range want {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("send %d reads back as other bytes:\n got %x\nwant %x", i, got[i], want[i])
-			}
-		}
+		got, lost := readBack(t, w.Path(), KindSend)
+		checkReadBack(t, "sends", got, want, lost, refusedN)
 	})
 }

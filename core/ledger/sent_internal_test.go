@@ -136,9 +136,9 @@ func rebuiltAt(m *wire.Message, obs *wire.Observation, level Level) []byte {
 	return b
 }
 
-// readBackSends reads a ledger's sends, in order, and the records it says
-// were lost.
-func readBackSends(t *testing.T, path string) ([][]byte, int64) {
+// readBack reads a ledger's messages of kind (KindSend, KindRecv), in
+// order, and the records it says were lost.
+func readBack(t *testing.T, path, kind string) ([][]byte, int64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -150,12 +150,12 @@ func readBackSends(t *testing.T, path string) ([][]byte, int64) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var sends [][]byte
+	var msgs [][]byte
 	var lost int64
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return sends, lost
+			return msgs, lost
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -163,12 +163,30 @@ func readBackSends(t *testing.T, path string) ([][]byte, int64) {
 		switch rec.Kind {
 		case KindLost:
 			lost += rec.Count
-		case KindSend:
+		case kind:
 			m, err := r.Message(rec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sends = append(sends, bytes.Clone(m))
+			msgs = append(msgs, bytes.Clone(m))
+		}
+	}
+}
+
+// checkReadBack fails the test unless the messages read back (got, and
+// lost, the records the ledger says were lost) are those the queue took
+// (want), and as many were lost as the queue was made to refuse.
+func checkReadBack(t *testing.T, what string, got, want [][]byte, lost int64, refused int) {
+	t.Helper()
+	if int(lost) != refused {
+		t.Fatalf("%d records lost, %d refused", lost, refused)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d %s read back, %d taken", len(got), what, len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("%s %d reads back as other bytes:\n got %x\nwant %x", what, i, got[i], want[i])
 		}
 	}
 }
@@ -178,7 +196,7 @@ func readBackSends(t *testing.T, path string) ([][]byte, int64) {
 // never encoded that TestSentByChanges records).
 func readSends(t *testing.T, path string) (map[int64][]byte, int64) {
 	t.Helper()
-	sends, lost := readBackSends(t, path)
+	sends, lost := readBack(t, path, KindSend)
 	byID, empty := map[int64][]byte{}, 0
 	for _, m := range sends {
 		if len(m) == 0 {
@@ -224,7 +242,7 @@ func sendsOf(t *testing.T, level Level, sends ...func(w *Writer) []byte) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := readBackSends(t, path)
+	got, _ := readBack(t, path, KindSend)
 	if len(got) != len(want) {
 		t.Fatalf("%d sends read back, %d taken", len(got), len(want))
 	}
@@ -392,8 +410,8 @@ func TestDigestedSendRecordedWithoutCuts(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// readBackSends fails the test on the reader's error.
-		got, _ := readBackSends(t, path)
+		// readBack fails the test on the reader's error.
+		got, _ := readBack(t, path, KindSend)
 		if len(got) != len(want) {
 			t.Fatalf("%d sends read back, %d sent", len(got), len(want))
 		}
