@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"path/filepath"
@@ -56,26 +57,46 @@ func newAction(data []byte, rng uint32) uint32 {
 }
 
 // BenchmarkRecordExchange is the caller's share of recording one SMALL
-// exchange: two sends and a receive into the queue, timed as the client
-// times them (the receive with the clock reading it takes anyway).
+// exchange: two sends and a receive into the queue, with the times the
+// client reads anyway (SentAt, ReceivedAt), so no clock of the ledger's.
+// "fixed": the same action every time (its receive queues an empty span);
+// "varying": a new action every exchange, as a policy's, so that each
+// receive is compared and queued as the span that changed (64 actions
+// made beforehand, in turn, so no new values are computed on the clock).
 func BenchmarkRecordExchange(b *testing.B) {
-	in, fb, obs, action, _ := smallExchange(b)
-	w, err := Create(filepath.Join(b.TempDir(), "l"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	at := w.clock()
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		w.Sent(in, obs)
-		w.ReceivedAt(at, action)
-		w.Sent(fb, obs)
-		if i%1000 == 999 { // keep the queue from filling, off the clock
-			b.StopTimer()
-			w.flush()
-			b.StartTimer()
+	for _, varying := range []bool{false, true} {
+		name := "fixed"
+		if varying {
+			name = "varying"
 		}
+		b.Run(name, func(b *testing.B) {
+			in, fb, obs, action, data := smallExchange(b)
+			actions := [][]byte{action}
+			if varying {
+				rng := uint32(1)
+				for len(actions) < 64 {
+					rng = newAction(data, rng)
+					actions = append(actions, bytes.Clone(action))
+				}
+			}
+			w, err := Create(filepath.Join(b.TempDir(), "l"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			at := w.clock()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				w.SentAt(at, in, obs)
+				w.ReceivedAt(at, actions[i%len(actions)])
+				w.SentAt(at, fb, obs)
+				if i%1000 == 999 { // keep the queue from filling, off the clock
+					b.StopTimer()
+					w.flush()
+					b.StartTimer()
+				}
+			}
+		})
 	}
 }
 

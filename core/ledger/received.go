@@ -131,7 +131,10 @@ func changedSpan(msg, last []byte) (lo, hi int) {
 // minEqualRun equal bytes: appendPatch codes them as one run when they
 // also differ in their first and last bytes. It reads them a word at a
 // time, as appendPatch does, and a run may cross from one word to the
-// next; lanes past the end count as differing.
+// next; lanes past the end count as differing. A word with no equal byte
+// is passed in one test (about half of a policy's float32 words: their
+// sign and exponent bytes are often equal): BenchmarkOneRun 115-157 ns
+// before, 85-119 after, for a SMALL action's 245 bytes.
 func oneRun(cur, prev []byte) bool {
 	n := len(cur)
 	prev = prev[:n]
@@ -139,6 +142,10 @@ func oneRun(cur, prev []byte) bool {
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		eq := equalLanes(wordDiff(cur, prev, i))
+		if eq == 0 { // no equal byte here, so no run through this word
+			eqPrev = 0
+			continue
+		}
 		if equalRunStarts(eq) != 0 || equalRunStarts(eqPrev>>40|eq<<24) != 0 {
 			return false
 		}

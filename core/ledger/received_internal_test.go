@@ -359,3 +359,18 @@ func TestRecvSpanWithoutBase(t *testing.T) {
 	got, lost := readBack(t, w.Path(), KindRecv)
 	checkReadBack(t, "receives", got, [][]byte{[]byte("next")}, lost, 1)
 }
+
+// BenchmarkOneRun is the caller's check of a SMALL action's span (245
+// bytes of a policy's float32 values, every one changed): the receive's
+// largest part on the caller's thread (BenchmarkRecordExchange/varying).
+func BenchmarkOneRun(b *testing.B) {
+	cur, prev := make([]byte, 245), make([]byte, 245)
+	newAction(cur, 1)
+	newAction(prev, 2)
+	b.SetBytes(int64(len(cur)))
+	for i := 0; i < b.N; i++ {
+		if !oneRun(cur, prev) {
+			b.Fatal("a policy's changed values hold a run of 4 equal bytes")
+		}
+	}
+}
