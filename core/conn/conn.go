@@ -253,6 +253,9 @@ type Conn struct {
 	rbuf     []byte        // the message buffer, from alloc
 	counters *Counters     // never nil
 	lastRecv time.Duration // monotonic (mono) start of the last Receive
+	// lastYield is when a Receive of this connection last yielded (mono;
+	// see yieldDue).
+	lastYield time.Duration
 
 	// A Receive with a timeout of watchedTimeout or more stores its
 	// deadline (mono) here, and the poller ends the connection when it

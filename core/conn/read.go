@@ -32,6 +32,43 @@ func yieldGap(busy, procs int32) time.Duration {
 	return yieldEvery / time.Duration(max(1, min(busy, procs)))
 }
 
+// yieldDue reports whether the Receive of c that starts at now, with busy
+// Receives in progress (its own among them), yields first, and notes the
+// yield. The schedule that counts is a P's, and the runtime keeps about
+// one yield every yieldEvery per P in use:
+//
+//   - While the Receives in progress are fewer than the Ps, each thread
+//     keeps a P of its own from one exchange to the next, so each
+//     connection yields every yieldEvery. A process-wide turn, landing on
+//     whichever thread came next, left some Ps without a yield for 10 ms:
+//     sysmon then retook them, and one retake keeps it waking every 20 us
+//     instead of sleeping (8 handles on the server's core: about 3,600
+//     sysmon wake-ups a second against 300-470 with a turn per
+//     connection, at the same number of yields; docs/PERFORMANCE.md).
+//   - Else the threads share the Ps, and the process yields once every
+//     yieldGap, whatever the number of connections: a yield per
+//     connection cost 64 connections a thread hand-off 8000 times a
+//     second, and one per P whether used or not would cost a lone
+//     connection on a 64-core host as much.
+//
+// It runs under c.rmu, which guards c.lastYield.
+func (c *Conn) yieldDue(now time.Duration, busy int32) bool {
+	if busy < procs.Load() {
+		if now-c.lastYield < yieldEvery {
+			return false
+		}
+		c.lastYield = now
+		lastYield.Store(int64(now))
+		return true
+	}
+	last := time.Duration(lastYield.Load())
+	if now-last < yieldGap(busy, procs.Load()) || !lastYield.CompareAndSwap(int64(last), int64(now)) {
+		return false
+	}
+	c.lastYield = now
+	return true
+}
+
 // Receive waits up to timeout (zero: forever) for the next message and
 // returns it. The bytes are the connection's buffer: valid, and writable,
 // until Release or the next Receive. A message the caller waits for must
@@ -52,19 +89,13 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 	}
 	busy := receiving.Add(1)
 	defer receiving.Add(-1)
-	if last := time.Duration(lastYield.Load()); now-last >= yieldGap(busy, procs.Load()) && lastYield.CompareAndSwap(int64(last), int64(now)) {
+	if c.yieldDue(now, busy) {
 		// Go's sysmon retakes the P of a goroutine that has run
 		// forcePreemptNS (10 ms) without being rescheduled whenever it is
 		// in a system call, and then wakes every 20 us to look again. A C
 		// thread that calls in and out never is rescheduled, so yield now
 		// and then: it costs a few microseconds; not yielding cost a
-		// sysmon wake-up every few exchanges. The schedule that counts is
-		// a P's, so the process yields about once every yieldEvery per P
-		// in use (the fewer of GOMAXPROCS and the Receives in progress),
-		// whatever the number of connections: a yield per connection cost
-		// 64 connections a thread hand-off 8000 times a second, and one
-		// per P whether used or not would cost a lone connection on a
-		// 64-core host as much.
+		// sysmon wake-up every few exchanges (yieldDue says how often).
 		procs.Store(int32(runtime.GOMAXPROCS(0)))
 		runtime.Gosched()
 	}
