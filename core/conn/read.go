@@ -33,8 +33,8 @@ func yieldGap(busy, procs int32) time.Duration {
 }
 
 // yieldDue reports whether the Receive of c that starts at now, with busy
-// Receives in progress (its own among them), yields first, and notes the
-// yield. The schedule that counts is a P's, and the runtime keeps about
+// Receives in progress (its own among them) and procs Ps, yields first,
+// and notes the yield. The schedule that counts is a P's, and the runtime keeps about
 // one yield every yieldEvery per P in use:
 //
 //   - While the Receives in progress are fewer than the Ps, each thread
@@ -52,8 +52,8 @@ func yieldGap(busy, procs int32) time.Duration {
 //     connection on a 64-core host as much.
 //
 // It runs under c.rmu, which guards c.lastYield.
-func (c *Conn) yieldDue(now time.Duration, busy int32) bool {
-	if busy < procs.Load() {
+func (c *Conn) yieldDue(now time.Duration, busy, procs int32) bool {
+	if busy < procs {
 		if now-c.lastYield < yieldEvery {
 			return false
 		}
@@ -62,7 +62,7 @@ func (c *Conn) yieldDue(now time.Duration, busy int32) bool {
 		return true
 	}
 	last := time.Duration(lastYield.Load())
-	if now-last < yieldGap(busy, procs.Load()) || !lastYield.CompareAndSwap(int64(last), int64(now)) {
+	if now-last < yieldGap(busy, procs) || !lastYield.CompareAndSwap(int64(last), int64(now)) {
 		return false
 	}
 	c.lastYield = now
@@ -89,7 +89,7 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 	}
 	busy := receiving.Add(1)
 	defer receiving.Add(-1)
-	if c.yieldDue(now, busy) {
+	if c.yieldDue(now, busy, procs.Load()) {
 		// Go's sysmon retakes the P of a goroutine that has run
 		// forcePreemptNS (10 ms) without being rescheduled whenever it is
 		// in a system call, and then wakes every 20 us to look again. A C

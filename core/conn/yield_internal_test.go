@@ -31,34 +31,30 @@ func TestYieldGap(t *testing.T) {
 // 10 ms); with more Receives than Ps the process takes turns, once per
 // yieldGap, and a connection whose turn another took does not yield.
 func TestYieldDue(t *testing.T) {
-	was := procs.Load()
-	defer procs.Store(was)
-	procs.Store(9)
 	lastYield.Store(0)
 	a, b := new(Conn), new(Conn)
 	base := 100 * yieldEvery
-	if !a.yieldDue(base, 2) || !b.yieldDue(base, 2) {
+	if !a.yieldDue(base, 2, 9) || !b.yieldDue(base, 2, 9) {
 		t.Fatal("two connections with Ps of their own: each should yield at its first Receive")
 	}
-	if a.yieldDue(base+yieldEvery-1, 2) {
+	if a.yieldDue(base+yieldEvery-1, 2, 9) {
 		t.Error("a connection yielded again before yieldEvery had passed")
 	}
-	if !a.yieldDue(base+yieldEvery, 2) || !b.yieldDue(base+yieldEvery, 2) {
+	if !a.yieldDue(base+yieldEvery, 2, 9) || !b.yieldDue(base+yieldEvery, 2, 9) {
 		t.Error("each connection should yield once yieldEvery has passed since its own last yield, whatever the other did")
 	}
 
 	// More Receives in progress than Ps: turns, process-wide.
-	procs.Store(2)
 	lastYield.Store(0)
 	at := 200 * yieldEvery
 	gap := yieldGap(64, 2)
-	if !a.yieldDue(at, 64) {
+	if !a.yieldDue(at, 64, 2) {
 		t.Fatal("the first Receive after the gap should take the process's turn")
 	}
-	if b.yieldDue(at+gap-1, 64) {
+	if b.yieldDue(at+gap-1, 64, 2) {
 		t.Error("another connection yielded before the process's gap had passed")
 	}
-	if !b.yieldDue(at+gap, 64) {
+	if !b.yieldDue(at+gap, 64, 2) {
 		t.Error("another connection should take the next turn once the gap has passed")
 	}
 }

@@ -72,9 +72,9 @@ func BenchmarkRecordExchange(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			in, fb, obs, action, data := smallExchange(b)
 			actions := [][]byte{action}
-			if varying {
-				rng := uint32(1)
-				for len(actions) < 64 {
+			if varying { // 64 different actions (newAction rewrites action's data)
+				actions = actions[:0]
+				for rng := uint32(1); len(actions) < 64; {
 					rng = newAction(data, rng)
 					actions = append(actions, bytes.Clone(action))
 				}
