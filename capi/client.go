@@ -105,7 +105,12 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 		fn, user := o.log, o.log_user
 		logf = func(l client.Level, msg string) {
 			cs := C.CString(msg)
+			// A plugrl_close of this client, or plugrl_runner_free of a
+			// runner on it, from the callback is refused (BUSY) instead
+			// of waiting for ever for the call the callback is inside of.
+			prev := h.inCallback.Swap(uint64(C.plugrl__thread_self()))
 			C.plugrl__call_log(fn, user, C.int(l), cs)
+			h.inCallback.Store(prev)
 			C.free(unsafe.Pointer(cs))
 		}
 	}
@@ -336,7 +341,7 @@ func plugrl__go_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *
 	if envIndices == nil || stepIDs == nil {
 		return h.invalid("plugrl_infer: env_indices and step_ids must point to n = %d values each", n)
 	}
-	o, err := h.obs.convert(obs, "obs")
+	o, err := h.obs.convert(obs, "obs", int(n))
 	if err != nil {
 		return h.invalid("plugrl_infer: %v", err)
 	}
@@ -452,7 +457,7 @@ func plugrl__go_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepID
 	if envIndices == nil || stepIDs == nil || rewards == nil || terminated == nil || truncated == nil {
 		return h.invalid("plugrl_feedback: env_indices, step_ids, rewards, terminated and truncated must each point to m = %d values", m)
 	}
-	o, err := h.obs.convert(next, "next_obs")
+	o, err := h.obs.convert(next, "next_obs", int(m))
 	if err != nil {
 		return h.invalid("plugrl_feedback: %v", err)
 	}

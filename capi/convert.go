@@ -74,7 +74,11 @@ type obsScratch struct {
 // garbage count fails cleanly instead of allocating.
 const maxArrays = 4096
 
-func (s *obsScratch) convert(o *C.plugrl_cobservation, what string) (*wire.Observation, error) {
+// convert views o, the observation of a call about envs envs. Its text,
+// if any, is read as envs pointers, the count the call states: never as
+// many as its arrays' leading dimension says, which may be wrong (the core
+// refuses such a shape, after this).
+func (s *obsScratch) convert(o *C.plugrl_cobservation, what string, envs int) (*wire.Observation, error) {
 	if o == nil {
 		return nil, fmt.Errorf("%s is NULL; pass a plugrl_observation (counts may be 0)", what)
 	}
@@ -93,11 +97,10 @@ func (s *obsScratch) convert(o *C.plugrl_cobservation, what string) (*wire.Obser
 	}
 	s.obs = wire.Observation{Images: s.images, States: s.states, TextAsStrings: o.text_as_strings != 0}
 	if o.text != nil {
-		rows := s.obs.Rows()
-		if rows < 0 {
+		if s.obs.Rows() < 0 {
 			return nil, fmt.Errorf("%s has text but no arrays, so its row count is unknown; add a state", what)
 		}
-		ptrs := unsafe.Slice((**C.plugrl_cchar)(unsafe.Pointer(o.text)), rows)
+		ptrs := unsafe.Slice((**C.plugrl_cchar)(unsafe.Pointer(o.text)), envs)
 		s.text = s.text[:0]
 		for i, p := range ptrs {
 			if p == nil {

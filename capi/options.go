@@ -15,8 +15,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -89,8 +91,8 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		ReconnectTimeout: ms(full.reconnect_timeout_ms),
 		MaxHandshakeSize: int(full.max_handshake_size),
 	}
-	if full.max_message_size < -1 {
-		return opts, fmt.Errorf("options.max_message_size is %d; want a size in bytes, 0 for the derived default or -1 for no cap", int64(full.max_message_size))
+	if err := checkNumbers(&full); err != nil {
+		return opts, err
 	}
 	if full.api_key != nil {
 		opts.APIKey = C.GoString(full.api_key)
@@ -99,9 +101,9 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		cfg := &tls.Config{InsecureSkipVerify: full.tls_insecure != 0}
 		if full.tls_ca_file != nil {
 			path := C.GoString(full.tls_ca_file)
-			pem, err := os.ReadFile(path)
+			pem, err := readCAFile(path)
 			if err != nil {
-				return opts, fmt.Errorf("options.tls_ca_file: %v", err)
+				return opts, fmt.Errorf("options.tls_ca_file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
@@ -180,4 +182,76 @@ func getenv(name string) string {
 		return C.GoString(v)
 	}
 	return ""
+}
+
+// checkNumbers refuses the numeric options that mean nothing: a negative
+// timeout, backoff or handshake size (0 is the default, and there is no
+// "none"), and a negative max_reconnects or max_message_size other than
+// -1. Before, they were taken as the default, which a caller who meant -1
+// as "no timeout" would not have guessed.
+func checkNumbers(o *C.plugrl_options) error {
+	for _, f := range []struct {
+		name string
+		v    C.int32_t
+	}{
+		{"connect_timeout_ms", o.connect_timeout_ms},
+		{"metadata_timeout_ms", o.metadata_timeout_ms},
+		{"receive_timeout_ms", o.receive_timeout_ms},
+		{"reconnect_backoff_ms", o.reconnect_backoff_ms},
+		{"max_backoff_ms", o.max_backoff_ms},
+		{"send_timeout_ms", o.send_timeout_ms},
+		{"close_timeout_ms", o.close_timeout_ms},
+		{"reconnect_timeout_ms", o.reconnect_timeout_ms},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("options.%s is %d; want milliseconds, or 0 for the default", f.name, int32(f.v))
+		}
+	}
+	if o.max_handshake_size < 0 {
+		return fmt.Errorf("options.max_handshake_size is %d; want a size in bytes, or 0 for the default", int32(o.max_handshake_size))
+	}
+	if o.max_reconnects < -1 {
+		return fmt.Errorf("options.max_reconnects is %d; want a count of attempts, 0 for the default or -1 for none", int32(o.max_reconnects))
+	}
+	if o.max_message_size < -1 {
+		return fmt.Errorf("options.max_message_size is %d; want a size in bytes, 0 for the derived default or -1 for no cap", int64(o.max_message_size))
+	}
+	return nil
+}
+
+// maxCAFile bounds the CA file plugrl_open reads: a system bundle of every
+// public root is about 220 KB.
+const maxCAFile = 16 << 20
+
+// readCAFile reads a PEM file of CAs, which must be a regular file of at
+// most maxCAFile bytes. It is read before the client exists, where neither
+// a timeout nor plugrl_interrupt reaches: a FIFO with no writer blocked
+// plugrl_open for ever, and /dev/zero grew memory until the runtime
+// aborted the process. O_NONBLOCK lets a FIFO's open return at once, so
+// that the check can refuse it.
+func readCAFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v); want a PEM file of CA certificates", path, fi.Mode().Type())
+	}
+	if fi.Size() > maxCAFile {
+		return nil, fmt.Errorf("%s has %d bytes; a CA file may have at most %d", path, fi.Size(), maxCAFile)
+	}
+	// A file that grows while it is read stops at the bound all the same.
+	pem, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(pem) > maxCAFile {
+		return nil, fmt.Errorf("%s has more than %d bytes; a CA file may have at most %d", path, maxCAFile, maxCAFile)
+	}
+	return pem, nil
 }

@@ -174,11 +174,17 @@ func (t *handles[T, H]) close(p unsafe.Pointer) (st C.plugrl_status) {
 		return C.PLUGRL_CLOSED
 	}
 	b := h.base()
-	if t := b.inCallback.Load(); t != 0 && t == uint64(C.plugrl__thread_self()) {
+	self := uint64(C.plugrl__thread_self())
+	if t := b.inCallback.Load(); t != 0 && t == self {
 		// The callback's thread is inside a call on this handle (the
-		// episode callback runs inside plugrl_runner_report), which a
-		// close waits for.
+		// episode callback runs inside plugrl_runner_report, a log
+		// callback inside the call that logs), which a close waits for.
 		return C.PLUGRL_BUSY
+	}
+	if r, ok := any(h).(*runnerHandle); ok {
+		if t := r.client.inCallback.Load(); t != 0 && t == self {
+			return C.PLUGRL_BUSY // a log callback of its client's, inside this runner's call
+		}
 	}
 	if ch, ok := any(h).(*clientHandle); ok {
 		// From here plugrl_interrupt_all, a program's Ctrl-C, cuts the

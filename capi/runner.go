@@ -250,7 +250,7 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 	if !ok {
 		return h.invalid(badSizeMsg, "plugrl_runner_act: actions_size", uint64(size))
 	}
-	o, err := h.obs.convert(obs, "obs")
+	o, err := h.obs.convert(obs, "obs", h.n)
 	if err != nil {
 		return h.invalid("plugrl_runner_act: %v", err)
 	}
@@ -276,7 +276,7 @@ func plugrl__go_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, r
 	if rewards == nil || terminated == nil || truncated == nil {
 		return h.invalid("plugrl_runner_report: rewards, terminated and truncated must each point to num_envs = %d values", h.n)
 	}
-	o, err := h.obs.convert(next, "next_obs")
+	o, err := h.obs.convert(next, "next_obs", h.n)
 	if err != nil {
 		return h.invalid("plugrl_runner_report: %v", err)
 	}

@@ -246,7 +246,9 @@ typedef struct plugrl_array {
 ** One batch of observations (SPEC 5.2): images and states, each an array of
 ** named arrays (either may be empty: count 0, pointer may be NULL), and
 ** text: `text` is NULL (empty strings are sent) or holds one NUL-terminated
-** UTF-8 string per env. Text is sent in numpy's <U form, as the Python env
+** UTF-8 string per env: exactly as many pointers as the call has envs (its
+** n or m, or the runner's num_envs) are read, whatever the arrays' shapes
+** say; text needs at least one array. Text is sent in numpy's <U form, as the Python env
 ** client does, unless text_as_strings is nonzero (a msgpack string array).
 */
 typedef struct plugrl_observation {
@@ -268,7 +270,10 @@ typedef struct plugrl_observation {
 ** A log callback: the library says what it did on its own (reconnects,
 ** dropped feedback). It is called on the thread of the library call that
 ** caused it, during that call; `message` is valid only during the callback.
-** It must not call into the library.
+** It must not call into the library: a call on the client (or a runner on
+** it) returns PLUGRL_BUSY there, plugrl_close and plugrl_runner_free
+** included, which would otherwise wait for ever for the call the callback
+** is inside of (plugrl_interrupt excepted).
 */
 typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 
@@ -276,7 +281,9 @@ typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 ** Options for plugrl_open. Always fill it with plugrl_options_init first,
 ** then set what you need: `size` lets newer libraries accept older
 ** callers' structs. Strings are copied during plugrl_open. A zero in any
-** numeric field means its default.
+** numeric field means its default; a negative value is refused
+** (PLUGRL_INVALID_ARGUMENT, naming the field) but for the -1 that
+** max_reconnects and max_message_size document.
 */
 typedef struct plugrl_options {
   size_t size;                 /* sizeof(plugrl_options); set by _init */
@@ -288,7 +295,9 @@ typedef struct plugrl_options {
   int32_t max_reconnects;      /* attempts after a lost connection; default 5; -1: never */
   int32_t reconnect_backoff_ms;/* first wait between attempts, doubling; default 100 */
   int32_t max_backoff_ms;      /* cap on that wait; default 5000 */
-  const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots */
+  const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots. Not a
+                                  regular file of at most 16 MiB (a FIFO, a device): plugrl_open
+                                  fails with PLUGRL_INVALID_ARGUMENT */
   int32_t tls_insecure;        /* nonzero: do not verify the server's certificate (tests only) */
   int32_t disable_reuse;       /* nonzero: never use reuse-feedback-obs */
   int64_t max_message_size;    /* cap on one received message in bytes. 0 (default): derived,

@@ -18,6 +18,7 @@
 ** Exit status 0 when every check passed, 1 otherwise.
 */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <plugrl.h>
 
 #include <arpa/inet.h>
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -475,6 +477,55 @@ static void test_options(void) {
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 
+  /* Negative numbers mean nothing but the documented -1s: refused, naming
+  ** the field (they used to become the defaults). */
+  {
+    int32_t *fields[] = {&o.connect_timeout_ms, &o.metadata_timeout_ms, &o.receive_timeout_ms,
+                         &o.reconnect_backoff_ms, &o.max_backoff_ms,     &o.send_timeout_ms,
+                         &o.close_timeout_ms,     &o.reconnect_timeout_ms, &o.max_handshake_size,
+                         &o.max_reconnects};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+      plugrl_options_init(&o);
+      o.url = "ws://127.0.0.1:1";
+      *fields[i] = fields[i] == &o.max_reconnects ? -2 : -1;
+      EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(strstr(plugrl_errmsg(c), "options.") != NULL);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    }
+    plugrl_options_init(&o);
+    o.url = "ws://127.0.0.1:1";
+    o.max_message_size = -2;
+    EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  }
+
+  /* A CA file that is not a regular file: refused at once. A FIFO with no
+  ** writer blocked plugrl_open for ever (no timeout nor interrupt reaches
+  ** it), and /dev/zero grew memory until the process aborted. */
+  {
+    char cafifo[] = "/tmp/plugrl-misuse-ca-XXXXXX";
+    int cfd = mkstemp(cafifo);
+    plugrl_options_init(&o);
+    o.url = "ws://127.0.0.1:1";
+    o.max_reconnects = -1;
+    o.tls_ca_file = "/dev/zero";
+    EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    if (cfd >= 0) {
+      close(cfd);
+      unlink(cafifo);
+      if (mkfifo(cafifo, 0600) == 0) {
+        double t0 = now_ms();
+        o.tls_ca_file = cafifo;
+        EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+        CHECK(now_ms() - t0 < 2000);
+        EXPECT_N(plugrl_close(c), PLUGRL_OK);
+        unlink(cafifo);
+      }
+    }
+    o.tls_ca_file = NULL;
+  }
+
   /* A ledger that cannot be created, or an unknown ledger level: caller
   ** errors, before connecting. */
   plugrl_options_init(&o);
@@ -650,6 +701,24 @@ static void test_infer_args(plugrl_client *c) {
   /* Leading dimension is not n. */
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 3), NULL, &a), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 1), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  /* ... with text: exactly n = 2 pointers are read, not as many as the
+  ** leading dimension (3) claims. The two sit at the end of a page whose next
+  ** page is not mapped, so a third read would kill the process. */
+  {
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m != MAP_FAILED) {
+      const char **tail = (const char **)(m + page) - 2;
+      CHECK(mprotect(m + page, (size_t)page, PROT_NONE) == 0);
+      tail[0] = "a";
+      tail[1] = "b";
+      make_obs(&ox, 3);
+      ox.obs.text = tail;
+      EXPECT_C(c, plugrl_infer(c, env, sid, 2, &ox.obs, NULL, &a), PLUGRL_INVALID_ARGUMENT);
+      munmap(m, (size_t)page * 2);
+    }
+  }
 
   /* A state whose shape, data, name, ndim or dtype is wrong. */
 #define STATE_CASE(setup)                                                                 \
@@ -1020,6 +1089,45 @@ static void test_runner_lifecycle(const char *url) {
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 }
 
+/* A log callback that, against plugrl.h, closes its own client: refused
+** with PLUGRL_BUSY (it used to wait for ever for the plugrl_open it runs
+** inside of). */
+typedef struct {
+  plugrl_client **c;
+  int calls;
+  plugrl_status got;
+} log_close;
+
+static void close_from_log(void *user, int level, const char *message) {
+  log_close *l = user;
+  (void)level, (void)message;
+  if (*l->c && l->calls++ == 0) l->got = plugrl_close(*l->c);
+}
+
+static void test_close_from_log(const char *url) {
+  plugrl_options o;
+  plugrl_client *c = NULL;
+  log_close l = {&c, 0, PLUGRL_OK};
+  char path[] = "/tmp/plugrl-misuse-log-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    failf(__LINE__, "mkstemp: %s", strerror(errno));
+    return;
+  }
+  close(fd);
+  plugrl_options_init(&o);
+  o.url = url;
+  o.max_reconnects = -1;
+  o.ledger_path = path; /* plugrl_open logs that it records one */
+  o.log = close_from_log;
+  o.log_user = &l;
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_OK);
+  CHECK(l.calls > 0);
+  EXPECT_N(l.got, PLUGRL_BUSY);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  unlink(path);
+}
+
 static void test_connected(const char *url) {
   plugrl_client *c = NULL, *c2 = NULL;
   obs_x ox;
@@ -1036,6 +1144,7 @@ static void test_connected(const char *url) {
   test_runner(c);
   test_stats(url);
   test_runner_lifecycle(url);
+  test_close_from_log(url);
 
   /* A closed handle: dead, and its value is not handed out again. */
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
