@@ -222,6 +222,8 @@ func TestCloseCodes(t *testing.T) {
 		{"4000", ws.NewCloseFrameBody(4000, ""), 4000},
 		{"5000", ws.NewCloseFrameBody(5000, ""), 1002},
 		{"one byte", []byte{3}, 1002},
+		{"code 0", []byte{0, 0}, 1002},
+		{"code 0 with a reason", []byte{0, 0, 'h', 'i'}, 1002},
 		{"reason not UTF-8", append(ws.NewCloseFrameBody(1001, ""), 0xff, 0xfe), 1002},
 	} {
 		answer := make(chan int, 1)

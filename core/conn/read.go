@@ -421,7 +421,11 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 	case ws.OpClose:
 		code, reason := ws.ParseCloseFrameData(p)
 		ce := &CloseError{Code: int(code), Reason: reason}
-		if code.Empty() {
+		// No body is no code (1005). A body of code 0 is a code, one no
+		// endpoint may send: ws.StatusCode.Empty took it for none, and
+		// the close was answered 1000.
+		noCode := len(p) == 0
+		if noCode {
 			ce.Code = int(ws.StatusNoStatusRcvd)
 		}
 		c.fail(ce)
@@ -437,7 +441,7 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 		switch {
 		case len(p) == 1:
 			echo = ws.StatusProtocolError
-		case code.Empty():
+		case noCode:
 			echo = ws.StatusNormalClosure
 		case !SendableCloseCode(code) || !utf8.ValidString(reason):
 			echo = ws.StatusProtocolError
