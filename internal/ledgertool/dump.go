@@ -3,6 +3,8 @@ package ledgertool
 import (
 	"encoding/json"
 	"io"
+	"math"
+	"strconv"
 
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -59,10 +61,10 @@ func (d *Dumper) Add(ev *Event) error {
 		case ev.Feedback != nil:
 			fb := ev.Feedback
 			out["type"], out["env_indices"], out["step_ids"] = "feedback", fb.EnvIndices, fb.StepIDs
-			out["rewards"], out["terminated"], out["truncated"] = fb.Rewards, fb.Terminated, fb.Truncated
+			out["rewards"], out["terminated"], out["truncated"] = jsonFloats(fb.Rewards), fb.Terminated, fb.Truncated
 			out["obs"] = d.obs(ev, &fb.Obs)
 			if e := fb.Episode; e != nil {
-				out["episode"] = map[string]any{"r": e.Return, "l": e.Length, "s": e.Success, "mask": e.Mask}
+				out["episode"] = map[string]any{"r": jsonFloats(e.Return), "l": e.Length, "s": e.Success, "mask": e.Mask}
 			}
 		}
 	case ledger.KindRecv:
@@ -104,12 +106,12 @@ func (d *Dumper) obs(ev *Event, o *wire.Observation) map[string]any {
 }
 
 // floats returns an array's elements as float64s, in order.
-func floats(a *wire.Array) []float64 {
+func floats(a *wire.Array) jsonFloats {
 	n, err := wire.Elements(a.Shape)
 	if err != nil || a.DType.Kind == 'U' {
 		return nil
 	}
-	out := make([]float64, n)
+	out := make(jsonFloats, n)
 	for i := range out {
 		out[i] = a.Float64(i)
 	}
@@ -122,4 +124,38 @@ func metaJSON(m *wire.Metadata) []byte {
 		return []byte("null")
 	}
 	return js
+}
+
+// jsonFloats is a float array as JSON, with NaN and the
+// infinities as the strings "NaN", "Inf" and "-Inf" (which Python's
+// float() reads): encoding/json refuses them, and one NaN in a server's
+// action or a client's reward stopped the dump at that record. A nil one
+// is null, as encoding/json writes a nil slice.
+type jsonFloats []float64
+
+func (f jsonFloats) MarshalJSON() ([]byte, error) {
+	if f == nil {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, 2+8*len(f))
+	b = append(b, '[')
+	for i, v := range f {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONFloat(b, v)
+	}
+	return append(b, ']'), nil
+}
+
+func appendJSONFloat(b []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(b, `"NaN"`...)
+	case math.IsInf(v, 1):
+		return append(b, `"Inf"`...)
+	case math.IsInf(v, -1):
+		return append(b, `"-Inf"`...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
