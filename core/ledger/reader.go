@@ -97,6 +97,17 @@ type Reader struct {
 	// MaxMessage bounds a message Message reconstructs (the sum of its
 	// cuts): 1 GiB unless set.
 	MaxMessage int64
+
+	// rebuilt is where Message rebuilds a message with cuts, kept from
+	// one call to the next (freeRebuilt unmaps it). It is zero but for
+	// the ranges in dirty, the kept bytes the last call copied in: a cut
+	// row is never written, so it stays a page the kernel has not backed.
+	// A record of a few bytes may claim a gigabyte of cut rows (one 4-byte
+	// digest stands for a row of any size); memory and work then follow
+	// the bytes the file holds, not the claim.
+	rebuilt     []byte
+	freeRebuilt func()
+	dirty       [][2]int
 }
 
 // readSlot is the last whole send record of a slot (format version 4):
@@ -144,7 +155,29 @@ func NewReader(r io.Reader) (*Reader, error) {
 }
 
 // Close releases the decoder.
-func (r *Reader) Close() { r.dec.Close() }
+func (r *Reader) Close() {
+	r.dec.Close()
+	if r.freeRebuilt != nil {
+		r.freeRebuilt()
+		r.rebuilt, r.freeRebuilt, r.dirty = nil, nil, nil
+	}
+}
+
+// rebuildBuffer returns Message's buffer of n zero bytes (see rebuilt).
+func (r *Reader) rebuildBuffer(n int) []byte {
+	if n > len(r.rebuilt) {
+		if r.freeRebuilt != nil {
+			r.freeRebuilt()
+		}
+		r.rebuilt, r.freeRebuilt = sparseZeros(max(n, 64<<10))
+		r.dirty = r.dirty[:0]
+	}
+	for _, d := range r.dirty {
+		clear(r.rebuilt[d[0]:d[1]])
+	}
+	r.dirty = r.dirty[:0]
+	return r.rebuilt[:n]
+}
 
 // Next returns the next record: io.EOF after the last one of a whole file,
 // ErrTruncated (wrapped) after the last one of a file cut short, another
@@ -567,7 +600,9 @@ func (rec *Record) readCuts(b []byte) ([]byte, error) {
 
 // Message rebuilds a sent message as it was on the wire, with zeros where a
 // digest-level ledger cut observation data out; rows lists, per cut row in
-// message order, its digest. It checks that the cuts fit the record.
+// message order, its digest. It checks that the cuts fit the record. A
+// message with cuts is rebuilt in the reader's buffer: it is valid until
+// the next Message or Close, and must not be written to.
 func (r *Reader) Message(rec *Record) (msg []byte, err error) {
 	if len(rec.Cuts) == 0 {
 		return rec.Msg, nil
@@ -597,20 +632,35 @@ func (r *Reader) Message(rec *Record) (msg []byte, err error) {
 	if rows != int64(len(rec.Digests)) {
 		return nil, fmt.Errorf("record %d: %d digests for %d cut rows", rec.Seq, len(rec.Digests), rows)
 	}
-	out := make([]byte, 0, total)
-	kept := rec.Msg
+	if rec.Len != 0 && total != rec.Len {
+		return nil, fmt.Errorf("record %d: rebuilt %d bytes, the message had %d", rec.Seq, total, rec.Len)
+	}
+	// Check the offsets before the buffer is had: a bad record costs no
+	// memory.
+	end, left := int64(0), int64(len(rec.Msg)) // the last cut's end; the kept bytes not yet placed
 	for _, c := range rec.Cuts {
-		take := c.Offset - int64(len(out))
-		if take > int64(len(kept)) {
+		take := c.Offset - end
+		if take > left {
 			return nil, fmt.Errorf("record %d: cut at %d is past the message's %d kept bytes", rec.Seq, c.Offset, len(rec.Msg))
 		}
-		out = append(out, kept[:take]...)
+		left -= take
+		end = c.Offset + c.Len
+	}
+	out := r.rebuildBuffer(int(total))
+	kept, at := rec.Msg, 0
+	put := func(b []byte) {
+		if len(b) > 0 {
+			copy(out[at:], b)
+			r.dirty = append(r.dirty, [2]int{at, at + len(b)})
+			at += len(b)
+		}
+	}
+	for _, c := range rec.Cuts {
+		take := int(c.Offset) - at
+		put(kept[:take])
 		kept = kept[take:]
-		out = append(out, make([]byte, c.Len)...)
+		at += int(c.Len) // the cut's rows: zeros, never written
 	}
-	out = append(out, kept...)
-	if rec.Len != 0 && int64(len(out)) != rec.Len {
-		return nil, fmt.Errorf("record %d: rebuilt %d bytes, the message had %d", rec.Seq, len(out), rec.Len)
-	}
+	put(kept)
 	return out, nil
 }

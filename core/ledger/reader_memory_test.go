@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // blockOf is a one-block ledger file of the compressed bytes z, under a
@@ -72,5 +76,91 @@ func TestReaderMemoryFollowsBytes(t *testing.T) {
 				t.Fatalf("reading a %d-byte file allocated %d bytes", len(tc.file), got)
 			}
 		})
+	}
+}
+
+// vmRSS is the process's resident memory, from /proc (0 where there is
+// none).
+func vmRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kib, _ := strconv.ParseInt(f[1], 10, 64)
+			return kib << 10
+		}
+	}
+	return 0
+}
+
+// TestCutsCostTheirBytes: a send record of a few dozen bytes whose one
+// cut claims 512 MiB of digested rows (one 4-byte digest stands for a row
+// of any size) is rebuilt without the reader taking that memory: 16 of
+// them made Message allocate 512 MiB each (a 95-byte file of such records
+// near 1 GiB took `plugrl ledger summary` to 2.1 GB). The rebuilt message
+// is whole: its kept bytes where they were, zeros in the cut.
+func TestCutsCostTheirBytes(t *testing.T) {
+	const claim, records = 512 << 20, 16
+	kept := []byte{0x80, 0x81, 0x82}
+	var one []byte
+	one = msgp.AppendMapHeader(one, 5)
+	one = msgp.AppendString(one, "k")
+	one = msgp.AppendString(one, "send")
+	one = msgp.AppendString(one, "p")
+	one = msgp.AppendInt(one, 0)
+	one = msgp.AppendString(one, "m")
+	one = msgp.AppendBytes(one, kept)
+	one = msgp.AppendString(one, "cuts")
+	one = msgp.AppendArrayHeader(one, 1)
+	one = msgp.AppendArrayHeader(one, 3)
+	one = msgp.AppendInt64(one, 1) // after the first kept byte
+	one = msgp.AppendInt64(one, claim)
+	one = msgp.AppendInt64(one, claim)
+	one = msgp.AppendString(one, "d")
+	one = msgp.AppendBytes(one, []byte{1, 2, 3, 4})
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	file := oneBlock(enc, bytes.Repeat(one, records), 0)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rss := vmRSS()
+	r, err := NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for ; ; n++ {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := r.Message(rec)
+		if err != nil {
+			t.Fatalf("record %d: %v", n, err)
+		}
+		if len(msg) != claim+len(kept) || msg[0] != 0x80 || msg[1] != 0 || msg[claim] != 0 || msg[claim+1] != 0x81 || msg[claim+2] != 0x82 {
+			t.Fatalf("record %d rebuilt as %d bytes, %x...%x; want the kept bytes around %d zeros", n, len(msg), msg[:2], msg[len(msg)-3:], claim)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n != records {
+		t.Fatalf("read %d records, want %d", n, records)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("a %d-byte ledger of %d records made the reader allocate %d MiB", len(file), n, got>>20)
+	}
+	if grew := vmRSS() - rss; runtime.GOOS == "linux" && grew > 64<<20 {
+		t.Errorf("a %d-byte ledger of %d records grew resident memory by %d MiB", len(file), n, grew>>20)
 	}
 }

@@ -24,7 +24,9 @@ type Event struct {
 	Action    *wire.Action
 	DecodeErr error
 	// Wire is the sent message rebuilt (zeros where a digest-level ledger
-	// cut observation data), for send records.
+	// cut observation data), for send records. It, and the Infer or
+	// Feedback decoded from it, view the reader's buffer: valid during
+	// the walk's call for this event only (ledger.Reader.Message).
 	Wire []byte
 	// RowDigest[k][r] is the digest of row r of the k-th observation array
 	// of a send record (images, then states, in message order); nil when
