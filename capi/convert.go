@@ -75,9 +75,10 @@ type obsScratch struct {
 const maxArrays = 4096
 
 // convert views o, the observation of a call about envs envs. Its text,
-// if any, is read as envs pointers, the count the call states: never as
-// many as its arrays' leading dimension says, which may be wrong (the core
-// refuses such a shape, after this).
+// if any, is one pointer per row of its arrays (the rows not reused), and
+// a leading dimension over envs is refused before any is read: it made the
+// text's read run past the caller's array (the core refuses such a shape
+// too, but only after this).
 func (s *obsScratch) convert(o *C.plugrl_cobservation, what string, envs int) (*wire.Observation, error) {
 	if o == nil {
 		return nil, fmt.Errorf("%s is NULL; pass a plugrl_observation (counts may be 0)", what)
@@ -97,10 +98,14 @@ func (s *obsScratch) convert(o *C.plugrl_cobservation, what string, envs int) (*
 	}
 	s.obs = wire.Observation{Images: s.images, States: s.states, TextAsStrings: o.text_as_strings != 0}
 	if o.text != nil {
-		if s.obs.Rows() < 0 {
+		rows := s.obs.Rows()
+		if rows < 0 {
 			return nil, fmt.Errorf("%s has text but no arrays, so its row count is unknown; add a state", what)
 		}
-		ptrs := unsafe.Slice((**C.plugrl_cchar)(unsafe.Pointer(o.text)), envs)
+		if rows > envs {
+			return nil, fmt.Errorf("%s has text and arrays of %d rows, more than the call's %d envs; want a row (and a string) per env", what, rows, envs)
+		}
+		ptrs := unsafe.Slice((**C.plugrl_cchar)(unsafe.Pointer(o.text)), rows)
 		s.text = s.text[:0]
 		for i, p := range ptrs {
 			if p == nil {

@@ -246,9 +246,10 @@ typedef struct plugrl_array {
 ** One batch of observations (SPEC 5.2): images and states, each an array of
 ** named arrays (either may be empty: count 0, pointer may be NULL), and
 ** text: `text` is NULL (empty strings are sent) or holds one NUL-terminated
-** UTF-8 string per env: exactly as many pointers as the call has envs (its
-** n or m, or the runner's num_envs) are read, whatever the arrays' shapes
-** say; text needs at least one array. Text is sent in numpy's <U form, as the Python env
+** UTF-8 string per row of the arrays (per env, or per env not reused),
+** read only after the arrays' leading dimension is found to be at most the
+** call's envs (its n or m, or the runner's num_envs); text needs at least
+** one array. Text is sent in numpy's <U form, as the Python env
 ** client does, unless text_as_strings is nonzero (a msgpack string array).
 */
 typedef struct plugrl_observation {
