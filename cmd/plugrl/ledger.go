@@ -71,24 +71,28 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return err
 	}
-	// audited walks the file through an auditor; n counts the records.
-	audited := func() (a *ledgertool.Auditor, n int, err error) {
+	// audited walks the file through an auditor, which gives each episode
+	// to onEpisode if that is not nil (else it keeps them, up to
+	// ledgertool.MaxEpisodes); n counts the records.
+	audited := func(onEpisode func(ledgertool.EpisodeRow)) (a *ledgertool.Auditor, n int, err error) {
 		a = ledgertool.NewAuditor()
+		a.OnEpisode = onEpisode
 		err = walk(func(ev *ledgertool.Event) error { a.Add(ev); n++; return nil })
 		return a, n, err
 	}
 	switch verb {
 	case "summary":
 		s, a := ledgertool.NewSummary(), ledgertool.NewAuditor()
+		a.OnEpisode = s.AddEpisode
 		truncated, err := ledgertool.Walk(file, func(ev *ledgertool.Event) error { s.Add(ev); a.Add(ev); return nil })
 		if err != nil {
 			return fail(err)
 		}
-		s.Truncated, s.Episodes = truncated, a.Episodes
+		s.Truncated = truncated
 		s.Print(out)
 		return 0
 	case "audit":
-		a, n, err := audited()
+		a, n, err := audited(func(ledgertool.EpisodeRow) {})
 		if err != nil {
 			return fail(err)
 		}
@@ -102,21 +106,25 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(out, "%d violation(s) in %d records\n", total, n)
 			return 1
 		}
-		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, len(a.Episodes))
+		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, a.EpisodeCount)
 		return 0
 	case "episodes":
-		a, _, err := audited()
-		if err != nil {
+		// Row by row as the episodes end: a run's may be millions.
+		ew := ledgertool.NewEpisodeWriter(out)
+		if _, _, err := audited(ew.Write); err != nil {
 			return fail(err)
 		}
-		if err := ledgertool.WriteEpisodes(out, a.Episodes); err != nil {
+		if err := ew.Close(); err != nil {
 			return fail(err)
 		}
 		return 0
 	case "compare":
-		a, _, err := audited()
+		a, _, err := audited(nil)
 		if err != nil {
 			return fail(err)
+		}
+		if a.EpisodesUnkept > 0 {
+			return fail(fmt.Errorf("the ledger has %d episodes; compare keeps at most %d (`plugrl ledger episodes` writes them all as CSV)", a.EpisodeCount, ledgertool.MaxEpisodes))
 		}
 		f, err := os.Open(pos[1])
 		if err != nil {

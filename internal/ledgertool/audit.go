@@ -72,7 +72,13 @@ type envState struct {
 type Auditor struct {
 	Violations []Violation
 	Unkept     int // violations past MaxViolations, counted only
-	Episodes   []EpisodeRow
+	// OnEpisode, if set, is given each episode as it ends, and Episodes
+	// stays empty; else Episodes keeps the first MaxEpisodes, and the rest
+	// are counted in EpisodesUnkept.
+	OnEpisode      func(EpisodeRow)
+	Episodes       []EpisodeRow
+	EpisodesUnkept int
+	EpisodeCount   int // every episode that ended
 
 	conn      int
 	connects  int // connect records so far (see env)
@@ -98,6 +104,26 @@ func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}} }
 // kilobytes (a patch of no bytes repeats a message), and each kept
 // violation is a formatted string.
 const MaxViolations = 100000
+
+// MaxEpisodes bounds the episodes an Auditor keeps (about 40 bytes each)
+// when it has no OnEpisode. One feedback record may end as many episodes as
+// the message has envs, and a patch of no bytes repeats it: a 1 KB ledger
+// of 20,000 repeats of a 512-env terminal feedback held 10 million rows
+// (494 MiB). A real run with more episodes than this is compared a part
+// at a time, or streamed (OnEpisode: summary, audit and episodes do).
+const MaxEpisodes = 1 << 20
+
+func (a *Auditor) episode(r EpisodeRow) {
+	a.EpisodeCount++
+	switch {
+	case a.OnEpisode != nil:
+		a.OnEpisode(r)
+	case len(a.Episodes) < MaxEpisodes:
+		a.Episodes = append(a.Episodes, r)
+	default:
+		a.EpisodesUnkept++
+	}
+}
 
 func (a *Auditor) flag(ev *Event, clause, format string, args ...any) {
 	if len(a.Violations) >= MaxViolations {
@@ -341,7 +367,7 @@ func (a *Auditor) sendFeedback(ev *Event) {
 			if masked && s.epKnown {
 				a.checkEpisode(ev, e, s, ep, i)
 			}
-			a.Episodes = append(a.Episodes, EpisodeRow{Step: a.feedbacks, Slot: e, Episode: s.epOrdinal, Return: s.epSum, Length: length})
+			a.episode(EpisodeRow{Step: a.feedbacks, Slot: e, Episode: s.epOrdinal, Return: s.epSum, Length: length})
 			s.epOrdinal++
 			s.epSum, s.epAbs, s.epChunks, s.epKnown, s.horizon = 0, 0, 0, true, 0
 		}

@@ -15,21 +15,46 @@ var EpisodeHeader = []string{"step", "slot", "episode", "return", "length"}
 
 // WriteEpisodes writes rows as the episode log's CSV, header first.
 func WriteEpisodes(w io.Writer, rows []EpisodeRow) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(EpisodeHeader); err != nil {
-		return err
-	}
+	ew := NewEpisodeWriter(w)
 	for _, r := range rows {
-		rec := []string{
-			strconv.FormatInt(r.Step, 10), strconv.FormatInt(r.Slot, 10), strconv.FormatInt(r.Episode, 10),
-			strconv.FormatFloat(r.Return, 'g', -1, 64), strconv.FormatInt(r.Length, 10),
-		}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
+		ew.Write(r)
 	}
-	cw.Flush()
-	return cw.Error()
+	return ew.Close()
+}
+
+// An EpisodeWriter writes the episode log's CSV a row at a time (an
+// Auditor's OnEpisode), header first; Close flushes it and reports the
+// first error.
+type EpisodeWriter struct {
+	cw  *csv.Writer
+	rec []string
+	err error
+}
+
+// NewEpisodeWriter writes the header to w.
+func NewEpisodeWriter(w io.Writer) *EpisodeWriter {
+	ew := &EpisodeWriter{cw: csv.NewWriter(w), rec: make([]string, len(EpisodeHeader))}
+	ew.err = ew.cw.Write(EpisodeHeader)
+	return ew
+}
+
+// Write writes one row; after an error it does nothing.
+func (ew *EpisodeWriter) Write(r EpisodeRow) {
+	if ew.err != nil {
+		return
+	}
+	ew.rec[0], ew.rec[1], ew.rec[2] = strconv.FormatInt(r.Step, 10), strconv.FormatInt(r.Slot, 10), strconv.FormatInt(r.Episode, 10)
+	ew.rec[3], ew.rec[4] = strconv.FormatFloat(r.Return, 'g', -1, 64), strconv.FormatInt(r.Length, 10)
+	ew.err = ew.cw.Write(ew.rec)
+}
+
+// Close flushes the rows and reports the first error.
+func (ew *EpisodeWriter) Close() error {
+	if ew.err != nil {
+		return ew.err
+	}
+	ew.cw.Flush()
+	return ew.cw.Error()
 }
 
 // ReadEpisodes reads an episode log: a header naming at least slot,

@@ -32,7 +32,15 @@ type Summary struct {
 	BytesSent, BytesReceived          int64
 	Chunks                            map[int]int // action horizon -> actions
 	Latency                           []time.Duration
-	Episodes                          []EpisodeRow
+	// Episodes is what AddEpisode was given: how many, their returns'
+	// and lengths' sums and range, and the last ten (not every row: a
+	// run's episodes may be millions).
+	Episodes     int
+	ReturnSum    float64
+	ReturnMin    float64
+	ReturnMax    float64
+	LengthSum    float64
+	LastEpisodes []EpisodeRow
 
 	envs    map[int64]bool
 	inferAt int64
@@ -41,6 +49,25 @@ type Summary struct {
 // NewSummary returns an empty summary; feed it events with Add.
 func NewSummary() *Summary {
 	return &Summary{Reconnects: map[string]int{}, Closes: map[string]int{}, Chunks: map[int]int{}, envs: map[int64]bool{}, inferAt: -1}
+}
+
+// lastEpisodes is how many of the last episodes a summary prints.
+const lastEpisodes = 10
+
+// AddEpisode counts one episode (an Auditor's OnEpisode).
+func (s *Summary) AddEpisode(e EpisodeRow) {
+	if s.Episodes == 0 {
+		s.ReturnMin, s.ReturnMax = e.Return, e.Return
+	}
+	s.Episodes++
+	s.ReturnSum += e.Return
+	s.LengthSum += float64(e.Length)
+	s.ReturnMin, s.ReturnMax = min(s.ReturnMin, e.Return), max(s.ReturnMax, e.Return)
+	if len(s.LastEpisodes) == lastEpisodes {
+		copy(s.LastEpisodes, s.LastEpisodes[1:])
+		s.LastEpisodes = s.LastEpisodes[:lastEpisodes-1]
+	}
+	s.LastEpisodes = append(s.LastEpisodes, e)
 }
 
 // Add counts one event.
@@ -143,19 +170,11 @@ func (s *Summary) Print(w io.Writer) {
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "NOT RECORDED: %d records (%d bytes): the ledger's queue was full\n", s.Lost, s.LostBytes)
 	}
-	fmt.Fprintf(w, "episodes: %d\n", len(s.Episodes))
-	if n := len(s.Episodes); n > 0 {
-		var sum, lsum float64
-		lo, hi := s.Episodes[0].Return, s.Episodes[0].Return
-		for _, e := range s.Episodes {
-			sum += e.Return
-			lsum += float64(e.Length)
-			lo, hi = min(lo, e.Return), max(hi, e.Return)
-		}
-		fmt.Fprintf(w, "  return: mean %.4g  min %.4g  max %.4g; length: mean %.4g\n", sum/float64(n), lo, hi, lsum/float64(n))
-		last := s.Episodes[max(0, n-10):]
-		fmt.Fprintf(w, "  last %d:", len(last))
-		for _, e := range last {
+	fmt.Fprintf(w, "episodes: %d\n", s.Episodes)
+	if n := s.Episodes; n > 0 {
+		fmt.Fprintf(w, "  return: mean %.4g  min %.4g  max %.4g; length: mean %.4g\n", s.ReturnSum/float64(n), s.ReturnMin, s.ReturnMax, s.LengthSum/float64(n))
+		fmt.Fprintf(w, "  last %d:", len(s.LastEpisodes))
+		for _, e := range s.LastEpisodes {
 			fmt.Fprintf(w, " env %d ep %d: %.4g/%d;", e.Slot, e.Episode, e.Return, e.Length)
 		}
 		fmt.Fprintln(w)
