@@ -214,8 +214,11 @@ func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Point
 // used directly at the same time.
 func (h *runnerHandle) borrow() C.plugrl_status {
 	if st := h.client.enter(); st != C.PLUGRL_OK {
-		if st == C.PLUGRL_BUSY {
+		switch st {
+		case C.PLUGRL_BUSY:
 			h.setMsg("busy: the runner's client is in use by another call")
+		case C.PLUGRL_CLOSED:
+			h.setMsg("closed: the runner's client is closing or closed; free the runner")
 		}
 		return st
 	}
