@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ type Summary struct {
 	WriterCPU                         time.Duration // the end record's cpu: the background writer's flushes
 	BytesSent, BytesReceived          int64
 	Chunks                            map[int]int // action horizon -> actions
-	Latency                           []time.Duration
+	Latency                           latencies   // infer -> action, one per exchange
 	// Episodes is what AddEpisode was given: how many, their returns'
 	// and lengths' sums and range, and the last ten (not every row: a
 	// run's episodes may be millions).
@@ -118,7 +119,7 @@ func (s *Summary) Add(ev *Event) {
 		s.BytesReceived += int64(len(ev.Msg))
 		s.Exchanges++
 		if s.inferAt >= 0 {
-			s.Latency = append(s.Latency, time.Duration(ev.Time-s.inferAt))
+			s.Latency.add(time.Duration(ev.Time - s.inferAt))
 			s.inferAt = -1
 		}
 		if ev.Action != nil {
@@ -127,12 +128,54 @@ func (s *Summary) Add(ev *Event) {
 	}
 }
 
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
+// latencies is a log-scale histogram of durations, to 1/64 (1.6 %) of
+// each value: a fixed 30 KiB whatever the number of exchanges. A list of
+// them grew 8 bytes an exchange, and a crafted ledger repeats an exchange
+// in a few bytes of file (a patch of no bytes repeats a message). Values
+// under 128 ns have a bucket each; above, bucket 128+64(e-1)+m-64 holds
+// those whose top seven bits are m (64..127) at a shift of e.
+type latencies struct {
+	n       int64
+	max     time.Duration
+	buckets [128 + 64*57]int64
+}
+
+func latencyBucket(v time.Duration) int {
+	u := uint64(max(v, 0))
+	if u < 128 {
+		return int(u)
 	}
-	i := int(p / 100 * float64(len(sorted)-1))
-	return sorted[i]
+	e := bits.Len64(u) - 7
+	return 128 + 64*(e-1) + int(u>>e) - 64
+}
+
+// bucketTop is the largest value of bucket i.
+func bucketTop(i int) time.Duration {
+	if i < 128 {
+		return time.Duration(i)
+	}
+	e, m := (i-128)/64+1, uint64((i-128)%64+64)
+	return time.Duration((m+1)<<e - 1)
+}
+
+func (l *latencies) add(v time.Duration) {
+	l.n++
+	l.max = max(l.max, v)
+	l.buckets[latencyBucket(v)]++
+}
+
+// percentile is the value at rank p/100 x (n-1) among the values, from
+// below, as a sorted list's index would give it, to 1.6 % (never over the
+// largest value).
+func (l *latencies) percentile(p float64) time.Duration {
+	rank := int64(p / 100 * float64(l.n-1))
+	var seen int64
+	for i, c := range l.buckets {
+		if seen += c; seen > rank {
+			return min(bucketTop(i), l.max)
+		}
+	}
+	return l.max
 }
 
 // Print writes the summary for a person.
@@ -153,11 +196,9 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d%s; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, unsent, len(s.envs))
 	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
 	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", counts(s.Chunks, " %d: %d"))
-	if len(s.Latency) > 0 {
-		l := slices.Clone(s.Latency)
-		slices.Sort(l)
+	if l := &s.Latency; l.n > 0 {
 		fmt.Fprintf(w, "infer->action latency: p50 %v  p90 %v  p99 %v  max %v  (n=%d)\n",
-			percentile(l, 50), percentile(l, 90), percentile(l, 99), l[len(l)-1], len(l))
+			l.percentile(50), l.percentile(90), l.percentile(99), l.max, l.n)
 	}
 	fmt.Fprintf(w, "reconnects: %d%s\n", sumCounts(s.Reconnects), counts(s.Reconnects, " [%s: %d]"))
 	fmt.Fprintf(w, "closes:%s\n", counts(s.Closes, " [%s: %d]"))
