@@ -40,7 +40,10 @@
 ** until the next call on its Client.
 **
 ** THREADS. As for plugrl.h: one thread per handle at a time, except
-** interrupt() and stats(), which any thread may call at any time.
+** interrupt() and stats(), which any thread may call at any time. An
+** Observation is rebuilt into C form by each call that takes it (c()), so
+** one Observation must not be passed to two calls running at once, even
+** as const: give each thread its own.
 */
 #ifndef PLUGRL_HPP
 #define PLUGRL_HPP
@@ -629,13 +632,20 @@ class Client {
   }
   explicit Client(const std::string &url) : Client(Options(url)) {}
 
-  ~Client() { reset(); }
+  /* Closes the client. From inside one of its own log callbacks the
+  ** library refuses (PLUGRL_BUSY): the client is then left open and its
+  ** callback's state kept, both for good (a leak), rather than freed while
+  ** the library still calls them. Do not destroy a Client there all the
+  ** same: the member function the callback runs inside of goes on using
+  ** the object after the callback (close() there throws PLUGRL_BUSY). A
+  ** Runner may be destroyed inside its own episode callback. */
+  ~Client() { reset_or_leak(); }
   Client(const Client &) = delete;
   Client &operator=(const Client &) = delete;
   Client(Client &&o) noexcept : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)) {}
   Client &operator=(Client &&o) noexcept {
     if (this != &o) {
-      reset();
+      reset_or_leak();
       h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       log_ = std::move(o.log_);
     }
@@ -648,7 +658,10 @@ class Client {
   ** not: as for any C++ object, destroying a Client another thread is
   ** using is undefined; close() first, then destroy it once no thread
   ** uses it. */
-  void close() { reset(); }
+  void close() {
+    if (!reset())
+      throw Error(PLUGRL_BUSY, "Client::close inside one of this client's callbacks: the library refuses; close it after");
+  }
   /* plugrl_interrupt: ends the call running on this client (it throws
   ** Error(PLUGRL_INTERRUPTED)), or the next act/infer. Any thread; the
   ** handle it uses may also be kept for a signal handler (handle()). */
@@ -814,8 +827,23 @@ class Client {
     detail::throw_client(s, h());
   }
 
-  void reset() noexcept {
-    if (plugrl_client *h = h_.exchange(nullptr)) plugrl_close(h);
+  /* Closes the handle; false, with the handle kept, when the library
+  ** refuses (PLUGRL_BUSY: inside one of this client's callbacks). */
+  bool reset() noexcept {
+    plugrl_client *h = h_.exchange(nullptr);
+    if (h && plugrl_close(h) == PLUGRL_BUSY) {
+      h_.store(h, std::memory_order_release);
+      return false;
+    }
+    return true;
+  }
+  /* reset, or, where the library refuses, leave the client open and its
+  ** log state alive for good: the library calls it again. */
+  void reset_or_leak() noexcept {
+    if (!reset()) {
+      h_.store(nullptr, std::memory_order_release);
+      static_cast<void>(new std::shared_ptr<LogFn>(std::move(log_)));
+    }
   }
 
   /* Atomic: close (reset) may run while another thread reads it in a
@@ -857,13 +885,17 @@ class Runner {
     }
     h_.store(h, std::memory_order_release);
   }
-  ~Runner() { reset(); }
+  /* Frees the runner. From inside its own episode callback (or its
+  ** client's log callback) the library refuses (PLUGRL_BUSY): the runner is
+  ** then left to the library and its callback's state kept, for good (a
+  ** leak), rather than freed while the report still calls it. */
+  ~Runner() { reset_or_leak(); }
   Runner(const Runner &) = delete;
   Runner &operator=(const Runner &) = delete;
   Runner(Runner &&o) noexcept : h_(o.h_.exchange(nullptr)), n_(o.n_), state_(std::move(o.state_)) {}
   Runner &operator=(Runner &&o) noexcept {
     if (this != &o) {
-      reset();
+      reset_or_leak();
       h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       n_ = o.n_;
       state_ = std::move(o.state_);
@@ -978,12 +1010,17 @@ class Runner {
                       std::to_string(truncated.size()) + " truncated and " + std::to_string(success.size()) +
                       " success flags");
     if (!state_) throw Error(PLUGRL_CLOSED, "this Runner was moved from");
-    state_->error = nullptr;
-    plugrl_status s = plugrl_runner_report(h(), next_obs, rewards.data(), terminated.data(), truncated.data(),
+    // Locals only after the call: the episode callback may have destroyed
+    // this Runner, which then leaves the handle and the State to the
+    // library (see ~Runner), alive.
+    State *st = state_.get();
+    plugrl_runner *h = this->h();
+    st->error = nullptr;
+    plugrl_status s = plugrl_runner_report(h, next_obs, rewards.data(), terminated.data(), truncated.data(),
                                            success.empty() ? nullptr : success.data());
-    if (state_->error) std::rethrow_exception(std::exchange(state_->error, nullptr));
+    if (st->error) std::rethrow_exception(std::exchange(st->error, nullptr));
     if (s == PLUGRL_STOPPED) return false;
-    detail::check_runner(s, h());
+    detail::check_runner(s, h);
     return true;
   }
 
@@ -1019,8 +1056,21 @@ class Runner {
     }
   }
 
-  void reset() noexcept {
-    if (plugrl_runner *h = h_.exchange(nullptr)) plugrl_runner_free(h);
+  /* Frees the handle; false, with the handle kept, when the library
+  ** refuses (PLUGRL_BUSY: inside a callback of the runner's). */
+  bool reset() noexcept {
+    plugrl_runner *h = h_.exchange(nullptr);
+    if (h && plugrl_runner_free(h) == PLUGRL_BUSY) {
+      h_.store(h, std::memory_order_release);
+      return false;
+    }
+    return true;
+  }
+  void reset_or_leak() noexcept {
+    if (!reset()) {
+      h_.store(nullptr, std::memory_order_release);
+      static_cast<void>(state_.release());
+    }
   }
 
  public:

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -181,6 +182,31 @@ void test_low_level(const std::string &url) {
   EXPECT_ERROR(PLUGRL_CLOSED, moved.stats());
 }
 
+// A Runner destroyed inside its own episode callback: the library refuses
+// to free it there (PLUGRL_BUSY), so the wrapper leaves it and its
+// callback's state to the library instead of freeing the state the same
+// report calls again (a use after free, shown by ASan, before).
+void test_destroy_in_callback(const std::string &url) {
+  const std::size_t n = 2;
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000));
+  std::optional<plugrl::Runner> runner;
+  runner.emplace(client, n);
+  int calls = 0;
+  runner->on_episode([&](const plugrl::Episode &) {
+    calls++;
+    runner.reset();  // inside the report that calls this twice
+  });
+  std::vector<double> t(n, 0), a(n * 3, 0), rewards(n, 1), actions;
+  std::vector<uint8_t> term(n, 1), trunc(n, 0);  // both envs end at once
+  plugrl::Observation obs;
+  obs.state("t", t, {static_cast<int64_t>(n), 1}).state("a", a, {static_cast<int64_t>(n), 3});
+  plugrl::Runner &r = *runner;
+  CHECK(r.act(obs, actions));
+  r.report(obs, rewards, term, trunc);
+  CHECK(calls == static_cast<int>(n));
+  CHECK(!runner.has_value());
+}
+
 void test_runner(const std::string &url) {
   const std::size_t n = 3;
   plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000));
@@ -261,6 +287,7 @@ int main(int argc, char **argv) {
   try {
     test_offline();
     test_low_level(url);
+    test_destroy_in_callback(url);
     test_runner(url);
   } catch (const std::exception &e) {
     failures++;
