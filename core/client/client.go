@@ -174,6 +174,7 @@ type Client struct {
 	// One message per kind: each keeps the plan of its last encoding, and
 	// a loop that sends the same structure every time reuses it.
 	inferMsg, feedbackMsg wire.Message
+	plainReq              wire.Infer // an infer's request without its all-false reuse flags (Infer)
 	action                wire.Action
 	envs                  envFlags
 	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)

@@ -98,7 +98,32 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 			return nil, newErr(KindOutOfOrder, nil, "infer names env %d, which still holds an action chunk on this connection: send its feedback first (SPEC 4.3)", e)
 		}
 	}
-	if err := wire.EncodeInfer(&c.inferMsg, req); err != nil {
+	enc := req
+	if req.Reuse != nil && reused == 0 {
+		// No env reuses: the key is left out. Without the feature it must
+		// not be sent (SPEC 10), and a caller that fills the flags from
+		// CanReuse sends all false to a server that does not offer it
+		// (one that dropped the feature at a reconnect), which resyncs
+		// every such infer. The message is encoded from a copy of the
+		// request without them, kept in the client so that the call
+		// allocates nothing.
+		c.plainReq = *req
+		c.plainReq.Reuse = nil
+		enc = &c.plainReq
+	}
+	// What the server sent while the caller was away: a stop or a resync,
+	// perhaps then a reset that would fail the write below and pass for a
+	// lost connection (SPEC 7.1: after a stop, no reconnect). Poll makes no
+	// system call for a caller back within microseconds of its last wait.
+	c.conn.Poll()
+	if err := c.conn.Err(); err != nil {
+		return nil, c.lost(err, "before the infer")
+	}
+	err = wire.EncodeInfer(&c.inferMsg, enc)
+	if enc != req {
+		c.plainReq = wire.Infer{} // the caller's slices are not kept
+	}
+	if err != nil {
 		return nil, invalidErr(err)
 	}
 	c.conn.ExpectMessage() // before the send: a look between the send and the wait must not take the reply for a stray
@@ -139,6 +164,7 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		c.action.MaxEnvIDs = len(req.EnvIndices)
 		if c.action.Decode(raw) == nil && c.checkAction(req.EnvIndices) == nil {
 			c.owe(req.EnvIndices)
+			c.stats.recordRTT(now - c.conn.ReceiveStarted()) // an exchange all the same: answered
 		}
 		return nil, c.lost(conn.ErrInterrupted, "as the action arrived")
 	}

@@ -16,7 +16,9 @@ type Stats struct {
 	// Exchanges counts infers answered: actions received that passed the
 	// checks against their request.
 	Exchanges uint64
-	// Feedbacks counts feedback messages sent.
+	// Feedbacks counts feedback messages sent. One held to leave with the
+	// next infer is counted when held, and taken back if its connection
+	// ends before it leaves (its rows are then in FeedbackRowsDropped).
 	Feedbacks uint64
 	// BytesSent and BytesReceived count the bytes of WebSocket frames
 	// written and read, headers and control frames (pings, pongs, close)
