@@ -152,9 +152,11 @@ typedef enum plugrl_status {
   /* The connection was lost or resynced and the library reconnected. Any
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
   ** infer (the runner does this by itself and never returns this: when
-  ** the connection ends during each of 4 infers in a row, its act returns
-  ** PLUGRL_CONNECT_FAILED; the reconnect a runner's first act makes to
-  ** give up feedback an earlier user left owed is not one of them). */
+  ** the connection ends during each of 4 infers in a row, or 4
+  ** connections in a row end, in its acts and reports, before a feedback
+  ** goes through, its act or report returns PLUGRL_CONNECT_FAILED; the
+  ** reconnect a runner's first act makes to give up feedback an earlier
+  ** user left owed is not one of them). */
   PLUGRL_RECONNECTED = 2,
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */
@@ -824,7 +826,11 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
 ** envs that ended). Sends the feedback for every env whose chunk ended,
 ** and calls the episode callback for each episode that ended. Blocks as
 ** plugrl_feedback does when it sends: up to send_timeout_ms, plus
-** reconnect_timeout_ms if the connection had ended.
+** reconnect_timeout_ms if the connection had ended. A feedback dropped
+** with its connection (SPEC 7.6) is not an error, but the fourth
+** connection in a row to end before a feedback goes through is:
+** PLUGRL_CONNECT_FAILED (the server ends each connection after an action;
+** nothing the runner sends reaches it). The count starts again after it.
 */
 plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards,
                                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);

@@ -48,10 +48,14 @@ type Config struct {
 	Envs int // N, the number of local envs; indices 0..N-1 are their env_indices
 	// OnEpisode, if set, is called for each episode as it finishes.
 	OnEpisode func(Episode)
-	// MaxRestarts bounds how many reconnects one Act may ride through;
-	// 0 means 3. Past that Act fails with KindConnect: the server ends
-	// every connection. The reconnect a runner's first Act makes to give
-	// up feedback an earlier user of the client left owed is not counted.
+	// MaxRestarts bounds how many reconnects one Act may ride through,
+	// and how many connections in a row may end before a feedback goes
+	// through on one (Act's and Report's reconnects together); 0 means 3.
+	// Past that Act or Report fails with KindConnect: the server ends
+	// every connection, and a runner that rode on would step its envs
+	// with no feedback ever reaching the server. The reconnect a runner's
+	// first Act makes to give up feedback an earlier user of the client
+	// left owed is not counted.
 	MaxRestarts int
 	// Alloc supplies the memory each env's chunk is kept in; nil means
 	// the Go heap. The C API passes malloc, so that memory a server's
@@ -105,6 +109,9 @@ type Runner struct {
 	fb       wire.Feedback
 	episode  wire.Episode
 	restarts int
+	// lostInARow counts the connections that ended, in Act or Report,
+	// since a feedback last went through (MaxRestarts).
+	lostInARow int
 
 	// For Stats, which any goroutine may call.
 	episodes, steps atomic.Uint64
@@ -280,6 +287,12 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 			// The reconnect the give-up above made: this runner's own
 			// doing, not the server's, so not one of MaxRestarts.
 			budget++
+		} else {
+			r.lostInARow++
+		}
+		if r.lostInARow > r.cfg.MaxRestarts && attempt < budget {
+			r.restart()
+			return r.lostTooOften(err)
 		}
 		if attempt >= budget {
 			// Not ErrReconnected: a runner's caller never infers, and
@@ -553,7 +566,28 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		// The feedback was dropped (SPEC 7.6); every env starts a fresh
 		// chunk at the next Act.
 		r.restart()
+		if r.lostInARow++; r.lostInARow > r.cfg.MaxRestarts {
+			return r.lostTooOften(err)
+		}
 		return nil
 	}
+	if err == nil {
+		r.lostInARow = 0
+	}
 	return err
+}
+
+// lostTooOften is the error of an Act or Report after more than
+// MaxRestarts connections in a row ended before a feedback went through;
+// err is the last end. The count starts again: a caller that goes on
+// gets MaxRestarts more.
+func (r *Runner) lostTooOften(err error) error {
+	n := r.lostInARow
+	r.lostInARow = 0
+	cause := err
+	if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
+		cause = ce.Err
+	}
+	return &client.Error{Kind: client.KindConnect, Err: cause, Msg: fmt.Sprintf(
+		"%d connections in a row ended before a feedback went through (the server ends each one after an action, or a proxy does): no feedback reaches the server; the last ended", n)}
 }
