@@ -296,7 +296,9 @@ typedef struct plugrl_options {
   int32_t metadata_timeout_ms; /* for the server's metadata; default 30000 */
   int32_t receive_timeout_ms;  /* for an action after an infer; default 300000 */
   int32_t max_reconnects;      /* attempts after a lost connection; default 5; -1: never */
-  int32_t reconnect_backoff_ms;/* first wait between attempts, doubling; default 100 */
+  int32_t reconnect_backoff_ms;/* first wait between attempts, doubling; default 100. When the
+                                  server ended the last connection within 2 x max_backoff_ms of
+                                  its start, the waits go on from the last reconnect's */
   int32_t max_backoff_ms;      /* cap on that wait; default 5000 */
   const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots. Not a
                                   regular file of at most 16 MiB (a FIFO, a device): plugrl_open

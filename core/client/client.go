@@ -63,7 +63,9 @@ type Options struct {
 	// 0 means 5, negative means never reconnect.
 	MaxReconnects int
 	// ReconnectBackoff is the first wait between attempts (100 ms); it
-	// doubles up to MaxBackoff (5 s), with jitter.
+	// doubles up to MaxBackoff (5 s), with jitter. When the server ended
+	// the last connection less than 2 x MaxBackoff after it was made, the
+	// next reconnect's waits go on from where the last one's were.
 	ReconnectBackoff, MaxBackoff time.Duration
 	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
 	// included: each attempt's connect and metadata timeouts are cut to
@@ -180,11 +182,15 @@ type Client struct {
 	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)
 
 	reconnects int // successful reconnects over the client's life
-	stats      stats
-	ledger     *ledger.Writer // nil: no ledger
-	owedLost   []int64        // envs of a feedback whose send failed, for the ledger
-	heldEnvs   []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
-	givenUp    bool           // GiveUpOwed: the next Infer drops the connection first
+	// connectedAt is when the connection was made; carried is the backoff
+	// the next reconnect starts from if the server ends it soon (reconnect).
+	connectedAt time.Time
+	carried     time.Duration
+	stats       stats
+	ledger      *ledger.Writer // nil: no ledger
+	owedLost    []int64        // envs of a feedback whose send failed, for the ledger
+	heldEnvs    []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
+	givenUp     bool           // GiveUpOwed: the next Infer drops the connection first
 	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
 	// reconnect that follows (in this Infer or a later one, if this one's
 	// failed) is reported with ErrGivenUp.

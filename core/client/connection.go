@@ -64,6 +64,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	}
 	cn.Release()
 	c.conn, c.meta = cn, meta
+	c.connectedAt = time.Now()
 	c.reuseOffered = !c.opts.DisableReuse && meta.Has(FeatureReuse) // once: CanReuse runs per env per step
 	c.phase = phaseIdle
 	c.envs.clear()
@@ -231,6 +232,17 @@ func (c *Client) reconnect() error {
 	c.ledger.Reconnecting(c.stats.cause.String())
 	deadline := time.Now().Add(c.opts.ReconnectTimeout)
 	wait := c.opts.ReconnectBackoff
+	serverEnded := c.stats.cause == CauseResync || c.stats.cause == CauseLost
+	if serverEnded && c.carried > wait && time.Since(c.connectedAt) < settled(c.opts) {
+		// The server (or the network) ended the last connection soon
+		// after it was made, as one that resyncs or drops every
+		// connection does: its reconnects go on backing off, instead of
+		// starting again at ReconnectBackoff each time, which made such a
+		// server take 10-20 connections a second. Not after the client's
+		// own ends (an interrupt, a timeout): a caller that interrupts
+		// each call reconnects as fast as ever.
+		wait = c.carried
+	}
 	var last error
 	for attempt := 1; attempt <= c.opts.MaxReconnects; attempt++ {
 		jitter := time.Duration(rand.Int64N(int64(wait)/2 + 1))
@@ -245,6 +257,7 @@ func (c *Client) reconnect() error {
 		}
 		err := c.connect(context.Background(), deadline)
 		if err == nil {
+			c.carried = wait // already doubled: where a quick end's next reconnect starts
 			c.reconnects++
 			c.stats.reconnects[c.stats.cause].Add(1)
 			c.logf(LevelInfo, "reconnected to %s (attempt %d)", conn.RedactedURL(c.opts.URL), attempt)
@@ -266,6 +279,10 @@ func (c *Client) reconnect() error {
 	}
 	return newErr(KindConnect, last, "gave up after %d reconnect attempts", c.opts.MaxReconnects)
 }
+
+// settled is how long a connection must have lasted for the reconnect
+// after it to start again at ReconnectBackoff: twice the longest backoff.
+func settled(o Options) time.Duration { return 2 * o.MaxBackoff }
 
 // sleep waits d, or less if Interrupt is called (then KindInterrupted).
 func (c *Client) sleep(d time.Duration) error {
