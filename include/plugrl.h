@@ -154,9 +154,9 @@ typedef enum plugrl_status {
   ** infer (the runner does this by itself and never returns this: when
   ** the connection ends during each of 4 infers in a row, or 4
   ** connections in a row end, in its acts and reports, before a feedback
-  ** goes through, its act or report returns PLUGRL_CONNECT_FAILED; the
-  ** reconnect a runner's first act makes to give up feedback an earlier
-  ** user left owed is not one of them). */
+  ** goes through, its act or, in the second case, its report returns
+  ** PLUGRL_CONNECT_FAILED; the reconnect a runner's first act makes to
+  ** give up feedback an earlier user left owed is not one of them). */
   PLUGRL_RECONNECTED = 2,
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */

@@ -134,6 +134,19 @@ inline void check_runner(plugrl_status s, plugrl_runner *r) {
   if (s != PLUGRL_OK) throw_runner(s, r);
 }
 
+/* Takes the handle out of h and closes it with close (plugrl_close or
+** plugrl_runner_free); false, with the handle put back, when the library
+** refuses (PLUGRL_BUSY: inside one of the handle's callbacks). */
+template <class H>
+bool close_handle(std::atomic<H *> &h, plugrl_status (*close)(H *)) noexcept {
+  H *p = h.exchange(nullptr);
+  if (p && close(p) == PLUGRL_BUSY) {
+    h.store(p, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace detail
 
 /* ------------------------------------------------------------------------ */
@@ -827,16 +840,7 @@ class Client {
     detail::throw_client(s, h());
   }
 
-  /* Closes the handle; false, with the handle kept, when the library
-  ** refuses (PLUGRL_BUSY: inside one of this client's callbacks). */
-  bool reset() noexcept {
-    plugrl_client *h = h_.exchange(nullptr);
-    if (h && plugrl_close(h) == PLUGRL_BUSY) {
-      h_.store(h, std::memory_order_release);
-      return false;
-    }
-    return true;
-  }
+  bool reset() noexcept { return detail::close_handle(h_, plugrl_close); }
   /* reset, or, where the library refuses, leave the client open and its
   ** log state alive for good: the library calls it again. */
   void reset_or_leak() noexcept {
@@ -1056,16 +1060,9 @@ class Runner {
     }
   }
 
-  /* Frees the handle; false, with the handle kept, when the library
-  ** refuses (PLUGRL_BUSY: inside a callback of the runner's). */
-  bool reset() noexcept {
-    plugrl_runner *h = h_.exchange(nullptr);
-    if (h && plugrl_runner_free(h) == PLUGRL_BUSY) {
-      h_.store(h, std::memory_order_release);
-      return false;
-    }
-    return true;
-  }
+  bool reset() noexcept { return detail::close_handle(h_, plugrl_runner_free); }
+  /* reset, or, where the library refuses, leave the runner to the library
+  ** and its episode state alive for good: the report calls it again. */
   void reset_or_leak() noexcept {
     if (!reset()) {
       h_.store(nullptr, std::memory_order_release);

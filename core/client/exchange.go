@@ -51,15 +51,21 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		return nil, err
 	}
 	defer c.unblock()
+	if c.phase == phaseIdle || c.phase == phaseHolding {
+		// What the server sent while the caller was away: a stop, a resync,
+		// a feedback timeout, perhaps then a reset that would fail the
+		// write below and pass for a lost connection (SPEC 7.1: after a
+		// stop, no reconnect). That end is the one to report and record.
+		// Poll makes no system call for a caller back within microseconds
+		// of its last wait.
+		c.conn.Poll()
+		if err := c.conn.Err(); err != nil {
+			return nil, c.lost(err, "before the infer")
+		}
+	}
 	if c.givenUp { // GiveUpOwed: the feedback owed goes with this connection
 		c.givenUp = false
 		if c.phase == phaseIdle || c.phase == phaseHolding {
-			// It may have ended meanwhile (a server's stop, a feedback
-			// timeout): that end is the one to report and record.
-			c.conn.Poll()
-			if err := c.conn.Err(); err != nil {
-				return nil, c.lost(err, "before the infer")
-			}
 			c.dropConnection(CauseOther, ErrGivenUp) // reconnected below
 			c.givenUpDrop = true
 		}
@@ -110,14 +116,6 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 		c.plainReq = *req
 		c.plainReq.Reuse = nil
 		enc = &c.plainReq
-	}
-	// What the server sent while the caller was away: a stop or a resync,
-	// perhaps then a reset that would fail the write below and pass for a
-	// lost connection (SPEC 7.1: after a stop, no reconnect). Poll makes no
-	// system call for a caller back within microseconds of its last wait.
-	c.conn.Poll()
-	if err := c.conn.Err(); err != nil {
-		return nil, c.lost(err, "before the infer")
 	}
 	err = wire.EncodeInfer(&c.inferMsg, enc)
 	if enc != req {

@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -32,87 +31,64 @@ func TestFaultMatrix(t *testing.T) {
 	for _, k := range kinds {
 		for _, p := range []refserver.Point{refserver.AtInfer, refserver.AfterAction, refserver.AfterFeedback} {
 			for ex := 2; ex <= 5; ex++ {
-				name := fmt.Sprintf("%s/%v/%d", k.name, p, ex)
-				t.Run(name, func(t *testing.T) {
-					f := k.f
-					f.Exchange, f.When = ex, p
-					s := refserver.New(refserver.Config{Horizon: 3, ActionDim: 1, Features: []string{client.FeatureReuse}, FeedbackTimeout: 5 * time.Second,
-						Faults: refserver.Faults{Closes: []refserver.CloseFault{f}}})
-					url, err := s.Listen("127.0.0.1:0")
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer s.Close()
-					c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second, ReconnectBackoff: time.Millisecond})
-					if err != nil {
-						t.Fatal(err)
-					}
-					n := 3
-					r, _ := runner.New(c, runner.Config{Envs: n})
-					obs := stateObs(n)
-					out := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
-					t1 := make([]int, n)
-					var lastErr error
-					for step := 0; step < 30; step++ {
-						if err := r.Act(obs, out); err != nil {
-							lastErr = err
-							if client.KindOf(err) == client.KindStopped {
-								break
-							}
-							continue
-						}
-						term := make([]bool, n)
-						for i := range term {
-							t1[i]++
-							if t1[i] == 2+i {
-								term[i] = true
-								t1[i] = 0
-							}
-						}
-						if err := r.Report(obs, make([]float64, n), term, make([]bool, n), nil); err != nil {
-							lastErr = err
-							if client.KindOf(err) == client.KindStopped {
-								break
-							}
-						}
-					}
-					c.Close()
-					time.Sleep(30 * time.Millisecond)
-					st := s.Stats()
-					cs := c.Stats()
-					for _, rec := range st.Received {
-						if rec.Refused != "" && rec.Refused != "arrived after the server's close frame" {
-							t.Errorf("server refused %+v", rec)
-						}
-						if len(rec.Orphans) > 0 {
-							t.Errorf("orphans %+v", rec)
-						}
-					}
-					first := map[int]string{}
-					for _, rec := range st.Received {
-						if _, ok := first[rec.Conn]; !ok {
-							first[rec.Conn] = rec.Type
-						}
-					}
-					for cn, ty := range first {
-						if ty != "infer" {
-							t.Errorf("conn %d began with %s", cn, ty)
-						}
-					}
-					if cs.Exchanges != uint64(st.Actions) {
-						t.Errorf("client exchanges %d, server actions %d", cs.Exchanges, st.Actions)
-					}
-					acc := 0
-					for _, rec := range st.Received {
-						if rec.Type == "feedback" && rec.Refused == "" {
-							acc++
-						}
-					}
-					t.Logf("last err %v; client %+v; server actions %d fb accepted %d rows %d resyncs %d conns %d", lastErr, cs.Reconnects, st.Actions, acc, st.FeedbackRows, st.Resyncs, st.Connections)
-					t.Logf("client feedbacks %d dropped %d reused %d ; server reused %d", cs.Feedbacks, cs.FeedbackRowsDropped, cs.RowsReused, st.ReusedRows)
-				})
+				f := k.f
+				f.Exchange, f.When = ex, p
+				t.Run(fmt.Sprintf("%s/%v/%d", k.name, p, ex), func(t *testing.T) { runFaulted(t, f) })
 			}
 		}
+	}
+}
+
+// runFaulted steps a runner of 3 envs, each ending its episodes at its
+// own pace, for 30 steps (or until the server stops) against a server
+// that makes fault f, and checks what the server received.
+func runFaulted(t *testing.T, f refserver.CloseFault) {
+	s, c := dialRef(t, refserver.Config{Horizon: 3, ActionDim: 1, Features: []string{client.FeatureReuse},
+		FeedbackTimeout: 5 * time.Second, Faults: refserver.Faults{Closes: []refserver.CloseFault{f}}})
+	const n = 3
+	r, err := runner.New(c, runner.Config{Envs: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := stateObs(n)
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*n)}
+	rewards, trunc, term := make([]float64, n), make([]bool, n), make([]bool, n)
+	age := make([]int, n)
+	for range 30 {
+		err := r.Act(obs, out)
+		if err == nil {
+			for i := range term {
+				age[i]++
+				if term[i] = age[i] == 2+i; term[i] {
+					age[i] = 0
+				}
+			}
+			err = r.Report(obs, rewards, term, trunc, nil)
+		}
+		if client.KindOf(err) == client.KindStopped {
+			break
+		}
+	}
+	c.Close()
+	time.Sleep(30 * time.Millisecond) // the server takes in the close
+	st, cs := s.Stats(), c.Stats()
+	began := map[int]bool{}
+	for _, rec := range st.Received {
+		if rec.Refused != "" && rec.Refused != "arrived after the server's close frame" {
+			t.Errorf("server refused %+v", rec)
+		}
+		if len(rec.Orphans) > 0 {
+			t.Errorf("feedback for an action of an earlier connection (SPEC 7.6): %+v", rec)
+		}
+		if !began[rec.Conn] {
+			began[rec.Conn] = true
+			if rec.Type != "infer" {
+				t.Errorf("connection %d began with a %s", rec.Conn, rec.Type)
+			}
+		}
+	}
+	if cs.Exchanges != uint64(st.Actions) {
+		t.Errorf("client exchanges %d, server actions %d", cs.Exchanges, st.Actions)
 	}
 }
 

@@ -51,9 +51,9 @@ type Config struct {
 	// MaxRestarts bounds how many reconnects one Act may ride through,
 	// and how many connections in a row may end before a feedback goes
 	// through on one (Act's and Report's reconnects together); 0 means 3.
-	// Past that Act or Report fails with KindConnect: the server ends
-	// every connection, and a runner that rode on would step its envs
-	// with no feedback ever reaching the server. The reconnect a runner's
+	// Past the first, Act fails with KindConnect; past the second, Report
+	// does: the server ends every connection, and a runner that rode on
+	// would step its envs with no feedback ever reaching the server. The reconnect a runner's
 	// first Act makes to give up feedback an earlier user of the client
 	// left owed is not counted.
 	MaxRestarts int
@@ -288,21 +288,13 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 			// doing, not the server's, so not one of MaxRestarts.
 			budget++
 		} else {
-			r.lostInARow++
-		}
-		if r.lostInARow > r.cfg.MaxRestarts && attempt < budget {
-			r.restart()
-			return r.lostTooOften(err)
+			r.lostInARow++ // Report's check counts these too
 		}
 		if attempt >= budget {
 			// Not ErrReconnected: a runner's caller never infers, and
 			// cannot start again with one.
-			cause := err
-			if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
-				cause = ce.Err // why the last connection ended
-			}
 			ended := attempt + 1 - (budget - r.cfg.MaxRestarts) // less the give-up's own
-			return &client.Error{Kind: client.KindConnect, Err: cause, Msg: fmt.Sprintf(
+			return &client.Error{Kind: client.KindConnect, Err: endOf(err), Msg: fmt.Sprintf(
 				"the connection ended during each of %d infers in a row (the server ends every connection, or a proxy does); the last ended", ended)}
 		}
 		r.restart()
@@ -577,17 +569,20 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 	return err
 }
 
-// lostTooOften is the error of an Act or Report after more than
-// MaxRestarts connections in a row ended before a feedback went through;
-// err is the last end. The count starts again: a caller that goes on
-// gets MaxRestarts more.
+// lostTooOften is Report's error after more than MaxRestarts connections
+// in a row ended before a feedback went through; err is the last end.
+// The count starts again: a caller that goes on gets MaxRestarts more.
 func (r *Runner) lostTooOften(err error) error {
 	n := r.lostInARow
 	r.lostInARow = 0
-	cause := err
-	if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
-		cause = ce.Err
-	}
-	return &client.Error{Kind: client.KindConnect, Err: cause, Msg: fmt.Sprintf(
+	return &client.Error{Kind: client.KindConnect, Err: endOf(err), Msg: fmt.Sprintf(
 		"%d connections in a row ended before a feedback went through (the server ends each one after an action, or a proxy does): no feedback reaches the server; the last ended", n)}
+}
+
+// endOf is why the connection ended, from a client's ErrReconnected.
+func endOf(err error) error {
+	if ce := (*client.Error)(nil); errors.As(err, &ce) && ce.Err != nil {
+		return ce.Err
+	}
+	return err
 }

@@ -13,15 +13,6 @@ import (
 // columns (plugrl-bridges' episode_log).
 var EpisodeHeader = []string{"step", "slot", "episode", "return", "length"}
 
-// WriteEpisodes writes rows as the episode log's CSV, header first.
-func WriteEpisodes(w io.Writer, rows []EpisodeRow) error {
-	ew := NewEpisodeWriter(w)
-	for _, r := range rows {
-		ew.Write(r)
-	}
-	return ew.Close()
-}
-
 // An EpisodeWriter writes the episode log's CSV a row at a time (an
 // Auditor's OnEpisode), header first; Close flushes it and reports the
 // first error.
