@@ -796,8 +796,10 @@ static struct {
   double call_ms; /* when the running call began */
   double ret_ms;  /* when the last call returned */
   plugrl_status last;
+  unsigned long last_seq; /* which call the last three describe */
+  int last_blocking;
   long reconnected, other, unexpected;
-} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, {0}, 0, 0, 0, 0, 0, 0, 0, 0, PLUGRL_OK, 0, 0, 0};
+} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, {0}, 0, 0, 0, 0, 0, 0, 0, 0, PLUGRL_OK, 0, 0, 0, 0, 0};
 
 static plugrl_client *volatile signal_client;
 
@@ -810,8 +812,9 @@ static plugrl_status worker_call(long i, int blocking) {
   plugrl_action a;
   plugrl_status s;
   double t, t_call;
+  unsigned long seq;
   pthread_mutex_lock(&W.mu);
-  W.seq++;
+  seq = ++W.seq;
   W.in_call = 1;
   W.blocking = blocking;
   W.call_ms = t_call = now_ms();
@@ -826,6 +829,8 @@ static plugrl_status worker_call(long i, int blocking) {
   W.in_call = 0;
   W.ret_ms = t;
   W.last = s;
+  W.last_seq = seq;
+  W.last_blocking = blocking;
   pthread_cond_broadcast(&W.cond);
   pthread_mutex_unlock(&W.mu);
   return s;
@@ -925,7 +930,11 @@ static void interrupt_case(const char *url, int by_signal, long n) {
         plugrl_interrupt(W.c);
       pthread_mutex_lock(&W.mu);
       while (W.in_call && W.seq == seen) pthread_cond_wait(&W.cond, &W.mu);
-      if (W.blocking && W.last == PLUGRL_INTERRUPTED) {
+      /* Measure the call that was interrupted, and only if it was the
+      ** blocking one: the worker may already be in its next call (whose
+      ** W.blocking is not the interrupted call's), and an iteration may
+      ** interrupt a stuck reconnecting call as well as its blocking one. */
+      if (W.last_seq == seen && W.last_blocking && W.last == PLUGRL_INTERRUPTED && measured < n) {
         lat[measured++] = (W.ret_ms - t0) * 1e3;
         if (lat[measured - 1] > INTERRUPT_LIMIT_US / 4)
           fprintf(stderr, "hostile %s: iteration %ld: the interrupt took %.0f us\n", R.name, i, lat[measured - 1]);
