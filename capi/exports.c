@@ -56,12 +56,24 @@ static void leave(void) { plugrl__gate_leave(); }
 static const char forked_msg[] =
     "libplugrl cannot be used in a child forked after it was loaded: its handles belong to the parent";
 
-plugrl_status plugrl_options_init(plugrl_options *options) {
+plugrl_status plugrl_options_init_size(plugrl_options *options, size_t size) {
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
   enter();
-  plugrl_status result = plugrl__go_options_init(options);
+  plugrl_status result = plugrl__go_options_init(options, size);
+  leave();
+  return result;
+}
+
+/* Release 0.1's entry point (the name in parentheses: plugrl.h makes
+** plugrl_options_init a macro). */
+plugrl_status(plugrl_options_init)(plugrl_options *options) {
+  if (plugrl__forked) {
+    return PLUGRL_CLOSED;
+  }
+  enter();
+  plugrl_status result = plugrl__go_options_init(options, plugrl__go_options_size_0_1());
   leave();
   return result;
 }

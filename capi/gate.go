@@ -130,7 +130,7 @@ func callThroughWrappers() {
 	_ = C.plugrl_close(nil)
 	_ = C.plugrl_runner_free(nil)
 	var o C.plugrl_options
-	_ = C.plugrl_options_init(&o)
+	_ = C.plugrl_options_init_size(&o, C.sizeof_plugrl_options)
 }
 
 // callsFromExitingThreads has n C threads in turn call into the library

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 	"unsafe"
@@ -27,42 +28,79 @@ import (
 	"github.com/plugrl/libplugrl/core/ledger"
 )
 
+// The sizes of plugrl_options a caller may hand in. A caller compiled
+// against an older header has a smaller struct, one compiled against a
+// newer header a larger one; `size` says which.
+const (
+	// optionsMinSize ends at max_backoff_ms, the last field of the first
+	// plugrl_options: the smallest struct ever declared.
+	optionsMinSize = unsafe.Offsetof(C.plugrl_options{}.max_backoff_ms) + unsafe.Sizeof(C.plugrl_options{}.max_backoff_ms)
+	// optionsSize01 is sizeof(plugrl_options) in 0.1's header, which ends
+	// at ledger_cpus: what the exported function plugrl_options_init fills,
+	// for binaries built before plugrl_options_init became a macro that
+	// passes its own sizeof to plugrl_options_init_size. It must never
+	// change when fields are added.
+	optionsSize01 = (unsafe.Offsetof(C.plugrl_options{}.ledger_cpus) + unsafe.Sizeof(C.plugrl_options{}.ledger_cpus) +
+		unsafe.Alignof(C.plugrl_options{}) - 1) / unsafe.Alignof(C.plugrl_options{}) * unsafe.Alignof(C.plugrl_options{})
+	// optionsMaxSize bounds what is read of a newer caller's struct: far
+	// more than any header will declare, and little enough that a garbage
+	// size is refused rather than followed through memory.
+	optionsMaxSize = 4096
+)
+
+//export plugrl__go_options_size_0_1
+func plugrl__go_options_size_0_1() C.size_t { return C.size_t(optionsSize01) }
+
 //export plugrl__go_options_init
-func plugrl__go_options_init(o *C.plugrl_options) (st C.plugrl_status) {
+func plugrl__go_options_init(o *C.plugrl_options, size C.size_t) (st C.plugrl_status) {
 	defer recoverPlain(&st)
-	if o == nil {
+	if o == nil || uintptr(size) < optionsMinSize || uintptr(size) > optionsMaxSize {
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
-	*o = C.plugrl_options{}
-	o.size = C.size_t(unsafe.Sizeof(*o))
-	o.connect_timeout_ms = 10000
-	o.metadata_timeout_ms = 30000
-	o.receive_timeout_ms = 300000
-	o.max_reconnects = 5
-	o.reconnect_backoff_ms = 100
-	o.max_backoff_ms = 5000
-	o.send_timeout_ms = 10000
-	o.close_timeout_ms = 1000
-	o.reconnect_timeout_ms = 30000
-	o.max_handshake_size = 256 << 10
+	def := C.plugrl_options{
+		connect_timeout_ms:   10000,
+		metadata_timeout_ms:  30000,
+		receive_timeout_ms:   300000,
+		max_reconnects:       5,
+		reconnect_backoff_ms: 100,
+		max_backoff_ms:       5000,
+		send_timeout_ms:      10000,
+		close_timeout_ms:     1000,
+		reconnect_timeout_ms: 30000,
+		max_handshake_size:   256 << 10,
+	}
+	def.size = size
+	// Exactly size bytes: an older caller's struct ends there; a newer
+	// caller's fields past ours are zero, which means their defaults.
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(o)), uintptr(size))
+	clear(dst[copy(dst, unsafe.Slice((*byte)(unsafe.Pointer(&def)), unsafe.Sizeof(def))):])
 	return C.PLUGRL_OK
 }
 
-// goOptions reads a plugrl_options of any size up to ours: fields past the
-// caller's size keep their defaults.
+// goOptions reads a plugrl_options of any size: fields past an older
+// caller's size keep their defaults, and a newer caller's fields past ours
+// must be zero (their defaults), as openat2 treats its struct: an option
+// this library cannot honour is refused, not ignored.
 func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Options, error) {
 	var opts client.Options
 	if o == nil {
 		return opts, errors.New("options is NULL; fill a plugrl_options with plugrl_options_init")
 	}
-	min := unsafe.Offsetof(o.max_backoff_ms) + unsafe.Sizeof(o.max_backoff_ms)
-	if uintptr(o.size) < min {
-		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's is %d)", o.size, unsafe.Sizeof(*o))
+	if uintptr(o.size) < optionsMinSize || uintptr(o.size) > optionsMaxSize {
+		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's plugrl_options has %d bytes)", o.size, unsafe.Sizeof(*o))
+	}
+	if uintptr(o.size) > unsafe.Sizeof(*o) {
+		if at, err := firstNonzero(unsafe.Add(unsafe.Pointer(o), unsafe.Sizeof(*o)), uintptr(o.size)-unsafe.Sizeof(*o)); err != nil {
+			return opts, fmt.Errorf("options.size is %d, but the bytes past this library's %d could not be read (%v); call plugrl_options_init to set it", o.size, unsafe.Sizeof(*o), err)
+		} else if at >= 0 {
+			return opts, fmt.Errorf("options sets a field at byte %d that libplugrl %s does not have (its plugrl_options has %d bytes, the caller's %d): the header is newer than the library; link the library of the same release, or leave that option 0",
+				unsafe.Sizeof(*o)+uintptr(at), C.GoString(versionCString), unsafe.Sizeof(*o), o.size)
+		}
 	}
 	var full C.plugrl_options
 	n := uintptr(o.size)
 	if n > unsafe.Sizeof(full) {
-		n = unsafe.Sizeof(full) // a newer caller: read what we know
+		n = unsafe.Sizeof(full) // a newer caller whose extra bytes are zero
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&full)), n), unsafe.Slice((*byte)(unsafe.Pointer(o)), n))
 	if full.url == nil {
@@ -254,4 +292,26 @@ func readCAFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s has more than %d bytes; a CA file may have at most %d", path, maxCAFile, maxCAFile)
 	}
 	return pem, nil
+}
+
+// firstNonzero is the offset of the first nonzero byte of the n at p, or
+// -1. p is a caller's memory past the struct we know, as far as its size
+// says: a size that was never set (garbage) may point it at an unmapped
+// page, which is an error here, not a crash.
+func firstNonzero(p unsafe.Pointer, n uintptr) (at int, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			at, err = -1, fmt.Errorf("%v", r)
+			if f, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("no readable memory at byte %d of the %d after ours", f.Addr()-uintptr(p), n)
+			}
+		}
+	}()
+	for i, b := range unsafe.Slice((*byte)(p), n) {
+		if b != 0 {
+			return i, nil
+		}
+	}
+	return -1, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestGCTaken: once a real-time caller is seen, automatic collection is
@@ -429,4 +430,13 @@ func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
 	collectAfterClose()
 	leaveCall()
 	checkProcs(t, "real-time, after a close's collection alone", base)
+}
+
+// Release 0.1's plugrl_options is what the exported plugrl_options_init
+// fills for binaries built against that header, for ever: on LP64 it ends
+// at ledger_cpus, byte 128.
+func TestOptionsSize01IsFrozen(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 && optionsSize01 != 128 {
+		t.Fatalf("optionsSize01 = %d, want 128: release 0.1's plugrl_options must keep its size", optionsSize01)
+	}
 }

@@ -282,8 +282,9 @@ typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 
 /*
 ** Options for plugrl_open. Always fill it with plugrl_options_init first,
-** then set what you need: `size` lets newer libraries accept older
-** callers' structs. Strings are copied during plugrl_open. A zero in any
+** then set what you need: `size` lets a library accept the struct of an
+** older or a newer header (see plugrl_options_init). New fields are only
+** ever added at the end. Strings are copied during plugrl_open. A zero in any
 ** numeric field means its default; a negative value is refused
 ** (PLUGRL_INVALID_ARGUMENT, naming the field) but for the -1 that
 ** max_reconnects and max_message_size document.
@@ -393,9 +394,38 @@ typedef struct plugrl_options {
 ** needed it; plugrl_close frees everything.
 */
 
-/* Fills *options with defaults and sets options->size. Returns
-** PLUGRL_INVALID_ARGUMENT if options is NULL. */
-plugrl_status plugrl_options_init(plugrl_options *options);
+/*
+** Fills *options with defaults and sets options->size. Call it as
+** plugrl_options_init(&options): a macro, which passes this header's
+** sizeof(plugrl_options) to plugrl_options_init_size. A program built
+** against this header and run with a newer library (more fields) or an
+** older one (fewer) then works as built: each side reads and writes only
+** the bytes both know, and plugrl_open refuses (PLUGRL_INVALID_ARGUMENT,
+** naming the byte) a nonzero field that the library it runs with does not
+** have, rather than ignore an option it cannot honour. Returns
+** PLUGRL_INVALID_ARGUMENT if options is NULL. Thread-safe; touches nothing
+** but *options.
+*/
+#define plugrl_options_init(options) plugrl_options_init_size((options), sizeof(plugrl_options))
+
+/*
+** The function behind the macro: writes exactly `size` bytes at options
+** (the defaults of every field this library has that fits, zero past its
+** own struct) and sets options->size to `size`. `size` is the caller's
+** sizeof(plugrl_options): what a binding without C macros (Rust's
+** bindgen, a dlsym caller) passes. PLUGRL_INVALID_ARGUMENT if options is
+** NULL, or `size` is smaller than the first release's struct (ending at
+** max_backoff_ms) or larger than 4096 (nothing is written then).
+*/
+plugrl_status plugrl_options_init_size(plugrl_options *options, size_t size);
+
+/*
+** The function that binaries built against release 0.1's header call for
+** plugrl_options_init (then a function, not a macro): it fills 0.1's
+** plugrl_options (which ends at ledger_cpus), and goes on doing so as the
+** struct grows. New code gets plugrl_options_init_size through the macro.
+*/
+plugrl_status(plugrl_options_init)(plugrl_options *options);
 
 /*
 ** A client: one session with a server (low level).

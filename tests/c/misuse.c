@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,6 +415,91 @@ static void test_static(void) {
   CHECK(plugrl_dtype_size(PLUGRL_DTYPE_F16) == 2);
   CHECK(plugrl_dtype_size(PLUGRL_DTYPE_I32) == 4);
   CHECK(plugrl_dtype_size(PLUGRL_DTYPE_F64) == 8);
+}
+
+/* The struct's size travels with it: a caller built against an older
+** header (a smaller plugrl_options) or a newer one (a larger) works with
+** this library, each side touching only the bytes both know, and a newer
+** caller's option this library does not have is refused, not ignored. */
+static void test_options_sizes(void) {
+  const size_t min = offsetof(plugrl_options, max_backoff_ms) + sizeof(int32_t);
+  const size_t v01 = offsetof(plugrl_options, ledger_cpus) + sizeof(const char *);
+  const size_t align = offsetof(struct { char c; plugrl_options o; }, o);
+  plugrl_client *c = NULL;
+  plugrl_options o;
+  struct {
+    plugrl_options o;
+    int64_t newer[3]; /* fields a later header might add */
+  } big;
+  union {
+    plugrl_options o;
+    unsigned char b[sizeof(plugrl_options)];
+  } old;
+  long page = sysconf(_SC_PAGESIZE);
+
+  /* The macro passes this header's size; the function of release 0.1
+  ** (binaries built before the macro) fills 0.1's struct. */
+  EXPECT_N(plugrl_options_init(&o), PLUGRL_OK);
+  CHECK(o.size == sizeof o);
+  memset(&o, 0xAA, sizeof o);
+  EXPECT_N((plugrl_options_init)(&o), PLUGRL_OK);
+  CHECK(o.size == (v01 + align - 1) / align * align);
+  CHECK(o.connect_timeout_ms == 10000 && o.ledger_cpus == NULL);
+  EXPECT_N((plugrl_options_init)(NULL), PLUGRL_INVALID_ARGUMENT);
+
+  /* Sizes no header declares: refused, nothing written. */
+  memset(&o, 0xAA, sizeof o);
+  EXPECT_N(plugrl_options_init_size(&o, min - 1), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_options_init_size(&o, 0), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_options_init_size(&big.o, 4097), PLUGRL_INVALID_ARGUMENT);
+  EXPECT_N(plugrl_options_init_size(NULL, sizeof o), PLUGRL_INVALID_ARGUMENT);
+  CHECK(o.connect_timeout_ms == (int32_t)0xAAAAAAAA);
+
+  /* An older caller's struct: exactly its bytes are written, and it opens
+  ** (nothing listens on port 1: CONNECT_FAILED, after the options were
+  ** taken). */
+  memset(old.b, 0xAA, sizeof old.b);
+  EXPECT_N(plugrl_options_init_size(&old.o, min), PLUGRL_OK);
+  CHECK(old.o.size == min && old.o.max_backoff_ms == 5000);
+  CHECK(old.b[min] == 0xAA && old.b[sizeof old.b - 1] == 0xAA);
+  old.o.url = "ws://127.0.0.1:1";
+  old.o.max_reconnects = -1;
+  EXPECT_C(c, plugrl_open(&old.o, &c), PLUGRL_CONNECT_FAILED);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* A newer caller's struct: the bytes past ours are zeroed (their
+  ** defaults) and accepted; set, they are refused with a message naming
+  ** the byte. */
+  memset(&big, 0xAA, sizeof big);
+  EXPECT_N(plugrl_options_init_size(&big.o, sizeof big), PLUGRL_OK);
+  CHECK(big.o.size == sizeof big && big.newer[0] == 0 && big.newer[2] == 0);
+  big.o.url = "ws://127.0.0.1:1";
+  big.o.max_reconnects = -1;
+  EXPECT_C(c, plugrl_open(&big.o, &c), PLUGRL_CONNECT_FAILED);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  big.newer[1] = 7;
+  EXPECT_C(c, plugrl_open(&big.o, &c), PLUGRL_INVALID_ARGUMENT);
+  CHECK(strstr(plugrl_errmsg(c), "does not have") != NULL);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+
+  /* A size that was never set, at the end of the caller's memory: the
+  ** library reads up to 4096 bytes it was told are there, finds an
+  ** unmapped page, and says so (it used to be ignored past our struct). */
+  {
+    char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m != MAP_FAILED) {
+      plugrl_options *edge = (plugrl_options *)(m + page - sizeof(plugrl_options));
+      CHECK(mprotect(m + page, (size_t)page, PROT_NONE) == 0);
+      plugrl_options_init(edge);
+      edge->url = "ws://127.0.0.1:1";
+      edge->size = 4096;
+      EXPECT_C(c, plugrl_open(edge, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(strstr(plugrl_errmsg(c), "could not be read") != NULL);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+      munmap(m, (size_t)page * 2);
+    }
+  }
 }
 
 static void test_options(void) {
@@ -1356,6 +1442,7 @@ int main(int argc, char **argv) {
   test_static();
   printf("-- no server\n");
   test_options();
+  test_options_sizes();
   printf("-- NULL and made-up handles\n");
   test_dead_handle(NULL, NULL);
   test_dead_handle((plugrl_client *)0x1234, (plugrl_runner *)0x1234);

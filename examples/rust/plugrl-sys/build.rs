@@ -159,7 +159,7 @@ fn generate(header: &Path) {
         // callback's `int level`, PLUGRL_MAX_DIMS with `int32_t ndim`.
         .default_macro_constant_type(bindgen::MacroTypeVariation::Signed)
         // Default gives zeroed option/observation structs; callers still
-        // start plugrl_options with plugrl_options_init (it sets `size`).
+        // start plugrl_options with plugrl_options_init_size (it sets `size`).
         .derive_default(true)
         // core:: paths, so that the crate is no_std like the C it wraps.
         .use_core()

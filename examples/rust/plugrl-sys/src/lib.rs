@@ -9,8 +9,9 @@
 //! Enums are newtypes over the C integer (`plugrl_status(0)`,
 //! `plugrl_status::PLUGRL_OK`) because the library may return values that a
 //! newer header added; option and observation structs are the C structs
-//! (fill [`plugrl_options`] with [`plugrl_options_init`], which sets its
-//! `size`); [`plugrl_client`] and [`plugrl_runner`] are opaque and only
+//! (fill [`plugrl_options`] with [`plugrl_options_init_size`], passing
+//! `size_of::<plugrl_options>()`, which it stores in `size`: C's
+//! `plugrl_options_init` is a macro that does the same); [`plugrl_client`] and [`plugrl_runner`] are opaque and only
 //! used behind pointers.
 //!
 //! Linking: see the crate's `build.rs` (pkg-config's `plugrl.pc`, then
@@ -36,10 +37,12 @@ mod tests {
     #[test]
     fn options_init_sets_size() {
         let mut o = plugrl_options::default();
-        // SAFETY: o is a valid, writable plugrl_options for the call.
-        let s = unsafe { plugrl_options_init(&mut o) };
+        let size = core::mem::size_of::<plugrl_options>();
+        // SAFETY: o is a valid, writable plugrl_options of size bytes.
+        let s = unsafe { plugrl_options_init_size(&mut o, size) };
         assert_eq!(s, plugrl_status::PLUGRL_OK);
-        assert_eq!(o.size, core::mem::size_of::<plugrl_options>());
+        assert_eq!(o.size, size);
+        assert_eq!(o.connect_timeout_ms, 10000);
     }
 
     #[test]

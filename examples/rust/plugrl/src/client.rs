@@ -340,10 +340,13 @@ impl ClientBuilder {
         )?;
 
         let mut o = sys::plugrl_options::default();
-        // SAFETY: o is a valid, writable plugrl_options.
-        let status = unsafe { sys::plugrl_options_init(&mut o) };
+        // SAFETY: o is a valid, writable plugrl_options of that many bytes
+        // (the library writes exactly them: C's plugrl_options_init macro).
+        let status = unsafe {
+            sys::plugrl_options_init_size(&mut o, std::mem::size_of::<sys::plugrl_options>())
+        };
         if status != OK {
-            return Err(Error::new(status, "plugrl_options_init failed".into()));
+            return Err(Error::new(status, "plugrl_options_init_size failed".into()));
         }
         o.url = url.as_ptr();
         o.api_key = opt_ptr(&api_key);
