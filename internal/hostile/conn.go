@@ -29,6 +29,7 @@ var (
 	errConnDeadline = errors.New("the connection's MaxConnTime passed")
 	errReaderEnded  = errors.New("the client's side of the connection ended")
 	errPeerClosed   = errors.New("the client closed, and the close was answered")
+	errCloseDone    = errors.New("the client answered the server's close")
 	errClosing      = errors.New("the connection is closing")
 )
 
@@ -49,8 +50,12 @@ type conn struct {
 	// payload, and the scenario is that nothing more ever arrives.
 	silent bool
 
-	stalled bool // StallMidFrame: the one reply was sent; read, never answer
+	// stalled: read, never answer. StallMidFrame sent its one reply, or
+	// WidthChange its close.
+	stalled bool
 	msg     wire.Message
+	d       int // the action_dim declared and sent: Config.D (WidthChange: D+2 after its first connection)
+	infers  int // infers received on this connection
 }
 
 func (c *conn) run() error {
@@ -78,7 +83,12 @@ func (c *conn) run() error {
 		_, err := io.Copy(io.Discard, c.br)
 		return err
 	}
-	if err := c.writeFrame(ws.OpBinary, c.s.meta); err != nil {
+	meta := c.s.meta
+	c.d = c.s.cfg.D
+	if sc == WidthChange && c.s.metaSent.Add(1) > 1 {
+		meta, c.d = c.s.wideMeta, c.s.cfg.D+2
+	}
+	if err := c.writeFrame(ws.OpBinary, meta); err != nil {
 		return fmt.Errorf("writing metadata: %v", err)
 	}
 	switch sc {
@@ -151,6 +161,7 @@ func (c *conn) exchange() error {
 			continue
 		}
 		c.s.infers.Add(1)
+		c.infers++
 		if c.stalled {
 			continue
 		}
@@ -193,8 +204,24 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 			return err
 		}
 		return c.sendActions(2, cfg.StrayGap, rdone)
+	case WidthChange:
+		if c.d == cfg.D && c.infers > 1 {
+			return c.resync()
+		}
 	}
-	return c.zeroAction(in.EnvIndices, cfg.H, cfg.D)
+	return c.zeroAction(in.EnvIndices, cfg.H, c.d)
+}
+
+// resync leaves the infer unanswered and closes as a server that found the
+// stream out of step does (SPEC 7.2: 1001 plugrl-server-resync). The
+// connection then reads, never answers, until the client answers the close
+// or drops the connection.
+func (c *conn) resync() error {
+	c.stalled = true
+	if !c.control(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusGoingAway, wire.ReasonResync))) {
+		return errClosing
+	}
+	return nil
 }
 
 // bigHorizon is BigActionOneEnv's H: H*D*4 bytes per env is about
@@ -351,6 +378,13 @@ func (c *conn) control(f ws.Frame) bool {
 	return c.bw.Flush() == nil
 }
 
+// closing reports whether a close frame went out.
+func (c *conn) closing() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.closeSent
+}
+
 // writeRaw writes bytes that are not a frame (the handshake).
 func (c *conn) writeRaw(b []byte) error {
 	c.wmu.Lock()
@@ -363,8 +397,8 @@ func (c *conn) writeRaw(b []byte) error {
 
 // readLoop reads the client's frames until the connection ends: it answers
 // pings, answers a close frame (except in CloseNoReply, or once silent),
-// and hands each complete binary message to msgs. Text messages are
-// dropped.
+// ends at the client's answer to a close the server sent, and hands each
+// complete binary message to msgs. Text messages are dropped.
 func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 	var buf []byte
 	var op ws.OpCode
@@ -395,6 +429,11 @@ func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 					// Never answered: read on until the client drops the
 					// connection.
 					continue
+				}
+				if c.closing() {
+					// The answer to the server's own close (WidthChange):
+					// the closing handshake is done.
+					return errCloseDone
 				}
 				code, _ := ws.ParseCloseFrameData(p)
 				var body []byte

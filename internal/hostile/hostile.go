@@ -155,6 +155,22 @@ const (
 	// client drops it (or MaxConnTime). A correct client's close returns at
 	// its close deadline and then drops the TCP connection.
 	CloseNoReply Scenario = "close-no-reply"
+
+	// WidthChange is Normal with action_dim Config.D on its first
+	// connection until that connection's second infer, the first after a
+	// feedback: it leaves that infer unanswered and closes with 1001
+	// plugrl-server-resync (SPEC 7.2), then reads, never answers, until the
+	// client answers the close or drops the connection. Every later
+	// connection is Normal with action_dim Config.D+2, as a server restarted
+	// with another policy would be. A runner's act is waiting for that
+	// infer's action when the close comes, so it rides a reconnect inside
+	// the act (SPEC 7.6: fresh metadata, a fresh infer) and gets actions of
+	// a width its caller's buffer was not sized for. A correct client
+	// reconnects and drops the feedback it held; a correct runner neither
+	// writes past nor short of the caller's buffer, but says the new width
+	// (libplugrl: PLUGRL_INVALID_ARGUMENT, the chunk kept), and acts at it
+	// when asked again.
+	WidthChange Scenario = "width-change"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -162,6 +178,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
+		WidthChange,
 	}
 }
 
@@ -188,7 +205,9 @@ type Config struct {
 	Addr string
 	// H and D are the action_horizon and action_dim that metadata declares,
 	// and the shape of the actions Normal, SlowAction, DoubleAction,
-	// CloseNoReply and StallMidFrame send: 1 and 1. D is also BigActionOneEnv's action width.
+	// CloseNoReply, StallMidFrame and WidthChange (at first) send: 1 and 1.
+	// D is also BigActionOneEnv's action width; WidthChange's connections
+	// after the first declare and send D+2.
 	H, D int
 	// ZeroDimH is the horizon ZeroDimAction claims: 4e18.
 	ZeroDimH int64
@@ -314,6 +333,9 @@ type Server struct {
 	done chan struct{} // closed by Close: every loop watches it
 	wg   sync.WaitGroup
 	meta []byte // the metadata message, encoded once
+	// wideMeta is the metadata of WidthChange's connections after the
+	// first: action_dim D+2.
+	wideMeta []byte
 
 	mu     sync.Mutex
 	closed bool
@@ -323,6 +345,7 @@ type Server struct {
 	connections, active, read, written atomic.Int64
 	infers, feedbacks, actions, pings  atomic.Int64
 	closeFrames                        atomic.Int64
+	metaSent                           atomic.Int64 // connections that got a metadata (WidthChange's count)
 }
 
 // Listen starts a server for cfg. It serves until Close.
@@ -331,15 +354,21 @@ func Listen(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadataMessage(&cfg)
+	meta, err := metadataMessage(&cfg, cfg.D)
 	if err != nil {
 		return nil, err
+	}
+	var wideMeta []byte
+	if cfg.Scenario == WidthChange {
+		if wideMeta, err = metadataMessage(&cfg, cfg.D+2); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp4", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("hostile: %v", err)
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), meta: meta, conns: make(map[net.Conn]struct{})}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), meta: meta, wideMeta: wideMeta, conns: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -636,6 +637,52 @@ func TestCloseNoReply(t *testing.T) {
 	}
 }
 
+func TestWidthChange(t *testing.T) {
+	s := start(t, Config{Scenario: WidthChange, H: 2, D: 3})
+	// The first connection: action_dim 3 until its second infer, which is
+	// answered with a resync close.
+	c := dial(t, s.URL())
+	if md := c.metadata(); md.ActionDim != (wire.Opt[int64]{Value: 3, Set: true}) {
+		t.Fatalf("first metadata action_dim %+v", md.ActionDim)
+	}
+	c.infer(0, 1)
+	if a, _ := c.action(); !slices.Equal(a.Chunk.Shape, []int{2, 2, 3}) {
+		t.Fatalf("first action shape %v", a.Chunk.Shape)
+	}
+	c.feedback(0, 1)
+	c.infer(0)
+	h, p, err := c.frame()
+	if err != nil || h.OpCode != ws.OpClose {
+		t.Fatalf("want a close frame for the second infer, got %+v %v", h, err)
+	}
+	if code, reason := ws.ParseCloseFrameData(p); code != ws.StatusGoingAway || reason != wire.ReasonResync {
+		t.Fatalf("close %d %q, want 1001 %q", code, reason, wire.ReasonResync)
+	}
+	// The client's answer ends the closing handshake: the server drops the
+	// connection.
+	c.mustSend(ws.OpClose, ws.NewCloseFrameBody(ws.StatusGoingAway, ""))
+	if _, err := c.r.ReadByte(); err != io.EOF {
+		t.Fatalf("after the closing handshake: %v", err)
+	}
+	// Every later connection: action_dim 5, served as Normal.
+	for i := 0; i < 2; i++ {
+		c := dial(t, s.URL())
+		if md := c.metadata(); md.ActionDim != (wire.Opt[int64]{Value: 5, Set: true}) {
+			t.Fatalf("metadata action_dim %+v after the first connection", md.ActionDim)
+		}
+		for k := 0; k < 3; k++ {
+			c.infer(0)
+			if a, _ := c.action(); !slices.Equal(a.Chunk.Shape, []int{2, 1, 5}) {
+				t.Fatalf("action shape %v after the first connection", a.Chunk.Shape)
+			}
+			c.feedback(0)
+		}
+	}
+	if st := s.Stats(); st.Connections != 3 || st.Actions != 1+2*3 || st.CloseFrames != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 // TestCloseMidScenario checks that Close returns promptly while a
 // connection is in the thick of each blocking scenario.
 func TestCloseMidScenario(t *testing.T) {
@@ -682,6 +729,16 @@ func TestCloseMidScenario(t *testing.T) {
 			c.metadata()
 			c.mustSend(ws.OpClose, nil)
 			waitFor(t, "the close frame", func() bool { return s.Stats().CloseFrames == 1 })
+		}},
+		{WidthChange, func(t *testing.T, s *Server) {
+			// The resync close is sent and never answered.
+			c := dial(t, s.URL())
+			c.metadata()
+			c.infer(0)
+			c.action()
+			c.feedback(0)
+			c.infer(0)
+			waitFor(t, "the second infer", func() bool { return s.Stats().Infers == 2 })
 		}},
 	} {
 		t.Run(string(tc.sc), func(t *testing.T) {

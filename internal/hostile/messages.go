@@ -15,10 +15,11 @@ const maxAction = 1 << 30
 // whatever the host's byte order (zeros read the same either way).
 var f4 = wire.MustParseDType("<f4")
 
-// metadataMessage encodes the metadata every connection gets (SPEC 5.1).
-// It declares action_horizon and action_dim except in the scenarios whose
-// point is that the client cannot know the shape in advance.
-func metadataMessage(cfg *Config) ([]byte, error) {
+// metadataMessage encodes the metadata a connection gets (SPEC 5.1), with
+// action_dim d. It declares action_horizon and action_dim except in the
+// scenarios whose point is that the client cannot know the shape in
+// advance.
+func metadataMessage(cfg *Config, d int) ([]byte, error) {
 	md := &wire.Metadata{
 		ProtocolVersion: wire.Opt[int64]{Value: 1, Set: true},
 		Server:          wire.Opt[string]{Value: "plugrl-hostile", Set: true},
@@ -26,7 +27,7 @@ func metadataMessage(cfg *Config) ([]byte, error) {
 	}
 	if cfg.Scenario != ZeroDimAction && cfg.Scenario != BigActionOneEnv {
 		md.ActionHorizon = wire.Opt[int64]{Value: int64(cfg.H), Set: true}
-		md.ActionDim = wire.Opt[int64]{Value: int64(cfg.D), Set: true}
+		md.ActionDim = wire.Opt[int64]{Value: int64(d), Set: true}
 	}
 	// An unknown key, which a client must ignore, and which says in a
 	// client's log what it was talking to.
