@@ -168,6 +168,16 @@ impl Server {
         Server::start(&plugrl, &args).expect("start plugrl serve")
     }
 
+    /// `plugrl-hostile --scenario <scenario> --addr 127.0.0.1:0 <flags>`
+    /// from [`bin_dir`]: a server that misbehaves in the way the scenario
+    /// names (`plugrl-hostile --list`).
+    pub fn hostile(scenario: &str, flags: &[&str]) -> Server {
+        let hostile = require_bin("plugrl-hostile");
+        let mut args = vec!["--scenario", scenario, "--addr", "127.0.0.1:0"];
+        args.extend_from_slice(flags);
+        Server::start(&hostile, &args).expect("start plugrl-hostile")
+    }
+
     /// The lines the server printed after its URL, so far.
     pub fn output(&self) -> Vec<String> {
         self.stdout.try_iter().collect()

@@ -1,5 +1,5 @@
 //! The safe crate against real servers: `plugrl serve` (the reference
-//! server) and `plugrl-hostile` (a server that stalls on purpose), both
+//! server) and `plugrl-hostile` (a server that misbehaves on purpose), both
 //! from PLUGRL_BIN_DIR (default: the repository's build/bin).
 
 use std::thread;
@@ -310,6 +310,38 @@ fn interrupt_from_another_thread_ends_a_blocked_act() {
     assert!(matches!(e, Error::Interrupted(_)), "{e}");
     assert!(took < Duration::from_secs(10), "interrupted after {took:?}");
     waker.join().unwrap().unwrap();
+}
+
+/// A reconnect inside an act to a server of another action width:
+/// `plugrl-hostile --scenario width-change -d 2` declares action_dim 2,
+/// closes with a resync at the second infer (sent inside the second act),
+/// and declares action_dim 4 on the connection the runner reconnects to.
+/// The act gives every env's action at the new width, and the run goes on.
+#[test]
+fn act_rides_a_reconnect_to_another_action_width() {
+    let server = Server::hostile("width-change", &["-d", "2"]);
+    let mut client = connect(&server);
+    let n = 2;
+    let mut runner = Runner::new(&mut client, n).unwrap();
+    assert_eq!(runner.step_size(), Some(2));
+    let x = [0.0f64; 2];
+    let mut obs = Observation::new();
+    obs.state("x", &x, &[2, 1]).unwrap();
+    let (rewards, done) = ([0.0; 2], [false; 2]);
+    let mut actions: Vec<f32> = Vec::new();
+    for step in 0..5 {
+        let flow = runner.act(&obs, &mut actions).unwrap();
+        assert_eq!(flow, Flow::Continue, "act {step}");
+        let width = if step == 0 { 2 } else { 4 };
+        assert_eq!(actions.len(), n * width, "act {step}");
+        assert_eq!(runner.step_size(), Some(width), "act {step}");
+        let flow = runner.report(&obs, &rewards, &done, &done, None).unwrap();
+        assert_eq!(flow, Flow::Continue, "report {step}");
+    }
+    assert_eq!(runner.client().action_dim(), Some(4));
+    let st = runner.stats().unwrap();
+    assert_eq!((st.reconnects, st.reconnects_resync), (1, 1), "{st:?}");
+    assert_eq!(st.env_steps, 5 * n as u64, "{st:?}");
 }
 
 #[test]

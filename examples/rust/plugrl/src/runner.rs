@@ -233,6 +233,12 @@ impl<'c> Runner<'c> {
     /// `T` from the server's dtype. `obs` has `num_envs` rows: every env's
     /// current observation.
     ///
+    /// When the step size is not known yet (no metadata `action_dim` and no
+    /// action so far), the first call learns it from the library's answer,
+    /// and so does a call during which a reconnect found a server of another
+    /// action width: the library keeps the chunk and refuses the buffer
+    /// (`PLUGRL_INVALID_ARGUMENT`), and this acts once more at the new size.
+    ///
     /// Blocks when an infer is needed, up to the client's timeouts, once per
     /// reconnect it rides through. [`Flow::Stopped`] when the server stopped
     /// the run.
@@ -263,6 +269,26 @@ impl<'c> Runner<'c> {
                 }
             }
         };
+        self.resize_actions(actions, step)?;
+        match self.act_status(obs, actions)? {
+            sys::plugrl_status::PLUGRL_OK => Ok(Flow::Continue),
+            sys::plugrl_status::PLUGRL_STOPPED => Ok(Flow::Stopped),
+            status => match self.step_size() {
+                // A reconnect during the call found a server of another
+                // action width: the chunk is kept, act again at its size.
+                Some(now)
+                    if status == sys::plugrl_status::PLUGRL_INVALID_ARGUMENT && now != step =>
+                {
+                    self.resize_actions(actions, now)?;
+                    self.act_into(obs, actions)
+                }
+                _ => Err(Error::from_runner(status, self.raw)),
+            },
+        }
+    }
+
+    /// Resizes `actions` to `num_envs * step` default elements.
+    fn resize_actions<T: Numeric>(&self, actions: &mut Vec<T>, step: usize) -> Result<(), Error> {
         let len = self.num_envs.checked_mul(step).ok_or_else(|| {
             Error::internal(format!(
                 "{} envs x step size {step} overflows",
@@ -271,7 +297,7 @@ impl<'c> Runner<'c> {
         })?;
         actions.clear();
         actions.resize(len, T::default());
-        self.act_into(obs, actions)
+        Ok(())
     }
 
     /// [`act`](Runner::act) into a slice of exactly `num_envs * step_size`
