@@ -6,7 +6,8 @@
 # starts `PLUGRL_BIN serve --addr 127.0.0.1:0 [serve flags...]` (a free
 # port), waits for the ws:// URL it prints as the first line of its stdout,
 # runs COMMAND ARGS... URL, stops the server and exits with COMMAND's
-# status. The server's output is shown when the command fails.
+# status. The server's output is shown when the command fails. PLUGRL_BIN
+# may also be plugrl-hostile, which takes its flags without `serve`.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -43,8 +44,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+cmd=("$server" serve)
+if [[ $(basename "$server") == plugrl-hostile ]]; then
+  cmd=("$server")
+fi
 # Port 0: the server picks a free port and prints the URL it listens on.
-"$server" serve --addr 127.0.0.1:0 "${flags[@]}" >"$tmp/out" 2>"$tmp/err" &
+"${cmd[@]}" --addr 127.0.0.1:0 "${flags[@]}" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 
 url=$(wait_url "$tmp/out" "$pid") || url=

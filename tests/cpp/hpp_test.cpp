@@ -1,12 +1,17 @@
 // hpp_test.cpp - plugrl.hpp against a live `plugrl serve`:
 //
 //   hpp_test ws://HOST:PORT
+//   hpp_test --width-change ws://HOST:PORT
 //
 // The server must run with --action-dim 3 --horizon 4 --action-dtype float64
 // --features reuse-feedback-obs --policy probe --stop-after 40 (CTest's "hpp"
 // test starts it so). Checks errors as exceptions, metadata as optionals, the
 // Observation builder, the low-level infer/feedback and ActionView, moves,
 // and the Runner to the end of the run, with its episode callback.
+//
+// With --width-change the server is `plugrl-hostile --scenario width-change
+// -d 3` (CTest's "hpp_width_change"), and the Runner's act rides a
+// reconnect to a server of another action width.
 #include <plugrl.hpp>
 
 #include <cstdio>
@@ -276,19 +281,54 @@ void test_runner(const std::string &url) {
   EXPECT_ERROR(PLUGRL_CLOSED, runner.stats());
 }
 
+// A reconnect inside an act to a server of another action width
+// (plugrl-hostile width-change -d 3: action_dim 3, a resync at the second
+// infer, which the second act sends, then action_dim 5): the library keeps
+// the chunk and refuses the 3-wide buffer, and act resizes and acts again,
+// giving the actions at the new width; the run goes on at it.
+void test_width_change(const std::string &url) {
+  const std::size_t n = 2;
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000));
+  plugrl::Runner runner(client, n);
+  CHECK(runner.step_size() == 3);
+  std::vector<double> t(n, 0), rewards(n, 0);
+  std::vector<uint8_t> term(n, 0), trunc(n, 0);
+  plugrl::Observation obs;
+  obs.state("t", t, {static_cast<int64_t>(n), 1});
+  std::vector<float> actions;
+  for (std::size_t step = 0; step < 5; step++) {
+    const std::size_t width = step == 0 ? 3 : 5;
+    CHECK(runner.act(obs, actions));
+    CHECK(actions.size() == n * width);
+    CHECK(runner.step_size() == static_cast<int64_t>(width));
+    CHECK(runner.report(obs, rewards, term, trunc));
+  }
+  CHECK(client.action_dim() == 5);
+  plugrl_statistics st = runner.stats();
+  CHECK(st.reconnects == 1 && st.reconnects_resync == 1);
+  CHECK(st.env_steps == 5 * n);
+  std::cout << "width change: 5 steps of " << n << " envs, the last 4 at width 5, " << st.reconnects
+            << " reconnect\n";
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    std::cerr << "usage: hpp_test ws://HOST:PORT\n";
+  const bool width_change = argc == 3 && std::string(argv[1]) == "--width-change";
+  if (argc != 2 && !width_change) {
+    std::cerr << "usage: hpp_test [--width-change] ws://HOST:PORT\n";
     return 2;
   }
-  std::string url = argv[1];
+  std::string url = argv[argc - 1];
   try {
-    test_offline();
-    test_low_level(url);
-    test_destroy_in_callback(url);
-    test_runner(url);
+    if (width_change) {
+      test_width_change(url);
+    } else {
+      test_offline();
+      test_low_level(url);
+      test_destroy_in_callback(url);
+      test_runner(url);
+    }
   } catch (const std::exception &e) {
     failures++;
     std::cerr << "hpp_test: unexpected exception: " << e.what() << "\n";
