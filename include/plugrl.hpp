@@ -648,10 +648,13 @@ class Client {
   /* Closes the client. From inside one of its own log callbacks the
   ** library refuses (PLUGRL_BUSY): the client is then left open and its
   ** callback's state kept, both for good (a leak), rather than freed while
-  ** the library still calls them. Do not destroy a Client there all the
-  ** same: the member function the callback runs inside of goes on using
-  ** the object after the callback (close() there throws PLUGRL_BUSY). A
-  ** Runner may be destroyed inside its own episode callback. */
+  ** the library still calls them. infer and feedback (where reconnects
+  ** log) touch nothing of the object after their C call, so a Client may
+  ** be destroyed in a log callback they run; not in one of another member
+  ** function (the constructor's open, a metadata call), which goes on
+  ** using the object (close() in any callback throws PLUGRL_BUSY). A
+  ** Runner acting on this client uses only its own state, and a Runner may
+  ** be destroyed inside its own episode callback. */
   ~Client() { reset_or_leak(); }
   Client(const Client &) = delete;
   Client &operator=(const Client &) = delete;
@@ -734,14 +737,17 @@ class Client {
       throw Error(PLUGRL_INVALID_ARGUMENT, "infer: " + std::to_string(env_indices.size()) + " env_indices but " +
                                                std::to_string(reuse.size()) + " reuse flags");
     plugrl_action a{};
-    plugrl_status s = plugrl_infer(h(), env_indices.data(), step_ids.data(), env_indices.size(), obs,
+    /* After the C call only locals: the log callback may have destroyed
+    ** this client (see ~Client). */
+    plugrl_client *const hc = h();
+    plugrl_status s = plugrl_infer(hc, env_indices.data(), step_ids.data(), env_indices.size(), obs,
                                    reuse.empty() ? nullptr : reuse.data(), &a);
     if (s == PLUGRL_OK) {
       action = ActionView(a);
       return s;
     }
     if (s == PLUGRL_RECONNECTED || s == PLUGRL_STOPPED) return s;
-    detail::throw_client(s, h());
+    detail::throw_client(s, hc);
   }
 
   /* Copies the last action into dst (converting to T): dst is resized to
@@ -794,10 +800,11 @@ class Client {
       ep.success = episode->success.empty() ? nullptr : episode->success.data();
       ep.mask = episode->mask.data();
     }
-    plugrl_status s = plugrl_feedback(h(), env_indices.data(), step_ids.data(), m, next_obs, rewards.data(),
+    plugrl_client *const hc = h(); /* only locals after the call, as in infer */
+    plugrl_status s = plugrl_feedback(hc, env_indices.data(), step_ids.data(), m, next_obs, rewards.data(),
                                       terminated.data(), truncated.data(), episode ? &ep : nullptr);
     if (s == PLUGRL_OK || s == PLUGRL_RECONNECTED || s == PLUGRL_STOPPED) return s;
-    detail::throw_client(s, h());
+    detail::throw_client(s, hc);
   }
 
   /* Whether env's observation may be reused in the next infer (SPEC 10.1). */

@@ -85,7 +85,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	scenario := fs.String("scenario", "", "how to misbehave: "+strings.Join(names, ", "))
 	fs.StringVar(&c.Addr, "addr", hostile.DefaultAddr, "listen address; only 127.0.0.1, port 0 picks a free one")
 	fs.IntVar(&c.H, "h", 1, "action_horizon in metadata, and the actions' H (normal, slow-action, close-no-reply, stall-mid-frame, width-change)")
-	fs.IntVar(&c.D, "d", 1, "action_dim in metadata, and the actions' D (also big-action-one-env's; width-change's connections after the first: D+2)")
+	fs.IntVar(&c.D, "d", 1, "action_dim in metadata, and the actions' D (also big-action-one-env's; width-change's even connections: D+2)")
 	fs.Int64Var(&c.ZeroDimH, "zero-dim-h", hostile.DefaultZeroDimH, "zero-dim-action: the H claimed")
 	fs.IntVar(&c.ActionBytes, "action-bytes", hostile.DefaultActionBytes, "big-action-one-env: action bytes per env")
 	fs.DurationVar(&c.ActionDelay, "action-delay", hostile.DefaultActionDelay, "slow-action: delay before each action")

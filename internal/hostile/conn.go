@@ -54,7 +54,7 @@ type conn struct {
 	// WidthChange its close.
 	stalled bool
 	msg     wire.Message
-	d       int // the action_dim declared and sent: Config.D (WidthChange: D+2 after its first connection)
+	d       int // the action_dim declared and sent: Config.D (WidthChange: D+2 on its even connections)
 	infers  int // infers received on this connection
 }
 
@@ -85,7 +85,7 @@ func (c *conn) run() error {
 	}
 	meta := c.s.meta
 	c.d = c.s.cfg.D
-	if sc == WidthChange && c.s.metaSent.Add(1) > 1 {
+	if sc == WidthChange && c.s.metaSent.Add(1)%2 == 0 {
 		meta, c.d = c.s.wideMeta, c.s.cfg.D+2
 	}
 	if err := c.writeFrame(ws.OpBinary, meta); err != nil {

@@ -156,20 +156,21 @@ const (
 	// its close deadline and then drops the TCP connection.
 	CloseNoReply Scenario = "close-no-reply"
 
-	// WidthChange is Normal with action_dim Config.D on its first
-	// connection until that connection's second infer, the first after a
-	// feedback: it leaves that infer unanswered and closes with 1001
-	// plugrl-server-resync (SPEC 7.2), then reads, never answers, until the
-	// client answers the close or drops the connection. Every later
-	// connection is Normal with action_dim Config.D+2, as a server restarted
-	// with another policy would be. A runner's act is waiting for that
+	// WidthChange alternates two servers, as one restarted with another
+	// policy would: its odd connections (the first, third, ...) are Normal
+	// with action_dim Config.D until their second infer, the first after a
+	// feedback, which they leave unanswered and close with 1001
+	// plugrl-server-resync (SPEC 7.2), then read, never answer, until the
+	// client answers the close or drops the connection; its even ones are
+	// Normal with action_dim Config.D+2. A runner's act is waiting for that
 	// infer's action when the close comes, so it rides a reconnect inside
 	// the act (SPEC 7.6: fresh metadata, a fresh infer) and gets actions of
 	// a width its caller's buffer was not sized for. A correct client
 	// reconnects and drops the feedback it held; a correct runner neither
 	// writes past nor short of the caller's buffer, but says the new width
 	// (libplugrl: PLUGRL_INVALID_ARGUMENT, the chunk kept), and acts at it
-	// when asked again.
+	// when asked again. A client that connects again (a second test in the
+	// same program) meets the narrow server, and the change, again.
 	WidthChange Scenario = "width-change"
 )
 
@@ -205,9 +206,9 @@ type Config struct {
 	Addr string
 	// H and D are the action_horizon and action_dim that metadata declares,
 	// and the shape of the actions Normal, SlowAction, DoubleAction,
-	// CloseNoReply, StallMidFrame and WidthChange (at first) send: 1 and 1.
-	// D is also BigActionOneEnv's action width; WidthChange's connections
-	// after the first declare and send D+2.
+	// CloseNoReply, StallMidFrame and WidthChange (its odd connections)
+	// send: 1 and 1. D is also BigActionOneEnv's action width; WidthChange's
+	// even connections declare and send D+2.
 	H, D int
 	// ZeroDimH is the horizon ZeroDimAction claims: 4e18.
 	ZeroDimH int64
@@ -333,8 +334,8 @@ type Server struct {
 	done chan struct{} // closed by Close: every loop watches it
 	wg   sync.WaitGroup
 	meta []byte // the metadata message, encoded once
-	// wideMeta is the metadata of WidthChange's connections after the
-	// first: action_dim D+2.
+	// wideMeta is the metadata of WidthChange's even connections:
+	// action_dim D+2.
 	wideMeta []byte
 
 	mu     sync.Mutex

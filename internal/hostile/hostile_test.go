@@ -664,21 +664,33 @@ func TestWidthChange(t *testing.T) {
 	if _, err := c.r.ReadByte(); err != io.EOF {
 		t.Fatalf("after the closing handshake: %v", err)
 	}
-	// Every later connection: action_dim 5, served as Normal.
-	for i := 0; i < 2; i++ {
-		c := dial(t, s.URL())
-		if md := c.metadata(); md.ActionDim != (wire.Opt[int64]{Value: 5, Set: true}) {
-			t.Fatalf("metadata action_dim %+v after the first connection", md.ActionDim)
-		}
-		for k := 0; k < 3; k++ {
-			c.infer(0)
-			if a, _ := c.action(); !slices.Equal(a.Chunk.Shape, []int{2, 1, 5}) {
-				t.Fatalf("action shape %v after the first connection", a.Chunk.Shape)
-			}
-			c.feedback(0)
-		}
+	// The second connection: action_dim 5, served as Normal.
+	c = dial(t, s.URL())
+	if md := c.metadata(); md.ActionDim != (wire.Opt[int64]{Value: 5, Set: true}) {
+		t.Fatalf("second metadata action_dim %+v", md.ActionDim)
 	}
-	if st := s.Stats(); st.Connections != 3 || st.Actions != 1+2*3 || st.CloseFrames != 1 {
+	for k := 0; k < 3; k++ {
+		c.infer(0)
+		if a, _ := c.action(); !slices.Equal(a.Chunk.Shape, []int{2, 1, 5}) {
+			t.Fatalf("second connection's action shape %v", a.Chunk.Shape)
+		}
+		c.feedback(0)
+	}
+	// The third: narrow again, and closed again at its second infer.
+	c = dial(t, s.URL())
+	if md := c.metadata(); md.ActionDim != (wire.Opt[int64]{Value: 3, Set: true}) {
+		t.Fatalf("third metadata action_dim %+v", md.ActionDim)
+	}
+	c.infer(0)
+	if a, _ := c.action(); !slices.Equal(a.Chunk.Shape, []int{2, 1, 3}) {
+		t.Fatalf("third connection's action shape %v", a.Chunk.Shape)
+	}
+	c.feedback(0)
+	c.infer(0)
+	if h, _, err := c.frame(); err != nil || h.OpCode != ws.OpClose {
+		t.Fatalf("want a close frame for the third connection's second infer, got %+v %v", h, err)
+	}
+	if st := s.Stats(); st.Connections != 3 || st.Actions != 1+3+1 || st.CloseFrames != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -11,11 +11,13 @@
 //
 // With --width-change the server is `plugrl-hostile --scenario width-change
 // -d 3` (CTest's "hpp_width_change"), and the Runner's act rides a
-// reconnect to a server of another action width.
+// reconnect to a server of another action width; then a Client is
+// destroyed in its own log callback during an infer that reconnects.
 #include <plugrl.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -311,6 +313,38 @@ void test_width_change(const std::string &url) {
             << " reconnect\n";
 }
 
+// A Client destroyed inside its own log callback, during an infer that
+// fails (the server, width-change's third connection, closes with a resync
+// at the second infer; the client logs that it reconnects, and cannot:
+// max_reconnects -1). The library refuses the close there, so the handle
+// and the callback's state are leaked, and infer must touch nothing of the
+// destroyed object after its C call, also to say why it failed
+// (hpp_width_change runs under ASan: a heap-use-after-free otherwise).
+void test_destroy_client_in_log(const std::string &url) {
+  std::unique_ptr<plugrl::Client> client;
+  int destroyed = 0;
+  client = std::make_unique<plugrl::Client>(
+      plugrl::Options(url).receive_timeout_ms(10000).max_reconnects(-1).log([&](int, const char *msg) {
+        if (client && std::string(msg).find("reconnecting") != std::string::npos) {
+          destroyed++;
+          client.reset();
+        }
+      }));
+  std::vector<double> t(1, 0);
+  std::vector<float> reward(1, 0);
+  std::vector<uint8_t> done(1, 0);
+  plugrl::Observation obs;
+  obs.state("t", t, {1, 1});
+  plugrl::ActionView action;
+  plugrl::Client &c = *client;
+  CHECK(c.infer({0}, {0}, obs, action) == PLUGRL_OK);
+  CHECK(c.feedback({0}, {0}, obs, reward, done, done) == PLUGRL_OK);
+  /* c is destroyed by the time the failed reconnect (never allowed) throws. */
+  EXPECT_ERROR(PLUGRL_CONNECT_FAILED, c.infer({0}, {1}, obs, action));
+  CHECK(destroyed == 1);
+  CHECK(!client);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -323,6 +357,7 @@ int main(int argc, char **argv) {
   try {
     if (width_change) {
       test_width_change(url);
+      test_destroy_client_in_log(url); /* the server's third connection */
     } else {
       test_offline();
       test_low_level(url);
