@@ -148,6 +148,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	population := fs.Int("population", 32, "cem: candidate policies per iteration")
 	eliteFrac := fs.Float64("elite-frac", 0.2, "cem: fraction of the population the next iteration is fit to")
 	initStd := fs.Float64("init-std", 1, "cem: initial standard deviation of every parameter")
+	tlsCert := fs.String("tls-cert", "", "serve wss:// with this PEM certificate (chain); with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	tlsSelfSigned := fs.String("tls-self-signed", "", "serve wss:// with a new self-signed certificate for 127.0.0.1, ::1 and localhost, valid for a day, and write its PEM to this file (a client's CA file; tests only)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: plugrl serve [flags]
 
@@ -239,6 +242,12 @@ observation).
 		MaxMessage:      *maxMessage,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
+	tlsConfig, err := serverTLS(*tlsCert, *tlsKey, *tlsSelfSigned)
+	if err != nil {
+		fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
+		return 2
+	}
+	cfg.TLS = tlsConfig
 	if *episodeLog != "" {
 		f, err := os.Create(*episodeLog)
 		if err != nil {

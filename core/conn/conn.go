@@ -46,6 +46,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -336,6 +337,14 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			return nil, fmt.Errorf("connect to %s: %w: the handshake response is larger than %d bytes (the handshake size cap)", shown, ErrProtocol, limit)
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			return nil, fmt.Errorf("connect to %s: %w after %v: %v", shown, ErrTimeout, timeout, err)
+		case dc != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+			// A bare "EOF" says nothing; the likeliest cause for a plain
+			// client is a TLS port (which drops a request it cannot read).
+			hint := ""
+			if strings.HasPrefix(strings.ToLower(o.URL), "ws:") {
+				hint = "; a wss:// (TLS) server does that to a ws:// client: check the URL's scheme"
+			}
+			return nil, fmt.Errorf("connect to %s: the server closed the connection before it answered the WebSocket handshake (%v)%s", shown, err, hint)
 		}
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}

@@ -278,6 +278,33 @@ func TestWSS(t *testing.T) {
 	}
 }
 
+// TestPlainToTLSPort: a ws:// client at a TLS port is dropped in its
+// handshake; the error says what is likely wrong, not just "EOF".
+func TestPlainToTLSPort(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln := tls.NewListener(ln, srv.TLS.Clone())
+	defer tln.Close()
+	go func() {
+		for {
+			nc, err := tln.Accept()
+			if err != nil {
+				return
+			}
+			_ = nc.(*tls.Conn).Handshake() // fails: not TLS
+			nc.Close()
+		}
+	}()
+	_, err = Dial(context.Background(), Options{URL: "ws://" + ln.Addr().String(), DialTimeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "check the URL's scheme") {
+		t.Fatalf("ws:// to a TLS port: %v; want the scheme named", err)
+	}
+}
+
 // growCounter is a heap Allocator that counts its Grow calls.
 type growCounter struct {
 	HeapAllocator

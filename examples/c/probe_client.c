@@ -368,8 +368,11 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: " PROG " --url ws://HOST:PORT [--envs N] [--api-key KEY]\n"
           "                    [--max-reconnects N] [--timeout-ms MS]\n"
+          "                    [--ca-file PEM] [--tls-insecure 1]\n"
           "Runs N probe envs (SPEC 8.1) on libplugrl's low-level API until the server\n"
-          "stops the run (exit 0); any other end exits 1 with the library's message.\n");
+          "stops the run (exit 0); any other end exits 1 with the library's message.\n"
+          "For wss://, --ca-file names the PEM of the CAs to trust (default: the\n"
+          "system's), and --tls-insecure 1 skips verifying the server (tests only).\n");
 }
 
 static int parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
@@ -386,8 +389,8 @@ static int parse_int(const char *flag, const char *s, long long lo, long long hi
 }
 
 int main(int argc, char **argv) {
-  const char *url = NULL, *api_key = NULL;
-  long long envs = 3, max_reconnects = 5, timeout_ms = 30000;
+  const char *url = NULL, *api_key = NULL, *ca_file = NULL;
+  long long envs = 3, max_reconnects = 5, timeout_ms = 30000, tls_insecure = 0;
   plugrl_options opts;
   plugrl_client *c = NULL;
   plugrl_status s;
@@ -411,6 +414,10 @@ int main(int argc, char **argv) {
       url = val;
     } else if (!strcmp(arg, "--api-key")) {
       api_key = val;
+    } else if (!strcmp(arg, "--ca-file")) {
+      ca_file = val;
+    } else if (!strcmp(arg, "--tls-insecure")) {
+      if (!parse_int(arg, val, 0, 1, &tls_insecure)) return 2;
     } else if (!strcmp(arg, "--envs")) {
       if (!parse_int(arg, val, 1, 999, &envs)) return 2;
     } else if (!strcmp(arg, "--max-reconnects")) {
@@ -437,6 +444,8 @@ int main(int argc, char **argv) {
   }
   opts.url = url;
   opts.api_key = api_key;
+  opts.tls_ca_file = ca_file;
+  opts.tls_insecure = (int32_t)tls_insecure;
   opts.connect_timeout_ms = (int32_t)timeout_ms;
   opts.metadata_timeout_ms = (int32_t)timeout_ms;
   opts.receive_timeout_ms = (int32_t)timeout_ms;

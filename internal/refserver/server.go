@@ -15,6 +15,7 @@
 package refserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -119,6 +120,11 @@ type Config struct {
 	// as a frame header says so, before its bytes are read: the server's
 	// memory per connection stays within about twice MaxMessage.
 	MaxMessage int64
+	// TLS, when set, makes the server speak wss://: every connection is a
+	// TLS server connection with this configuration (its certificates), and
+	// Listen's URL says wss. The TLS handshake happens within the WebSocket
+	// handshake's deadline.
+	TLS *tls.Config
 	// MaxLog bounds Stats.Received; zero means DefaultMaxLog, negative
 	// keeps nothing. Counts are kept regardless.
 	MaxLog int
@@ -324,8 +330,9 @@ func (s *Server) encodeMetadata() error {
 }
 
 // Listen starts serving on addr ("127.0.0.1:0" picks a free port) in the
-// background, and returns the URL clients connect to, ws://host:port. An
-// unspecified host (0.0.0.0, ::) is reported as 127.0.0.1.
+// background, and returns the URL clients connect to, ws://host:port
+// (wss://host:port with Config.TLS). An unspecified host (0.0.0.0, ::) is
+// reported as 127.0.0.1.
 func (s *Server) Listen(addr string) (string, error) {
 	if err := s.check(); err != nil {
 		return "", err
@@ -343,6 +350,10 @@ func (s *Server) Listen(addr string) (string, error) {
 		s.mu.Unlock()
 		return "", err
 	}
+	scheme := "ws://"
+	if s.cfg.TLS != nil {
+		ln, scheme = tls.NewListener(ln, s.cfg.TLS), "wss://"
+	}
 	s.ln = ln
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -352,7 +363,7 @@ func (s *Server) Listen(addr string) (string, error) {
 	if ta.IP.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	url := "ws://" + net.JoinHostPort(host, strconv.Itoa(ta.Port))
+	url := scheme + net.JoinHostPort(host, strconv.Itoa(ta.Port))
 	s.logf("listening on %s", url)
 	return url, nil
 }

@@ -1,0 +1,82 @@
+package main
+
+// wss:// for `plugrl serve`: a certificate the operator gives
+// (--tls-cert, --tls-key), or one made up for a test (--tls-self-signed),
+// whose PEM is written where a client's tls_ca_file can name it.
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"time"
+)
+
+// serverTLS is the TLS configuration the flags ask for: nil for plain
+// ws://. selfSigned, when not empty, is where a new self-signed
+// certificate's PEM goes: it is its own CA, valid for 127.0.0.1, ::1 and
+// localhost for a day.
+func serverTLS(certFile, keyFile, selfSigned string) (*tls.Config, error) {
+	switch {
+	case selfSigned != "" && (certFile != "" || keyFile != ""):
+		return nil, errors.New("--tls-self-signed makes its own certificate: give it or --tls-cert and --tls-key, not both")
+	case (certFile == "") != (keyFile == ""):
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	case certFile != "":
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	case selfSigned != "":
+		cert, certPEM, err := selfSignedCert()
+		if err != nil {
+			return nil, fmt.Errorf("--tls-self-signed: %w", err)
+		}
+		if err := os.WriteFile(selfSigned, certPEM, 0o644); err != nil {
+			return nil, fmt.Errorf("--tls-self-signed: %w", err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	}
+	return nil, nil
+}
+
+// selfSignedCert makes a P-256 certificate that is its own CA, for the
+// loopback names, and returns it with its PEM.
+func selfSignedCert() (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "plugrl serve (self-signed)"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, certPEM, nil
+}
