@@ -40,6 +40,7 @@ import (
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/learn/cem"
 	"github.com/plugrl/libplugrl/internal/refserver"
+	"github.com/plugrl/libplugrl/internal/testcert"
 )
 
 // commands maps a subcommand to its entry point, which gets the remaining
@@ -242,7 +243,7 @@ observation).
 		MaxMessage:      *maxMessage,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
-	tlsConfig, err := serverTLS(*tlsCert, *tlsKey, *tlsSelfSigned)
+	tlsConfig, err := testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned)
 	if err != nil {
 		fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
 		return 2

@@ -1,8 +1,8 @@
-package main
-
-// wss:// for `plugrl serve`: a certificate the operator gives
-// (--tls-cert, --tls-key), or one made up for a test (--tls-self-signed),
-// whose PEM is written where a client's tls_ca_file can name it.
+// Package testcert gives test servers (plugrl serve, plugrl-hostile) a
+// TLS configuration from their flags: a certificate the operator gives, or
+// one made up for a test run, whose PEM is written where a client's CA file
+// option can name it.
+package testcert
 
 import (
 	"crypto/ecdsa"
@@ -20,11 +20,12 @@ import (
 	"time"
 )
 
-// serverTLS is the TLS configuration the flags ask for: nil for plain
-// ws://. selfSigned, when not empty, is where a new self-signed
-// certificate's PEM goes: it is its own CA, valid for 127.0.0.1, ::1 and
-// localhost for a day.
-func serverTLS(certFile, keyFile, selfSigned string) (*tls.Config, error) {
+// ServerConfig is the TLS configuration the flags ask for: nil for plain
+// ws:// when all three are empty. certFile and keyFile are PEM files
+// (--tls-cert, --tls-key); selfSigned, when not empty (--tls-self-signed),
+// is where a new self-signed certificate's PEM goes: it is its own CA,
+// valid for 127.0.0.1, ::1 and localhost for a day.
+func ServerConfig(certFile, keyFile, selfSigned string) (*tls.Config, error) {
 	switch {
 	case selfSigned != "" && (certFile != "" || keyFile != ""):
 		return nil, errors.New("--tls-self-signed makes its own certificate: give it or --tls-cert and --tls-key, not both")
@@ -37,7 +38,7 @@ func serverTLS(certFile, keyFile, selfSigned string) (*tls.Config, error) {
 		}
 		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 	case selfSigned != "":
-		cert, certPEM, err := selfSignedCert()
+		cert, certPEM, err := SelfSigned()
 		if err != nil {
 			return nil, fmt.Errorf("--tls-self-signed: %w", err)
 		}
@@ -49,9 +50,10 @@ func serverTLS(certFile, keyFile, selfSigned string) (*tls.Config, error) {
 	return nil, nil
 }
 
-// selfSignedCert makes a P-256 certificate that is its own CA, for the
-// loopback names, and returns it with its PEM.
-func selfSignedCert() (tls.Certificate, []byte, error) {
+// SelfSigned makes a P-256 certificate that is its own CA, for the
+// loopback names, valid from an hour ago for a day, and returns it with
+// its PEM.
+func SelfSigned() (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
