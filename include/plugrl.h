@@ -405,27 +405,24 @@ typedef struct plugrl_options {
 ** have, rather than ignore an option it cannot honour. Returns
 ** PLUGRL_INVALID_ARGUMENT if options is NULL. Thread-safe; touches nothing
 ** but *options.
+**
+** The function of that name is what binaries built against release 0.1's
+** header call (it was a function then): it fills 0.1's struct, which ends
+** at ledger_cpus, and goes on doing so as the struct grows.
 */
+plugrl_status plugrl_options_init(plugrl_options *options);
 #define plugrl_options_init(options) plugrl_options_init_size((options), sizeof(plugrl_options))
 
 /*
-** The function behind the macro: writes exactly `size` bytes at options
-** (the defaults of every field this library has that fits, zero past its
-** own struct) and sets options->size to `size`. `size` is the caller's
+** What the macro calls: writes exactly `size` bytes at options (the
+** defaults of every field this library has that fits, zero past its own
+** struct) and sets options->size to `size`. `size` is the caller's
 ** sizeof(plugrl_options): what a binding without C macros (Rust's
 ** bindgen, a dlsym caller) passes. PLUGRL_INVALID_ARGUMENT if options is
 ** NULL, or `size` is smaller than the first release's struct (ending at
 ** max_backoff_ms) or larger than 4096 (nothing is written then).
 */
 plugrl_status plugrl_options_init_size(plugrl_options *options, size_t size);
-
-/*
-** The function that binaries built against release 0.1's header call for
-** plugrl_options_init (then a function, not a macro): it fills 0.1's
-** plugrl_options (which ends at ledger_cpus), and goes on doing so as the
-** struct grows. New code gets plugrl_options_init_size through the macro.
-*/
-plugrl_status(plugrl_options_init)(plugrl_options *options);
 
 /*
 ** A client: one session with a server (low level).
