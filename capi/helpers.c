@@ -138,12 +138,17 @@ static void wake_taker(void) {
   }
 }
 
-static plugrl_status raise_interrupt(uint64_t token) {
+/* Raises the interrupt of the client or runner (runner nonzero) token
+** names; a token of the other kind is CLOSED, as everywhere else. */
+static plugrl_status raise_interrupt(uint64_t token, int runner) {
   slot *s = live_slot(token);
   if (s == NULL) {
     return PLUGRL_CLOSED;
   }
   uint64_t target = atomic_load(&s->target);
+  if ((target != token) != (runner != 0)) {
+    return PLUGRL_CLOSED; /* a client's slot targets itself, a runner's its client */
+  }
   slot *t = target == token ? s : live_slot(target);
   if (t == NULL) {
     return PLUGRL_CLOSED;
@@ -182,9 +187,11 @@ plugrl_status plugrl_interrupt_all(void) {
   return PLUGRL_OK;
 }
 
-plugrl_status plugrl_interrupt(plugrl_client *client) { return raise_interrupt((uint64_t)(uintptr_t)client); }
+plugrl_status plugrl_interrupt(plugrl_client *client) { return raise_interrupt((uint64_t)(uintptr_t)client, 0); }
 
-plugrl_status plugrl_runner_interrupt(plugrl_runner *runner) { return raise_interrupt((uint64_t)(uintptr_t)runner); }
+plugrl_status plugrl_runner_interrupt(plugrl_runner *runner) {
+  return raise_interrupt((uint64_t)(uintptr_t)runner, 1);
+}
 
 /* ------------------------------------------------------------------------
 ** Per-thread message buffers for plugrl_errmsg: each thread reads its own

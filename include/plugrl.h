@@ -147,7 +147,10 @@ int plugrl_version_number(void);
 typedef enum plugrl_status {
   PLUGRL_OK = 0,
   /* The server ended the run (close reason plugrl-server-stop). Exit; do
-  ** not reconnect. Every later call on the handle returns this again. */
+  ** not reconnect. Every later call that would talk to the server
+  ** (plugrl_infer, plugrl_feedback, plugrl_runner_act and _report) returns
+  ** this again, after its caller-error checks; what the client already
+  ** holds (metadata, statistics) can still be read. */
   PLUGRL_STOPPED = 1,
   /* The connection was lost or resynced and the library reconnected. Any
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
@@ -694,7 +697,10 @@ typedef struct plugrl_statistics {
   /* Infers answered: actions received and accepted (they matched their
   ** request). One per successful plugrl_infer (or runner infer). */
   uint64_t exchanges;
-  /* Feedback messages sent whole (each may cover many envs). */
+  /* Feedback messages sent whole (each may cover many envs), counted when
+  ** their last byte goes to the kernel: one held for the next infer (see
+  ** plugrl_feedback) when it leaves, and one whose connection ends first
+  ** never. */
   uint64_t feedbacks;
   /* Bytes of WebSocket frames written / read on every connection: frame
   ** headers and payloads, control frames (ping, pong, close) included; not

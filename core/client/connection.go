@@ -167,9 +167,6 @@ func (c *Client) dropConnection(cause ReconnectCause, err error) {
 		c.conn.Abort()
 		held, unsent := c.heldDropped(nil)
 		c.stats.rowsDropped.Add(uint64(len(held)))
-		if unsent {
-			c.stats.feedbacks.Add(^uint64(0)) // counted when held; it never left
-		}
 		sent := c.conn.SentCloseCode()
 		c.conn = nil
 		c.stats.cause = cause

@@ -310,7 +310,8 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 		c.feedbackDone = done
 	}()
 	ob := c.digester(&c.feedbackMsg, f.Obs)
-	if c.tight && !episodeEnds {
+	heldPath := c.tight && !episodeEnds // counted by the connection when it leaves
+	if heldPath {
 		// Its envs are kept: the message leaves with the next infer, or
 		// with the sweeper's tick, and if it never does they are dropped
 		// (heldDropped).
@@ -332,7 +333,9 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	c.unblock()
 	done = conn.Mono() // the ledger's record time too
 	c.ledger.SentAt(done, &c.feedbackMsg, f.Obs)
-	c.stats.feedbacks.Add(1)
+	if !heldPath {
+		c.stats.feedbacks.Add(1)
+	}
 	if c.givenUp && c.envs.outstanding() == 0 {
 		c.givenUp = false // nothing is owed any more
 	}

@@ -36,6 +36,12 @@ func (c *Client) interrupt(pending bool) {
 	if !c.blocking {
 		if pending {
 			c.intr.Store(true)
+			if c.live != nil {
+				// A feedback held for the next infer, which this interrupt
+				// ends before it sends, goes now if the socket takes it:
+				// the program may exit next (a SIGINT handler's interrupt).
+				c.live.SendHeld()
+			}
 		}
 		return
 	}

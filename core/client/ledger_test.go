@@ -135,6 +135,53 @@ func (p *resetProxy) reset() {
 // is dropped like any feedback owed on a lost connection: the ledger's
 // close names its env and says its last send never left (unsent), and the
 // stats count its row, and not the feedback as sent. It was recorded as
+// TestInterruptSendsHeldFeedback: an interrupt between calls (a program's
+// SIGINT handler, which may exit next) sends the feedback held for the next
+// infer at once, as plugrl.h says, instead of leaving it to the timer;
+// Stats.Feedbacks counts it when it leaves, never before, and never takes
+// one back.
+func TestInterruptSendsHeldFeedback(t *testing.T) {
+	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Policy: refserver.ZeroPolicy{}})
+	c := dial(t, url, nil)
+	w := newWorld()
+	held := false
+	var sent, fed uint64
+	for range 200 {
+		if _, err := w.infer(c); err != nil {
+			t.Fatal(err)
+		}
+		sent, fed = c.Stats().BytesSent, c.Stats().Feedbacks
+		if err := w.feedback(c); err != nil {
+			t.Fatal(err)
+		}
+		if held = c.Stats().BytesSent == sent; held {
+			break
+		}
+	}
+	if !held {
+		t.Skip("no feedback was held: this machine was too slow for a tight loop")
+	}
+	if st := c.Stats(); st.BytesSent == sent && st.Feedbacks != fed {
+		t.Fatalf("Feedbacks = %d with the feedback still held; want %d (counted when it leaves)", st.Feedbacks, fed)
+	}
+	c.Interrupt()
+	if st := c.Stats(); st.BytesSent == sent || st.Feedbacks != fed+1 {
+		t.Fatalf("after Interrupt: %d bytes sent (%d before), Feedbacks %d; want the held feedback gone and counted (%d)",
+			st.BytesSent, sent, st.Feedbacks, fed+1)
+	}
+	want := int(fed + 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Exchanges < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := s.Stats().Exchanges; got != want {
+		t.Fatalf("the server completed %d exchanges (one per feedback); want %d", got, want)
+	}
+	if _, err := w.infer(c); !errors.Is(err, client.ErrInterrupted) {
+		t.Fatalf("the infer after the interrupt: %v; want ErrInterrupted", err)
+	}
+}
+
 // sent, and the close named no env.
 func TestHeldFeedbackNeverSent(t *testing.T) {
 	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Policy: refserver.ZeroPolicy{}})

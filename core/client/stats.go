@@ -16,9 +16,10 @@ type Stats struct {
 	// Exchanges counts infers answered: actions received that passed the
 	// checks against their request.
 	Exchanges uint64
-	// Feedbacks counts feedback messages sent. One held to leave with the
-	// next infer is counted when held, and taken back if its connection
-	// ends before it leaves (its rows are then in FeedbackRowsDropped).
+	// Feedbacks counts feedback messages sent whole: counted once their
+	// last byte went to the kernel. One held to leave with the next infer
+	// is counted when it leaves; one whose connection ends first never is
+	// (its rows are then in FeedbackRowsDropped). It never decreases.
 	Feedbacks uint64
 	// BytesSent and BytesReceived count the bytes of WebSocket frames
 	// written and read, headers and control frames (pings, pongs, close)
@@ -190,7 +191,7 @@ func causeOf(err error) ReconnectCause {
 func (c *Client) Stats() Stats {
 	s := &c.stats
 	out := Stats{
-		Feedbacks:           s.feedbacks.Load(),
+		Feedbacks:           s.feedbacks.Load() + s.io.HeldPathSent.Load(),
 		BytesSent:           s.io.Sent.Load(),
 		BytesReceived:       s.io.Received.Load(),
 		FeedbackRowsDropped: s.rowsDropped.Load(),

@@ -32,11 +32,14 @@ func TestStatsCounts(t *testing.T) {
 		}
 	}
 	st := c.Stats()
-	if st.Exchanges != 2 || st.Feedbacks != 2 || st.Interrupts != 0 || st.FeedbackRowsDropped != 0 {
+	// The second feedback may still be held for the next infer: Feedbacks
+	// counts it once it leaves.
+	if st.Exchanges != 2 || st.Feedbacks < 1 || st.Feedbacks > 2 || st.Interrupts != 0 || st.FeedbackRowsDropped != 0 {
 		t.Fatalf("after 2 exchanges: %+v", st)
 	}
-	// 4 messages out, each a 2-14 byte header (masked) plus its msgpack.
-	if st.BytesSent < 4*(6+20) || st.BytesReceived < 3*(2+20) {
+	// At least 3 messages out (the fourth may be held), each a 2-14 byte
+	// header (masked) plus its msgpack.
+	if st.BytesSent < 3*(6+20) || st.BytesReceived < 3*(2+20) {
 		t.Fatalf("bytes: %+v", st)
 	}
 	if st.RTTLast <= 0 || st.RTTMax < st.RTTLast || st.RTTP50 <= 0 || st.RTTP99 < st.RTTP50 || st.RTTMax < st.RTTP99 || st.RTTMax > 5*time.Second {
@@ -173,11 +176,12 @@ func TestStatsConcurrent(t *testing.T) {
 		default:
 		}
 		st := c.Stats()
-		if st.Exchanges < last.Exchanges || st.BytesSent < last.BytesSent || st.RTTMax < last.RTTMax {
+		if st.Exchanges < last.Exchanges || st.Feedbacks < last.Feedbacks || st.BytesSent < last.BytesSent || st.RTTMax < last.RTTMax {
 			t.Fatalf("went backwards: %+v then %+v", last, st)
 		}
 		last = st
 	}
+	c.Interrupt() // sends the last feedback if it is held
 	if st := c.Stats(); st.Exchanges != 200 || st.Feedbacks != 200 {
 		t.Fatalf("final: %+v", st)
 	}

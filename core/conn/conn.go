@@ -127,6 +127,11 @@ type Options struct {
 // overhead). Any goroutine may read them.
 type Counters struct {
 	Sent, Received atomic.Uint64
+	// HeldPathSent counts the messages written through WriteHeldMessage
+	// whose last byte went to the kernel: at once when not held, else when
+	// they left (with the next write, the timer, a close or SendHeld). One
+	// that never left is never counted.
+	HeldPathSent atomic.Uint64
 }
 
 // CloseError is a close frame received from the server.
@@ -233,6 +238,11 @@ type Conn struct {
 	holds, heldSeen uint64
 	heldArmed       bool
 	canHold         bool
+	// heldMsgs is how many messages wbuf[:held] holds; heldPath says the
+	// write under way came through WriteHeldMessage, held or not. Both
+	// are for Counters.HeldPathSent. Guarded by wmu.
+	heldMsgs int
+	heldPath bool
 	// heldLost says a held message did not leave whole: its write failed
 	// before its last byte, or the connection ended with it held. Set
 	// under wmu, read by HeldLost once the connection is over.

@@ -144,6 +144,31 @@ func TestHeldMessage(t *testing.T) {
 			}
 		})
 	}
+	t.Run("then SendHeld", func(t *testing.T) {
+		url, seen := frameServer(t, false)
+		var cnt Counters
+		c := dialT(t, Options{URL: url, Counters: &cnt})
+		sweeperPaused.Store(true) // only SendHeld can send it
+		defer sweeperPaused.Store(false)
+		if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := cnt.HeldPathSent.Load(); n != 0 {
+			t.Fatalf("HeldPathSent = %d while the message is held; want 0", n)
+		}
+		if !c.SendHeld() {
+			t.Fatal("SendHeld: the socket did not take 120 bytes")
+		}
+		if f := nextFrame(t, seen, "the held message"); f.op != ws.OpBinary {
+			t.Fatalf("first frame: opcode %v; want the held message", f.op)
+		}
+		if n := cnt.HeldPathSent.Load(); n != 1 {
+			t.Fatalf("HeldPathSent = %d after it left; want 1", n)
+		}
+		if !c.SendHeld() || cnt.HeldPathSent.Load() != 1 {
+			t.Fatal("SendHeld with nothing held sent or counted something")
+		}
+	})
 	t.Run("a pong waits for it", func(t *testing.T) {
 		url, seen := frameServer(t, true)
 		c := dialT(t, Options{URL: url})
@@ -379,5 +404,48 @@ func TestHeldLost(t *testing.T) {
 				t.Fatalf("HeldLost() = %v, want %v (held frame %d bytes)", got, tc.want, frame)
 			}
 		})
+	}
+}
+
+// TestHeldPathSentCounts: Counters.HeldPathSent counts a held message when
+// it leaves with the next write, one WriteHeldMessage sent at once (over
+// heldMax) when it goes, and never one lost with its connection.
+func TestHeldPathSentCounts(t *testing.T) {
+	url, seen := frameServer(t, false)
+	var cnt Counters
+	c := dialT(t, Options{URL: url, Counters: &cnt})
+	sweeperPaused.Store(true)
+	defer sweeperPaused.Store(false)
+	if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(heldTestMessage(t, 10)); err != nil {
+		t.Fatal(err)
+	}
+	nextFrame(t, seen, "the held message")
+	nextFrame(t, seen, "the next")
+	if n := cnt.HeldPathSent.Load(); n != 1 {
+		t.Fatalf("after the next write: HeldPathSent = %d, want 1", n)
+	}
+	if err := c.WriteHeldMessage(heldTestMessage(t, heldMax+1), nil); err != nil {
+		t.Fatal(err)
+	}
+	nextFrame(t, seen, "the message over heldMax")
+	if n := cnt.HeldPathSent.Load(); n != 2 {
+		t.Fatalf("after one over heldMax: HeldPathSent = %d, want 2", n)
+	}
+
+	// One whose socket takes no more bytes (shut down under it): Abort
+	// cannot send it, and it is not counted.
+	var lost Counters
+	url, _ = frameServer(t, false)
+	c = dialT(t, Options{URL: url, Counters: &lost})
+	if err := c.WriteHeldMessage(heldTestMessage(t, 100), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.shutdown()
+	c.Abort()
+	if n := lost.HeldPathSent.Load(); n != 0 || !c.HeldLost() {
+		t.Fatalf("after a held message was lost: HeldPathSent = %d (want 0), HeldLost %v", n, c.HeldLost())
 	}
 }

@@ -63,7 +63,30 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 // transport that cannot hold (TLS), is sent as WriteMessageObserved sends
 // it: most of a long one would leave anyway.
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
-	return c.writeMessage(m, ob, m.Len() <= heldMax && c.canHold)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.heldPath = true
+	err := c.writeLocked(m, ob, m.Len() <= heldMax && c.canHold)
+	c.heldPath = false
+	return err
+}
+
+// SendHeld sends a held message now, if no write is under way and the
+// socket takes it without waiting, and reports whether nothing is held any
+// more. Any goroutine: for an interrupt between calls, after which the
+// program may exit at once (plugrl_interrupt from a SIGINT handler).
+func (c *Conn) SendHeld() bool {
+	if !c.wmu.TryLock() {
+		return false
+	}
+	defer c.wmu.Unlock()
+	if c.held == 0 {
+		return true
+	}
+	if c.Err() != nil || c.released {
+		return false
+	}
+	return c.tryWriteHeld()
 }
 
 const (
@@ -80,6 +103,11 @@ const (
 func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeLocked(m, ob, hold)
+}
+
+// writeLocked is writeMessage with wmu held.
+func (c *Conn) writeLocked(m *wire.Message, ob CopyObserver, hold bool) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
@@ -188,17 +216,23 @@ func (c *Conn) end(n int, hold bool) error {
 		c.hold(n)
 		return nil
 	}
-	return c.finish(c.flushBuf(n))
+	err := c.flushBuf(n)
+	if err == nil && c.heldPath {
+		c.counters.HeldPathSent.Add(1) // one WriteHeldMessage did not hold
+	}
+	return c.finish(err)
 }
 
 // flushBuf writes wbuf[:n], which starts with what is held, and so ends the
 // hold. wmu must be held.
 func (c *Conn) flushBuf(n int) error {
-	held := c.held
-	c.held = 0
+	held, msgs := c.held, c.heldMsgs
+	c.held, c.heldMsgs = 0, 0
 	sent, err := c.flushCounted(c.wbuf[:n])
 	if err != nil && sent < held {
 		c.heldLost.Store(true)
+	} else if msgs > 0 {
+		c.counters.HeldPathSent.Add(uint64(msgs))
 	}
 	return err
 }
@@ -216,6 +250,7 @@ func (c *Conn) flushHeld() error {
 // finds it held at two ticks in a row (see heldTick). wmu must be held.
 func (c *Conn) hold(n int) {
 	c.held = n
+	c.heldMsgs++
 	c.holds++
 	if c.heldArmed {
 		return
@@ -262,11 +297,16 @@ func (c *Conn) tryWriteHeld() bool {
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		c.heldLost.Store(true)
+		c.heldMsgs = 0
 		c.fail(fmt.Errorf("%w: writing a held message: %v", ErrLost, err))
 		c.shutdown()
 		return false
 	}
 	c.held = copy(c.wbuf, c.wbuf[n:c.held])
+	if c.held == 0 {
+		c.counters.HeldPathSent.Add(uint64(c.heldMsgs))
+		c.heldMsgs = 0
+	}
 	return c.held == 0
 }
 

@@ -1047,7 +1047,9 @@ static void test_stats(const char *url) {
     EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_OK);
   }
   EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
-  CHECK(st.exchanges == 3 && st.feedbacks == 3 && st.bytes_sent > 6 * 10 && st.bytes_received > 3 * 10);
+  /* The third feedback may still be held for the next infer: counted when it leaves. */
+  CHECK(st.exchanges == 3 && st.feedbacks >= 2 && st.feedbacks <= 3 && st.bytes_sent > 5 * 10 &&
+        st.bytes_received > 3 * 10);
   CHECK(st.rtt_last_us > 0 && st.rtt_p50_us > 0 && st.rtt_p50_us <= st.rtt_p99_us && st.rtt_p99_us <= st.rtt_max_us &&
         st.rtt_last_us <= st.rtt_max_us && st.rtt_max_us < 10e6);
   CHECK(st.reconnects == 0 && st.feedback_rows_dropped == 0 && st.rows_reused == 0 && st.interrupts == 0);
@@ -1387,6 +1389,10 @@ static void test_busy(void) {
   c = NULL;
   EXPECT_C(c, open_reconnecting(url, timeout_ms, &c), PLUGRL_OK);
   EXPECT_C(c, plugrl_runner_new(c, 2, &r), PLUGRL_OK);
+  /* A handle of the other kind is no handle here (it used to raise an
+  ** interrupt, which the blocked act below would have taken at once). */
+  EXPECT_N(plugrl_interrupt((plugrl_client *)r), PLUGRL_CLOSED);
+  EXPECT_N(plugrl_runner_interrupt((plugrl_runner *)c), PLUGRL_CLOSED);
   memset(&b, 0, sizeof b);
   b.r = r;
   seen = silent_messages(&srv);

@@ -175,7 +175,7 @@ void test_low_level(const std::string &url) {
 
   // Live statistics: one reused row so far, round trips measured.
   plugrl_statistics st = client.stats();
-  CHECK(st.size == sizeof st && st.exchanges >= 2 && st.feedbacks >= 2 && st.rows_reused == 1);
+  CHECK(st.size == sizeof st && st.exchanges >= 2 && st.feedbacks >= 1 && st.rows_reused == 1);  // the last may be held
   CHECK(st.rtt_p50_us > 0 && st.rtt_p50_us <= st.rtt_p99_us && st.rtt_p99_us <= st.rtt_max_us);
   CHECK(st.episodes == 0 && st.env_steps == 0);
 
