@@ -6,10 +6,16 @@
 //	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--stray-gap DUR]
 //	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR]
 //	               [--max-conn-time DUR] [--max-time 5m] [--watch-stdin=true] [-v]
+//	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE]
 //	plugrl-hostile --list
 //
 // It prints exactly one line to stdout, its URL ("ws://127.0.0.1:PORT"), as
 // soon as it is listening, so that a script can read the line and connect.
+// With --tls-cert and --tls-key (PEM files), or --tls-self-signed FILE (a
+// certificate made for the run, valid for 127.0.0.1, whose PEM is written
+// to FILE for the client's CA file), it serves wss:// instead and prints
+// "wss://127.0.0.1:PORT": every scenario then runs inside TLS, as the
+// package documentation of internal/hostile says.
 // It serves until SIGTERM or SIGINT, until its stdin reaches end of file, or
 // until --max-time passes, whichever comes first. Watching stdin means that
 // a test harness which starts it with a pipe and then dies (closing the
@@ -35,6 +41,7 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/internal/hostile"
+	"github.com/plugrl/libplugrl/internal/testcert"
 )
 
 // options is a parsed command line.
@@ -99,6 +106,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.maxTime, "max-time", 5*time.Minute, "exit after this long")
 	fs.BoolVar(&o.watchStdin, "watch-stdin", true, "exit when stdin reaches end of file (ignored when stdin is /dev/null)")
 	fs.BoolVar(&o.list, "list", false, "print the scenario names and exit")
+	tlsCert := fs.String("tls-cert", "", "serve wss:// with this PEM certificate (chain); with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	tlsSelfSigned := fs.String("tls-self-signed", "", "serve wss:// with a new self-signed certificate for 127.0.0.1, ::1 and localhost, valid for a day, and write its PEM to this file (a client's CA file)")
 	verbose := fs.Bool("v", false, "log connections to stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -128,6 +138,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.maxTime <= 0 {
 		return fail("--max-time must be positive")
+	}
+	if c.TLS, err = testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned); err != nil {
+		return fail("%v", err)
 	}
 	if *verbose {
 		c.Logf = func(format string, args ...any) {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,6 +50,8 @@ func TestParseArgs(t *testing.T) {
 		{"--scenario", "normal", "--max-time", "0s"},
 		{"--scenario", "normal", "extra"},
 		{"--scenario", "normal", "--action-delay", "soon"},
+		{"--scenario", "normal", "--tls-cert", "c.pem"},
+		{"--scenario", "normal", "--tls-self-signed", "x.pem", "--tls-key", "k.pem"},
 	} {
 		var stderr bytes.Buffer
 		if _, err := parseArgs(bad, &stderr); err == nil {
@@ -57,7 +62,7 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-var urlLine = regexp.MustCompile(`^ws://127\.0\.0\.1:[0-9]+\n$`)
+var urlLine = regexp.MustCompile(`^wss?://127\.0\.0\.1:[0-9]+\n$`)
 
 // run starts serve with a stdin pipe and returns the URL it printed, a
 // function that waits for serve's end (and returns stdout's whole text),
@@ -101,7 +106,49 @@ func run(t *testing.T, ctx context.Context, args ...string) (url string, wait fu
 
 func TestServeUntilStdinCloses(t *testing.T) {
 	url, wait, stdin := run(t, context.Background(), "--scenario", "normal", "--h", "3")
-	nc, br, _, err := ws.Dialer{Timeout: 2 * time.Second}.Dial(context.Background(), url)
+	if !strings.HasPrefix(url, "ws://") {
+		t.Fatalf("URL %q without TLS flags", url)
+	}
+	metadataOver(t, url, nil)
+	// Input on stdin is not an end; its end is.
+	io.WriteString(stdin, "ignored\n")
+	stdin.Close()
+	out, err := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !urlLine.MatchString(out) {
+		t.Fatalf("stdout %q: want exactly the URL line", out)
+	}
+}
+
+// TestServeTLS: --tls-self-signed FILE serves wss://, and a client that
+// trusts the PEM written to FILE gets the metadata.
+func TestServeTLS(t *testing.T) {
+	pemFile := filepath.Join(t.TempDir(), "ca.pem")
+	url, wait, stdin := run(t, context.Background(), "--scenario", "normal", "--tls-self-signed", pemFile)
+	if !strings.HasPrefix(url, "wss://127.0.0.1:") {
+		t.Fatalf("URL %q with --tls-self-signed", url)
+	}
+	b, err := os.ReadFile(pemFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		t.Fatalf("%s holds no certificate", pemFile)
+	}
+	metadataOver(t, url, &tls.Config{RootCAs: roots})
+	stdin.Close()
+	if _, err := wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metadataOver dials url and reads the metadata frame.
+func metadataOver(t *testing.T, url string, clientTLS *tls.Config) {
+	t.Helper()
+	nc, br, _, err := ws.Dialer{Timeout: 2 * time.Second, TLSConfig: clientTLS}.Dial(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,16 +160,6 @@ func TestServeUntilStdinCloses(t *testing.T) {
 	_ = nc.SetDeadline(time.Now().Add(2 * time.Second))
 	if h, err := ws.ReadHeader(r); err != nil || h.OpCode != ws.OpBinary || h.Length == 0 {
 		t.Fatalf("metadata frame %+v, %v", h, err)
-	}
-	// Input on stdin is not an end; its end is.
-	io.WriteString(stdin, "ignored\n")
-	stdin.Close()
-	out, err := wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !urlLine.MatchString(out) {
-		t.Fatalf("stdout %q: want exactly the URL line", out)
 	}
 }
 

@@ -18,11 +18,13 @@ const (
 	// maxRequest bounds the client's upgrade request: the server must not
 	// do itself what it tests clients for.
 	maxRequest = 16 << 10
-	// handshakeTimeout bounds the wait for that request.
-	handshakeTimeout = 10 * time.Second
 	// wsGUID is RFC 6455's magic string for Sec-WebSocket-Accept.
 	wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 )
+
+// handshakeTimeout bounds the TLS handshake (with Config.TLS) and the wait
+// for the upgrade request, together, from the accept. A variable for tests.
+var handshakeTimeout = 10 * time.Second
 
 var (
 	errServerClosed = errors.New("server closed")
@@ -41,6 +43,9 @@ type conn struct {
 	nc       *countingConn
 	br       *bufio.Reader
 	deadline time.Time // MaxConnTime from the accept
+	// handshake bounds the TLS handshake and the upgrade request:
+	// handshakeTimeout from the accept, at most deadline.
+	handshake time.Time
 
 	wmu       sync.Mutex
 	bw        *bufio.Writer

@@ -11,14 +11,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // readRequest reads the client's upgrade request up to its blank line and
 // returns its Sec-WebSocket-Key ("" if it has none). Bytes the client sends
 // after the request stay in c.br for the frame reader.
 func (c *conn) readRequest() (string, error) {
-	_ = c.nc.SetReadDeadline(earliest(c.deadline, time.Now().Add(handshakeTimeout)))
+	_ = c.nc.SetReadDeadline(c.handshake)
 	defer func() { _ = c.nc.SetReadDeadline(c.deadline) }()
 	var line []byte
 	key := ""

@@ -19,10 +19,27 @@
 // it spinning: every connection ends after Config.MaxConnTime at the latest,
 // every loop stops when the server is closed, and Close returns promptly in
 // the middle of any scenario.
+//
+// With Config.TLS it serves wss://, and every scenario means the same over
+// TLS: the TLS handshake is done correctly and at once (bounded, with the
+// upgrade request, by the server's own handshake timeout), and then the
+// scenario's bytes go into the TLS stream exactly as they would go into
+// TCP, each write in records of its own. The faults are of the WebSocket
+// and PlugRL layers, never of TLS: EndlessHeader's header line and
+// SlowHandshake's bytes come as records (one record per byte for the
+// latter, so the client's connect deadline, which covers TLS and the
+// upgrade, still meets a steady trickle); StallMidFrame's half frame is a
+// whole record the client can decrypt, then nothing; NoRead completes the
+// TLS handshake, then never reads a record; PingFlood's pings and
+// HugeLength's trickle are records as fast as the socket takes them. A
+// record cut short, or a TLS alert, is not a scenario. Stats count the
+// plaintext. Close cuts the TCP connection under TLS, with no close_notify,
+// as it cuts a plain one.
 package hostile
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -239,6 +256,16 @@ type Config struct {
 	// MaxConns bounds the connections served at once: 64. Further ones are
 	// closed as soon as they are accepted.
 	MaxConns int
+	// TLS, when set, makes the server speak wss://: the listener is
+	// wrapped by tls.NewListener with this configuration (its
+	// certificates), URL says wss, and every scenario runs inside the TLS
+	// stream, its bytes (a header cut short, a frame cut in half, a
+	// response a byte at a time) each sent as they are, in TLS records of
+	// their own. The TLS handshake is done first, within the same
+	// handshakeTimeout as the upgrade request, so that a client which
+	// connects and sends nothing cannot hold a connection. The package
+	// documentation says what the scenarios mean over TLS.
+	TLS *tls.Config
 	// Logf, when set, receives one line per notable event.
 	Logf func(format string, args ...any)
 }
@@ -318,8 +345,8 @@ func (cfg Config) withDefaults() (Config, error) {
 type Stats struct {
 	Connections  int64 // TCP connections accepted
 	Active       int64 // connections being served now
-	BytesRead    int64 // bytes read from clients, handshakes included
-	BytesWritten int64 // bytes written to clients, handshakes included
+	BytesRead    int64 // bytes read from clients, the HTTP handshake included (over TLS: the plaintext)
+	BytesWritten int64 // bytes written to clients, the HTTP handshake included (over TLS: the plaintext)
 	Infers       int64 // infer messages received
 	Feedbacks    int64 // feedback messages received
 	Actions      int64 // action messages sent, or begun (HugeLength, StallMidFrame)
@@ -369,14 +396,23 @@ func Listen(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hostile: %v", err)
 	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	s := &Server{cfg: cfg, ln: ln, done: make(chan struct{}), meta: meta, wideMeta: wideMeta, conns: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
 }
 
-// URL is the server's address as a client dials it: "ws://127.0.0.1:PORT".
-func (s *Server) URL() string { return "ws://" + s.ln.Addr().String() }
+// URL is the server's address as a client dials it: "ws://127.0.0.1:PORT",
+// or "wss://127.0.0.1:PORT" with Config.TLS.
+func (s *Server) URL() string {
+	if s.cfg.TLS != nil {
+		return "wss://" + s.ln.Addr().String()
+	}
+	return "ws://" + s.ln.Addr().String()
+}
 
 // Addr is the listening address, "127.0.0.1:PORT".
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -413,7 +449,7 @@ func (s *Server) Close() error {
 	close(s.done)
 	err := s.ln.Close()
 	for nc := range s.conns {
-		_ = nc.Close()
+		_ = tcpOf(nc).Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -470,7 +506,10 @@ func (s *Server) acceptLoop() {
 func (s *Server) serve(raw net.Conn) {
 	defer s.wg.Done()
 	defer func() {
-		_ = raw.Close()
+		// The TCP connection, not the TLS one: a close_notify could wait
+		// on a client that does not read (NoRead, PingFlood) for
+		// crypto/tls's 5 s, and no scenario says goodbye anyway.
+		_ = tcpOf(raw).Close()
 		s.mu.Lock()
 		delete(s.conns, raw)
 		s.mu.Unlock()
@@ -478,29 +517,56 @@ func (s *Server) serve(raw net.Conn) {
 	}()
 	// The one bound on everything this connection does: once it passes,
 	// every blocked read and write fails and the scenario ends.
-	deadline := time.Now().Add(s.cfg.MaxConnTime)
+	now := time.Now()
+	deadline := now.Add(s.cfg.MaxConnTime)
+	// The bound on the handshakes: TLS (with Config.TLS) and the upgrade
+	// request together.
+	handshake := earliest(deadline, now.Add(handshakeTimeout))
 	_ = raw.SetDeadline(deadline)
 	if s.cfg.Scenario == NoRead || s.cfg.Scenario == PingFlood {
 		// Set before the client can send much, so the window it sees
 		// closes after a few KiB.
-		if tc, ok := raw.(*net.TCPConn); ok {
+		if tc, ok := tcpOf(raw).(*net.TCPConn); ok {
 			_ = tc.SetReadBuffer(s.cfg.RecvBuffer)
+		}
+	}
+	s.logf("%s: connection from %s", s.cfg.Scenario, raw.RemoteAddr())
+	if tc, ok := raw.(*tls.Conn); ok {
+		// Done here, not in the first read, so that it is bounded like
+		// the request (its writes too) and a scenario that never reads
+		// (NoRead, PingFlood) still completes it.
+		_ = tc.SetDeadline(handshake)
+		err := tc.Handshake()
+		_ = tc.SetDeadline(deadline)
+		if err != nil {
+			s.logf("%s: connection from %s ended: TLS handshake: %v", s.cfg.Scenario, raw.RemoteAddr(), err)
+			return
 		}
 	}
 	nc := &countingConn{Conn: raw, s: s}
 	c := &conn{
-		s:        s,
-		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 64<<10),
-		bw:       bufio.NewWriterSize(nc, 64<<10),
-		deadline: deadline,
+		s:         s,
+		nc:        nc,
+		br:        bufio.NewReaderSize(nc, 64<<10),
+		bw:        bufio.NewWriterSize(nc, 64<<10),
+		deadline:  deadline,
+		handshake: handshake,
 	}
-	s.logf("%s: connection from %s", s.cfg.Scenario, raw.RemoteAddr())
 	err := c.run()
 	s.logf("%s: connection from %s ended: %v", s.cfg.Scenario, raw.RemoteAddr(), err)
 }
 
-// countingConn counts the bytes that cross it into the server's Stats.
+// tcpOf is the TCP connection under nc: nc itself, or a TLS connection's.
+func tcpOf(nc net.Conn) net.Conn {
+	if tc, ok := nc.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return nc
+}
+
+// countingConn counts the bytes that cross it into the server's Stats. Over
+// TLS it sits above the TLS connection: it counts the WebSocket stream's
+// bytes, not the records'.
 type countingConn struct {
 	net.Conn
 	s *Server

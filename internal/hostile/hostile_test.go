@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -24,11 +25,14 @@ import (
 
 func start(t *testing.T, cfg Config) *Server {
 	t.Helper()
+	if useTLS(t) {
+		cfg.TLS = serverTLS(t)
+	}
 	s, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(s.URL(), "ws://127.0.0.1:") {
+	if !strings.HasPrefix(s.URL(), "ws://127.0.0.1:") && cfg.TLS == nil {
 		t.Fatalf("URL %q", s.URL())
 	}
 	t.Cleanup(func() { closePromptly(t, s) })
@@ -60,11 +64,19 @@ type client struct {
 
 func dial(t *testing.T, url string) *client {
 	t.Helper()
-	nc, br, _, err := ws.Dialer{Timeout: 2 * time.Second}.Dial(context.Background(), url)
+	nc, br, _, err := ws.Dialer{Timeout: 2 * time.Second, TLSConfig: clientTLS(t)}.Dial(context.Background(), url)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	t.Cleanup(func() { nc.Close() })
+	t.Cleanup(func() {
+		if tc, ok := nc.(*tls.Conn); ok {
+			// Not tc.Close: its close_notify waits up to 5 s for a
+			// server that does not read (NoRead).
+			tc.NetConn().Close()
+			return
+		}
+		nc.Close()
+	})
 	if br == nil {
 		br = bufio.NewReader(nc)
 	}
@@ -223,6 +235,9 @@ func rawDial(t *testing.T, s *Server) (net.Conn, *bufio.Reader) {
 	}
 	t.Cleanup(func() { nc.Close() })
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if s.cfg.TLS != nil {
+		nc = tls.Client(nc, clientTLS(t))
+	}
 	if _, err := io.WriteString(nc, upgradeRequest); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +272,9 @@ func TestListenRefuses(t *testing.T) {
 	}
 }
 
-func TestNormal(t *testing.T) {
+func TestNormal(t *testing.T) { overBoth(t, testNormal) }
+
+func testNormal(t *testing.T) {
 	s := start(t, Config{Scenario: Normal, H: 2, D: 3})
 	c := dial(t, s.URL())
 	md := c.metadata()
@@ -318,7 +335,9 @@ func TestNoKeyIsRefused(t *testing.T) {
 	}
 }
 
-func TestEndlessHeader(t *testing.T) {
+func TestEndlessHeader(t *testing.T) { overBoth(t, testEndlessHeader) }
+
+func testEndlessHeader(t *testing.T) {
 	s := start(t, Config{Scenario: EndlessHeader})
 	_, r := rawDial(t, s)
 	line, err := r.ReadString('\n')
@@ -345,7 +364,9 @@ func TestEndlessHeader(t *testing.T) {
 	}
 }
 
-func TestSlowHandshake(t *testing.T) {
+func TestSlowHandshake(t *testing.T) { overBoth(t, testSlowHandshake) }
+
+func testSlowHandshake(t *testing.T) {
 	s := start(t, Config{Scenario: SlowHandshake})
 	nc, r := rawDial(t, s)
 	_ = nc.SetReadDeadline(time.Now().Add(600 * time.Millisecond))
@@ -362,7 +383,9 @@ func TestSlowHandshake(t *testing.T) {
 	// Close (in Cleanup) returns promptly with the handshake half sent.
 }
 
-func TestSlowHandshakeCompletes(t *testing.T) {
+func TestSlowHandshakeCompletes(t *testing.T) { overBoth(t, testSlowHandshakeCompletes) }
+
+func testSlowHandshakeCompletes(t *testing.T) {
 	// Paced fast, the dribbled response is a valid handshake, and the
 	// connection goes on as Normal.
 	s := start(t, Config{Scenario: SlowHandshake, ByteEvery: time.Millisecond})
@@ -374,7 +397,9 @@ func TestSlowHandshakeCompletes(t *testing.T) {
 	}
 }
 
-func TestNoMetadata(t *testing.T) {
+func TestNoMetadata(t *testing.T) { overBoth(t, testNoMetadata) }
+
+func testNoMetadata(t *testing.T) {
 	s := start(t, Config{Scenario: NoMetadata})
 	c := dial(t, s.URL())
 	c.expectSilence(200 * time.Millisecond)
@@ -466,7 +491,9 @@ func TestBigActionOneEnv(t *testing.T) {
 	}
 }
 
-func TestHugeLength(t *testing.T) {
+func TestHugeLength(t *testing.T) { overBoth(t, testHugeLength) }
+
+func testHugeLength(t *testing.T) {
 	s := start(t, Config{Scenario: HugeLength, H: 2, D: 3})
 	c := dial(t, s.URL())
 	if md := c.metadata(); md.ActionHorizon.Value != 2 || md.ActionDim.Value != 3 {
@@ -499,7 +526,9 @@ func TestHugeLength(t *testing.T) {
 	waitFor(t, "the trickle to stop", func() bool { return s.Stats().Active == 0 })
 }
 
-func TestStallMidFrame(t *testing.T) {
+func TestStallMidFrame(t *testing.T) { overBoth(t, testStallMidFrame) }
+
+func testStallMidFrame(t *testing.T) {
 	s := start(t, Config{Scenario: StallMidFrame, H: 4, D: 2})
 	c := dial(t, s.URL())
 	c.metadata()
@@ -533,7 +562,9 @@ func TestStallMidFrame(t *testing.T) {
 	c.expectSilence(100 * time.Millisecond)
 }
 
-func TestNoRead(t *testing.T) {
+func TestNoRead(t *testing.T) { overBoth(t, testNoRead) }
+
+func testNoRead(t *testing.T) {
 	s := start(t, Config{Scenario: NoRead})
 	c := dial(t, s.URL())
 	c.metadata()
@@ -562,7 +593,9 @@ func TestNoRead(t *testing.T) {
 	t.Logf("the client's writes blocked after %d KiB", written>>10)
 }
 
-func TestPingFlood(t *testing.T) {
+func TestPingFlood(t *testing.T) { overBoth(t, testPingFlood) }
+
+func testPingFlood(t *testing.T) {
 	s := start(t, Config{Scenario: PingFlood})
 	c := dial(t, s.URL())
 	c.metadata()
@@ -586,7 +619,9 @@ func TestPingFlood(t *testing.T) {
 	}
 }
 
-func TestSlowAction(t *testing.T) {
+func TestSlowAction(t *testing.T) { overBoth(t, testSlowAction) }
+
+func testSlowAction(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	s := start(t, Config{Scenario: SlowAction, H: 2, D: 2, ActionDelay: delay})
 	c := dial(t, s.URL())
@@ -623,7 +658,9 @@ func TestSlowAction(t *testing.T) {
 	}
 }
 
-func TestCloseNoReply(t *testing.T) {
+func TestCloseNoReply(t *testing.T) { overBoth(t, testCloseNoReply) }
+
+func testCloseNoReply(t *testing.T) {
 	s := start(t, Config{Scenario: CloseNoReply})
 	c := dial(t, s.URL())
 	c.metadata()
@@ -754,20 +791,28 @@ func TestCloseMidScenario(t *testing.T) {
 		}},
 	} {
 		t.Run(string(tc.sc), func(t *testing.T) {
-			s, err := Listen(Config{Scenario: tc.sc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.into(t, s)
-			if a := s.Stats().Active; a != 1 {
-				t.Fatalf("%d active connections", a)
-			}
-			closePromptly(t, s)
+			overBoth(t, func(t *testing.T) {
+				cfg := Config{Scenario: tc.sc}
+				if useTLS(t) {
+					cfg.TLS = serverTLS(t)
+				}
+				s, err := Listen(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.into(t, s)
+				if a := s.Stats().Active; a != 1 {
+					t.Fatalf("%d active connections", a)
+				}
+				closePromptly(t, s)
+			})
 		})
 	}
 }
 
-func TestMaxConnTime(t *testing.T) {
+func TestMaxConnTime(t *testing.T) { overBoth(t, testMaxConnTime) }
+
+func testMaxConnTime(t *testing.T) {
 	// Every connection ends at MaxConnTime, whatever it is doing.
 	s := start(t, Config{Scenario: NoRead, MaxConnTime: 200 * time.Millisecond})
 	c := dial(t, s.URL())
