@@ -5,6 +5,12 @@
 #   hostile.sh BIN_DIR [CASE...]            the CTest run (short counts)
 #   hostile.sh --figures BIN_DIR [CASE...]  full counts, then a markdown
 #                                           table of the results (README)
+#   hostile.sh --tls [--figures] BIN_DIR [CASE...]
+#                                           the same over wss://
+#
+# With --tls each server is started with --tls-self-signed $tmp/ca.pem (a
+# certificate made for it) and the case runs with HOSTILE_CA_FILE set to
+# that file, so every case's options trust it (tls_ca_file).
 #
 # BIN_DIR holds plugrl-hostile and hostile (build/bin). For each case (all
 # of `hostile --list` by default), this starts `plugrl-hostile --scenario S
@@ -17,12 +23,20 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 figures=0
-if [[ ${1:-} == --figures ]]; then
-  figures=1
+tls=0
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+  --figures) figures=1 ;;
+  --tls) tls=1 ;;
+  *)
+    echo "$0: unknown flag $1" >&2
+    exit 2
+    ;;
+  esac
   shift
-fi
+done
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 [--figures] BIN_DIR [CASE...]" >&2
+  echo "usage: $0 [--tls] [--figures] BIN_DIR [CASE...]" >&2
   exit 2
 fi
 bin=$1
@@ -88,10 +102,21 @@ start_server() {
   rm -f "$fifo" "$tmp/url" "$tmp/server.err"
   mkfifo "$fifo"
   exec {srv_in}<>"$fifo"
+  local tls_flags=()
+  if ((tls)); then
+    rm -f "$tmp/ca.pem"
+    tls_flags=(--tls-self-signed "$tmp/ca.pem")
+  fi
   # shellcheck disable=SC2086
-  "$bin/plugrl-hostile" --scenario "$@" <"$fifo" >"$tmp/url" 2>"$tmp/server.err" {srv_in}>&- &
+  "$bin/plugrl-hostile" "${tls_flags[@]}" --scenario "$@" <"$fifo" >"$tmp/url" 2>"$tmp/server.err" {srv_in}>&- &
   pid=$!
-  url=$(wait_url "$tmp/url" "$pid") && return 0
+  if url=$(wait_url "$tmp/url" "$pid"); then
+    if ((tls)) && [[ $url != wss://* || ! -s $tmp/ca.pem ]]; then
+      echo "$0: plugrl-hostile --tls-self-signed printed $url and wrote no $tmp/ca.pem" >&2
+      return 1
+    fi
+    return 0
+  fi
   echo "$0: plugrl-hostile --scenario $* printed no URL; its output:" >&2
   cat "$tmp/url" "$tmp/server.err" >&2
   return 1
@@ -112,7 +137,8 @@ for c in "${cases[@]}"; do
   t0=$(date +%s.%N)
   rc=0
   # shellcheck disable=SC2046
-  timeout -k 5 "$case_timeout" "$bin/hostile" --case "$c" $(case_args "$c") "$url" \
+  HOSTILE_CA_FILE=$( ((tls)) && echo "$tmp/ca.pem") \
+    timeout -k 5 "$case_timeout" "$bin/hostile" --case "$c" $(case_args "$c") "$url" \
     >"$tmp/case.out" 2>"$tmp/case.err" {srv_in}>&- || rc=$?
   t1=$(date +%s.%N)
   stop_server
@@ -156,7 +182,9 @@ if ((figures)); then
     sed 's/^case=/interrupt latency (/; s/ interrupt_us_median=/): median /; s/ p99=/ us, p99 /; s/ max=/ us, max /; s/$/ us/'
 fi
 echo
-printf '%d cases in %.1f s; ' "${#cases[@]}" "$(awk "BEGIN{print $end-$start}")"
+over=
+((tls)) && over=" over wss://"
+printf '%d cases%s in %.1f s; ' "${#cases[@]}" "$over" "$(awk "BEGIN{print $end-$start}")"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "FAILED: ${failed[*]}"
   exit 1

@@ -3,6 +3,7 @@
 **
 **   hostile --list | --list-all
 **   hostile --case NAME [--n N] [--obs-bytes B] ws://127.0.0.1:PORT
+**   HOSTILE_CA_FILE=ca.pem hostile --case NAME ... wss://127.0.0.1:PORT
 **
 ** Each case runs in its own process against its own plugrl-hostile server
 ** (tests/hostile.sh starts the scenario --list names for the case, passes
@@ -26,7 +27,9 @@
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
 ** tokens (4200000), errmsg-threads (200000) and interrupt-once (200);
 ** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
-** in the environment traces every infer of the interrupt cases on stderr.
+** in the environment traces every infer of the interrupt cases on stderr;
+** HOSTILE_CA_FILE, when set, is every case's tls_ca_file (the PEM that
+** plugrl-hostile --tls-self-signed wrote), for a wss:// URL.
 **
 ** Limits: memory cases must keep peak RSS under RSS_LIMIT_KB (64 MB)
 ** (not rlimit, whose honest uncapped 512 MiB action is stopped by the
@@ -261,9 +264,13 @@ static plugrl_status feedback(plugrl_client *c, obsbuf *o) {
   return plugrl_feedback(c, o->idx, o->steps, o->n, &o->obs, o->rewards, o->flags, o->flags, NULL);
 }
 
+/* Every case's options: over wss:// (tests/hostile.sh --tls), the server's
+** self-signed certificate is trusted through HOSTILE_CA_FILE. */
 static void options(plugrl_options *opt, const char *url) {
+  const char *ca = getenv("HOSTILE_CA_FILE");
   plugrl_options_init(opt);
   opt->url = url;
+  if (ca != NULL && *ca != '\0') opt->tls_ca_file = ca;
 }
 
 /* Opens; on failure reports it and closes the handle. */
