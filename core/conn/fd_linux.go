@@ -26,6 +26,10 @@ type fdConn struct {
 	// deadline is not yet fixed: Write first tries without waiting, and
 	// only a write that would wait reads the clock (see beginWrite).
 	wlazy time.Duration
+	// savedWdl and savedWlazy hold a message's write deadline (wdl,
+	// wlazy) while noWait has replaced it.
+	savedWdl   int64
+	savedWlazy time.Duration
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -150,6 +154,54 @@ func (f *fdConn) beginWrite(timeout time.Duration) {
 	f.wlazy = timeout
 	f.wlock.Unlock()
 }
+
+// noWait, on, makes Write send what the socket takes at once and fail
+// (os.ErrDeadlineExceeded) rather than wait for the rest, until noWait
+// (off) restores the write deadline it found. For a poller's look at a
+// TLS connection (tlsTransport.setLooking), when nothing else writes.
+func (f *fdConn) noWait(on bool) {
+	f.wlock.Lock()
+	defer f.wlock.Unlock()
+	if on {
+		f.savedWdl, f.savedWlazy = f.wdl.ns.Load(), f.wlazy
+		// A lazy deadline of 1 ns: Write's first send does not wait,
+		// and the deadline it then fixes has passed.
+		f.wdl.set(time.Time{})
+		f.wlazy = time.Nanosecond
+		return
+	}
+	f.wdl.ns.Store(f.savedWdl)
+	f.wlazy = f.savedWlazy
+}
+
+// writable reports whether a send of a few hundred bytes is taken whole
+// without waiting: POLLOUT, which Linux sets only while the send queue is
+// under its limit (and then a small send is taken whole), or an error or
+// hang-up, which the write will report.
+func (f *fdConn) writable() bool {
+	pfd := struct {
+		fd              int32
+		events, revents int16
+	}{fd: int32(f.fd), events: pollOut}
+	var ts syscall.Timespec // zero: do not wait
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e != 0:
+			return true // let the write find out
+		}
+		return n == 1 && pfd.revents&(pollOut|pollErr|pollHup) != 0
+	}
+}
+
+// poll(2)'s event bits.
+const (
+	pollOut = 0x4
+	pollErr = 0x8
+	pollHup = 0x10
+)
 
 // setWriteDeadline is SetWriteDeadline on the descriptor.
 func (f *fdConn) setWriteDeadline(t time.Time) {

@@ -25,4 +25,6 @@ func (f *fdConn) Write([]byte) (int, error)    { return 0, os.ErrInvalid }
 func (f *fdConn) tryRead([]byte) (int, error)  { return 0, os.ErrInvalid }
 func (f *fdConn) tryWrite([]byte) (int, error) { return 0, os.ErrInvalid }
 func (f *fdConn) shutdown()                    {}
+func (f *fdConn) noWait(bool)                  {}
+func (f *fdConn) writable() bool               { return true }
 func (f *fdConn) close() error                 { return nil }

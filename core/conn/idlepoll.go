@@ -19,8 +19,9 @@ import (
 var idle = connTicker{every: idlePoll, look: (*Conn).idleLook}
 
 // startPolling hands c, a connection just made, to a poller: the
-// process's where its transport never waits, else one of its own (TLS,
-// and sockets without a descriptor), whose looks can keep only c waiting.
+// process's where its transport never waits (a descriptor, with TLS or
+// without), else one of its own (no descriptor: not Linux), whose looks
+// can keep only c waiting.
 func (c *Conn) startPolling() {
 	c.poller = &idle
 	if !c.tr.NeverWaits() {
@@ -57,12 +58,27 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 	// writer.
 	if c.wmu.TryLock() {
 		if c.rmu.TryLock() {
+			// Both locks held: nothing else reads or writes, so a TLS
+			// transport can make its writes (its own, within the read,
+			// and the pong's) send only what the socket takes at once.
+			lt, _ := c.tr.(looker)
+			if lt != nil {
+				lt.setLooking(true)
+			}
 			if c.Err() == nil {
 				c.drain(true)
 			}
+			c.flushControlLocked()
+			if lt != nil {
+				lt.setLooking(false)
+			}
 			c.rmu.Unlock()
+		} else if _, ok := c.tr.(looker); !ok {
+			c.flushControlLocked()
 		}
-		c.flushControlLocked()
+		// (A TLS connection being read is left to its reader, which
+		// sends its pongs itself: its read may be writing, and the
+		// write here would wait for it.)
 		c.wmu.Unlock()
 	}
 	next := idlePoll

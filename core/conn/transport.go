@@ -186,6 +186,30 @@ func (d *dialConn) Close() error {
 type tlsTransport struct {
 	*tls.Conn
 	d *dialConn
+	// looking is set during a poller's look (setLooking), which holds
+	// both of the Conn's locks: no write then waits.
+	looking bool
+}
+
+// looker is a transport whose writes can be told not to wait during a
+// poller's look (tlsTransport: crypto/tls writes on its own from within a
+// read).
+type looker interface{ setLooking(on bool) }
+
+// setLooking begins (on) or ends a poller's look, during which the
+// Conn's read and write locks are held, so that nothing else reads or
+// writes: crypto/tls's own writes within TryRead (a key update's answer,
+// an alert) and TryWrite then send what the socket takes at once, and a
+// write the socket does not take whole fails instead of waiting (a TLS
+// record cannot be left half written). TryWrite asks the socket first,
+// so a full socket leaves its bytes queued rather than failing. The
+// message's write deadline is kept aside and restored at the end.
+func (t *tlsTransport) setLooking(on bool) {
+	if t.d.fd == nil {
+		return
+	}
+	t.looking = on
+	t.d.fd.noWait(on)
 }
 
 // TryRead reads records that have already arrived: the descriptor reads
@@ -209,15 +233,29 @@ func (t *tlsTransport) TryRead(p []byte) (int, error) {
 	return n, err
 }
 
-// TryWrite writes p with a short deadline: a TLS record cannot be left
-// half written, so a socket that does not take it in that time fails the
-// connection (crypto/tls refuses further writes after a timeout).
+// TryWrite writes p (a few control frames) if the socket has room for it,
+// else nothing. A TLS record cannot be left half written, so a record the
+// socket does not take fails the connection (crypto/tls refuses further
+// writes after a timeout): where there is a descriptor, the socket is
+// asked first (POLLOUT: its send queue is under its limit), and a full
+// one leaves p to the caller's queue, for a later try, instead of failing
+// a connection whose server is only slow to read. The write itself is
+// bounded by tlsTryWriteWait, or, in a poller's look, does not wait at
+// all.
 func (t *tlsTransport) TryWrite(p []byte) (int, error) {
-	_ = t.Conn.SetWriteDeadline(time.Now().Add(tlsTryWriteWait))
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if t.d.fd != nil && !t.d.fd.writable() {
+		return 0, nil
+	}
+	if !t.looking {
+		_ = t.Conn.SetWriteDeadline(time.Now().Add(tlsTryWriteWait))
+	}
 	return t.Conn.Write(p)
 }
 
-// tlsTryWriteWait bounds a tlsTransport's TryWrite.
+// tlsTryWriteWait bounds a tlsTransport's TryWrite outside a poller's look.
 const tlsTryWriteWait = 20 * time.Millisecond
 
 func (t *tlsTransport) BeginWrite(timeout time.Duration) {
@@ -226,9 +264,12 @@ func (t *tlsTransport) BeginWrite(timeout time.Duration) {
 
 func (t *tlsTransport) Holds() bool { return false }
 
-// NeverWaits: a TLS read may write (a key update's answer), and TryWrite
-// waits up to tlsTryWriteWait.
-func (t *tlsTransport) NeverWaits() bool { return false }
+// NeverWaits: where there is a descriptor, a poller's look (setLooking)
+// neither reads nor writes with waiting, so TLS connections share the
+// process's poller. Without one (not Linux), a TLS read may write (a key
+// update's answer) and wait for the socket: such a connection has a
+// poller of its own.
+func (t *tlsTransport) NeverWaits() bool { return t.d.fd != nil }
 
 func (t *tlsTransport) Shutdown() { t.d.Shutdown() }
 
