@@ -22,7 +22,8 @@
 // Reading: the caller reads. Receive reads frames on the calling thread
 // (on Linux a blocking system call on the socket, see fdConn), answering
 // control frames on the way, until a data message is complete. Between
-// calls a background poller (one for the process; a TLS connection has its
+// calls a background poller (one for the process, TLS connections
+// included; without a descriptor, not on Linux, a TLS connection has its
 // own) looks at every socket about once a second without waiting on it:
 // it answers pings and takes a close frame, so a server's keepalive is
 // honoured and a close is seen while the caller steps its envs; Poll does
