@@ -273,6 +273,10 @@ type Conn struct {
 	// deadline (mono) here, and the poller ends the connection when it
 	// passes. Each takes it with a swap, so exactly one of them decides.
 	recvDeadline atomic.Int64
+	// readDeadline is the socket deadline of the Receive under way (zero:
+	// none, or the poller's): fill's shorter waits, while control frames
+	// are queued on TLS, put it back. Guarded by rmu.
+	readDeadline time.Time
 
 	// replyDue is set while the server owes a data message: from the
 	// start (the metadata), and from ExpectMessage (an infer about to go

@@ -110,6 +110,7 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 		deadline = epoch.Add(now + timeout)
 	}
 	_ = c.tr.SetReadDeadline(deadline)
+	c.readDeadline = deadline
 	msg, err := c.readMessage()
 	// Whoever takes the deadline first decides: this Receive (it ended in
 	// time) or the poller (it ends the connection: a timeout, even if a
@@ -253,6 +254,12 @@ func (c *Conn) fill(need int) error {
 		c.compact()
 	}
 	for c.rw-c.rr < need {
+		if c.ctlQueued.Load() && c.readerSendsControl() {
+			if err := c.fillSliced(); err != nil && c.rw-c.rr < need {
+				return err
+			}
+			continue
+		}
 		n, err := c.tr.Read(c.rb[c.rw:])
 		c.rw += n
 		c.counters.Received.Add(uint64(n))
@@ -261,6 +268,40 @@ func (c *Conn) fill(need int) error {
 		}
 	}
 	return nil
+}
+
+// readerSendsControl reports whether only this connection's reader can
+// send the control frames it queued while it waits: over TLS the poller
+// leaves a connection being read alone (see idleLook).
+func (c *Conn) readerSendsControl() bool {
+	_, ok := c.tr.(looker)
+	return ok
+}
+
+// ctlRetry is how often a reader with control frames queued (a pong the
+// full socket did not take) tries them again while it waits.
+const ctlRetry = 20 * time.Millisecond
+
+// fillSliced is one read of fill's, while control frames are queued on a
+// connection whose reader alone can send them: it waits at most ctlRetry
+// (or to the Receive's own deadline, if sooner), then tries them again. A
+// server that reads its socket empty and then waits for the pong before
+// it answers would otherwise wait until the Receive's deadline.
+func (c *Conn) fillSliced() error {
+	until := time.Now().Add(ctlRetry)
+	if !c.readDeadline.IsZero() && c.readDeadline.Before(until) {
+		until = c.readDeadline
+	}
+	_ = c.tr.SetReadDeadline(until)
+	n, err := c.tr.Read(c.rb[c.rw:])
+	_ = c.tr.SetReadDeadline(c.readDeadline)
+	c.rw += n
+	c.counters.Received.Add(uint64(n))
+	if err != nil && isTimeout(err) && (c.readDeadline.IsZero() || time.Now().Before(c.readDeadline)) {
+		err = nil // only the slice ended
+	}
+	c.flushControl()
+	return err
 }
 
 // readMessage reads frames until a data message is complete, handling
