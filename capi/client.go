@@ -502,6 +502,9 @@ func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.p
 		return h.invalid("plugrl_can_reuse: yes is NULL")
 	}
 	*yes = 0
+	if env < 0 {
+		return h.invalid("plugrl_can_reuse: env %d; env indices are 0 or more", int64(env))
+	}
 	if h.c.CanReuse(int64(env)) {
 		*yes = 1
 	}

@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"syscall"
 	"time"
 	"unsafe"
@@ -297,18 +296,29 @@ func readCAFile(path string) ([]byte, error) {
 // firstNonzero is the offset of the first nonzero byte of the n at p, or
 // -1. p is a caller's memory past the struct we know, as far as its size
 // says: a size that was never set (garbage) may point it at an unmapped
-// page, which is an error here, not a crash.
+// page, which is an error here, not a crash. The bytes are copied by the
+// kernel (a write into a pipe, which fails with EFAULT where they cannot
+// be read), not read here: a fault would reach the host's SIGSEGV handler
+// first where it has one (a crash reporter, a sanitizer), which would end
+// the process.
 func firstNonzero(p unsafe.Pointer, n uintptr) (at int, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			at, err = -1, fmt.Errorf("%v", r)
-			if f, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("no readable memory at byte %d of the %d after ours", f.Addr()-uintptr(p), n)
-			}
-		}
-	}()
-	for i, b := range unsafe.Slice((*byte)(p), n) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	defer r.Close()
+	defer w.Close()
+	// n <= optionsMaxSize (4 KiB): within any pipe's buffer, so the write
+	// does not wait for the read.
+	k, err := w.Write(unsafe.Slice((*byte)(p), n))
+	if err != nil {
+		return -1, fmt.Errorf("no readable memory at or after byte %d of the %d after ours", k, n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return -1, err
+	}
+	for i, b := range buf {
 		if b != 0 {
 			return i, nil
 		}

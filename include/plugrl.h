@@ -251,7 +251,8 @@ typedef struct plugrl_array {
 ** One batch of observations (SPEC 5.2): images and states, each an array of
 ** named arrays (either may be empty: count 0, pointer may be NULL), and
 ** text: `text` is NULL (empty strings are sent) or holds one NUL-terminated
-** UTF-8 string per row of the arrays (per env, or per env not reused),
+** UTF-8 string per row of the arrays (per env, or per env not reused; text
+** or an array name that is not valid UTF-8 is PLUGRL_INVALID_ARGUMENT),
 ** read only after the arrays' leading dimension is found to be at most the
 ** call's envs (its n or m, or the runner's num_envs); text needs at least
 ** one array. Text is sent in numpy's <U form, as the Python env
@@ -639,10 +640,13 @@ typedef struct plugrl_episode {
 ** one send per exchange and the server wakes once for both. If that infer
 ** is late, the feedback reaches the server as much later, or after 10 to
 ** 20 ms, whichever is first (a timer on a library thread sends it);
-** plugrl_close sends it at once, and so does plugrl_interrupt when no
-** write is under way and the socket takes it without waiting. A process
-** that exits (or a connection that fails) within those 20 ms without
-** plugrl_close loses it. A connection that fails before it leaves drops
+** plugrl_close sends it before it returns. plugrl_interrupt between calls
+** has a library thread send it within about a millisecond (the interrupt
+** itself only raises a flag, to stay async-signal-safe), when no write is
+** under way and the socket takes it without waiting. A process that exits
+** (or a connection that fails) before then without plugrl_close loses it:
+** a SIGINT handler that interrupts should let the program plugrl_close
+** before it exits. A connection that fails before it leaves drops
 ** it, as any feedback owed (SPEC 7.6): its envs count in
 ** feedback_rows_dropped, and a step ledger's close record names them and
 ** says the last feedback never left (`unsent`). Over wss:// it is sent at
@@ -654,7 +658,8 @@ plugrl_status plugrl_feedback(plugrl_client *client, const int64_t *env_indices,
 
 /* Whether env's observation may be reused in the next infer (SPEC 10.1):
 ** *yes is 1 when the server offers the feature and env's last feedback on
-** this connection did not end its episode. */
+** this connection did not end its episode. A negative env is
+** PLUGRL_INVALID_ARGUMENT (*yes 0). */
 plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes);
 
 /*

@@ -236,7 +236,7 @@ func TestInferRoundTrip(t *testing.T) {
 			obs.States = append(obs.States, NamedArray{fmt.Sprintf("s%d", c), state(rowsHave, rng.Intn(4), rng.Intn(9))})
 		}
 		if rng.Intn(4) != 0 {
-			pool := []string{"", "a", "pick up the red block", "héllo ☃", "🤖🤖", "\x00x", "bad \xff utf8"}
+			pool := []string{"", "a", "pick up the red block", "héllo ☃", "🤖🤖", "\x00x"} // invalid UTF-8: TestInvalidUTF8Refused
 			for i := 0; i < rowsHave; i++ {
 				obs.Text = append(obs.Text, pool[rng.Intn(len(pool))])
 			}
@@ -825,5 +825,24 @@ func TestEncodeTextTooLong(t *testing.T) {
 	err := EncodeInfer(&m, &Infer{EnvIndices: envs, StepIDs: steps, Obs: obs})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "UTF-32") {
 		t.Fatalf("got %v, want an invalid-argument error about the text's size", err)
+	}
+}
+
+// TestInvalidUTF8Refused: text and array names that are not UTF-8 are the
+// caller's error, found before anything is encoded: msgpack's str is
+// UTF-8 (a Python server's decoder fails on the whole message), and <U
+// text would arrive with U+FFFD where the caller's bytes were.
+func TestInvalidUTF8Refused(t *testing.T) {
+	for _, obs := range []*Observation{
+		{States: []NamedArray{{"x", state(1, 1, 1)}}, Text: []string{"bad \xff utf8"}},
+		{States: []NamedArray{{"x", state(1, 1, 1)}}, Text: []string{"bad \xff utf8"}, TextAsStrings: true},
+		{States: []NamedArray{{"\xc3(", state(1, 1, 1)}}},
+		{Images: []NamedArray{{"cam\xff", image(1, 1, 2, 3, 0)}}},
+	} {
+		var m Message
+		err := EncodeInfer(&m, &Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: obs})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not UTF-8") {
+			t.Errorf("%+v: %v; want ErrInvalid naming the UTF-8", obs, err)
+		}
 	}
 }

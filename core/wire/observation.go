@@ -66,6 +66,11 @@ func (o *Observation) Validate() error {
 		group := [2]string{"images", "states"}[gi]
 		for i := range g {
 			a := &g[i].Array
+			if !utf8.ValidString(g[i].Name) {
+				// msgpack's str is UTF-8: a server decoding it as text
+				// (Python's msgpack does) fails on the whole message.
+				return invalidf("%s has an array name that is not UTF-8: %q", group, g[i].Name)
+			}
 			if err := a.Check(); err != nil {
 				return invalidf("%s[%q]: %v", group, g[i].Name, err)
 			}
@@ -82,6 +87,13 @@ func (o *Observation) Validate() error {
 	}
 	if o.Text != nil && len(o.Text) != rows {
 		return invalidf("text has %d strings, the observation has %d rows", len(o.Text), rows)
+	}
+	for r, t := range o.Text {
+		if !utf8.ValidString(t) {
+			// Not replaced (U+FFFD) or sent raw: what the server would
+			// read is not what the caller meant.
+			return invalidf("text row %d is not UTF-8: %q", r, t)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -417,6 +418,14 @@ static void test_static(void) {
   CHECK(plugrl_dtype_size(PLUGRL_DTYPE_F64) == 8);
 }
 
+/* A host program's SIGSEGV handler: reaching it means the library faulted. */
+static void host_segv(int sig) {
+  static const char msg[] = "misuse: the library faulted (SIGSEGV reached the host's handler)\n";
+  (void)sig;
+  (void)write(2, msg, sizeof msg - 1);
+  _exit(3);
+}
+
 /* The struct's size travels with it: a caller built against an older
 ** header (a smaller plugrl_options) or a newer one (a larger) works with
 ** this library, each side touching only the bytes both know, and a newer
@@ -491,10 +500,20 @@ static void test_options_sizes(void) {
     if (m != MAP_FAILED) {
       plugrl_options *edge = (plugrl_options *)(m + page - sizeof(plugrl_options));
       CHECK(mprotect(m + page, (size_t)page, PROT_NONE) == 0);
+      struct sigaction host, old_segv;
       plugrl_options_init(edge);
       edge->url = "ws://127.0.0.1:1";
       edge->size = 4096;
+      /* With a host's own SIGSEGV handler in place (a crash reporter, a
+      ** sanitizer), which the Go runtime's fault recovery cannot count on:
+      ** the library must not fault at all. */
+      memset(&host, 0, sizeof host);
+      host.sa_handler = host_segv;
+      host.sa_flags = SA_ONSTACK;
+      sigemptyset(&host.sa_mask);
+      CHECK(sigaction(SIGSEGV, &host, &old_segv) == 0);
       EXPECT_C(c, plugrl_open(edge, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(sigaction(SIGSEGV, &old_segv, NULL) == 0);
       CHECK(strstr(plugrl_errmsg(c), "could not be read") != NULL);
       EXPECT_N(plugrl_close(c), PLUGRL_OK);
       munmap(m, (size_t)page * 2);
@@ -770,6 +789,7 @@ static void test_infer_args(plugrl_client *c) {
   plugrl_observation obs;
   plugrl_array arr;
   const char *text2[2] = {"a", NULL};
+  const char *bad_utf8[2] = {"ok", "\xff\xfe"};
   uint8_t reuse[2] = {1, 0};
   int i;
 
@@ -823,6 +843,9 @@ static void test_infer_args(plugrl_client *c) {
   STATE_CASE(ox.states[0].dtype = (plugrl_dtype)99);
   STATE_CASE(ox.obs.states = NULL);                /* num_states 1, states NULL */
   STATE_CASE(ox.obs.text = text2);                 /* a NULL string in text */
+  STATE_CASE(ox.obs.text = bad_utf8);              /* text that is not UTF-8 */
+  STATE_CASE((ox.obs.text = bad_utf8, ox.obs.text_as_strings = 1));
+  STATE_CASE(ox.states[0].name = "\xc3(");         /* a name that is not UTF-8 */
   STATE_CASE(ox.obs.num_images = 1);               /* images NULL */
   /* ndim > PLUGRL_MAX_DIMS: [2, 1, 1, ...]. */
   for (i = 0; i < PLUGRL_MAX_DIMS + 2; i++) shape[i] = i == 0 ? 2 : 1;
@@ -891,6 +914,9 @@ static void test_order(plugrl_client *c) {
   EXPECT_C(c, plugrl_can_reuse(c, 0, &can), PLUGRL_OK);
   CHECK(can == 1);
   EXPECT_C(c, plugrl_can_reuse(c, 5, &can), PLUGRL_OK);
+  CHECK(can == 0);
+  can = 1;
+  EXPECT_C(c, plugrl_can_reuse(c, -1, &can), PLUGRL_INVALID_ARGUMENT);
   CHECK(can == 0);
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 0), reuse, &a), PLUGRL_OK);
 
