@@ -159,7 +159,14 @@ build_lib() {
   map=$build/tmp/exports-$hash.map
   rm -f "$build"/tmp/exports-*.map
   cp capi/exports.map "$map"
-  go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
+  # Nor does it hash headers outside the package's directory
+  # (include/plugrl.h): a changed header (a version, a struct) would reuse
+  # the cgo objects of the old one. CGO_CFLAGS is part of the key, so the
+  # headers' hash goes there.
+  local headers
+  headers=$(cat include/plugrl.h capi/*.h | sha256sum | cut -c1-16)
+  CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers" \
+    go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
     -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map'" ./capi
   # go build also writes cgo's generated header beside the library; the
   # contract is include/plugrl.h, so only the library is kept.

@@ -130,12 +130,12 @@ extern "C" {
 ** PLUGRL_VERSION_NUMBER is MAJOR*1000000 + MINOR*1000 + PATCH.
 */
 #define PLUGRL_VERSION_MAJOR 0
-#define PLUGRL_VERSION_MINOR 1
+#define PLUGRL_VERSION_MINOR 2
 #define PLUGRL_VERSION_PATCH 0
-#define PLUGRL_VERSION_STRING "0.1.0"
-#define PLUGRL_VERSION_NUMBER 1000
+#define PLUGRL_VERSION_STRING "0.2.0"
+#define PLUGRL_VERSION_NUMBER 2000
 
-/* The library's version string, e.g. "0.1.0". Static; never NULL. */
+/* The library's version string, e.g. "0.2.0". Static; never NULL. */
 const char *plugrl_version(void);
 
 /* The library's PLUGRL_VERSION_NUMBER. */
@@ -401,9 +401,10 @@ typedef struct plugrl_options {
 /*
 ** Fills *options with defaults and sets options->size. Call it as
 ** plugrl_options_init(&options): a macro, which passes this header's
-** sizeof(plugrl_options) to plugrl_options_init_size. A program built
-** against this header and run with a newer library (more fields) or an
-** older one (fewer) then works as built: each side reads and writes only
+** sizeof(plugrl_options) to plugrl_options_init_size (new in 0.2: a
+** program built against this header needs a library of 0.2 or later). A
+** program built against this header and run with a newer library (more
+** fields) or an older one (fewer) then works as built: each side reads and writes only
 ** the bytes both know, and plugrl_open refuses (PLUGRL_INVALID_ARGUMENT,
 ** naming the byte) a nonzero field that the library it runs with does not
 ** have, rather than ignore an option it cannot honour. Returns

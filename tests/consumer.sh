@@ -52,7 +52,7 @@ CPP
 cat >"$tmp/src/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.16)
 project(plugrl_consumer LANGUAGES C CXX)
-find_package(plugrl 0.1 CONFIG REQUIRED)
+find_package(plugrl 0.2 CONFIG REQUIRED)
 message(STATUS "found plugrl ${plugrl_VERSION} at ${plugrl_DIR}")
 add_executable(main_c main.c)
 target_link_libraries(main_c PRIVATE plugrl::plugrl)
@@ -94,8 +94,8 @@ needs_soname "$tmp/build/main_c"
 echo "== which versions find_package(plugrl VERSION) takes"
 # 0.x: the same minor version; a range: any version inside it.
 mkdir -p "$tmp/ver"
-for req in "0.1 yes" "0 yes" "0.1.0 yes" "0.0...0.1 yes" "0.1...0.3 yes" "0.0...<0.2 yes" \
-  "0.2 no" "1.0 no" "0.1.1 no" "0.0...<0.1 no" "0.2...0.3 no"; do
+for req in "0.2 yes" "0 yes" "0.2.0 yes" "0.0...0.2 yes" "0.2...0.4 yes" "0.0...<0.3 yes" \
+  "0.1 no" "0.3 no" "1.0 no" "0.2.1 no" "0.0...<0.2 no" "0.3...0.4 no"; do
   # shellcheck disable=SC2086
   set -- $req
   cat >"$tmp/ver/CMakeLists.txt" <<CMAKE

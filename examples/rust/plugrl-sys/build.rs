@@ -58,7 +58,7 @@ fn main() {
 fn find_library() -> Found {
     // probe() prints cargo:rustc-link-search and cargo:rustc-link-lib itself.
     let pkg_error = match pkg_config::Config::new()
-        .atleast_version("0.1.0")
+        .atleast_version("0.2.0")
         .probe("plugrl")
     {
         Ok(lib) => {
