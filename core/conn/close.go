@@ -60,7 +60,7 @@ func (c *Conn) release() {
 	if c.held > 0 {
 		c.heldLost.Store(true) // it never left
 	}
-	c.held, c.heldMsgs = 0, 0 // the sweeper's next look lets go of c
+	c.held, c.heldEnds = 0, c.heldEnds[:0] // the sweeper's next look lets go of c
 	if c.rbuf != nil {
 		c.alloc.Free(c.rbuf)
 		c.rbuf = nil

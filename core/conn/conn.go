@@ -239,10 +239,11 @@ type Conn struct {
 	holds, heldSeen uint64
 	heldArmed       bool
 	canHold         bool
-	// heldMsgs is how many messages wbuf[:held] holds; heldPath says the
-	// write under way came through WriteHeldMessage, held or not. Both
-	// are for Counters.HeldPathSent. Guarded by wmu.
-	heldMsgs int
+	// heldEnds are the ends, in wbuf, of the messages wbuf[:held] holds
+	// (a client holds one at a time; its capacity is kept); heldPath says
+	// the write under way came through WriteHeldMessage, held or not.
+	// Both are for Counters.HeldPathSent. Guarded by wmu.
+	heldEnds []int
 	heldPath bool
 	// heldLost says a held message did not leave whole: its write failed
 	// before its last byte, or the connection ended with it held. Set

@@ -449,3 +449,30 @@ func TestHeldPathSentCounts(t *testing.T) {
 		t.Fatalf("after a held message was lost: HeldPathSent = %d (want 0), HeldLost %v", n, c.HeldLost())
 	}
 }
+
+// TestHeldPathSentTwoHeld: two messages held together, of which the next
+// write's failed send took the first whole and the second in part: the
+// first is counted, the second is not (it was counted all or nothing).
+func TestHeldPathSentTwoHeld(t *testing.T) {
+	url, _ := frameServer(t, false)
+	var cnt Counters
+	c := dialT(t, Options{URL: url, Counters: &cnt})
+	sweeperPaused.Store(true)
+	defer sweeperPaused.Store(false)
+	first, second := heldTestMessage(t, 100), heldTestMessage(t, 100)
+	for _, m := range []*wire.Message{first, second} {
+		if err := c.WriteHeldMessage(m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wmu.Lock()
+	firstEnd := c.heldEnds[0]
+	c.tr = &brokenTransport{transport: c.tr, left: firstEnd + 10}
+	c.wmu.Unlock()
+	if err := c.WriteMessage(heldTestMessage(t, 10)); err == nil {
+		t.Fatal("the write through a broken socket succeeded")
+	}
+	if n := cnt.HeldPathSent.Load(); n != 1 || !c.HeldLost() {
+		t.Fatalf("HeldPathSent = %d, HeldLost %v; want 1 (the first left whole) and the second lost", n, c.HeldLost())
+	}
+}

@@ -226,14 +226,14 @@ func (c *Conn) end(n int, hold bool) error {
 // flushBuf writes wbuf[:n], which starts with what is held, and so ends the
 // hold. wmu must be held.
 func (c *Conn) flushBuf(n int) error {
-	held, msgs := c.held, c.heldMsgs
-	c.held, c.heldMsgs = 0, 0
+	held := c.held
+	c.held = 0
 	sent, err := c.flushCounted(c.wbuf[:n])
 	if err != nil && sent < held {
 		c.heldLost.Store(true)
-	} else if msgs > 0 {
-		c.counters.HeldPathSent.Add(uint64(msgs))
 	}
+	c.countHeldSent(sent)
+	c.heldEnds = c.heldEnds[:0] // the rest never leaves
 	return err
 }
 
@@ -250,7 +250,7 @@ func (c *Conn) flushHeld() error {
 // finds it held at two ticks in a row (see heldTick). wmu must be held.
 func (c *Conn) hold(n int) {
 	c.held = n
-	c.heldMsgs++
+	c.heldEnds = append(c.heldEnds, n)
 	c.holds++
 	if c.heldArmed {
 		return
@@ -287,6 +287,20 @@ func (c *Conn) heldTick() bool {
 	return c.heldArmed
 }
 
+// countHeldSent counts, in Counters.HeldPathSent, the held messages whose
+// last byte is among the first sent bytes of wbuf, and forgets them. wmu
+// must be held.
+func (c *Conn) countHeldSent(sent int) {
+	k := 0
+	for k < len(c.heldEnds) && c.heldEnds[k] <= sent {
+		k++
+	}
+	if k > 0 {
+		c.counters.HeldPathSent.Add(uint64(k))
+		c.heldEnds = append(c.heldEnds[:0], c.heldEnds[k:]...)
+	}
+}
+
 // tryWriteHeld writes what the socket takes of the held message without
 // waiting, and reports whether all of it went. wmu must be held.
 func (c *Conn) tryWriteHeld() bool {
@@ -297,15 +311,15 @@ func (c *Conn) tryWriteHeld() bool {
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		c.heldLost.Store(true)
-		c.heldMsgs = 0
+		c.heldEnds = c.heldEnds[:0]
 		c.fail(fmt.Errorf("%w: writing a held message: %v", ErrLost, err))
 		c.shutdown()
 		return false
 	}
 	c.held = copy(c.wbuf, c.wbuf[n:c.held])
-	if c.held == 0 {
-		c.counters.HeldPathSent.Add(uint64(c.heldMsgs))
-		c.heldMsgs = 0
+	c.countHeldSent(n)
+	for i := range c.heldEnds { // what is left moved to the front
+		c.heldEnds[i] -= n
 	}
 	return c.held == 0
 }
