@@ -8,6 +8,10 @@
 # runs COMMAND ARGS... URL, stops the server and exits with COMMAND's
 # status. The server's output is shown when the command fails. PLUGRL_BIN
 # may also be plugrl-hostile, which takes its flags without `serve`.
+#
+# With PLUGRL_TEST_TLS=1 in the environment the server serves wss:// with a
+# self-signed certificate (--tls-self-signed), whose PEM the command finds
+# named by PLUGRL_TEST_CA_FILE (for options.tls_ca_file).
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -48,13 +52,17 @@ cmd=("$server" serve)
 if [[ $(basename "$server") == plugrl-hostile ]]; then
   cmd=("$server")
 fi
+if [[ ${PLUGRL_TEST_TLS:-0} == 1 ]]; then
+  flags+=(--tls-self-signed "$tmp/ca.pem")
+  export PLUGRL_TEST_CA_FILE=$tmp/ca.pem
+fi
 # Port 0: the server picks a free port and prints the URL it listens on.
 "${cmd[@]}" --addr 127.0.0.1:0 "${flags[@]}" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 
 url=$(wait_url "$tmp/out" "$pid") || url=
 if [[ -z $url ]]; then
-  echo "$0: the server printed no ws:// URL; its output:" >&2
+  echo "$0: the server printed no ws:// or wss:// URL; its output:" >&2
   cat "$tmp/out" "$tmp/err" >&2
   exit 1
 fi

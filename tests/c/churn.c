@@ -39,6 +39,8 @@
 ** passes the URL). With --quick, a tenth of the sessions; with --rounds N,
 ** the waves and the sessions after them N times, measured after each
 ** (default 1), and the bounds apply to the last round against the first.
+** With PLUGRL_TEST_CA_FILE set (run_with_server.sh with PLUGRL_TEST_TLS=1,
+** CTest churn_tls), the sessions are wss:// ones that trust that PEM.
 */
 #define _POSIX_C_SOURCE 200809L
 #include <plugrl.h>
@@ -137,6 +139,7 @@ static int session(const char *url, int index, char *why, size_t n) {
   plugrl_options opt;
   plugrl_options_init(&opt);
   opt.url = url;
+  opt.tls_ca_file = getenv("PLUGRL_TEST_CA_FILE"); /* wss:// (CTest churn_tls); NULL otherwise */
   opt.receive_timeout_ms = 20000;
   plugrl_client *c = NULL;
   plugrl_runner *r = NULL;
