@@ -4,6 +4,7 @@ package client
 
 import (
 	"context"
+	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
 )
@@ -32,19 +33,19 @@ func (c *Client) InterruptClose() {
 
 func (c *Client) interrupt(pending bool) {
 	c.imu.Lock()
-	defer c.imu.Unlock()
 	if !c.blocking {
+		var cn *conn.Conn
 		if pending {
 			c.intr.Store(true)
-			if c.live != nil {
-				// A feedback held for the next infer, which this interrupt
-				// ends before it sends, goes now if the socket takes it:
-				// the program may exit next (a SIGINT handler's interrupt).
-				c.live.SendHeld()
-			}
+			cn = c.live
+		}
+		c.imu.Unlock()
+		if cn != nil {
+			sendHeldNow(cn)
 		}
 		return
 	}
+	defer c.imu.Unlock()
 	c.intr.Store(true)
 	if c.live != nil {
 		c.live.Interrupt()
@@ -55,6 +56,22 @@ func (c *Client) interrupt(pending bool) {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// sendHeldNow sends a feedback held for the next infer, which an interrupt
+// between calls ends before it sends, if the socket takes it: the program
+// may exit next (a SIGINT handler's interrupt). The poller's and the
+// timer's looks hold the write lock for microseconds, so a busy lock is
+// tried again, 100 us apart, for up to a millisecond; a writer's call
+// takes the feedback along itself. Outside imu: the caller's next call
+// does not wait for it. A connection closed meanwhile sends nothing.
+func sendHeldNow(cn *conn.Conn) {
+	for i := 0; i < 10; i++ {
+		if done, busy := cn.SendHeld(); done || !busy {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 

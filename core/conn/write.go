@@ -73,20 +73,23 @@ func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
 
 // SendHeld sends a held message now, if no write is under way and the
 // socket takes it without waiting, and reports whether nothing is held any
-// more. Any goroutine: for an interrupt between calls, after which the
-// program may exit at once (plugrl_interrupt from a SIGINT handler).
-func (c *Conn) SendHeld() bool {
+// more, and, if something is, whether only the write lock stood in the
+// way (another goroutine held it: a writer, or the poller's or the
+// timer's brief look). Any goroutine: for an interrupt between calls,
+// after which the program may exit at once (plugrl_interrupt from a
+// SIGINT handler).
+func (c *Conn) SendHeld() (done, busy bool) {
 	if !c.wmu.TryLock() {
-		return false
+		return false, true
 	}
 	defer c.wmu.Unlock()
 	if c.held == 0 {
-		return true
+		return true, false
 	}
 	if c.Err() != nil || c.released {
-		return false
+		return false, false
 	}
-	return c.tryWriteHeld()
+	return c.tryWriteHeld(), false
 }
 
 const (
