@@ -370,6 +370,9 @@ func (h *handleBase) setMsg(msg string) {
 // message.
 func (h *handleBase) errmsg() *C.plugrl_cchar {
 	if h.busy.Load() {
+		if t := h.inCallback.Load(); t != 0 && t == uint64(C.plugrl__thread_self()) {
+			return busyCallbackMsg // asked from inside its own callback
+		}
 		return busyMsg
 	}
 	h.msgMu.Lock()
@@ -517,6 +520,7 @@ var (
 	emptyString     = (*C.plugrl_cchar)(C.CString(""))
 	deadHandleMsg   = (*C.plugrl_cchar)(C.CString("not an open handle: NULL, already closed or freed, never returned by libplugrl, or inherited across fork()"))
 	busyMsg         = (*C.plugrl_cchar)(C.CString("busy: another thread is inside a call on this handle; a handle serves one thread at a time"))
+	busyCallbackMsg = (*C.plugrl_cchar)(C.CString("busy: this thread is inside a callback (log or episode) of a call on this handle, which is still running; make the call after it returns"))
 	noMemoryMsg     = (*C.plugrl_cchar)(C.CString("out of memory: no room to copy this handle's message"))
 	unknownDTypeMsg = "dtype %d is not a plugrl_dtype value (1..12)"
 )

@@ -1157,12 +1157,16 @@ static void test_runner_after_close(const char *url) {
 static plugrl_runner *cb_runner;
 static plugrl_client *cb_client;
 static plugrl_status cb_free, cb_close;
-static int cb_calls;
+static int cb_calls, cb_msg_ok = 1;
 static void free_from_callback(void *user, int64_t env, double ret, int64_t length, int success) {
   (void)user, (void)env, (void)ret, (void)length, (void)success;
   cb_calls++;
   cb_free = plugrl_runner_free(cb_runner);
   cb_close = plugrl_close(cb_client);
+  /* The refusal names this thread's callback, not another thread. */
+  if (plugrl_runner_act(cb_runner, NULL, NULL, 0, PLUGRL_DTYPE_F64) != PLUGRL_BUSY ||
+      strstr(plugrl_runner_errmsg(cb_runner), "inside a callback") == NULL)
+    cb_msg_ok = 0;
 }
 
 static void test_runner_lifecycle(const char *url) {
@@ -1196,6 +1200,7 @@ static void test_runner_lifecycle(const char *url) {
   EXPECT_R(r, plugrl_runner_on_episode(r, free_from_callback, NULL), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rew, yes, no, NULL), PLUGRL_OK);
   checks++;
+  CHECK(cb_msg_ok);
   if (cb_calls != 2 || cb_free != PLUGRL_BUSY || cb_close != PLUGRL_BUSY)
     failf(__LINE__, "from the episode callback (%d calls): plugrl_runner_free %s, plugrl_close %s; want busy", cb_calls,
           plugrl_status_str(cb_free), plugrl_status_str(cb_close));
