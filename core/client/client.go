@@ -3,10 +3,15 @@
 // every action against its request, and handles each way a connection can
 // end as SPEC 7 says.
 //
-// A Client is used by one goroutine at a time; a second goroutine that calls
-// in while a call is running gets ErrBusy rather than a corrupted stream.
-// Interrupt and Close may be called from any goroutine: Interrupt ends a
-// blocked call at once, Close interrupts it and waits for it to return.
+// A Client is used by one goroutine at a time: a second goroutine that calls
+// Connect, Infer or Feedback while a call is running gets ErrBusy rather
+// than a corrupted stream, and every other method but those below belongs
+// to the goroutine that makes the calls (they read and change the same
+// state unguarded). Interrupt, InterruptBlocked, InterruptClose, Close and
+// Stats may be called from any goroutine: Interrupt ends a blocked call at
+// once, Close interrupts it and waits for it to return. What a method
+// returns (Metadata, an Action) is the client's own: read it, do not
+// change it.
 // Steady-state Infer/Feedback exchanges allocate nothing on the Go heap.
 //
 // Every blocking call returns by a deadline the caller chose (Options), and
@@ -90,7 +95,9 @@ type Options struct {
 	DisableReuse bool
 
 	// Logf, if set, receives what the client does on its own: reconnects,
-	// dropped feedback, warnings.
+	// dropped feedback, warnings. It runs inside the call that logs, on its
+	// goroutine: it may call Interrupt and Stats, nothing else of the
+	// client's (Close there would wait for ever for the call it runs in).
 	Logf func(level Level, msg string)
 
 	// LedgerPath, if set, records every message and connection event into

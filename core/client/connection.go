@@ -25,6 +25,11 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 		}
 		dialTimeout, metaTimeout = min(dialTimeout, left), min(metaTimeout, left)
 	}
+	// Cancelling the caller's ctx ends the metadata wait too (it ends the
+	// dial through the derived ctx): it interrupts the blocked section,
+	// leaving nothing pending if it comes as connect returns.
+	stop := context.AfterFunc(ctx, c.InterruptBlocked)
+	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.setDialCancel(cancel)

@@ -82,8 +82,11 @@ func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
 	}
 	reused := 0
 	if req.Reuse != nil {
+		if len(req.Reuse) != len(req.EnvIndices) {
+			return nil, newErr(KindInvalid, nil, "infer: %d reuse flags for %d env_indices; want one per env, or none", len(req.Reuse), len(req.EnvIndices))
+		}
 		for i, r := range req.Reuse {
-			if !r || i >= len(req.EnvIndices) {
+			if !r {
 				continue
 			}
 			reused++

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -105,7 +106,7 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 	case watched:
 		// The poller enforces it (see idleLook): the read blocks with no
 		// socket timeout, which spares the kernel a timer on every wait.
-		c.recvDeadline.Store(int64(now + timeout))
+		c.recvDeadline.Store(int64(now + min(timeout, math.MaxInt64-now))) // a huge timeout saturates
 	case timeout > 0:
 		deadline = epoch.Add(now + timeout)
 	}
