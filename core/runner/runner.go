@@ -91,6 +91,7 @@ type Runner struct {
 	alloc     conn.Allocator
 
 	acted   bool // Act was called and Report is owed
+	freed   bool // FreeChunks (or Close) ran: the runner is done
 	adopted bool // the client's feedback owed from before this runner was given up
 
 	// Scratch reused across calls so the loop allocates nothing.
@@ -139,8 +140,8 @@ func (r *Runner) Stats() Stats {
 
 // New creates a runner over a connected client.
 func New(c *client.Client, cfg Config) (*Runner, error) {
-	if cfg.Envs <= 0 {
-		return nil, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("runner needs at least one env, got %d", cfg.Envs)}
+	if cfg.Envs <= 0 || cfg.Envs > wire.MaxEnvs {
+		return nil, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("runner needs between 1 and %d envs, got %d", wire.MaxEnvs, cfg.Envs)}
 	}
 	if cfg.MaxRestarts <= 0 {
 		cfg.MaxRestarts = 3
@@ -173,11 +174,16 @@ func (r *Runner) Close() {
 
 // FreeChunks frees the chunks' memory, and leaves the client as it is:
 // for a closer that cannot use the client now (another call is in it).
+// The runner must not be used afterwards: its calls return KindClosed.
 func (r *Runner) FreeChunks() {
 	for i := range r.envs {
 		r.freeChunk(i)
 	}
+	r.freed = true
 }
+
+// errFreed is the error of a call on a runner whose chunks were freed.
+var errFreed = &client.Error{Kind: client.KindClosed, Msg: "the runner was closed (its chunks freed)"}
 
 // owes reports whether the server still waits for feedback from this
 // runner: an Act without its Report, or a chunk not stepped through.
@@ -210,7 +216,9 @@ func (r *Runner) Client() *client.Client { return r.c }
 // ActionType is the dtype of the server's actions, known after the first Act.
 func (r *Runner) ActionType() wire.DType { return r.chunkType }
 
-// StepShape is one env's per-step action shape (da), known after the first Act.
+// StepShape is one env's per-step action shape (da), known after the first
+// Act. It is the runner's own: read it, do not change it (Act checks
+// output sizes against it).
 func (r *Runner) StepShape() []int { return r.stepShape }
 
 // StepSize is the number of action values per env per step, prod(da):
@@ -241,6 +249,9 @@ func (r *Runner) Restarts() int { return r.restarts }
 // be nil, in which case only its size is checked. It infers for the envs
 // whose chunk ran out, sending their rows of obs.
 func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
+	if r.freed {
+		return errFreed
+	}
 	if r.acted {
 		return &client.Error{Kind: client.KindOutOfOrder, Msg: "act called twice without a report in between (act, step the envs, report, act, ...)"}
 	}
@@ -448,6 +459,12 @@ var ErrShortBuffer = errors.New("the output holds fewer steps than the chunk has
 // the chunk, say). Call it between Act and Report. An out too small for
 // them all gets ErrShortBuffer with the count, so a caller can size it.
 func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
+	if r.freed {
+		return 0, errFreed
+	}
+	if out == nil {
+		return 0, &client.Error{Kind: client.KindInvalid, Msg: "chunk needs an output array"}
+	}
 	if !r.acted {
 		return 0, &client.Error{Kind: client.KindOutOfOrder, Msg: "the chunk is read between act and report: its current step is the one act gave"}
 	}
@@ -478,6 +495,9 @@ func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
 // optionally whether a finished episode succeeded (success may be nil). It
 // sends the feedback for every env whose chunk ended.
 func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, truncated, success []bool) error {
+	if r.freed {
+		return errFreed
+	}
 	if !r.acted {
 		return &client.Error{Kind: client.KindOutOfOrder, Msg: "report called without an act before it"}
 	}

@@ -114,9 +114,20 @@ func (d DType) ItemSize() int {
 	return d.Size
 }
 
-// Numeric reports whether the kind is b, u, i or f.
+// Numeric reports whether the kind is b, u, i or f, with a size that kind
+// has (ParseDType's rules: b 1; u and i 1, 2, 4 or 8; f 2, 4 or 8): a
+// DType built by hand as <f3 or |f0 is not numeric, so no conversion or
+// message ever works on it.
 func (d DType) Numeric() bool {
-	return d.Kind == 'b' || d.Kind == 'u' || d.Kind == 'i' || d.Kind == 'f'
+	switch d.Kind {
+	case 'b':
+		return d.Size == 1
+	case 'u', 'i':
+		return d.Size == 1 || d.Size == 2 || d.Size == 4 || d.Size == 8
+	case 'f':
+		return d.Size == 2 || d.Size == 4 || d.Size == 8
+	}
+	return false
 }
 
 // Swapped reports whether elements are in the other byte order than the host's.
