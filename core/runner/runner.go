@@ -246,8 +246,13 @@ func (r *Runner) Restarts() int { return r.restarts }
 
 // Act returns this step's action for every env, written into out as
 // [N, *da] of out.DType (converted from the server's dtype). out.Shape may
-// be nil, in which case only its size is checked. It infers for the envs
-// whose chunk ran out, sending their rows of obs.
+// be nil, in which case only its size is checked (and otherwise only its
+// size and leading dimension). It infers for the envs whose chunk ran
+// out, sending their rows of obs. Steps within chunks already held need
+// no server: after the client is closed, Act and Report go on until a
+// chunk runs out (the Report whose feedback cannot be sent, and the Act
+// that must infer, return the client's KindClosed), and the rewards of
+// those steps reach no one.
 func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	if r.freed {
 		return errFreed
