@@ -464,7 +464,24 @@ Controller::Result Controller::do_act(TimePoint now) {
     }
   }
   in_.describe(obs_);
+  const TimePoint asked = Clock::now();
   if (!hooks_.act(obs_, actions_)) return Result::Stopped;
+  if (cfg_.mode == Mode::Timer) {
+    // An act that blocked (a slow server, a reconnect) may bring an action
+    // for an observation that is now too old to act on: hold instead, as a
+    // tick with that observation would. The step still happened for the
+    // runner, so its report is owed, at the next tick.
+    const TimePoint later = now + (Clock::now() - asked);
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      std::string why = obs_readiness(in_, i, later, max_age, std::nullopt);
+      if (!why.empty()) {
+        hold_all(later, "the action came after its observation went stale (env " + std::to_string(i) + ": " + why +
+                            "); not acting on it");
+        phase_ = Phase::Report;
+        return Result::Waiting;
+      }
+    }
+  }
   if (book_.set_from_actions(actions_) == 0)
     throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
                                                    " values, not a multiple of the " +

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace plugrl_ros2;
@@ -299,6 +300,7 @@ struct Harness {
   std::vector<Report> reports;
   int acts = 0;
   int warnings = 0;
+  Duration act_delay{0};  // how long act blocks, as a slow server makes it
 
   explicit Harness(std::size_t n) : shared(cartpole_sources(), n) {}
 
@@ -307,6 +309,7 @@ struct Harness {
     h.snapshot = [this](InputState &dst) { shared.drain_into(dst); };
     h.act = [this](const plugrl::Observation &, std::vector<double> &out) {
       acts++;
+      if (act_delay > Duration::zero()) std::this_thread::sleep_for(act_delay);
       if (stopped) return false;
       out = actions.empty() ? std::vector<double>(shared.num_envs(), 0.0) : actions.front();
       if (!actions.empty()) actions.pop_front();
@@ -387,6 +390,44 @@ TEST(Controller, TimerModeActsReportsAndHoldsWhenStale) {
   EXPECT_EQ(h.published[0].command, (std::vector<double>{0.0}));
   EXPECT_EQ(h.reports.size(), 1u);
   EXPECT_EQ(c.holds(), 1u);
+}
+
+// An act that blocks past max_obs_age (a slow server) brings an action for
+// an observation that went stale meanwhile: the timer mode holds instead
+// of publishing it (it published it, however late: found by review), and
+// reports the step at the next tick.
+TEST(Controller, TimerModeHoldsAnActionThatCameTooLate) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 50ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0.2, Clock::now());
+  h.actions.push_back({0.7});
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // commanded 0.7
+  h.published.clear();
+
+  h.state(0, 0.3, Clock::now());
+  h.act_delay = 120ms;  // the server answers after the observation went stale
+  h.actions.push_back({0.9});
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 1u);
+  EXPECT_TRUE(h.published[0].hold);
+  EXPECT_EQ(h.published[0].command, (std::vector<double>{0.0}));
+  EXPECT_EQ(c.phase(), Controller::Phase::Report);
+  EXPECT_EQ(h.reports.size(), 1u);
+
+  // The next tick reports the step, then acts on a fresh observation.
+  h.act_delay = Duration::zero();
+  h.state(0, 0.4, Clock::now());
+  h.published.clear();
+  h.actions.push_back({0.5});
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  EXPECT_EQ(h.reports.size(), 2u);
+  ASSERT_EQ(h.published.size(), 1u);
+  EXPECT_FALSE(h.published[0].hold);
+  EXPECT_EQ(h.published[0].command, (std::vector<double>{0.5}));
 }
 
 TEST(Controller, LockstepEpisodeEndResetsAndWaitsForTheResetState) {
