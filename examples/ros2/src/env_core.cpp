@@ -482,6 +482,22 @@ Controller::Result Controller::do_act(TimePoint now) {
       }
     }
   }
+  if (!actions_.empty() && actions_.size() % cfg_.num_envs == 0) {
+    const std::size_t width = actions_.size() / cfg_.num_envs;
+    if (!width_) width_ = width;
+    if (width != *width_) {
+      // A reconnect found a server of another action width: a command of
+      // that width is not what the robot's controllers take. Hold, say so
+      // (an error, at every such step), and report the step.
+      hold_all(now, "the server's actions are " + std::to_string(width) + " values per env, the commands " +
+                        std::to_string(*width_) + " (a server of another action_dim since a reconnect?)");
+      if (hooks_.log)
+        hooks_.log(Level::Error, "the server's actions changed width from " + std::to_string(*width_) + " to " +
+                                     std::to_string(width) + " values per env: holding; restart the node for the new width");
+      phase_ = Phase::Report;
+      return Result::Waiting;
+    }
+  }
   if (book_.set_from_actions(actions_) == 0)
     throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
                                                    " values, not a multiple of the " +

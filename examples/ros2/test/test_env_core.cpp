@@ -430,6 +430,30 @@ TEST(Controller, TimerModeHoldsAnActionThatCameTooLate) {
   EXPECT_EQ(h.published[0].command, (std::vector<double>{0.5}));
 }
 
+// A reconnect to a server of another action width (review): the commands
+// changed width silently; one of another width than the first is held.
+TEST(Controller, AnActionOfAnotherWidthIsHeld) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 1s;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0.1, Clock::now());
+  h.state(1, 0.1, Clock::now());
+  h.actions.push_back({0.5, -0.5});
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  h.published.clear();
+  h.actions.push_back({0.1, 0.2, 0.3, 0.4});  // 2 values per env now
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 2u);
+  for (const auto &p : h.published) {
+    EXPECT_TRUE(p.hold);
+    EXPECT_EQ(p.command, (std::vector<double>{0.0}));
+  }
+  EXPECT_EQ(c.phase(), Controller::Phase::Report);
+}
+
 TEST(Controller, LockstepEpisodeEndResetsAndWaitsForTheResetState) {
   Harness h(2);
   Controller::Config cfg;

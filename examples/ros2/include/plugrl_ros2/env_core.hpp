@@ -337,6 +337,10 @@ class Controller {
   TimePoint start_;
   std::optional<TimePoint> command_at_;  // the last action's publication
   std::optional<TimePoint> last_hold_, last_warn_;
+  // The command width of the first action: the robot's controllers were
+  // set up for it, and one of another width (a reconnect to a server of
+  // another action_dim) is held, never published.
+  std::optional<std::size_t> width_;
   // Per env: the running episode, and its reset request.
   std::vector<double> ep_return_;
   std::vector<int64_t> ep_length_;
