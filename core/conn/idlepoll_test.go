@@ -29,22 +29,7 @@ func TestIdlePoller(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialT(t, Options{URL: url})
 	}
-	for i := range n {
-		select {
-		case d := <-pongs:
-			if d > 3*idlePoll {
-				t.Fatalf("pong %d after %v; want one within 3 idlePolls (%v each)", i, d, idlePoll)
-			}
-		case <-time.After(10 * idlePoll):
-			t.Fatalf("%d of %d pings answered", i, n)
-		}
-	}
-	idle.mu.Lock()
-	looks := idle.ticks - looks0
-	idle.mu.Unlock()
-	if most := int(time.Since(t0)/idlePoll) + 2; looks > most {
-		t.Fatalf("%d looks in %v for %d idle connections; want at most %d, one a second for all", looks, time.Since(t0), n, most)
-	}
+	pongsFromOnePoller(t, pongs, n, looks0, t0)
 	listed := func(c *Conn) bool { // between ticks, when conns is the whole set
 		for {
 			idle.mu.Lock()
@@ -104,22 +89,7 @@ func TestIdlePollerTLS(t *testing.T) {
 			t.Fatalf("wss:// connection %d has a poller of its own; want the process's", i)
 		}
 	}
-	for i := range n {
-		select {
-		case d := <-pongs:
-			if d > 3*idlePoll {
-				t.Fatalf("pong %d after %v; want one within 3 idlePolls (%v each)", i, d, idlePoll)
-			}
-		case <-time.After(10 * idlePoll):
-			t.Fatalf("%d of %d pings answered", i, n)
-		}
-	}
-	idle.mu.Lock()
-	looks := idle.ticks - looks0
-	idle.mu.Unlock()
-	if most := int(time.Since(t0)/idlePoll) + 2; looks > most {
-		t.Fatalf("%d looks in %v for %d idle connections; want at most %d, one a second for all", looks, time.Since(t0), n, most)
-	}
+	pongsFromOnePoller(t, pongs, n, looks0, t0)
 	for _, c := range conns {
 		c.Abort()
 	}
@@ -161,5 +131,28 @@ func pingThenTimePong(c net.Conn, pongs chan<- time.Duration) {
 		if f.Header.OpCode == ws.OpPong {
 			pongs <- time.Since(t0)
 		}
+	}
+}
+
+// pongsFromOnePoller waits for n pongs, each within 3 idlePolls of its
+// ping, and checks that the process's poller looked once an idlePoll for
+// all of them since t0 (its tick count then was looks0).
+func pongsFromOnePoller(t *testing.T, pongs <-chan time.Duration, n int, looks0 int, t0 time.Time) {
+	t.Helper()
+	for i := range n {
+		select {
+		case d := <-pongs:
+			if d > 3*idlePoll {
+				t.Fatalf("pong %d after %v; want one within 3 idlePolls (%v each)", i, d, idlePoll)
+			}
+		case <-time.After(10 * idlePoll):
+			t.Fatalf("%d of %d pings answered", i, n)
+		}
+	}
+	idle.mu.Lock()
+	looks := idle.ticks - looks0
+	idle.mu.Unlock()
+	if most := int(time.Since(t0)/idlePoll) + 2; looks > most {
+		t.Fatalf("%d looks in %v for %d idle connections; want at most %d, one a second for all", looks, time.Since(t0), n, most)
 	}
 }

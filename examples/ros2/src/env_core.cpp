@@ -442,6 +442,12 @@ void Controller::hold_all(TimePoint now, const std::string &why, bool expected) 
   }
 }
 
+Controller::Result Controller::hold_step(TimePoint now, const std::string &why, bool expected) {
+  hold_all(now, why, expected);
+  phase_ = Phase::Report;
+  return Result::Waiting;
+}
+
 Controller::Result Controller::wake(TimePoint now) {
   hooks_.snapshot(in_);
   if (phase_ == Phase::Report) {
@@ -474,12 +480,9 @@ Controller::Result Controller::do_act(TimePoint now) {
     const TimePoint later = now + (Clock::now() - asked);
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
       std::string why = obs_readiness(in_, i, later, max_age, std::nullopt);
-      if (!why.empty()) {
-        hold_all(later, "the action came after its observation went stale (env " + std::to_string(i) + ": " + why +
-                            "); not acting on it");
-        phase_ = Phase::Report;
-        return Result::Waiting;
-      }
+      if (!why.empty())
+        return hold_step(later, "the action came after its observation went stale (env " + std::to_string(i) + ": " +
+                                    why + "); not acting on it");
     }
   }
   if (!actions_.empty() && actions_.size() % cfg_.num_envs == 0) {
@@ -489,13 +492,10 @@ Controller::Result Controller::do_act(TimePoint now) {
       // A reconnect found a server of another action width: a command of
       // that width is not what the robot's controllers take. Hold, say so
       // (an error, at every such step), and report the step.
-      hold_all(now, "the server's actions are " + std::to_string(width) + " values per env, the commands " +
-                        std::to_string(*width_) + " (a server of another action_dim since a reconnect?)");
       if (hooks_.log)
         hooks_.log(Level::Error, "the server's actions changed width from " + std::to_string(*width_) + " to " +
                                      std::to_string(width) + " values per env: holding; restart the node for the new width");
-      phase_ = Phase::Report;
-      return Result::Waiting;
+      return hold_step(now, "the action's width changed", true);
     }
   }
   if (book_.set_from_actions(actions_) == 0)

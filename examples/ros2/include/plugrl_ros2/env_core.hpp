@@ -316,6 +316,9 @@ class Controller {
   // once per tick (timer) or per max_obs_age (lockstep); logs why (a
   // warning, or for an expected hold such as a reset's, at debug level).
   void hold_all(TimePoint now, const std::string &why, bool expected = false);
+  // Holds instead of publishing the action act just gave (see hold_all):
+  // the runner took the step, so its report is owed at the next wake.
+  Result hold_step(TimePoint now, const std::string &why, bool expected = false);
   void warn_throttled(TimePoint now, const std::string &msg);
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
