@@ -2,7 +2,9 @@
 #include "plugrl_ros2/env_core.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -27,6 +29,82 @@ int channels_of(const std::string &encoding) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- parameters
+
+namespace {
+
+std::string number_str(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "" when s seconds is a time the node can wait: finite, in (0,
+// kMaxParameterSeconds] (or 0 too when zero_ok).
+std::string check_seconds(const char *name, double s, bool zero_ok) {
+  if (std::isfinite(s) && s <= kMaxParameterSeconds && (s > 0 || (zero_ok && s == 0))) return "";
+  return std::string(name) + " is " + number_str(s) + "; want a number of seconds " + (zero_ok ? ">= 0" : "> 0") +
+         " and <= " + number_str(kMaxParameterSeconds);
+}
+
+// "" when v fits the int32_t field it is passed to, from lo up.
+std::string check_int32(const char *name, int64_t v, int64_t lo, const char *what) {
+  if (v >= lo && v <= INT32_MAX) return "";
+  return std::string(name) + " is " + std::to_string(v) + "; want " + what + ", from " + std::to_string(lo) +
+         " to " + std::to_string(INT32_MAX);
+}
+
+}  // namespace
+
+std::string check_parameters(const NumericParameters &p) {
+  std::string why;
+  if (!std::isfinite(p.control_rate_hz))
+    return "control_rate_hz is " + number_str(p.control_rate_hz) + "; want a rate in Hz, or 0 for lockstep";
+  // A rate's period must be a time too: at most 10 kHz (0.1 ms), at
+  // least one tick per kMaxParameterSeconds.
+  if (p.control_rate_hz > 0 && (p.control_rate_hz > 1e4 || 1.0 / p.control_rate_hz > kMaxParameterSeconds))
+    return "control_rate_hz is " + number_str(p.control_rate_hz) + "; want at most 10000 Hz and at least " +
+           number_str(1.0 / kMaxParameterSeconds) + " Hz, or 0 for lockstep";
+  if (!(why = check_seconds("max_obs_age_s", p.max_obs_age_s, false)).empty()) return why;
+  if (!(why = check_seconds("reset_timeout_s", p.reset_timeout_s, false)).empty()) return why;
+  if (!std::isfinite(p.stats_period_s) || p.stats_period_s > kMaxParameterSeconds)
+    return "stats_period_s is " + number_str(p.stats_period_s) + "; want seconds, at most " +
+           number_str(kMaxParameterSeconds) + " (or <= 0: no ~/stats)";
+  if (p.stats_period_s > 0 && p.stats_period_s < 1e-3)
+    return "stats_period_s is " + number_str(p.stats_period_s) + "; want at least 0.001 s (or <= 0: no ~/stats)";
+  if (!std::isfinite(p.trajectory_dt_s) || p.trajectory_dt_s > kMaxParameterSeconds)
+    return "trajectory_dt_s is " + number_str(p.trajectory_dt_s) + "; want seconds, at most " +
+           number_str(kMaxParameterSeconds) + " (or 0: the control period)";
+  if (!std::isfinite(p.action_scale)) return "action_scale is " + number_str(p.action_scale) + "; want a finite number";
+  if (!p.action_clip.empty()) {
+    if (p.action_clip.size() != 2)
+      return "action_clip has " + std::to_string(p.action_clip.size()) + " values; want [min, max] or []";
+    const double lo = p.action_clip[0], hi = p.action_clip[1];
+    if (std::isnan(lo) || std::isnan(hi) || lo > hi)
+      return "action_clip is [" + number_str(lo) + ", " + number_str(hi) + "]; want [min, max] with min <= max";
+  }
+  if (!(why = check_int32("connect_timeout_ms", p.connect_timeout_ms, 0, "milliseconds (0: the library's default)"))
+           .empty())
+    return why;
+  if (!(why = check_int32("receive_timeout_ms", p.receive_timeout_ms, 0, "milliseconds (0: the library's default)"))
+           .empty())
+    return why;
+  if (!(why = check_int32("close_timeout_ms", p.close_timeout_ms, 0, "milliseconds (0: the library's default)"))
+           .empty())
+    return why;
+  if (!(why = check_int32("max_reconnects", p.max_reconnects, -1, "attempts (-1: never reconnect)")).empty())
+    return why;
+  if (p.max_episodes < 0)
+    return "max_episodes is " + std::to_string(p.max_episodes) + "; want a count >= 0 (0: no limit)";
+  return "";
+}
+
+Duration seconds_to_duration(double s) {
+  if (!(s > 0)) return Duration::zero();  // NaN too
+  if (s >= kMaxParameterSeconds) s = kMaxParameterSeconds;
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
 
 // ---------------------------------------------------------------- sources
 
@@ -74,6 +152,14 @@ std::string normalize_sources(std::vector<SourceSpec> &sources) {
     if (s.topic.empty()) return what + " has no topic";
     for (int64_t d : s.shape)
       if (d <= 0) return what + " has a shape with a dimension <= 0";
+    // Each env's row is allocated at start: a shape must be one the robot
+    // can send, not one whose product overflows.
+    int64_t product = 1;
+    for (int64_t d : s.shape) {
+      if (d > kMaxSourceElements / product)
+        return what + " has a shape of more than " + std::to_string(kMaxSourceElements) + " elements per env";
+      product *= d;
+    }
     switch (s.kind) {
       case SourceKind::JointPosition:
       case SourceKind::JointVelocity:
@@ -97,6 +183,9 @@ std::string normalize_sources(std::vector<SourceSpec> &sources) {
         break;
     }
   }
+  if (texts == static_cast<int>(sources.size()))
+    return "the only observation source is text: an observation needs at least one array (a state or an image) "
+           "beside its text";
   return "";
 }
 
@@ -162,6 +251,7 @@ std::string InputState::put_joint_state(std::size_t src, std::size_t env, const 
     for (std::size_t j = 0; j < e; j++) row[j] = (*values)[at[j]];
   }
   rows_[src][env].at = t;
+  rows_[src][env].arrivals++;
   return "";
 }
 
@@ -175,6 +265,7 @@ std::string InputState::put_array(std::size_t src, std::size_t env, const double
            std::to_string(e);
   std::copy(data, data + count, f64_[src].data() + env * e);
   rows_[src][env].at = t;
+  rows_[src][env].arrivals++;
   return "";
 }
 
@@ -197,6 +288,7 @@ std::string InputState::put_image(std::size_t src, std::size_t env, uint32_t hei
   for (std::size_t y = 0; y < h; y++)  // rows may be padded: copy each
     std::copy(data + y * step, data + y * step + row_bytes, out + y * row_bytes);
   rows_[src][env].at = t;
+  rows_[src][env].arrivals++;
   return "";
 }
 
@@ -205,6 +297,7 @@ std::string InputState::put_text(std::size_t src, std::size_t env, std::string t
   if (s.kind != SourceKind::Text) return "observation \"" + s.name + "\" is not a text source";
   text_[src][env] = std::move(text);
   rows_[src][env].at = t;
+  rows_[src][env].arrivals++;
   return "";
 }
 
@@ -219,12 +312,14 @@ void InputState::put_terminated(std::size_t env, bool value, TimePoint t) {
   Signals &s = signals_.at(env);
   s.terminated = s.terminated || value;
   s.terminated_at = t;
+  s.terminated_msgs++;
 }
 
 void InputState::put_truncated(std::size_t env, bool value, TimePoint t) {
   Signals &s = signals_.at(env);
   s.truncated = s.truncated || value;
   s.truncated_at = t;
+  s.truncated_msgs++;
 }
 
 void InputState::put_reset_answer(std::size_t env, bool success, TimePoint t) {
@@ -237,6 +332,8 @@ void InputState::put_reset_answer(std::size_t env, bool success, TimePoint t) {
 std::optional<TimePoint> InputState::received(std::size_t src, std::size_t env) const {
   return rows_.at(src).at(env).at;
 }
+
+uint64_t InputState::arrivals(std::size_t src, std::size_t env) const { return rows_.at(src).at(env).arrivals; }
 
 void InputState::drain_into(InputState &dst) {
   if (dst.sources_.size() != sources_.size() || dst.num_envs_ != num_envs_) {
@@ -255,6 +352,8 @@ void InputState::drain_into(InputState &dst) {
     Signals &to = dst.signals_[i];
     to.reward += from.reward;
     to.rewards += from.rewards;
+    to.terminated_msgs += from.terminated_msgs;
+    to.truncated_msgs += from.truncated_msgs;
     to.terminated = to.terminated || from.terminated;
     to.truncated = to.truncated || from.truncated;
     if (from.reward_at) to.reward_at = from.reward_at;
@@ -384,6 +483,47 @@ std::string stats_json(const plugrl_statistics &st, int64_t episodes, uint64_t h
   return o.str();
 }
 
+// ---------------------------------------------------------------- wakeups
+
+Wakeups::Wakeups(Mode mode, Duration recheck) : mode_(mode), recheck_(recheck) {}
+
+void Wakeups::wake_locked() {
+  pending_ = true;
+  cv_.notify_one();
+}
+
+void Wakeups::tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::Timer) wake_locked();
+}
+
+void Wakeups::data() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::Lockstep) wake_locked();
+}
+
+void Wakeups::reset_answered() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::Lockstep) wake_locked();
+}
+
+void Wakeups::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  cv_.notify_all();
+}
+
+bool Wakeups::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (mode_ == Mode::Lockstep) {
+    cv_.wait_for(lock, recheck_, [this] { return pending_ || stopped_; });
+  } else {
+    cv_.wait(lock, [this] { return pending_ || stopped_; });
+  }
+  pending_ = false;
+  return !stopped_;
+}
+
 // ---------------------------------------------------------------- controller
 
 Controller::Controller(Config config, InputState inputs, CommandBook book, Hooks hooks)
@@ -400,6 +540,31 @@ Controller::Controller(Config config, InputState inputs, CommandBook book, Hooks
   reset_sent_.assign(n, TimePoint{});
   answers_at_request_.assign(n, 0);
   trajectories_.assign(n, {});
+  in_flight_.assign(n, 0);
+  arrivals_at_command_.assign(in_.num_sources(), std::vector<uint64_t>(n, 0));
+}
+
+void Controller::begin_step_locked() {
+  // Stamped before the first publication: an env may answer (over DDS, on
+  // another thread) before the last env's command is out, and its answer
+  // must count as newer than its command.
+  command_at_ = Clock::now();
+  last_publication_ = *command_at_;
+  last_hold_.reset();  // a lockstep hold is timed from this command on
+  in_flight_.assign(cfg_.num_envs, 1);
+  for (std::size_t src = 0; src < in_.num_sources(); src++)
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) arrivals_at_command_[src][i] = in_.arrivals(src, i);
+}
+
+uint64_t Controller::answers(std::size_t env) const {
+  uint64_t a = UINT64_MAX;
+  for (std::size_t src = 0; src < in_.num_sources(); src++)
+    a = std::min(a, in_.arrivals(src, env) - arrivals_at_command_[src][env]);
+  const InputState::Signals &s = in_.signals(env);
+  if (cfg_.reward_topic) a = std::min(a, s.rewards);
+  if (cfg_.terminated_topic) a = std::min(a, s.terminated_msgs);
+  if (cfg_.truncated_topic) a = std::min(a, s.truncated_msgs);
+  return a;
 }
 
 const char *Controller::phase_name() const noexcept {
@@ -418,6 +583,21 @@ void Controller::warn_throttled(TimePoint now, const std::string &msg) {
 }
 
 void Controller::hold_all(TimePoint now, const std::string &why, bool expected) {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  hold_all_locked(now, why, expected);
+}
+
+void Controller::publish_hold_locked(std::size_t env) {
+  const std::vector<double> hold = book_.hold(env);
+  hooks_.publish(env, hold, true);
+  if (hooks_.publish_trajectory) {
+    trajectories_[env] = single_point(hold, cfg_.trajectory_period);
+    hooks_.publish_trajectory(env, trajectories_[env], true);
+  }
+}
+
+void Controller::hold_all_locked(TimePoint now, const std::string &why, bool expected) {
+  if (closed_) return;
   // A timer ticks at the control rate: hold at every tick. In lockstep a
   // command is a step of the env: hold once per max_obs_age at most.
   if (cfg_.mode == Mode::Lockstep && last_hold_ && now - *last_hold_ < cfg_.max_obs_age) return;
@@ -425,14 +605,13 @@ void Controller::hold_all(TimePoint now, const std::string &why, bool expected) 
   bool any = false;
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     if (!book_.has_command(i)) continue;  // nothing was commanded yet: nothing to hold
-    const std::vector<double> hold = book_.hold(i);
-    hooks_.publish(i, hold, true);
-    if (hooks_.publish_trajectory) {
-      trajectories_[i] = single_point(hold, cfg_.trajectory_period);
-      hooks_.publish_trajectory(i, trajectories_[i], true);
-    }
+    publish_hold_locked(i);
+    // In lockstep the env takes a step for the hold too: its step is
+    // complete when it has answered this one as well.
+    if (cfg_.mode == Mode::Lockstep && phase_ == Phase::Report) in_flight_[i]++;
     any = true;
   }
+  if (any && cfg_.mode == Mode::Lockstep) last_publication_ = now;
   if (!any) return;
   holds_++;
   if (!expected) {
@@ -442,9 +621,43 @@ void Controller::hold_all(TimePoint now, const std::string &why, bool expected) 
   }
 }
 
+bool Controller::hold_if_blocked(TimePoint now) {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  if (cfg_.mode != Mode::Timer || !stale_at_ || now < *stale_at_) return false;
+  hold_all_locked(now,
+                  "no action from the server after " + seconds_str(now - act_since_) +
+                      "; the observation it is for went stale",
+                  false);
+  return true;
+}
+
+void Controller::final_hold(const std::string &why) {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  if (closed_) return;
+  closed_ = true;
+  bool any = false;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    if (!book_.has_command(i)) continue;
+    publish_hold_locked(i);
+    any = true;
+  }
+  if (any) holds_++;
+  if (hooks_.log)
+    hooks_.log(Level::Info, std::string(any ? "final hold published: " : "nothing was commanded, nothing to hold: ") +
+                                why);
+}
+
 Controller::Result Controller::hold_step(TimePoint now, const std::string &why, bool expected) {
-  hold_all(now, why, expected);
-  phase_ = Phase::Report;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (cfg_.mode == Mode::Lockstep) {
+      // The hold stands in for the step's command: the env steps on it,
+      // and the step is complete when it has answered it.
+      begin_step_locked();
+    }
+    phase_ = Phase::Report;
+    hold_all_locked(now, why, expected);
+  }
   return Result::Waiting;
 }
 
@@ -471,7 +684,33 @@ Controller::Result Controller::do_act(TimePoint now) {
   }
   in_.describe(obs_);
   const TimePoint asked = Clock::now();
-  if (!hooks_.act(obs_, actions_)) return Result::Stopped;
+  {
+    // hold_if_blocked, on the control timer's thread, holds once this
+    // observation's oldest value goes stale while act waits.
+    std::lock_guard<std::mutex> lock(out_mu_);
+    act_since_ = asked;
+    stale_at_.reset();
+    if (cfg_.mode == Mode::Timer) {
+      std::optional<TimePoint> oldest;  // every value is there: readiness said so
+      for (std::size_t i = 0; i < cfg_.num_envs; i++)
+        for (std::size_t src = 0; src < in_.num_sources(); src++)
+          if (auto at = in_.received(src, i); at && (!oldest || *at < *oldest)) oldest = at;
+      if (oldest) stale_at_ = *oldest + max_age;
+    }
+  }
+  bool running = false;
+  try {
+    running = hooks_.act(obs_, actions_);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    stale_at_.reset();
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    stale_at_.reset();
+  }
+  if (!running) return Result::Stopped;
   if (cfg_.mode == Mode::Timer) {
     // An act that blocked (a slow server, a reconnect) may bring an action
     // for an observation that is now too old to act on: hold instead, as a
@@ -498,6 +737,12 @@ Controller::Result Controller::do_act(TimePoint now) {
       return hold_step(now, "the action's width changed", true);
     }
   }
+  std::lock_guard<std::mutex> lock(out_mu_);
+  if (closed_) {
+    // final_hold ran while act waited: the run is over, send nothing.
+    phase_ = Phase::Report;
+    return Result::Waiting;
+  }
   if (book_.set_from_actions(actions_) == 0)
     throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's step action has " + std::to_string(actions_.size()) +
                                                    " values, not a multiple of the " +
@@ -506,10 +751,7 @@ Controller::Result Controller::do_act(TimePoint now) {
   // goes out (reading one sends nothing and does not block).
   if (hooks_.publish_trajectory)
     for (std::size_t i = 0; i < cfg_.num_envs; i++) build_trajectory(i, now);
-  // Stamped before the first publication: an env may answer (over DDS, on
-  // another thread) before the last env's command is out, and its answer
-  // must count as newer than its command.
-  command_at_ = Clock::now();
+  begin_step_locked();
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     hooks_.publish(i, book_.command(i), false);
     if (hooks_.publish_trajectory) hooks_.publish_trajectory(i, trajectories_[i], false);
@@ -542,16 +784,16 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 }
 
 Controller::Result Controller::do_report(TimePoint now) {
-  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-    std::string why = cfg_.mode == Mode::Lockstep
-                          ? step_readiness(in_, i, *command_at_, cfg_.reward_topic, cfg_.terminated_topic,
-                                           cfg_.truncated_topic)
-                          : obs_readiness(in_, i, now, cfg_.max_obs_age, std::nullopt);
-    if (!why.empty()) {
-      if (cfg_.mode == Mode::Timer || now - *command_at_ > cfg_.max_obs_age)
+  if (cfg_.mode == Mode::Timer) {
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      std::string why = obs_readiness(in_, i, now, cfg_.max_obs_age, std::nullopt);
+      if (!why.empty()) {
         hold_all(now, "env " + std::to_string(i) + ": " + why);
-      return Result::Waiting;
+        return Result::Waiting;
+      }
     }
+  } else if (!lockstep_step_complete(now)) {
+    return Result::Waiting;
   }
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     InputState::Signals &s = in_.signals(i);
@@ -560,7 +802,7 @@ Controller::Result Controller::do_report(TimePoint now) {
     truncated_[i] = s.truncated ? 1 : 0;
     success_[i] = truncated_[i] && !terminated_[i];
     s.reward = 0;
-    s.rewards = 0;
+    s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
     s.terminated = s.truncated = false;
   }
   in_.describe(obs_);
@@ -603,6 +845,40 @@ Controller::Result Controller::do_report(TimePoint now) {
   return Result::Stepped;
 }
 
+bool Controller::lockstep_step_complete(TimePoint now) {
+  // Each command is a step of the env, holds included: the step is
+  // complete when every env has answered (a message on each of its
+  // topics) every command it got since the step's own. Counting, not
+  // timestamps: a step slower than max_obs_age gets a hold, and the
+  // answer to that hold, which comes after the next command, must not be
+  // taken for the next command's (review: that shifted every later
+  // observation onto the wrong command for good).
+  std::string why;
+  bool each_answered = true;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    const uint64_t a = answers(i);
+    if (a < in_flight_[i] && why.empty()) {
+      why = step_readiness(in_, i, *command_at_, cfg_.reward_topic, cfg_.terminated_topic, cfg_.truncated_topic);
+      why = "env " + std::to_string(i) + ": " + std::to_string(a) + " of its " + std::to_string(in_flight_[i]) +
+            " command(s) answered" + (why.empty() ? std::string() : " (" + why + ")");
+    }
+    if (a == 0) each_answered = false;
+  }
+  if (why.empty()) return true;
+  if (now - last_publication_ < cfg_.max_obs_age) return false;
+  if (!each_answered) {
+    hold_all(now, why);
+    return false;
+  }
+  // Every env answered, just not every command, and nothing more came in
+  // max_obs_age: the rest were lost on the way (a dropped message). Take
+  // the step with the latest data rather than hold for ever.
+  std::lock_guard<std::mutex> lock(out_mu_);
+  warn_throttled(now, "a step's answer was lost (" + why + ", nothing more came in " +
+                          seconds_str(cfg_.max_obs_age) + "): reporting the step with the latest data");
+  return true;
+}
+
 bool Controller::resets_done(TimePoint now) {
   bool all = true;
   std::string why;
@@ -633,7 +909,7 @@ bool Controller::resets_done(TimePoint now) {
       resetting_[i] = false;
       // What arrived about the ended episode belongs to no step.
       s.reward = 0;
-      s.rewards = 0;
+      s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
       s.terminated = s.truncated = false;
       continue;
     }

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <future>
+#include <limits>
+#include <mutex>
 #include <functional>
 #include <optional>
 #include <string>
@@ -83,6 +87,136 @@ TEST(Sources, NormalizeDerivesShapesAndRefusesNonsense) {
   text2.name = "other";
   std::vector<SourceSpec> two_texts{text, text2};
   EXPECT_NE(normalize_sources(two_texts).find("text"), std::string::npos);
+}
+
+TEST(Sources, TextAloneAndHugeShapesAreRefused) {
+  SourceSpec text;
+  text.name = "instruction";
+  text.topic = "instruction";
+  text.kind = SourceKind::Text;
+  std::vector<SourceSpec> only_text{text};
+  EXPECT_NE(normalize_sources(only_text).find("at least one array"), std::string::npos);
+  std::vector<SourceSpec> with_state{joint("q", SourceKind::JointPosition, {"a"}), text};
+  EXPECT_EQ(normalize_sources(with_state), "");
+
+  SourceSpec big;
+  big.name = "big";
+  big.topic = "big";
+  big.kind = SourceKind::Float64Array;
+  big.shape = {int64_t{1} << 40, int64_t{1} << 40};  // a product that overflows int64_t
+  std::vector<SourceSpec> huge{big};
+  EXPECT_NE(normalize_sources(huge).find("more than"), std::string::npos);
+  huge[0].shape = {kMaxSourceElements};
+  EXPECT_EQ(normalize_sources(huge), "");
+}
+
+TEST(Parameters, DefaultsAndTheExampleAreAccepted) {
+  NumericParameters p;
+  EXPECT_EQ(check_parameters(p), "");
+  p.control_rate_hz = 0;  // lockstep
+  p.action_clip = {-1, 1};
+  p.stats_period_s = 0;
+  p.max_reconnects = -1;
+  EXPECT_EQ(check_parameters(p), "");
+  EXPECT_EQ(seconds_to_duration(0.02), std::chrono::duration_cast<Duration>(20ms));
+  EXPECT_EQ(seconds_to_duration(-1), Duration::zero());
+  EXPECT_EQ(seconds_to_duration(std::nan("")), Duration::zero());
+}
+
+// Each of these reached a conversion or a wait the node could not make
+// (review): a NaN or huge double into a count of nanoseconds (undefined),
+// a rate so high the timer's period is 0, a reset timeout of 0 that asks
+// again at every wake, a clip that inverts every command.
+TEST(Parameters, EachUnusableValueIsNamed) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    std::function<void(NumericParameters &)> set;
+    const char *name;
+  };
+  const std::vector<Case> cases{
+      {[&](NumericParameters &p) { p.control_rate_hz = nan; }, "control_rate_hz"},
+      {[&](NumericParameters &p) { p.control_rate_hz = inf; }, "control_rate_hz"},
+      {[](NumericParameters &p) { p.control_rate_hz = 1e5; }, "control_rate_hz"},
+      {[](NumericParameters &p) { p.control_rate_hz = 1e-300; }, "control_rate_hz"},
+      {[](NumericParameters &p) { p.max_obs_age_s = 0; }, "max_obs_age_s"},
+      {[](NumericParameters &p) { p.max_obs_age_s = -0.5; }, "max_obs_age_s"},
+      {[&](NumericParameters &p) { p.max_obs_age_s = nan; }, "max_obs_age_s"},
+      {[](NumericParameters &p) { p.max_obs_age_s = 1e300; }, "max_obs_age_s"},
+      {[](NumericParameters &p) { p.reset_timeout_s = 0; }, "reset_timeout_s"},
+      {[&](NumericParameters &p) { p.reset_timeout_s = inf; }, "reset_timeout_s"},
+      {[&](NumericParameters &p) { p.stats_period_s = nan; }, "stats_period_s"},
+      {[](NumericParameters &p) { p.stats_period_s = 1e-9; }, "stats_period_s"},
+      {[](NumericParameters &p) { p.trajectory_dt_s = 1e20; }, "trajectory_dt_s"},
+      {[&](NumericParameters &p) { p.action_scale = nan; }, "action_scale"},
+      {[](NumericParameters &p) { p.action_clip = {1, -1}; }, "action_clip"},
+      {[&](NumericParameters &p) { p.action_clip = {nan, 1}; }, "action_clip"},
+      {[](NumericParameters &p) { p.action_clip = {1}; }, "action_clip"},
+      {[](NumericParameters &p) { p.connect_timeout_ms = int64_t{1} << 32; }, "connect_timeout_ms"},
+      {[](NumericParameters &p) { p.receive_timeout_ms = -5; }, "receive_timeout_ms"},
+      {[](NumericParameters &p) { p.close_timeout_ms = int64_t{3} << 31; }, "close_timeout_ms"},
+      {[](NumericParameters &p) { p.max_reconnects = -2; }, "max_reconnects"},
+      {[](NumericParameters &p) { p.max_episodes = -1; }, "max_episodes"},
+  };
+  for (std::size_t i = 0; i < cases.size(); i++) {
+    NumericParameters p;
+    cases[i].set(p);
+    const std::string why = check_parameters(p);
+    EXPECT_EQ(why.rfind(cases[i].name, 0), 0u) << "case " << i << ": " << why;
+    EXPECT_NE(why.find("want"), std::string::npos) << "case " << i << ": " << why;
+  }
+}
+
+// The timer mode steps at the control rate and at no other: the node's
+// loop used to wake the controller every 100 ms without a tick too, so a
+// 5 Hz node stepped at 10 Hz (review), and a reset's answer stepped at once.
+TEST(Wakeups, TimerModeWakesOnlyOnTicks) {
+  Wakeups w(Mode::Timer);
+  w.data();
+  w.reset_answered();
+  std::promise<bool> woke;
+  std::thread waiter([&] { woke.set_value(w.wait()); });
+  auto f = woke.get_future();
+  // Data and a reset answer are not ticks: the wait goes on until one.
+  EXPECT_EQ(f.wait_for(50ms), std::future_status::timeout);
+  w.tick();
+  EXPECT_TRUE(f.get());
+  waiter.join();
+
+  // Ticks that come while the runner is busy are taken as one.
+  w.tick();
+  w.tick();
+  w.tick();
+  EXPECT_TRUE(w.wait());
+  std::promise<bool> second;
+  std::thread waiter2([&] { second.set_value(w.wait()); });
+  auto g = second.get_future();
+  EXPECT_EQ(g.wait_for(50ms), std::future_status::timeout);
+  w.stop();
+  EXPECT_FALSE(g.get());
+  waiter2.join();
+  EXPECT_FALSE(w.wait());  // and every wait after a stop
+}
+
+TEST(Wakeups, LockstepWakesOnDataAnswersAndRecheck) {
+  Wakeups w(Mode::Lockstep, 1h);
+  w.data();
+  EXPECT_TRUE(w.wait());
+  w.reset_answered();
+  EXPECT_TRUE(w.wait());
+  w.tick();  // lockstep has no timer: a stray tick changes nothing
+  std::promise<bool> woke;
+  std::thread waiter([&] { woke.set_value(w.wait()); });
+  auto f = woke.get_future();
+  EXPECT_EQ(f.wait_for(50ms), std::future_status::timeout);
+  w.data();
+  EXPECT_TRUE(f.get());
+  waiter.join();
+
+  // Without news, a lockstep wait still returns after recheck (a late
+  // step's hold is decided there).
+  Wakeups quick(Mode::Lockstep, 5ms);
+  EXPECT_TRUE(quick.wait());
 }
 
 TEST(Sources, EnvTopic) {
@@ -301,6 +435,7 @@ struct Harness {
   int acts = 0;
   int warnings = 0;
   Duration act_delay{0};  // how long act blocks, as a slow server makes it
+  std::function<void()> in_act;  // runs inside act (a test's own blocking)
 
   explicit Harness(std::size_t n) : shared(cartpole_sources(), n) {}
 
@@ -310,6 +445,7 @@ struct Harness {
     h.act = [this](const plugrl::Observation &, std::vector<double> &out) {
       acts++;
       if (act_delay > Duration::zero()) std::this_thread::sleep_for(act_delay);
+      if (in_act) in_act();
       if (stopped) return false;
       out = actions.empty() ? std::vector<double>(shared.num_envs(), 0.0) : actions.front();
       if (!actions.empty()) actions.pop_front();
@@ -428,6 +564,111 @@ TEST(Controller, TimerModeHoldsAnActionThatCameTooLate) {
   ASSERT_EQ(h.published.size(), 1u);
   EXPECT_FALSE(h.published[0].hold);
   EXPECT_EQ(h.published[0].command, (std::vector<double>{0.5}));
+}
+
+// An act that waits for a slow server used to publish nothing until it
+// returned: the robot kept the last command for as long as the server
+// took (review). The control timer's hold_if_blocked holds once the
+// observation went stale, at every tick, while act waits.
+TEST(Controller, TimerModeHoldsWhileActWaits) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 100ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  h.actions.push_back({0.5, -0.5});
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  EXPECT_FALSE(c.hold_if_blocked(t + 1h));  // no act waits
+  h.published.clear();
+
+  // The next act blocks until the test lets it go.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  h.in_act = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  const TimePoint t2 = Clock::now();
+  h.state(0, 0.2, t2);
+  h.state(1, 0.2, t2 - 20ms);  // the oldest value decides
+  h.actions.push_back({0.6, -0.6});
+  std::future<Controller::Result> result = std::async(std::launch::async, [&] { return c.wake(t2); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  EXPECT_FALSE(c.hold_if_blocked(t2 + 70ms));  // fresh still (80 ms old)
+  EXPECT_TRUE(h.published.empty());
+  EXPECT_TRUE(c.hold_if_blocked(t2 + 90ms));  // 110 ms old: stale
+  ASSERT_EQ(h.published.size(), 2u);
+  EXPECT_TRUE(h.published[0].hold && h.published[1].hold);
+  EXPECT_EQ(h.published[0].command, (std::vector<double>{0.0}));
+  EXPECT_TRUE(c.hold_if_blocked(t2 + 100ms));  // and at every tick after
+  EXPECT_EQ(h.published.size(), 4u);
+  EXPECT_EQ(c.holds(), 2u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(result.get(), Controller::Result::Stepped);  // came back in time for its own clock
+  EXPECT_FALSE(c.hold_if_blocked(t2 + 1h));  // act is done: the runner thread decides again
+  h.in_act = nullptr;
+
+  // Lockstep never holds from the timer: there a command is a step.
+  Harness l(1);
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  Controller d = l.make(cfg);
+  l.state(0, 0, Clock::now() - 1h);
+  ASSERT_EQ(d.wake(Clock::now()), Controller::Result::Stepped);
+  EXPECT_FALSE(d.hold_if_blocked(Clock::now() + 1h));
+}
+
+// A run that ended (the server stopped it, max_episodes, an error, a
+// shutdown) used to leave the last action standing (review): final_hold
+// publishes every env's hold once and closes the controller's output.
+TEST(Controller, FinalHoldIsTheLastCommand) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 1s;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  c.final_hold("before any command");  // nothing to hold yet
+  EXPECT_TRUE(h.published.empty());
+
+  Harness g(2);
+  Controller d = g.make(cfg, HoldMode::Zeros);
+  g.state(0, 0.1, Clock::now());
+  g.state(1, 0.1, Clock::now());
+  g.actions.push_back({0.5, -0.5});
+  ASSERT_EQ(d.wake(Clock::now()), Controller::Result::Stepped);
+  g.published.clear();
+  d.final_hold("the server stopped the run");
+  ASSERT_EQ(g.published.size(), 2u);
+  for (const auto &p : g.published) {
+    EXPECT_TRUE(p.hold);
+    EXPECT_EQ(p.command, (std::vector<double>{0.0}));
+  }
+  d.final_hold("again");  // idempotent
+  EXPECT_EQ(g.published.size(), 2u);
+
+  // An act that was waiting when the run ended brings an action: not sent.
+  g.state(0, 0.2, Clock::now());
+  g.state(1, 0.2, Clock::now());
+  g.actions.push_back({0.9, 0.9});
+  EXPECT_EQ(d.wake(Clock::now()), Controller::Result::Waiting);
+  EXPECT_EQ(g.published.size(), 2u);
+  EXPECT_EQ(d.wake(Clock::now() + 1h), Controller::Result::Waiting);  // nor a hold
+  EXPECT_EQ(g.published.size(), 2u);
 }
 
 // A reconnect to a server of another action width (review): the commands
@@ -598,6 +839,79 @@ TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {
   ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
   EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // reported, and acted again
   EXPECT_EQ(reports, 1);
+}
+
+// One step slower than max_obs_age got a hold, and the env (a simulator:
+// a step per command) stepped on the hold too. The old rule, data newer
+// than the command, took the step's own answer, acted, and took the
+// hold's answer for the next command's: every later observation was one
+// command off, for good (review). Counting answers keeps them aligned.
+TEST(Controller, LockstepOneSlowStepDoesNotShiftLaterSteps) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 50ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.1}, {0.2}, {0.3}, {0.4}};
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // command 0.1
+  // The env is slow: a wake 60 ms later holds, and the env will step on it.
+  EXPECT_EQ(c.wake(Clock::now() + 60ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 2u);
+  EXPECT_TRUE(h.published[1].hold);
+
+  h.step(0, 1.0, 1, false, false);  // its answer to 0.1
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);  // the hold's is owed too
+  EXPECT_TRUE(h.reports.empty());
+  h.step(0, 2.0, 1, false, false);  // its answer to the hold
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // reported, acted: 0.2
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 2.0);
+  EXPECT_EQ(h.reports[0].rewards, (std::vector<double>{2}));  // both steps' rewards
+
+  // From here each answer is its own command's.
+  for (double x : {3.0, 4.0}) {
+    h.step(0, x, 1, false, false);
+    EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+    EXPECT_EQ(h.reports.back().qpos0, x);
+    EXPECT_EQ(h.reports.back().rewards, (std::vector<double>{1}));
+  }
+  std::vector<double> commands;
+  for (const auto &p : h.published) commands.push_back(p.hold ? -1 : p.command[0]);
+  EXPECT_EQ(commands, (std::vector<double>{0.1, -1, 0.2, 0.3, 0.4}));
+}
+
+// A command lost on the way (a dropped message): the env steps only on
+// the hold. One max_obs_age after the hold, with an answer from every
+// env, the step is taken with the latest data, not held for ever.
+TEST(Controller, LockstepALostCommandIsRecovered) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 50ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.1}, {0.2}};
+  const TimePoint t = Clock::now();
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);  // 0.1: lost
+  EXPECT_EQ(c.wake(t + 60ms), Controller::Result::Waiting);  // hold
+  h.step(0, 5.0, 1, false, false);  // the answer to the hold
+  EXPECT_EQ(c.wake(t + 70ms), Controller::Result::Waiting);  // maybe 0.1's answer is still coming
+  EXPECT_EQ(h.published.size(), 2u);  // no second hold yet
+  EXPECT_EQ(c.wake(t + 115ms), Controller::Result::Stepped);  // max_obs_age after the hold
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 5.0);
+  EXPECT_EQ(h.published.back().command, (std::vector<double>{0.2}));
+
+  // With no answer at all, it holds again (once per max_obs_age).
+  const std::size_t before = h.published.size();
+  const TimePoint u = Clock::now();
+  EXPECT_EQ(c.wake(u + 60ms), Controller::Result::Waiting);
+  EXPECT_EQ(h.published.size(), before + 1);
+  EXPECT_EQ(c.wake(u + 70ms), Controller::Result::Waiting);
+  EXPECT_EQ(h.published.size(), before + 1);
 }
 
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {

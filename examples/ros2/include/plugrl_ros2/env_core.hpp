@@ -17,10 +17,13 @@
 
 #include <plugrl.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +33,36 @@ namespace plugrl_ros2 {
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using Duration = Clock::duration;
+
+// ---------------------------------------------------------------- parameters
+
+// The node's numeric parameters, as read (config/cartpole.yaml documents
+// each).
+struct NumericParameters {
+  double control_rate_hz = 50;  // > 0: a control timer at this rate; <= 0: lockstep
+  double max_obs_age_s = 0.5;
+  double reset_timeout_s = 5;
+  double stats_period_s = 1;    // <= 0: no ~/stats
+  double trajectory_dt_s = 0;   // <= 0: the control period
+  double action_scale = 1;
+  std::vector<double> action_clip;  // [] or [min, max]
+  int64_t connect_timeout_ms = 5000, receive_timeout_ms = 30000, close_timeout_ms = 50;
+  int64_t max_reconnects = 5;
+  int64_t max_episodes = 0;
+};
+
+// "" when every value can be used, else what is wrong with the first one
+// that cannot: its name, its value and what it takes. The node refuses to
+// start on it, so that no value reaches a conversion that is undefined
+// for it (a NaN or 1e300 seconds into a count of nanoseconds, 5e9 ms into
+// an int32_t) or a wait that never ends (a reset timeout of 0).
+std::string check_parameters(const NumericParameters &p);
+
+// s seconds as a Duration: zero for s <= 0 (or NaN), at most
+// kMaxParameterSeconds.
+Duration seconds_to_duration(double s);
+// The longest time any parameter may give, in seconds (11.6 days).
+constexpr double kMaxParameterSeconds = 1e6;
 
 // ---------------------------------------------------------------- sources
 
@@ -70,7 +103,10 @@ struct SourceSpec {
 
 // Fills in derived shapes and checks a list of sources: "" when they are
 // usable, else what is wrong (for the node to log and refuse to start).
+// At least one source must be an array (a text goes beside arrays), and
+// no source may have more than kMaxSourceElements elements per env.
 std::string normalize_sources(std::vector<SourceSpec> &sources);
+constexpr int64_t kMaxSourceElements = int64_t{1} << 30;
 
 // topic for env namespace ns: "ns/topic", or topic when ns is empty.
 std::string env_topic(const std::string &ns, const std::string &topic);
@@ -111,6 +147,8 @@ class InputState {
 
   // When (source, env) last got a value; nullopt: never.
   std::optional<TimePoint> received(std::size_t src, std::size_t env) const;
+  // How many values (source, env) has got, ever.
+  uint64_t arrivals(std::size_t src, std::size_t env) const;
 
   // Copies every row and time into dst (whose sources and envs must match,
   // or dst is made a copy), and moves the rewards, done flags and reset
@@ -124,6 +162,7 @@ class InputState {
   struct Signals {
     double reward = 0;           // sum since last taken
     uint64_t rewards = 0;        // messages summed
+    uint64_t terminated_msgs = 0, truncated_msgs = 0;  // messages since last taken
     bool terminated = false;     // latched
     bool truncated = false;      // latched
     std::optional<TimePoint> reward_at, terminated_at, truncated_at;  // last arrival
@@ -136,6 +175,7 @@ class InputState {
  private:
   struct Row {
     std::optional<TimePoint> at;
+    uint64_t arrivals = 0;
   };
   std::vector<SourceSpec> sources_;
   std::size_t num_envs_ = 0;
@@ -236,6 +276,37 @@ enum class Mode {
              // step is complete when all have arrived after the command
 };
 
+// What wakes the runner thread. The executor's callbacks report what
+// happened (a control tick, data, a reset's answer) and a stop; the runner
+// thread waits here between two Controller::wake calls. Thread-safe.
+//
+// Timer mode steps at the control timer's rate and at no other: data and
+// reset answers are taken by the next tick, and ticks that come while the
+// runner thread is busy (an infer waiting) are taken as one when it is
+// done. Lockstep steps when data or a reset's answer comes, and at least
+// every `recheck` so that a step whose data is late gets its hold.
+class Wakeups {
+ public:
+  explicit Wakeups(Mode mode, Duration recheck = std::chrono::milliseconds(10));
+
+  void tick();            // the control timer fired (timer mode)
+  void data();            // an observation or a step signal came
+  void reset_answered();  // a reset service answered
+  void stop();            // end: every wait returns false, now and later
+
+  // Blocks until the controller should wake (true) or stop() was called
+  // (false).
+  bool wait();
+
+ private:
+  const Mode mode_;
+  const Duration recheck_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ = false, stopped_ = false;
+  void wake_locked();
+};
+
 // The runner thread's loop body: each wake() looks at the drained inputs
 // and does what can be done now - report a finished step, ask for resets,
 // wait for them, act and publish - or publishes the hold commands.
@@ -245,7 +316,11 @@ class Controller {
     std::size_t num_envs = 1;
     Mode mode = Mode::Timer;
     // Timer: an observation older than this is stale. Lockstep: a step
-    // whose data has not come this long after its command is stale.
+    // whose data has not come this long after its command (or its last
+    // hold) is stale, and gets a hold; the env steps on every hold too,
+    // and the step is complete when it has answered them all, or when,
+    // this long after the last, every env has answered at least one (the
+    // rest were lost).
     Duration max_obs_age = std::chrono::milliseconds(500);
     // A reset not answered this long after its request is asked again.
     Duration reset_timeout = std::chrono::seconds(5);
@@ -299,12 +374,31 @@ class Controller {
   // throw (plugrl::Error); the phase is then as it was before the call
   // (act) or moves on as if the step was reported (report: the runner has
   // counted it; feedback it could not send is dropped, SPEC 7.6).
+  // Runner thread only; the other members below say where they may be
+  // called from.
   Result wake(TimePoint now);
 
+  // Timer mode, from the control timer's thread while wake() may be
+  // blocked in Hooks::act (a slow server, a reconnect): once the
+  // observation being acted on has gone stale (older than max_obs_age),
+  // publishes every env's hold, as a tick of the runner thread would, and
+  // returns true. Does nothing (false) when no act is waiting, before the
+  // observation goes stale, or in lockstep (where a command is a step of
+  // the env). Any thread; thread-safe with wake().
+  bool hold_if_blocked(TimePoint now);
+
+  // The run is over (a server stop, max_episodes, an error, a shutdown):
+  // publishes every commanded env's hold once more, and from then on
+  // publishes nothing - an action that a blocked act brings afterwards is
+  // not sent. Idempotent; any thread; thread-safe with wake(). Throws what
+  // Hooks::publish throws.
+  void final_hold(const std::string &why);
+
+  // Runner thread (or after it ended) only, but for holds().
   Phase phase() const noexcept { return phase_; }
   const char *phase_name() const noexcept;
   int64_t episodes() const noexcept { return episodes_; }
-  uint64_t holds() const noexcept { return holds_; }
+  uint64_t holds() const noexcept { return holds_.load(); }  // any thread
   const InputState &inputs() const noexcept { return in_; }
   const CommandBook &commands() const noexcept { return book_; }
   // The trajectory last published to env (empty before the first, or
@@ -315,13 +409,28 @@ class Controller {
   // Publishes every env's hold (those that ever got a command), at most
   // once per tick (timer) or per max_obs_age (lockstep); logs why (a
   // warning, or for an expected hold such as a reset's, at debug level).
+  // Takes out_mu_.
   void hold_all(TimePoint now, const std::string &why, bool expected = false);
+  // hold_all's body; out_mu_ held.
+  void hold_all_locked(TimePoint now, const std::string &why, bool expected);
+  // Publishes env's hold and its trajectory; out_mu_ held.
+  void publish_hold_locked(std::size_t env);
   // Holds instead of publishing the action act just gave (see hold_all):
   // the runner took the step, so its report is owed at the next wake.
   Result hold_step(TimePoint now, const std::string &why, bool expected = false);
+  // out_mu_ held.
   void warn_throttled(TimePoint now, const std::string &msg);
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
+  // Lockstep: whether the step's answers have all come (holding when they
+  // are late); see the .cpp.
+  bool lockstep_step_complete(TimePoint now);
+  // Before a step's command (or the hold standing in for it) goes out:
+  // stamps it and the arrivals its answers are counted from. out_mu_ held.
+  void begin_step_locked();
+  // Lockstep: the answers env has given since the step's command: the
+  // fewest messages any of its topics brought since.
+  uint64_t answers(std::size_t env) const;
   bool resets_done(TimePoint now);
   // After an action: env's trajectory from its chunk (Hooks::chunk), or
   // the command alone when there is no chunk to read (a warning, at most
@@ -338,7 +447,12 @@ class Controller {
   std::vector<std::vector<TrajectoryPoint>> trajectories_;  // [n]: the last published
   std::vector<uint8_t> terminated_, truncated_, success_;
   TimePoint start_;
-  std::optional<TimePoint> command_at_;  // the last action's publication
+  std::optional<TimePoint> command_at_;  // the last step's command's publication
+  // Lockstep: per env, the commands it got since (and with) the step's
+  // own; each source's arrivals then [src][env]; the last publication.
+  std::vector<uint64_t> in_flight_;
+  std::vector<std::vector<uint64_t>> arrivals_at_command_;
+  TimePoint last_publication_;
   std::optional<TimePoint> last_hold_, last_warn_;
   // The command width of the first action: the robot's controllers were
   // set up for it, and one of another width (a reconnect to a server of
@@ -351,7 +465,17 @@ class Controller {
   std::vector<TimePoint> reset_sent_;
   std::vector<uint64_t> answers_at_request_;
   int64_t episodes_ = 0;
-  uint64_t holds_ = 0;
+  std::atomic<uint64_t> holds_{0};
+
+  // Guards what hold_if_blocked and final_hold, on other threads, share
+  // with the runner thread: book_, trajectories_, last_hold_, last_warn_,
+  // the fields below, and every publication.
+  std::mutex out_mu_;
+  // While wake() waits in Hooks::act: when the observation it acts on
+  // goes stale, and when the act began.
+  std::optional<TimePoint> stale_at_;
+  TimePoint act_since_;
+  bool closed_ = false;  // final_hold ran: publish nothing more
 };
 
 }  // namespace plugrl_ros2
