@@ -3,7 +3,7 @@
 // promises against a server that lies, floods or stalls:
 //
 //	plugrl-hostile --scenario NAME [--addr 127.0.0.1:0] [--h H --d D]
-//	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--stray-gap DUR]
+//	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--slow-every N] [--stray-gap DUR]
 //	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR]
 //	               [--max-conn-time DUR] [--max-time 5m] [--watch-stdin=true] [-v]
 //	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE]
@@ -96,6 +96,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&c.ZeroDimH, "zero-dim-h", hostile.DefaultZeroDimH, "zero-dim-action: the H claimed")
 	fs.IntVar(&c.ActionBytes, "action-bytes", hostile.DefaultActionBytes, "big-action-one-env: action bytes per env")
 	fs.DurationVar(&c.ActionDelay, "action-delay", hostile.DefaultActionDelay, "slow-action: delay before each action")
+	fs.IntVar(&c.SlowEvery, "slow-every", 0, "slow-action: delay only every N-th infer of a connection, answer the others at once (0: every one)")
 	fs.DurationVar(&c.StrayGap, "stray-gap", 0, "double-action: delay before the second copy of each action (0: in the same write)")
 	fs.IntVar(&c.TrickleBytes, "trickle-bytes", hostile.DefaultTrickleBytes, "huge-length: payload bytes per trickle")
 	fs.DurationVar(&c.TrickleEvery, "trickle-every", hostile.DefaultTrickleEvery, "huge-length: interval between trickles")

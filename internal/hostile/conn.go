@@ -201,6 +201,9 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 	case StallMidFrame:
 		return c.stallMidFrame(in.EnvIndices)
 	case SlowAction:
+		if cfg.SlowEvery > 1 && c.infers%cfg.SlowEvery != 0 {
+			break
+		}
 		if err := c.sleep(cfg.ActionDelay, rdone); err != nil {
 			return err
 		}

@@ -237,6 +237,10 @@ type Config struct {
 	TrickleEvery time.Duration
 	// ActionDelay is how long SlowAction holds each action: 10 s.
 	ActionDelay time.Duration
+	// SlowEvery makes SlowAction hold only every SlowEvery-th infer of a
+	// connection (the others are answered at once): a server that stalls
+	// now and then, after a client has started acting. 0 or 1: every one.
+	SlowEvery int
 	// StrayGap is how long after its action DoubleAction sends the same
 	// action again: 0, in the same write.
 	StrayGap time.Duration
@@ -326,7 +330,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.H < 0 || cfg.D < 0:
 		return cfg, fmt.Errorf("hostile: H %d and D %d must not be negative", cfg.H, cfg.D)
 	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
-		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0:
+		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0:
 		return cfg, errors.New("hostile: sizes and counts must not be negative")
 	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
 		return cfg, errors.New("hostile: durations must not be negative")

@@ -658,6 +658,30 @@ func testSlowAction(t *testing.T) {
 	}
 }
 
+// With SlowEvery 3 only every third infer waits: a server that stalls now
+// and then, after its client has started acting.
+func TestSlowActionEvery(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s := start(t, Config{Scenario: SlowAction, ActionDelay: delay, SlowEvery: 3})
+	c := dial(t, s.URL())
+	c.metadata()
+	for i := 1; i <= 6; i++ {
+		t0 := time.Now()
+		c.infer(0)
+		c.action()
+		d := time.Since(t0)
+		if slow := i%3 == 0; slow && d < delay-20*time.Millisecond {
+			t.Fatalf("infer %d answered after %v, want %v", i, d, delay)
+		} else if !slow && d > delay/2 {
+			t.Fatalf("infer %d answered after %v, want at once", i, d)
+		}
+		c.feedback(0)
+	}
+	if _, err := (Config{Scenario: SlowAction, SlowEvery: -1}).withDefaults(); err == nil {
+		t.Fatal("SlowEvery -1 accepted")
+	}
+}
+
 func TestCloseNoReply(t *testing.T) { overBoth(t, testCloseNoReply) }
 
 func testCloseNoReply(t *testing.T) {
