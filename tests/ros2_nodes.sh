@@ -15,15 +15,20 @@
 #    from the build tree) on env 0's JointTrajectory topic: the node must
 #    publish trajectories of 4 points at a chunk's first step (the rest of
 #    the chunk after that: 3, 2, 1), point k due at (k + 1) x 0.01 s, each
-#    trajectory's second point the next one's first.
+#    trajectory's second point the next one's first, and the last one the
+#    final hold (frame_id "hold") when max_episodes ends the run.
 # 3. The timer mode: the simulator on its own 100 Hz clock, the node
 #    ticking at 100 Hz, 40 episodes against cem: the node must end them
 #    (envs ending at the same last step may add a few) and exit 0.
+#    Then at 5 Hz against plugrl-hostile slow-action --slow-every 10 for
+#    9 s: the node must step at 5 Hz at most, hold at its ticks while an
+#    infer waits 4 s, and end (SIGINT) with its final hold.
 # 4. Shutdown: 20 times, plugrl_env_node against a server that never
 #    answers (plugrl-hostile slow-action), SIGINT once its infer waits; and
 #    5 times in the middle of training against `plugrl serve --policy cem`.
 #    In each run the node must stop (rclcpp's signal handler to its client
-#    closed, from its log) within 100 ms and the process exit 0 within 1 s.
+#    closed, from its log) within 100 ms and the process exit 0 within 1 s;
+#    in training, after publishing its final hold.
 # ROS_DOMAIN_ID is chosen per run so that parallel runs do not meet.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
@@ -163,11 +168,12 @@ chunks() {
         if (match($0, /bad times [0-9]+/)) bad = substr($0, RSTART + 10, RLENGTH - 10) + 0
         if (match($0, /chained [0-9]+/)) ch = substr($0, RSTART + 8, RLENGTH - 8) + 0
         if (match($0, /differ [0-9]+/)) df = substr($0, RSTART + 7, RLENGTH - 7) + 0
-      } END { exit !(max == 4 && bad == 0 && ch > 0 && df == 0) }' <<<"$line"; then
-    echo "FAIL: the JointTrajectory is not the rest of the chunk (want up to 4 points, none more, good times, chained)" >&2
+        if ($0 ~ /last a hold yes/) lh = 1
+      } END { exit !(max == 4 && bad == 0 && ch > 0 && df == 0 && lh) }' <<<"$line"; then
+    echo "FAIL: the JointTrajectory is not the rest of the chunk (want up to 4 points, none more, good times, chained, and the final hold last)" >&2
     exit 1
   fi
-  echo "PASS: with H = 4 the JointTrajectory holds the rest of each chunk"
+  echo "PASS: with H = 4 the JointTrajectory holds the rest of each chunk, and the run ends with a hold"
 }
 
 echo "== action chunks: H = 4, the JointTrajectory of the rest of each chunk"
@@ -206,6 +212,57 @@ timer_mode() {
 
 echo "== timer mode (a robot on its own clock)"
 timer_mode 40
+
+# timer_stall: the timer mode at 5 Hz against a server that answers every
+# 10th infer after 4 s (plugrl-hostile slow-action --slow-every 10), for
+# 9 s, then SIGINT; trajectory_probe on env 0's trajectories. Passes when
+# the node steps at the control rate and no faster, holds at its ticks
+# while an infer waits (a run of at least 8 holds in a row: the
+# observation goes stale 1.2 s into a 4 s wait), and ends with its final
+# hold. max_obs_age_s is 1.2 s because a cartpole on a clock whose episode
+# ended publishes only every 0.5-1 s until its reset.
+timer_stall() {
+  local hostile line rc=0 url
+  "$bin/plugrl-hostile" --scenario slow-action --action-delay 4s --slow-every 10 -h 1 -d 1 </dev/null \
+    >"$tmp/stall-hostile.out" 2>"$tmp/stall-hostile.err" &
+  hostile=$!
+  pids+=("$hostile")
+  url=$(wait_url "$tmp/stall-hostile.out" "$hostile") || {
+    echo "FAIL: plugrl-hostile printed no URL" >&2
+    exit 1
+  }
+  "$probe" --ros-args -r trajectory:=/cart_0/action_trajectory >"$tmp/stall-probe.log" 2>&1 &
+  local probe_pid=$!
+  pids+=("$probe_pid")
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p step_on_command:=false \
+    -p rate_hz:=100.0 >"$tmp/stall-sim.log" 2>&1 &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  timeout --preserve-status -s INT -k 5 9 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p "url:=$url" -p control_rate_hz:=5.0 -p max_obs_age_s:=1.2 -p receive_timeout_ms:=10000 \
+    >"$tmp/stall-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$hostile"
+  stop "$probe_pid"
+  line=$(grep '^trajectory_probe:' "$tmp/stall-probe.log" || true)
+  echo "    $line"
+  # timeout's SIGINT is the node's Ctrl-C: it exits 0.
+  if [[ $rc -ne 0 || -z $line ]] || ! awk '{
+        n = $2 + 0
+        if (match($0, /longest run [0-9]+/)) run = substr($0, RSTART + 12, RLENGTH - 12) + 0
+        if (match($0, /span [0-9.]+/)) span = substr($0, RSTART + 5, RLENGTH - 5) + 0
+        if ($0 ~ /last a hold yes/) lh = 1
+      } END { exit !(span > 5 && n <= 5.5 * span && run >= 8 && lh) }' <<<"$line"; then
+    echo "FAIL: timer stall: node exit $rc; want at most 5 actions a second, a run of 8 holds or more while the" \
+      "server stalls, the final hold last; the node's log:" >&2
+    tail -n 30 "$tmp/stall-env.log" >&2
+    exit 1
+  fi
+  echo "PASS: at 5 Hz the node steps at its ticks, holds while the server stalls, and ends with a hold"
+}
+
+echo "== timer mode against a server that stalls now and then"
+timer_stall
 
 times=()
 stops=()
@@ -248,12 +305,14 @@ interrupt_node() {
   took=$(awk "BEGIN{printf \"%.3f\", $t1-$t0}")
 }
 
-# sigint_run LABEL URL DELAY: starts plugrl_env_node against URL, waits
-# until it asks for its first action, then DELAY s more, sends SIGINT and
-# checks that the node stopped (rclcpp's signal handler to its client
-# closed, from its log) within 100 ms and the process exited 0 within 1 s.
+# sigint_run LABEL URL DELAY [HOLD]: starts plugrl_env_node against URL,
+# waits until it asks for its first action, then DELAY s more, sends SIGINT
+# and checks that the node stopped (rclcpp's signal handler to its client
+# closed, from its log) within 100 ms and the process exited 0 within 1 s;
+# with HOLD, also that it published its final hold before the context
+# shut down.
 sigint_run() {
-  local label=$1 url=$2 delay=$3 log stop_ms verdict
+  local label=$1 url=$2 delay=$3 hold=${4:-} log stop_ms verdict
   runs=$((runs + 1))
   log=$tmp/shutdown-$runs.log
   start_node "$log" "$url" 'asking the server for actions' "asked for actions ($label)" -p receive_timeout_ms:=120000
@@ -262,7 +321,11 @@ sigint_run() {
   # The rest of the exit is rclcpp and DDS tearing down.
   stop_ms=$(awk -F'[][]' '/signal_handler/ {s=$4} /client closed/ {c=$4} END{if (s && c) printf "%.1f", (c-s)*1000; else print "?"}' "$log")
   verdict=ok
-  if [[ $rc -ne 0 || $stop_ms == "?" ]] || awk "BEGIN{exit !($took > 1.0 || $stop_ms > 100)}"; then
+  if [[ -n $hold ]] && ! grep -q 'final hold published: shutting down' "$log"; then
+    verdict="FAIL (no final hold)"
+    fails=$((fails + 1))
+    tail -n 15 "$log" | sed 's/^/    /'
+  elif [[ $rc -ne 0 || $stop_ms == "?" ]] || awk "BEGIN{exit !($took > 1.0 || $stop_ms > 100)}"; then
     verdict="FAIL"
     fails=$((fails + 1))
     tail -n 15 "$log" | sed 's/^/    /'
@@ -329,10 +392,10 @@ for i in 1 2 3; do
 done
 stop "$hostile"
 
-echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs"
+echo "== shutdown: SIGINT in the middle of training (plugrl serve --policy cem), 5 runs, each ending with a final hold"
 start_serve "$tmp/sigint-serve.log" cem 1
 for i in $(seq 5); do
-  sigint_run "run $i (training)" "$url" "0.$((3 + i))"
+  sigint_run "run $i (training)" "$url" "0.$((3 + i))" hold
 done
 summary "training"
 stop "$server"

@@ -49,14 +49,6 @@
 
 namespace plugrl_ros2 {
 
-namespace {
-
-std::chrono::nanoseconds seconds_param(double s) {
-  return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9));
-}
-
-}  // namespace
-
 class EnvNode : public rclcpp::Node {
  public:
   explicit EnvNode(const rclcpp::NodeOptions &options = rclcpp::NodeOptions())
@@ -71,10 +63,27 @@ class EnvNode : public rclcpp::Node {
   // construction (it needs shared_from_this).
   void start() {
     std::weak_ptr<EnvNode> weak = std::static_pointer_cast<EnvNode>(shared_from_this());
-    shutdown_handle_ = get_node_base_interface()->get_context()->add_on_shutdown_callback([weak] {
-      if (auto self = weak.lock()) self->request_stop();
+    // Before the context shuts down (Ctrl-C: rclcpp's signal handler),
+    // while the publishers still work: the final hold, then the stop.
+    shutdown_handle_ = get_node_base_interface()->get_context()->add_pre_shutdown_callback([weak] {
+      if (auto self = weak.lock()) {
+        self->final_hold("shutting down");
+        self->request_stop();
+      }
     });
     runner_thread_ = std::thread([this] { runner_main(); });
+  }
+
+  // Publishes every commanded env's hold, and nothing after it
+  // (Controller::final_hold). Any thread; idempotent.
+  void final_hold(const std::string &why) {
+    std::lock_guard<std::mutex> lock(controller_mu_);
+    if (!controller_) return;
+    try {
+      controller_->final_hold(why);
+    } catch (const std::exception &e) {
+      RCLCPP_ERROR(get_logger(), "cannot publish the final hold: %s", e.what());
+    }
   }
 
   // Ends the runner thread at once: its blocked call (an infer waiting for
@@ -94,10 +103,7 @@ class EnvNode : public rclcpp::Node {
       // process ends exactly that connect.
       plugrl::interrupt_all();
     }
-    // Taking the lock orders this with the runner thread's check of stop_
-    // before it waits: the notification cannot fall between the two.
-    { std::lock_guard<std::mutex> lock(mu_); }
-    cv_.notify_all();
+    wakeups_->stop();
   }
 
   // request_stop(), then waits for the runner thread, which closes the
@@ -106,7 +112,7 @@ class EnvNode : public rclcpp::Node {
     request_stop();
     if (runner_thread_.joinable()) runner_thread_.join();
     if (shutdown_handle_) {
-      get_node_base_interface()->get_context()->remove_on_shutdown_callback(*shutdown_handle_);
+      get_node_base_interface()->get_context()->remove_pre_shutdown_callback(*shutdown_handle_);
       shutdown_handle_.reset();
     }
   }
@@ -175,7 +181,6 @@ class EnvNode : public rclcpp::Node {
     hold_mode_ = *mode;
     action_scale_ = declare_parameter<double>("action_scale", 1.0);
     auto clip = declare_parameter<std::vector<double>>("action_clip", std::vector<double>{});
-    if (!clip.empty() && clip.size() != 2) throw std::invalid_argument("action_clip wants [min, max] or []");
     if (clip.size() == 2) action_clip_ = {clip[0], clip[1]};
 
     max_episodes_ = declare_parameter<int64_t>("max_episodes", 0);
@@ -184,7 +189,26 @@ class EnvNode : public rclcpp::Node {
     shutdown_on_stop_ = declare_parameter<bool>("shutdown_on_stop", true);
     stats_period_s_ = declare_parameter<double>("stats_period_s", 1.0);
 
+    // Every number is checked before any becomes a period, a timeout or a
+    // library option (env_core: check_parameters).
+    NumericParameters numbers;
+    numbers.control_rate_hz = control_rate_hz_;
+    numbers.max_obs_age_s = max_obs_age_s_;
+    numbers.reset_timeout_s = reset_timeout_s_;
+    numbers.stats_period_s = stats_period_s_;
+    numbers.trajectory_dt_s = trajectory_dt_s_;
+    numbers.action_scale = action_scale_;
+    numbers.action_clip = clip;
+    numbers.connect_timeout_ms = connect_timeout_ms_;
+    numbers.receive_timeout_ms = receive_timeout_ms_;
+    numbers.close_timeout_ms = close_timeout_ms_;
+    numbers.max_reconnects = max_reconnects_;
+    numbers.max_episodes = max_episodes_;
+    const std::string bad = check_parameters(numbers);
+    if (!bad.empty()) throw std::invalid_argument(bad);
+
     lockstep_ = control_rate_hz_ <= 0;
+    wakeups_ = std::make_unique<Wakeups>(lockstep_ ? Mode::Lockstep : Mode::Timer);
   }
 
   // ---------------------------------------------------------------- ROS interfaces
@@ -280,16 +304,21 @@ class EnvNode : public rclcpp::Node {
 
     stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
     if (stats_period_s_ > 0)
-      stats_timer_ = create_wall_timer(seconds_param(stats_period_s_), [this] { publish_stats(); });
+      stats_timer_ = create_wall_timer(seconds_to_duration(stats_period_s_), [this] { publish_stats(); });
     if (!lockstep_)
-      control_timer_ = create_wall_timer(seconds_param(1.0 / control_rate_hz_), [this] {
-        // The tick only wakes the runner thread: a tick that comes while
-        // it is still busy (an infer waiting) is taken when it is done.
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          tick_ = true;
+      control_timer_ = create_wall_timer(seconds_to_duration(1.0 / control_rate_hz_), [this] {
+        // The tick wakes the runner thread; ticks that come while it is
+        // busy (an infer waiting) are taken as one when it is done. Until
+        // then the tick itself holds, once the observation the infer is
+        // for has gone stale.
+        wakeups_->tick();
+        std::lock_guard<std::mutex> lock(controller_mu_);
+        if (!controller_) return;
+        try {
+          controller_->hold_if_blocked(Clock::now());
+        } catch (const std::exception &e) {
+          RCLCPP_ERROR_THROTTLE(get_logger(), *get_clock(), 1000, "cannot publish the hold: %s", e.what());
         }
-        cv_.notify_one();
       });
 
     RCLCPP_INFO(get_logger(), "%zu env(s) (%s%s), %zu observation source(s), %s, server %s", n,
@@ -311,12 +340,8 @@ class EnvNode : public rclcpp::Node {
     RCLCPP_WARN_THROTTLE(get_logger(), *get_clock(), 2000, "%s: %s (message ignored)", topic.c_str(), why.c_str());
   }
 
-  // In lockstep, data is what wakes the runner thread. Called under mu_.
-  void notify_data() {
-    if (!lockstep_) return;
-    tick_ = true;
-    cv_.notify_one();
-  }
+  // In lockstep, data is what wakes the runner thread (Wakeups).
+  void notify_data() { wakeups_->data(); }
 
   // ---------------------------------------------------------------- output
 
@@ -333,9 +358,12 @@ class EnvNode : public rclcpp::Node {
   // The points the controller built: after an action, the rest of env's
   // chunk from this step (plugrl::Runner::chunk), one point per step; for
   // a hold, the hold alone.
-  void publish_trajectory(std::size_t env, const std::vector<TrajectoryPoint> &points) {
+  void publish_trajectory(std::size_t env, const std::vector<TrajectoryPoint> &points, bool hold) {
     trajectory_msgs::msg::JointTrajectory msg;
     msg.header.stamp = now();
+    // A hold's one point looks like a chunk's last step: the frame_id
+    // tells a listener which it is (trajectory controllers ignore it).
+    if (hold) msg.header.frame_id = "hold";
     const std::size_t k = points.empty() ? 0 : points[0].values.size();
     for (std::size_t j = 0; j < k; j++)
       msg.joint_names.push_back(j < trajectory_joints_.size() ? trajectory_joints_[j] : "a" + std::to_string(j));
@@ -357,6 +385,7 @@ class EnvNode : public rclcpp::Node {
       // No reset service: the robot starts its next episode by itself.
       std::lock_guard<std::mutex> lock(mu_);
       shared_.put_reset_answer(env, true, Clock::now());
+      wakeups_->reset_answered();
       return;
     }
     auto &client = reset_clients_[env];
@@ -379,9 +408,8 @@ class EnvNode : public rclcpp::Node {
       {
         std::lock_guard<std::mutex> lock(mu_);
         shared_.put_reset_answer(env, ok, Clock::now());
-        tick_ = true;
       }
-      cv_.notify_one();
+      wakeups_->reset_answered();
     });
     (void)pending;
   }
@@ -530,13 +558,13 @@ class EnvNode : public rclcpp::Node {
     Controller::Config cfg;
     cfg.num_envs = n;
     cfg.mode = lockstep_ ? Mode::Lockstep : Mode::Timer;
-    cfg.max_obs_age = std::chrono::duration_cast<Duration>(seconds_param(max_obs_age_s_));
-    cfg.reset_timeout = std::chrono::duration_cast<Duration>(seconds_param(reset_timeout_s_));
+    cfg.max_obs_age = seconds_to_duration(max_obs_age_s_);
+    cfg.reset_timeout = seconds_to_duration(reset_timeout_s_);
     cfg.reward_topic = !reward_topic_.empty();
     cfg.terminated_topic = !terminated_topic_.empty();
     cfg.truncated_topic = !truncated_topic_.empty();
     cfg.max_episodes = max_episodes_;
-    cfg.trajectory_period = std::chrono::duration_cast<Duration>(seconds_param(trajectory_dt_seconds()));
+    cfg.trajectory_period = seconds_to_duration(trajectory_dt_seconds());
 
     Controller::Hooks hooks;
     hooks.snapshot = [this](InputState &dst) {
@@ -560,8 +588,8 @@ class EnvNode : public rclcpp::Node {
       publish_command(env, command, hold);
     };
     if (publish_trajectory_) {
-      hooks.publish_trajectory = [this](std::size_t env, const std::vector<TrajectoryPoint> &points, bool) {
-        publish_trajectory(env, points);
+      hooks.publish_trajectory = [this](std::size_t env, const std::vector<TrajectoryPoint> &points, bool hold) {
+        publish_trajectory(env, points, hold);
       };
       // Between act and report, on this thread: the rest of env's chunk.
       hooks.chunk = [&runner](std::size_t env, std::vector<double> &chunk) {
@@ -587,18 +615,27 @@ class EnvNode : public rclcpp::Node {
                                                                 : std::nullopt,
                      action_clip_ ? std::optional<double>(action_clip_->second) : std::nullopt);
     Controller controller(cfg, InputState(sources_, n), std::move(book), std::move(hooks));
+    // Published for the control timer (hold_if_blocked) and the shutdown
+    // (final_hold) until it goes out of scope; on every way out of here
+    // (a server stop, max_episodes, a throw) the robot gets its final hold.
+    struct Publish {
+      EnvNode *node;
+      Controller *controller;
+      Publish(EnvNode *n, Controller *c) : node(n), controller(c) {
+        std::lock_guard<std::mutex> lock(node->controller_mu_);
+        node->controller_ = controller;
+      }
+      ~Publish() {
+        node->final_hold("the run is over");
+        std::lock_guard<std::mutex> lock(node->controller_mu_);
+        node->controller_ = nullptr;
+      }
+    } publish{this, &controller};
 
     uint64_t reconnects_seen = 0;
-    // How long the thread sleeps without news: in lockstep, it re-checks
-    // staleness this often; with a timer, ticks wake it.
-    const auto idle_wait = lockstep_ ? std::chrono::milliseconds(10) : std::chrono::milliseconds(100);
-    while (!stop_.load()) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, idle_wait, [this] { return tick_ || stop_.load(); });
-        tick_ = false;
-      }
-      if (stop_.load()) break;
+    // Timer mode: a wake per control tick. Lockstep: per piece of data,
+    // and every 10 ms, to hold a step whose data is late (Wakeups).
+    while (wakeups_->wait() && !stop_.load()) {
       Controller::Result result = Controller::Result::Waiting;
       try {
         result = controller.wake(Clock::now());
@@ -661,9 +698,13 @@ class EnvNode : public rclcpp::Node {
 
   // Written by the executor's callbacks, drained by the runner thread.
   std::mutex mu_;
-  std::condition_variable cv_;
   InputState shared_;
-  bool tick_ = false;
+  // What wakes the runner thread (made once the mode is known).
+  std::unique_ptr<Wakeups> wakeups_;
+  // The runner thread's controller while control_loop runs, for the
+  // control timer and the shutdown.
+  std::mutex controller_mu_;
+  Controller *controller_ = nullptr;  // under controller_mu_
 
   // The runner thread, and what other threads may touch of it.
   std::thread runner_thread_;
@@ -683,7 +724,7 @@ class EnvNode : public rclcpp::Node {
   std::vector<rclcpp::Client<std_srvs::srv::Trigger>::SharedPtr> reset_clients_;
   rclcpp::Publisher<std_msgs::msg::String>::SharedPtr stats_pub_;
   rclcpp::TimerBase::SharedPtr stats_timer_, control_timer_;
-  std::optional<rclcpp::OnShutdownCallbackHandle> shutdown_handle_;
+  std::optional<rclcpp::PreShutdownCallbackHandle> shutdown_handle_;
 };
 
 }  // namespace plugrl_ros2
