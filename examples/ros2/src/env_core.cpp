@@ -624,6 +624,7 @@ void Controller::hold_all_locked(TimePoint now, const std::string &why, bool exp
 bool Controller::hold_if_blocked(TimePoint now) {
   std::lock_guard<std::mutex> lock(out_mu_);
   if (cfg_.mode != Mode::Timer || !stale_at_ || now < *stale_at_) return false;
+  held_while_acting_ = true;
   hold_all_locked(now,
                   "no action from the server after " + seconds_str(now - act_since_) +
                       "; the observation it is for went stale",
@@ -690,6 +691,7 @@ Controller::Result Controller::do_act(TimePoint now) {
     std::lock_guard<std::mutex> lock(out_mu_);
     act_since_ = asked;
     stale_at_.reset();
+    held_while_acting_ = false;
     if (cfg_.mode == Mode::Timer) {
       std::optional<TimePoint> oldest;  // every value is there: readiness said so
       for (std::size_t i = 0; i < cfg_.num_envs; i++)
@@ -706,11 +708,22 @@ Controller::Result Controller::do_act(TimePoint now) {
     stale_at_.reset();
     throw;
   }
+  bool held = false;
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     stale_at_.reset();
+    held = held_while_acting_;
   }
   if (!running) return Result::Stopped;
+  if (held) {
+    // The control timer found the observation stale while act waited and
+    // has held since: the action is for that stale observation. (Its
+    // clock and this thread's can differ by the time between the wake
+    // and the ask; the timer's word is final, so no action follows a
+    // hold of the same step.)
+    return hold_step(now + (Clock::now() - asked),
+                     "the action came after its observation went stale (held while waiting); not acting on it");
+  }
   if (cfg_.mode == Mode::Timer) {
     // An act that blocked (a slow server, a reconnect) may bring an action
     // for an observation that is now too old to act on: hold instead, as a

@@ -618,9 +618,22 @@ TEST(Controller, TimerModeHoldsWhileActWaits) {
     release = true;
   }
   cv.notify_all();
-  EXPECT_EQ(result.get(), Controller::Result::Stepped);  // came back in time for its own clock
+  // Its action is for the observation the timer held for: held too, never
+  // published after the holds (the runner thread's own clock, from the
+  // wake's time, would have called it fresh).
+  EXPECT_EQ(result.get(), Controller::Result::Waiting);
+  EXPECT_EQ(h.published.size(), 6u);
+  for (const auto &p : h.published) EXPECT_TRUE(p.hold);
+  EXPECT_EQ(c.phase(), Controller::Phase::Report);
   EXPECT_FALSE(c.hold_if_blocked(t2 + 1h));  // act is done: the runner thread decides again
   h.in_act = nullptr;
+  // The next wake reports the step and acts on a fresh observation.
+  h.state(0, 0.3, Clock::now());
+  h.state(1, 0.3, Clock::now());
+  h.actions.push_back({0.7, -0.7});
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  EXPECT_FALSE(h.published.back().hold);
+  EXPECT_EQ(h.published.back().command, (std::vector<double>{-0.7}));
 
   // Lockstep never holds from the timer: there a command is a step.
   Harness l(1);

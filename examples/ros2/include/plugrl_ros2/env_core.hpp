@@ -382,7 +382,8 @@ class Controller {
   // blocked in Hooks::act (a slow server, a reconnect): once the
   // observation being acted on has gone stale (older than max_obs_age),
   // publishes every env's hold, as a tick of the runner thread would, and
-  // returns true. Does nothing (false) when no act is waiting, before the
+  // returns true; the action that act then brings is not published (the
+  // step is reported at the next wake, as for an action that came late). Does nothing (false) when no act is waiting, before the
   // observation goes stale, or in lockstep (where a command is a step of
   // the env). Any thread; thread-safe with wake().
   bool hold_if_blocked(TimePoint now);
@@ -475,6 +476,7 @@ class Controller {
   // goes stale, and when the act began.
   std::optional<TimePoint> stale_at_;
   TimePoint act_since_;
+  bool held_while_acting_ = false;  // hold_if_blocked held during this act
   bool closed_ = false;  // final_hold ran: publish nothing more
 };
 
