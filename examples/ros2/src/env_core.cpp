@@ -653,8 +653,13 @@ Controller::Result Controller::hold_step(TimePoint now, const std::string &why, 
     std::lock_guard<std::mutex> lock(out_mu_);
     if (cfg_.mode == Mode::Lockstep) {
       // The hold stands in for the step's command: the env steps on it,
-      // and the step is complete when it has answered it.
+      // and the step is complete when it has answered it. hold_all_locked
+      // counts each hold it publishes in the Report phase, this one too:
+      // from zero, or the step waits for an answer to a second command
+      // that never went out (max_obs_age, and an "answer lost" warning,
+      // at every such step).
       begin_step_locked();
+      in_flight_.assign(cfg_.num_envs, 0);
     }
     phase_ = Phase::Report;
     hold_all_locked(now, why, expected);

@@ -708,6 +708,33 @@ TEST(Controller, AnActionOfAnotherWidthIsHeld) {
   EXPECT_EQ(c.phase(), Controller::Phase::Report);
 }
 
+// In lockstep the hold of an action of another width stands in for the
+// step's command: one command, so one answer completes the step (review:
+// it was counted twice, and each such step waited max_obs_age and was
+// then taken as "an answer lost", with a warning).
+TEST(Controller, LockstepTheHoldOfAnotherWidthIsOneCommand) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 10s;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.5}, {0.1, 0.2}, {0.6}};
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // 0.5
+  h.step(0, 1.0, 1, false, false);
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);  // reported; 2 wide: held
+  ASSERT_EQ(h.published.size(), 2u);
+  EXPECT_TRUE(h.published[1].hold);
+  ASSERT_EQ(h.reports.size(), 1u);
+  h.step(0, 2.0, 1, false, false);  // the env's answer to the hold
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // reported, acted: 0.6
+  ASSERT_EQ(h.reports.size(), 2u);
+  EXPECT_EQ(h.reports[1].qpos0, 2.0);
+  EXPECT_EQ(h.published.back().command, (std::vector<double>{0.6}));
+  EXPECT_EQ(h.warnings, 0);
+}
+
 TEST(Controller, LockstepEpisodeEndResetsAndWaitsForTheResetState) {
   Harness h(2);
   Controller::Config cfg;
