@@ -888,9 +888,22 @@ bool Controller::lockstep_step_complete(TimePoint now) {
     hold_all(now, why);
     return false;
   }
-  // Every env answered, just not every command, and nothing more came in
-  // max_obs_age: the rest were lost on the way (a dropped message). Take
-  // the step with the latest data rather than hold for ever.
+  // Every env answered, just not every command. The rest are lost only
+  // when nothing more came for max_obs_age: a slow step's answer that
+  // came just before would otherwise be taken, and the hold's answer,
+  // due a step later, for the next command's (review: every later
+  // observation one command off, which the counting is there to prevent).
+  TimePoint last_answer = last_publication_;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    for (std::size_t src = 0; src < in_.num_sources(); src++)
+      if (auto at = in_.received(src, i)) last_answer = std::max(last_answer, *at);
+    const InputState::Signals &s = in_.signals(i);
+    for (const auto &at : {s.reward_at, s.terminated_at, s.truncated_at})
+      if (at) last_answer = std::max(last_answer, *at);
+  }
+  if (now - last_answer < cfg_.max_obs_age) return false;
+  // Nothing more came: the rest were lost on the way (a dropped message).
+  // Take the step with the latest data rather than hold for ever.
   std::lock_guard<std::mutex> lock(out_mu_);
   warn_throttled(now, "a step's answer was lost (" + why + ", nothing more came in " +
                           seconds_str(cfg_.max_obs_age) + "): reporting the step with the latest data");

@@ -954,6 +954,66 @@ TEST(Controller, LockstepALostCommandIsRecovered) {
   EXPECT_EQ(h.published.size(), before + 1);
 }
 
+// A step slower than max_obs_age, whose answer comes just before the
+// lost-answer rule would give up on the hold's: that rule takes the rest
+// as lost only when nothing more came for max_obs_age (README). Measured
+// from the hold instead, it took the step 10 ms after its answer, and the
+// hold's answer, 10 ms later, for the next command's: every later
+// observation one command off (review).
+TEST(Controller, LockstepASlowAnswerIsNotTakenForALostOne) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 200ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  auto step_at = [&](double x, TimePoint t) {
+    h.state(0, x, t);
+    h.shared.add_reward(0, 1, t);
+    h.shared.put_terminated(0, false, t);
+    h.shared.put_truncated(0, false, t);
+  };
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.1}, {0.2}, {0.3}, {0.4}};
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);  // 0.1
+  const TimePoint held = Clock::now() + 250ms;
+  EXPECT_EQ(c.wake(held), Controller::Result::Waiting);  // no answer: a hold
+  ASSERT_EQ(h.published.size(), 2u);
+  EXPECT_TRUE(h.published[1].hold);
+  step_at(1.0, held + 190ms);  // the slow answer to 0.1
+  EXPECT_EQ(c.wake(held + 190ms), Controller::Result::Waiting);
+  // max_obs_age after the hold, but only 10 ms after an answer.
+  EXPECT_EQ(c.wake(held + 200ms), Controller::Result::Waiting);
+  step_at(2.0, held + 210ms);  // the answer to the hold
+  EXPECT_EQ(c.wake(held + 210ms), Controller::Result::Stepped);  // acted: 0.2
+  for (double x : {3.0, 4.0}) {
+    step_at(x, Clock::now());
+    EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  }
+  std::vector<double> seen;
+  for (const auto &r : h.reports) seen.push_back(r.qpos0);
+  EXPECT_EQ(seen, (std::vector<double>{2.0, 3.0, 4.0}));
+  EXPECT_EQ(h.warnings, 1);  // the hold's
+
+  // A command lost for good is still recovered, max_obs_age after the
+  // last answer.
+  Harness l(1);
+  Controller d = l.make(cfg, HoldMode::Zeros);
+  l.state(0, 0, Clock::now());
+  l.actions = {{0.1}, {0.2}};
+  ASSERT_EQ(d.wake(Clock::now()), Controller::Result::Stepped);  // 0.1: lost
+  const TimePoint t = Clock::now() + 250ms;
+  EXPECT_EQ(d.wake(t), Controller::Result::Waiting);  // a hold
+  l.state(0, 5.0, t + 190ms);  // its answer
+  l.shared.add_reward(0, 1, t + 190ms);
+  l.shared.put_terminated(0, false, t + 190ms);
+  l.shared.put_truncated(0, false, t + 190ms);
+  EXPECT_EQ(d.wake(t + 380ms), Controller::Result::Waiting);
+  EXPECT_EQ(d.wake(t + 391ms), Controller::Result::Stepped);
+  ASSERT_EQ(l.reports.size(), 1u);
+  EXPECT_EQ(l.reports[0].qpos0, 5.0);
+}
+
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   Harness h(2);
   Controller::Config cfg;
