@@ -451,7 +451,13 @@ std::vector<TrajectoryPoint> trajectory_points(const double *chunk, std::size_t 
   for (std::size_t k = 0; k < steps; k++) {
     points[k].values.resize(step_size);
     for (std::size_t j = 0; j < step_size; j++) points[k].values[j] = book.shape_value(chunk[k * step_size + j]);
-    points[k].time_from_start = period * static_cast<int64_t>(k + 1);
+    // A chunk may have millions of steps (H is the server's word, bounded
+    // only by the message cap) and a period up to kMaxParameterSeconds:
+    // (k + 1) x period saturates rather than overflow (undefined).
+    const auto k1 = static_cast<Duration::rep>(k + 1);
+    points[k].time_from_start = period.count() > 0 && k1 > Duration::max().count() / period.count()
+                                    ? Duration::max()
+                                    : period * k1;
   }
   return points;
 }

@@ -393,6 +393,23 @@ TEST(Commands, TrajectoryOfAChunk) {
   EXPECT_EQ(points[2].time_from_start, std::chrono::duration_cast<Duration>(60ms));
 }
 
+// trajectory_dt_s (or the control period) may be up to 10^6 s, and a
+// chunk has up to H steps, H from the server, bounded by the message cap
+// only: point 9224's time overflowed int64 nanoseconds (undefined; it came
+// out negative). It saturates (rclcpp saturates it again into the
+// message's int32 seconds).
+TEST(Commands, TrajectoryTimesSaturate) {
+  CommandBook book(1, HoldMode::Zeros);
+  const std::size_t steps = 10000;
+  std::vector<double> chunk(steps, 0.1);
+  const Duration period = seconds_to_duration(kMaxParameterSeconds);
+  auto points = trajectory_points(chunk.data(), steps, 1, period, book);
+  EXPECT_EQ(points[0].time_from_start, period);
+  for (std::size_t k = 1; k < steps; k++)
+    ASSERT_GE(points[k].time_from_start, points[k - 1].time_from_start) << "point " << k;
+  EXPECT_EQ(points.back().time_from_start, Duration::max());
+}
+
 TEST(Episodes, CsvAndStats) {
   EXPECT_STREQ(episode_csv_header(), "episode,env,seconds,return,length,success");
   EXPECT_EQ(episode_csv_line({3, 1, 2.5, 42.0, 42, true}), "3,1,2.500,42,42,1");
