@@ -662,6 +662,57 @@ TEST(Controller, TimerModeHoldsWhileActWaits) {
   EXPECT_FALSE(d.hold_if_blocked(Clock::now() + 1h));
 }
 
+// The node calls wake(Clock::now()), and the snapshot (the node's mutex,
+// image copies) takes a while before act asks. The control timer, on its
+// own clock, held once the observation went stale while act waited; the
+// action that came back right after was still published, after that hold,
+// when the runner's check (from the wake's now) saw the observation fresh
+// (review). An action never follows the timer's hold for its observation.
+TEST(Controller, TimerModeNoActionAfterTheTimersHold) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 50ms;
+  Controller::Hooks hooks;
+  bool slow_snapshot = false;
+  hooks.snapshot = [&](InputState &dst) {
+    if (slow_snapshot) std::this_thread::sleep_for(10ms);
+    h.shared.drain_into(dst);
+  };
+  Controller *self = nullptr;
+  TimePoint stale_at{};
+  int acts = 0;
+  hooks.act = [&](const plugrl::Observation &, std::vector<double> &a) {
+    if (++acts == 2) {
+      // The server answers 1 ms after the observation went stale; the
+      // control timer ticked in between.
+      std::this_thread::sleep_until(stale_at + 1ms);
+      EXPECT_TRUE(self->hold_if_blocked(Clock::now()));
+    }
+    a.assign(1, 0.5);
+    return true;
+  };
+  hooks.report = [](const plugrl::Observation &, const std::vector<double> &, const std::vector<uint8_t> &,
+                    const std::vector<uint8_t> &, const std::vector<uint8_t> &) { return true; };
+  std::vector<bool> holds;
+  hooks.publish = [&](std::size_t, const std::vector<double> &, bool hold) { holds.push_back(hold); };
+  hooks.request_reset = [](std::size_t) {};
+  Controller c(cfg, InputState(cartpole_sources(), 1), CommandBook(1, HoldMode::Zeros), hooks);
+  self = &c;
+  h.state(0, 0.1, Clock::now());
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  const TimePoint t1 = Clock::now();
+  h.state(0, 0.2, t1);
+  stale_at = t1 + 50ms;
+  slow_snapshot = true;
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);
+  EXPECT_EQ(c.phase(), Controller::Phase::Report);  // the step is reported at the next tick
+  ASSERT_GE(holds.size(), 2u);
+  EXPECT_FALSE(holds[0]);
+  for (std::size_t i = 1; i < holds.size(); i++) EXPECT_TRUE(holds[i]) << "publication " << i;
+}
+
 // A run that ended (the server stopped it, max_episodes, an error, a
 // shutdown) used to leave the last action standing (review): final_hold
 // publishes every env's hold once and closes the controller's output.
