@@ -43,9 +43,11 @@ std::string number_str(double v) {
 // "" when s seconds is a time the node can wait: finite, in (0,
 // kMaxParameterSeconds] (or 0 too when zero_ok).
 std::string check_seconds(const char *name, double s, bool zero_ok) {
-  if (std::isfinite(s) && s <= kMaxParameterSeconds && (s > 0 || (zero_ok && s == 0))) return "";
-  return std::string(name) + " is " + number_str(s) + "; want a number of seconds " + (zero_ok ? ">= 0" : "> 0") +
-         " and <= " + number_str(kMaxParameterSeconds);
+  // A time that must be positive is at least kMinParameterSeconds: 1e-10 s
+  // passed a "> 0" check and became 0 ns (review).
+  if (std::isfinite(s) && s <= kMaxParameterSeconds && (s >= kMinParameterSeconds || (zero_ok && s == 0))) return "";
+  return std::string(name) + " is " + number_str(s) + "; want a number of seconds from " +
+         number_str(kMinParameterSeconds) + (zero_ok ? " (or 0)" : "") + " to " + number_str(kMaxParameterSeconds);
 }
 
 // "" when v fits the int32_t field it is passed to, from lo up.
@@ -73,8 +75,9 @@ std::string check_parameters(const NumericParameters &p) {
            number_str(kMaxParameterSeconds) + " (or <= 0: no ~/stats)";
   if (p.stats_period_s > 0 && p.stats_period_s < 1e-3)
     return "stats_period_s is " + number_str(p.stats_period_s) + "; want at least 0.001 s (or <= 0: no ~/stats)";
-  if (!std::isfinite(p.trajectory_dt_s) || p.trajectory_dt_s > kMaxParameterSeconds)
-    return "trajectory_dt_s is " + number_str(p.trajectory_dt_s) + "; want seconds, at most " +
+  if (!std::isfinite(p.trajectory_dt_s) || p.trajectory_dt_s > kMaxParameterSeconds ||
+      (p.trajectory_dt_s > 0 && p.trajectory_dt_s < 1e-6))
+    return "trajectory_dt_s is " + number_str(p.trajectory_dt_s) + "; want seconds, from 1e-06 to " +
            number_str(kMaxParameterSeconds) + " (or 0: the control period)";
   if (!std::isfinite(p.action_scale)) return "action_scale is " + number_str(p.action_scale) + "; want a finite number";
   if (!p.action_clip.empty()) {
@@ -754,10 +757,14 @@ Controller::Result Controller::do_act(TimePoint now) {
     if (width != *width_) {
       // A reconnect found a server of another action width: a command of
       // that width is not what the robot's controllers take. Hold, say so
-      // (an error, at every such step), and report the step.
-      if (hooks_.log)
+      // (an error, at most once a second: a lockstep env steps on each
+      // hold at once, which made thousands of lines a second), and report
+      // the step.
+      if (hooks_.log && (!last_width_error_ || now - *last_width_error_ >= std::chrono::seconds(1))) {
+        last_width_error_ = now;
         hooks_.log(Level::Error, "the server's actions changed width from " + std::to_string(*width_) + " to " +
                                      std::to_string(width) + " values per env: holding; restart the node for the new width");
+      }
       return hold_step(now, "the action's width changed", true);
     }
   }

@@ -144,10 +144,13 @@ TEST(Parameters, EachUnusableValueIsNamed) {
       {[&](NumericParameters &p) { p.max_obs_age_s = nan; }, "max_obs_age_s"},
       {[](NumericParameters &p) { p.max_obs_age_s = 1e300; }, "max_obs_age_s"},
       {[](NumericParameters &p) { p.reset_timeout_s = 0; }, "reset_timeout_s"},
+      {[](NumericParameters &p) { p.reset_timeout_s = 1e-10; }, "reset_timeout_s"},  // 0 ns once converted
+      {[](NumericParameters &p) { p.max_obs_age_s = 1e-4; }, "max_obs_age_s"},
       {[&](NumericParameters &p) { p.reset_timeout_s = inf; }, "reset_timeout_s"},
       {[&](NumericParameters &p) { p.stats_period_s = nan; }, "stats_period_s"},
       {[](NumericParameters &p) { p.stats_period_s = 1e-9; }, "stats_period_s"},
       {[](NumericParameters &p) { p.trajectory_dt_s = 1e20; }, "trajectory_dt_s"},
+      {[](NumericParameters &p) { p.trajectory_dt_s = 1e-12; }, "trajectory_dt_s"},
       {[&](NumericParameters &p) { p.action_scale = nan; }, "action_scale"},
       {[](NumericParameters &p) { p.action_clip = {1, -1}; }, "action_clip"},
       {[&](NumericParameters &p) { p.action_clip = {nan, 1}; }, "action_clip"},
@@ -450,7 +453,7 @@ struct Harness {
   };
   std::vector<Report> reports;
   int acts = 0;
-  int warnings = 0;
+  int warnings = 0, errors = 0;
   Duration act_delay{0};  // how long act blocks, as a slow server makes it
   std::function<void()> in_act;  // runs inside act (a test's own blocking)
 
@@ -481,6 +484,7 @@ struct Harness {
     h.on_episode = [this](const EpisodeRecord &e) { episodes.push_back(e); };
     h.log = [this](Controller::Level level, const std::string &) {
       if (level == Controller::Level::Warn) warnings++;
+      if (level == Controller::Level::Error) errors++;
     };
     return Controller(cfg, InputState(cartpole_sources(), shared.num_envs()),
                       CommandBook(shared.num_envs(), hold), h);
@@ -767,13 +771,26 @@ TEST(Controller, AnActionOfAnotherWidthIsHeld) {
   EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
   h.published.clear();
   h.actions.push_back({0.1, 0.2, 0.3, 0.4});  // 2 values per env now
-  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);
+  const TimePoint t = Clock::now();
+  EXPECT_EQ(c.wake(t), Controller::Result::Waiting);
   ASSERT_EQ(h.published.size(), 2u);
   for (const auto &p : h.published) {
     EXPECT_TRUE(p.hold);
     EXPECT_EQ(p.command, (std::vector<double>{0.0}));
   }
   EXPECT_EQ(c.phase(), Controller::Phase::Report);
+  EXPECT_EQ(h.errors, 1);
+
+  // Each such step holds; the error is said at most once a second (review:
+  // a lockstep env stepping on each hold made thousands of lines a second).
+  for (auto dt : {10ms, 20ms, 1100ms}) {
+    h.state(0, 0.1, t + dt);
+    h.state(1, 0.1, t + dt);
+    h.actions.push_back({0.1, 0.2, 0.3, 0.4});
+    EXPECT_EQ(c.wake(t + dt), Controller::Result::Waiting);  // reports, then holds the next
+  }
+  EXPECT_EQ(h.errors, 2);
+  EXPECT_TRUE(h.published.back().hold);
 }
 
 // In lockstep the hold of an action of another width stands in for the

@@ -61,8 +61,10 @@ std::string check_parameters(const NumericParameters &p);
 // s seconds as a Duration: zero for s <= 0 (or NaN), at most
 // kMaxParameterSeconds.
 Duration seconds_to_duration(double s);
-// The longest time any parameter may give, in seconds (11.6 days).
+// The longest time any parameter may give, in seconds (11.6 days), and the
+// shortest positive one (a millisecond).
 constexpr double kMaxParameterSeconds = 1e6;
+constexpr double kMinParameterSeconds = 1e-3;
 
 // ---------------------------------------------------------------- sources
 
@@ -454,7 +456,7 @@ class Controller {
   std::vector<uint64_t> in_flight_;
   std::vector<std::vector<uint64_t>> arrivals_at_command_;
   TimePoint last_publication_;
-  std::optional<TimePoint> last_hold_, last_warn_;
+  std::optional<TimePoint> last_hold_, last_warn_, last_width_error_;
   // The command width of the first action: the robot's controllers were
   // set up for it, and one of another width (a reconnect to a server of
   // another action_dim) is held, never published.
