@@ -677,13 +677,38 @@ Controller::Result Controller::hold_step(TimePoint now, const std::string &why, 
 }
 
 Controller::Result Controller::wake(TimePoint now) {
+  const TimePoint started = Clock::now();
   hooks_.snapshot(in_);
   if (phase_ == Phase::Report) {
     Result r = do_report(now);
     if (r != Result::Stepped) return r;
+    // A report can wait (a send to a slow server, a reconnect): the act
+    // that follows judges its observation's age at the time it asks.
+    now += Clock::now() - started;
   }
   if (phase_ == Phase::Reset && !resets_done(now)) return Result::Waiting;
   return do_act(now);
+}
+
+void Controller::begin_wait(TimePoint asked) {
+  // hold_if_blocked, on the control timer's thread, holds once the
+  // observation's oldest value goes stale while the hook waits.
+  std::lock_guard<std::mutex> lock(out_mu_);
+  act_since_ = asked;
+  stale_at_.reset();
+  held_while_acting_ = false;
+  if (cfg_.mode != Mode::Timer) return;
+  std::optional<TimePoint> oldest;  // every value is there: readiness said so
+  for (std::size_t i = 0; i < cfg_.num_envs; i++)
+    for (std::size_t src = 0; src < in_.num_sources(); src++)
+      if (auto at = in_.received(src, i); at && (!oldest || *at < *oldest)) oldest = at;
+  if (oldest) stale_at_ = *oldest + cfg_.max_obs_age;
+}
+
+bool Controller::end_wait() {
+  std::lock_guard<std::mutex> lock(out_mu_);
+  stale_at_.reset();
+  return held_while_acting_;
 }
 
 Controller::Result Controller::do_act(TimePoint now) {
@@ -699,35 +724,15 @@ Controller::Result Controller::do_act(TimePoint now) {
   }
   in_.describe(obs_);
   const TimePoint asked = Clock::now();
-  {
-    // hold_if_blocked, on the control timer's thread, holds once this
-    // observation's oldest value goes stale while act waits.
-    std::lock_guard<std::mutex> lock(out_mu_);
-    act_since_ = asked;
-    stale_at_.reset();
-    held_while_acting_ = false;
-    if (cfg_.mode == Mode::Timer) {
-      std::optional<TimePoint> oldest;  // every value is there: readiness said so
-      for (std::size_t i = 0; i < cfg_.num_envs; i++)
-        for (std::size_t src = 0; src < in_.num_sources(); src++)
-          if (auto at = in_.received(src, i); at && (!oldest || *at < *oldest)) oldest = at;
-      if (oldest) stale_at_ = *oldest + max_age;
-    }
-  }
+  begin_wait(asked);
   bool running = false;
   try {
     running = hooks_.act(obs_, actions_);
   } catch (...) {
-    std::lock_guard<std::mutex> lock(out_mu_);
-    stale_at_.reset();
+    end_wait();
     throw;
   }
-  bool held = false;
-  {
-    std::lock_guard<std::mutex> lock(out_mu_);
-    stale_at_.reset();
-    held = held_while_acting_;
-  }
+  const bool held = end_wait();
   if (!running) return Result::Stopped;
   if (held) {
     // The control timer found the observation stale while act waited and
@@ -839,11 +844,13 @@ Controller::Result Controller::do_report(TimePoint now) {
   in_.describe(obs_);
   bool running = true;
   std::exception_ptr failure;
+  begin_wait(Clock::now());  // a report that waits gets the timer's holds too
   try {
     running = hooks_.report(obs_, rewards_, terminated_, truncated_, success_);
   } catch (...) {
     failure = std::current_exception();
   }
+  const bool held = end_wait();
   if (!running) return Result::Stopped;
 
   // The step happened whatever became of its feedback: count it.
@@ -873,6 +880,9 @@ Controller::Result Controller::do_report(TimePoint now) {
   phase_ = any_done ? Phase::Reset : Phase::Act;
   if (failure) std::rethrow_exception(failure);
   if (finished) return Result::Finished;
+  // The control timer held while the report waited: the snapshot is as
+  // old as the timer found it; act at the next tick, on a new one.
+  if (held) return Result::Waiting;
   return Result::Stepped;
 }
 

@@ -717,6 +717,74 @@ TEST(Controller, TimerModeNoActionAfterTheTimersHold) {
   for (std::size_t i = 1; i < holds.size(); i++) EXPECT_TRUE(holds[i]) << "publication " << i;
 }
 
+// plugrl.h: a report can wait too (a send to a server that does not read,
+// a reconnect). The control timer holds while it waits, as it does for an
+// act (review), and the act after it waits for the next tick and a new
+// snapshot instead of acting on the one the timer found stale.
+TEST(Controller, TimerModeHoldsWhileReportWaits) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 100ms;
+  Controller::Hooks hooks;
+  hooks.snapshot = [&](InputState &dst) { h.shared.drain_into(dst); };
+  hooks.act = [](const plugrl::Observation &, std::vector<double> &a) {
+    a.assign(1, 0.5);
+    return true;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  bool block = false, entered = false, release = false;
+  int reports = 0;
+  hooks.report = [&](const plugrl::Observation &, const std::vector<double> &, const std::vector<uint8_t> &,
+                     const std::vector<uint8_t> &, const std::vector<uint8_t> &) {
+    reports++;
+    std::unique_lock<std::mutex> lock(mu);
+    if (!block) return true;
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return true;
+  };
+  std::vector<bool> holds;
+  std::mutex pub_mu;
+  hooks.publish = [&](std::size_t, const std::vector<double> &, bool hold) {
+    std::lock_guard<std::mutex> lock(pub_mu);
+    holds.push_back(hold);
+  };
+  hooks.request_reset = [](std::size_t) {};
+  Controller c(cfg, InputState(cartpole_sources(), 1), CommandBook(1, HoldMode::Zeros), hooks);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.2, t);
+  block = true;
+  std::future<Controller::Result> result = std::async(std::launch::async, [&] { return c.wake(t + 1ms); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  EXPECT_FALSE(c.hold_if_blocked(t + 50ms));
+  EXPECT_TRUE(c.hold_if_blocked(t + 150ms));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    block = false;
+  }
+  cv.notify_all();
+  EXPECT_EQ(result.get(), Controller::Result::Waiting);  // reported, no act on the stale snapshot
+  EXPECT_EQ(reports, 1);
+  EXPECT_EQ(c.phase(), Controller::Phase::Act);
+  ASSERT_EQ(holds.size(), 2u);
+  EXPECT_FALSE(holds[0]);
+  EXPECT_TRUE(holds[1]);
+  // The next tick acts on a fresh observation.
+  h.state(0, 0.3, Clock::now());
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  EXPECT_FALSE(holds.back());
+}
+
 // A run that ended (the server stopped it, max_episodes, an error, a
 // shutdown) used to leave the last action standing (review): final_hold
 // publishes every env's hold once and closes the controller's output.

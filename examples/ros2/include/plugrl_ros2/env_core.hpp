@@ -389,6 +389,9 @@ class Controller {
   // observation goes stale, or in lockstep (where a command is a step of
   // the env). Any thread; thread-safe with wake().
   bool hold_if_blocked(TimePoint now);
+  // (Hooks::report is covered the same way: a report that waits on the
+  // server gets the timer's holds, and the act after it judges its
+  // observation at the time it asks.)
 
   // The run is over (a server stop, max_episodes, an error, a shutdown):
   // publishes every commanded env's hold once more, and from then on
@@ -431,6 +434,11 @@ class Controller {
   // Before a step's command (or the hold standing in for it) goes out:
   // stamps it and the arrivals its answers are counted from. out_mu_ held.
   void begin_step_locked();
+  // Around a hook that can wait on the server (act, report): what
+  // hold_if_blocked needs, set and cleared under out_mu_; end_wait says
+  // whether the timer held meanwhile.
+  void begin_wait(TimePoint asked);
+  bool end_wait();
   // Lockstep: the answers env has given since the step's command: the
   // fewest messages any of its topics brought since.
   uint64_t answers(std::size_t env) const;
