@@ -22,7 +22,7 @@
 #    (envs ending at the same last step may add a few) and exit 0.
 #    Then at 5 Hz against plugrl-hostile slow-action --slow-every 10 for
 #    9 s: the node must step at 5 Hz at most, hold at its ticks while an
-#    infer waits 4 s, and end (SIGINT) with its final hold.
+#    infer waits 3 s, and end (SIGINT) with its final hold.
 # 4. Shutdown: 20 times, plugrl_env_node against a server that never
 #    answers (plugrl-hostile slow-action), SIGINT once its infer waits; and
 #    5 times in the middle of training against `plugrl serve --policy cem`.
@@ -214,16 +214,17 @@ echo "== timer mode (a robot on its own clock)"
 timer_mode 40
 
 # timer_stall: the timer mode at 5 Hz against a server that answers every
-# 10th infer after 4 s (plugrl-hostile slow-action --slow-every 10), for
+# 10th infer after 3 s (plugrl-hostile slow-action --slow-every 10), for
 # 9 s, then SIGINT; trajectory_probe on env 0's trajectories. Passes when
 # the node steps at the control rate and no faster, holds at its ticks
 # while an infer waits (a run of at least 8 holds in a row: the
-# observation goes stale 1.2 s into a 4 s wait), and ends with its final
-# hold. max_obs_age_s is 1.2 s because a cartpole on a clock whose episode
-# ended publishes only every 0.5-1 s until its reset.
+# observation goes stale 0.3 s into a 3 s wait), and ends with its final
+# hold. (A cartpole on a clock whose episode ended sends its state only
+# every 0.5-1 s until its reset: the node reports such a step with its
+# last state, however old, so that this does not hold the others.)
 timer_stall() {
   local hostile line rc=0 url
-  "$bin/plugrl-hostile" --scenario slow-action --action-delay 4s --slow-every 10 -h 1 -d 1 </dev/null \
+  "$bin/plugrl-hostile" --scenario slow-action --action-delay 3s --slow-every 10 -h 1 -d 1 </dev/null \
     >"$tmp/stall-hostile.out" 2>"$tmp/stall-hostile.err" &
   hostile=$!
   pids+=("$hostile")
@@ -239,7 +240,7 @@ timer_stall() {
   sim_pid=$!
   pids+=("$sim_pid")
   timeout --preserve-status -s INT -k 5 9 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
-    -p "url:=$url" -p control_rate_hz:=5.0 -p max_obs_age_s:=1.2 -p receive_timeout_ms:=10000 \
+    -p "url:=$url" -p control_rate_hz:=5.0 -p max_obs_age_s:=0.3 -p receive_timeout_ms:=10000 \
     >"$tmp/stall-env.log" 2>&1 || rc=$?
   stop "$sim_pid"
   stop "$hostile"

@@ -822,7 +822,14 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 Controller::Result Controller::do_report(TimePoint now) {
   if (cfg_.mode == Mode::Timer) {
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-      std::string why = obs_readiness(in_, i, now, cfg_.max_obs_age, std::nullopt);
+      // An env whose episode ended reports its last state, however old: a
+      // robot (cartpole_sim_node on a clock) may stop sending until its
+      // reset, and nothing is acted on for it before the reset brings a
+      // new state. Waiting for a fresh one held every env until the robot
+      // happened to send again, for good when it never did (review).
+      const InputState::Signals &s = in_.signals(i);
+      const Duration max_age = s.terminated || s.truncated ? Duration::max() : cfg_.max_obs_age;
+      std::string why = obs_readiness(in_, i, now, max_age, std::nullopt);
       if (!why.empty()) {
         hold_all(now, "env " + std::to_string(i) + ": " + why);
         return Result::Waiting;

@@ -785,6 +785,44 @@ TEST(Controller, TimerModeHoldsWhileReportWaits) {
   EXPECT_FALSE(holds.back());
 }
 
+// A robot whose episode ended may stop sending its state until its reset
+// (cartpole_sim_node on a clock does). The step that ended it is reported
+// with the last state, however old, and the reset asked for; the other
+// envs are not held for it (review: with max_obs_age shorter than such a
+// robot's silence, the node held every env for good).
+TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 100ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 5ms);  // env 0's terminal state, then silence
+  h.shared.put_terminated(0, true, t + 5ms);
+  h.state(1, 0.2, t + 300ms);  // env 1 goes on
+  EXPECT_EQ(c.wake(t + 300ms), Controller::Result::Waiting);  // reported; waits for the reset
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(h.resets, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(c.phase(), Controller::Phase::Reset);
+  // A quiet env that did not end is still stale: it holds.
+  Harness g(1);
+  cfg.num_envs = 1;
+  Controller d = g.make(cfg);
+  g.state(0, 0.1, t);
+  ASSERT_EQ(d.wake(t), Controller::Result::Stepped);
+  g.published.clear();
+  EXPECT_EQ(d.wake(t + 300ms), Controller::Result::Waiting);
+  EXPECT_TRUE(g.reports.empty());
+  ASSERT_EQ(g.published.size(), 1u);
+  EXPECT_TRUE(g.published[0].hold);
+}
+
 // A run that ended (the server stopped it, max_episodes, an error, a
 // shutdown) used to leave the last action standing (review): final_hold
 // publishes every env's hold once and closes the controller's output.
