@@ -110,6 +110,23 @@ start_serve() {
   }
 }
 
+# start_hostile NAME ARGS...: plugrl-hostile ARGS in the background, its
+# output in $tmp/NAME.out and $tmp/NAME.err; sets hostile (its pid, also
+# in pids) and url, in the caller's scope when the caller declared them
+# local.
+start_hostile() {
+  local name=$1
+  shift
+  : >"$tmp/$name.out" # see wait_url
+  "$bin/plugrl-hostile" "$@" </dev/null >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  hostile=$!
+  pids+=("$hostile")
+  url=$(wait_url "$tmp/$name.out" "$hostile") || {
+    echo "FAIL: plugrl-hostile printed no URL: $(cat "$tmp/$name.err")" >&2
+    exit 1
+  }
+}
+
 # learn POLICY EPISODES CSV
 learn() {
   local policy=$1 episodes=$2 csv=$3 url server rc=0 start=$SECONDS
@@ -224,14 +241,7 @@ timer_mode 40
 # last state, however old, so that this does not hold the others.)
 timer_stall() {
   local hostile line rc=0 url
-  "$bin/plugrl-hostile" --scenario slow-action --action-delay 3s --slow-every 10 -h 1 -d 1 </dev/null \
-    >"$tmp/stall-hostile.out" 2>"$tmp/stall-hostile.err" &
-  hostile=$!
-  pids+=("$hostile")
-  url=$(wait_url "$tmp/stall-hostile.out" "$hostile") || {
-    echo "FAIL: plugrl-hostile printed no URL" >&2
-    exit 1
-  }
+  start_hostile stall-hostile --scenario slow-action --action-delay 3s --slow-every 10 -h 1 -d 1
   "$probe" --ros-args -r trajectory:=/cart_0/action_trajectory >"$tmp/stall-probe.log" 2>&1 &
   local probe_pid=$!
   pids+=("$probe_pid")
@@ -346,14 +356,7 @@ summary() { # WHAT: the figures of the runs so far, then start afresh
 }
 
 echo "== shutdown: SIGINT while an infer waits (plugrl-hostile slow-action), 20 runs: stop within 100 ms, exit 0 within 1 s"
-"$bin/plugrl-hostile" --scenario slow-action --action-delay 60s -h 1 -d 1 -v </dev/null \
-  >"$tmp/hostile.out" 2>"$tmp/hostile.err" &
-hostile=$!
-pids+=("$hostile")
-url=$(wait_url "$tmp/hostile.out" "$hostile") || {
-  echo "FAIL: plugrl-hostile printed no URL" >&2
-  exit 1
-}
+start_hostile hostile --scenario slow-action --action-delay 60s -h 1 -d 1 -v
 start_sim "$tmp/shutdown-sim.log"
 for i in $(seq 20); do
   sigint_run "run $i (infer waiting)" "$url" 0.3 # the infer is sent and waits for the server
@@ -372,13 +375,7 @@ if [[ -z $conns || -z $frames || $conns -lt 20 || $frames -lt $conns ]]; then
 fi
 
 echo "== shutdown: SIGINT while the node connects (plugrl-hostile no-metadata, connect_timeout_ms 30 s), 3 runs: exit 0 within 1 s"
-"$bin/plugrl-hostile" --scenario no-metadata </dev/null >"$tmp/hostile-nm.out" 2>"$tmp/hostile-nm.err" &
-hostile=$!
-pids+=("$hostile")
-url=$(wait_url "$tmp/hostile-nm.out" "$hostile") || {
-  echo "FAIL: plugrl-hostile printed no URL" >&2
-  exit 1
-}
+start_hostile hostile-nm --scenario no-metadata
 for i in 1 2 3; do
   log=$tmp/connecting-$i.log
   start_node "$log" "$url" 'connecting to' "started connecting" -p connect_timeout_ms:=30000
