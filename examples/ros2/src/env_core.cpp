@@ -699,9 +699,11 @@ void Controller::begin_wait(TimePoint asked) {
   held_while_acting_ = false;
   if (cfg_.mode != Mode::Timer) return;
   std::optional<TimePoint> oldest;  // every value is there: readiness said so
-  for (std::size_t i = 0; i < cfg_.num_envs; i++)
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    if (max_age(i) == Duration::max()) continue;  // an ended env's state is never stale
     for (std::size_t src = 0; src < in_.num_sources(); src++)
       if (auto at = in_.received(src, i); at && (!oldest || *at < *oldest)) oldest = at;
+  }
   if (oldest) stale_at_ = *oldest + cfg_.max_obs_age;
 }
 
@@ -711,12 +713,22 @@ bool Controller::end_wait() {
   return held_while_acting_;
 }
 
-Controller::Result Controller::do_act(TimePoint now) {
+Duration Controller::max_age(std::size_t env) const {
   // In lockstep an observation is as old as the env's last step, which is
-  // fine: it is the state the env is in.
-  const Duration max_age = cfg_.mode == Mode::Timer ? cfg_.max_obs_age : Duration::max();
+  // fine: it is the state the env is in. In timer mode an env whose
+  // episode ended (its done flag came, not yet reported) keeps its last
+  // state, however old: a robot may stop sending until its reset, and its
+  // end is reported only after an act (review: an env that ended while
+  // every env held - another's reset, a stale observation - was waited
+  // for by the act for good, and every env held with it).
+  if (cfg_.mode != Mode::Timer) return Duration::max();
+  const InputState::Signals &s = in_.signals(env);
+  return s.terminated || s.truncated ? Duration::max() : cfg_.max_obs_age;
+}
+
+Controller::Result Controller::do_act(TimePoint now) {
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-    std::string why = obs_readiness(in_, i, now, max_age, std::nullopt);
+    std::string why = obs_readiness(in_, i, now, max_age(i), std::nullopt);
     if (!why.empty()) {
       hold_all(now, "env " + std::to_string(i) + ": " + why);
       return Result::Waiting;
@@ -750,7 +762,7 @@ Controller::Result Controller::do_act(TimePoint now) {
     // runner, so its report is owed, at the next tick.
     const TimePoint later = now + (Clock::now() - asked);
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-      std::string why = obs_readiness(in_, i, later, max_age, std::nullopt);
+      std::string why = obs_readiness(in_, i, later, max_age(i), std::nullopt);
       if (!why.empty())
         return hold_step(later, "the action came after its observation went stale (env " + std::to_string(i) + ": " +
                                     why + "); not acting on it");
@@ -822,14 +834,11 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 Controller::Result Controller::do_report(TimePoint now) {
   if (cfg_.mode == Mode::Timer) {
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-      // An env whose episode ended reports its last state, however old: a
-      // robot (cartpole_sim_node on a clock) may stop sending until its
-      // reset, and nothing is acted on for it before the reset brings a
-      // new state. Waiting for a fresh one held every env until the robot
-      // happened to send again, for good when it never did (review).
-      const InputState::Signals &s = in_.signals(i);
-      const Duration max_age = s.terminated || s.truncated ? Duration::max() : cfg_.max_obs_age;
-      std::string why = obs_readiness(in_, i, now, max_age, std::nullopt);
+      // An env whose episode ended reports its last state, however old
+      // (max_age): a robot (cartpole_sim_node on a clock) may stop sending
+      // until its reset. Waiting for a fresh one held every env until the
+      // robot happened to send again, for good when it never did (review).
+      std::string why = obs_readiness(in_, i, now, max_age(i), std::nullopt);
       if (!why.empty()) {
         hold_all(now, "env " + std::to_string(i) + ": " + why);
         return Result::Waiting;

@@ -1230,6 +1230,44 @@ TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   EXPECT_EQ(h.warnings, 0);  // holding for a reset is the normal course
 }
 
+// An env's episode can end while the node is not acting (its robot
+// holding while another env resets, or while a stale observation or a
+// waiting server holds every env): a robot that then goes quiet until its
+// reset (as the README allows) left the act waiting for a fresh state of
+// it that never comes, holding every env for good; its end was never
+// reported, its reset never asked for (review). Its last state is used
+// however old, as in the report, and the step after reports its end.
+TEST(Controller, TimerModeAnEnvThatEndedWhileHoldingIsNotWaitedForEver) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 100ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 5ms);  // env 0 ends: reported, its reset asked for
+  h.shared.put_terminated(0, true, t + 5ms);
+  h.state(1, 0.2, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets, (std::vector<std::size_t>{0}));
+  // While env 0 resets, env 1 (holding) ends too, and goes quiet.
+  h.state(1, 0.7, t + 20ms);
+  h.shared.put_truncated(1, true, t + 20ms);
+  // Env 0's reset is done 300 ms later.
+  h.shared.put_reset_answer(0, true, t + 300ms);
+  h.state(0, 0.0, t + 300ms);
+  for (int tick = 0; tick < 5; tick++) {
+    h.state(0, 0.0, t + 300ms + tick * 10ms);
+    c.wake(t + 300ms + tick * 10ms);
+  }
+  ASSERT_EQ(h.reports.size(), 2u) << "env 1's end was never reported";
+  EXPECT_EQ(h.reports[1].truncated, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(h.resets, (std::vector<std::size_t>{0, 1}));
+}
+
 // ---------------------------------------------------------------- trajectories
 
 namespace {

@@ -426,6 +426,9 @@ class Controller {
   Result hold_step(TimePoint now, const std::string &why, bool expected = false);
   // out_mu_ held.
   void warn_throttled(TimePoint now, const std::string &msg);
+  // How old env's observation may be to act on or report: max_obs_age
+  // (timer), but unbounded in lockstep and for an env whose episode ended.
+  Duration max_age(std::size_t env) const;
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
   // Lockstep: whether the step's answers have all come (holding when they
