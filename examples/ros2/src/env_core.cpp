@@ -890,7 +890,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       resetting_[i] = true;
       answers_at_request_[i] = in_.signals(i).reset_answers;
       reset_sent_[i] = Clock::now();
-      hooks_.request_reset(i);
+      ask_reset(i);
     }
   }
   phase_ = any_done ? Phase::Reset : Phase::Act;
@@ -949,6 +949,17 @@ bool Controller::lockstep_step_complete(TimePoint now) {
   return true;
 }
 
+void Controller::ask_reset(std::size_t env) {
+  // A reset moves a robot as an action does: after the final hold (a
+  // shutdown, while the runner thread finishes a report) it is not asked
+  // for (review: the report of a step that ended an episode, or the
+  // reset phase's second request, still asked). Under out_mu_, as every
+  // publication, so that final_hold cannot come in between.
+  std::lock_guard<std::mutex> lock(out_mu_);
+  if (closed_) return;
+  hooks_.request_reset(env);
+}
+
 bool Controller::resets_done(TimePoint now) {
   bool all = true;
   std::string why;
@@ -962,7 +973,7 @@ bool Controller::resets_done(TimePoint now) {
           if (hooks_.log) hooks_.log(Level::Error, "the reset of env " + std::to_string(i) + " failed; asking again");
           answers_at_request_[i] = s.reset_answers;
           reset_sent_[i] = Clock::now();
-          hooks_.request_reset(i);
+          ask_reset(i);
         }
         all = false;
         why = "env " + std::to_string(i) + "'s reset failed";
@@ -990,7 +1001,7 @@ bool Controller::resets_done(TimePoint now) {
         hooks_.log(Level::Warn, "env " + std::to_string(i) + "'s reset was not answered in " +
                                     seconds_str(cfg_.reset_timeout) + "; asking again");
       reset_sent_[i] = Clock::now();
-      hooks_.request_reset(i);
+      ask_reset(i);
     }
   }
   if (!all) {

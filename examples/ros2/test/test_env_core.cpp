@@ -862,6 +862,49 @@ TEST(Controller, FinalHoldIsTheLastCommand) {
   EXPECT_EQ(g.published.size(), 2u);
 }
 
+// After the final hold (a shutdown: the pre-shutdown callback runs it
+// while the runner thread may still be in a report) the robot is sent
+// nothing more: no reset either, which moves a robot as an action does
+// (review: the report of a step that ended an episode still asked for
+// its reset, and the reset phase asked again after reset_timeout).
+TEST(Controller, NoResetIsAskedForAfterTheFinalHold) {
+  Harness h(2);
+  Controller::Config cfg;
+  cfg.num_envs = 2;
+  cfg.mode = Mode::Timer;
+  cfg.max_obs_age = 1s;
+  cfg.reset_timeout = 50ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 5ms);
+  h.state(1, 0.2, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  c.final_hold("shutting down");  // while the report is on its way
+  h.published.clear();
+  c.wake(t + 10ms);
+  EXPECT_EQ(h.reports.size(), 1u);  // the server still gets its feedback
+  EXPECT_TRUE(h.resets.empty()) << "a reset was asked for after the final hold";
+
+  // A reset asked for before the final hold is not asked again after it.
+  Harness g(1);
+  cfg.num_envs = 1;
+  Controller d = g.make(cfg);
+  g.state(0, 0.1, t);
+  ASSERT_EQ(d.wake(t), Controller::Result::Stepped);
+  g.state(0, 0.9, t + 5ms);
+  g.shared.put_terminated(0, true, t + 5ms);
+  d.wake(t + 10ms);
+  ASSERT_EQ(g.resets, (std::vector<std::size_t>{0}));
+  d.final_hold("shutting down");
+  std::this_thread::sleep_for(60ms);  // past reset_timeout
+  d.wake(Clock::now());
+  EXPECT_EQ(g.resets, (std::vector<std::size_t>{0})) << "the reset was asked again after the final hold";
+  EXPECT_TRUE(h.published.empty());
+}
+
 // A reconnect to a server of another action width (review): the commands
 // changed width silently; one of another width than the first is held.
 TEST(Controller, AnActionOfAnotherWidthIsHeld) {

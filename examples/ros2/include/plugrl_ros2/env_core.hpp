@@ -357,7 +357,8 @@ class Controller {
     // trajectory is the command alone.
     std::function<int64_t(std::size_t env, std::vector<double> &chunk)> chunk;
     // Sends env's reset request (asynchronously: the answer comes through
-    // InputState::put_reset_answer).
+    // InputState::put_reset_answer). Never after final_hold; called with
+    // the controller's output lock held, as publish is.
     std::function<void(std::size_t env)> request_reset;
     std::function<void(const EpisodeRecord &)> on_episode;
     std::function<void(Level, const std::string &)> log;
@@ -446,6 +447,8 @@ class Controller {
   // fewest messages any of its topics brought since.
   uint64_t answers(std::size_t env) const;
   bool resets_done(TimePoint now);
+  // Hooks::request_reset, unless final_hold ran; takes out_mu_.
+  void ask_reset(std::size_t env);
   // After an action: env's trajectory from its chunk (Hooks::chunk), or
   // the command alone when there is no chunk to read (a warning, at most
   // once a second).
