@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace plugrl_ros2 {
 
@@ -928,23 +929,33 @@ bool Controller::lockstep_step_complete(TimePoint now) {
     return false;
   }
   // Every env answered, just not every command. The rest are lost only
-  // when nothing more came for max_obs_age: a slow step's answer that
-  // came just before would otherwise be taken, and the hold's answer,
-  // due a step later, for the next command's (review: every later
-  // observation one command off, which the counting is there to prevent).
+  // when no answer came for max_obs_age: a slow step's answer that came
+  // just before would otherwise be taken, and the hold's answer, due a
+  // step later, for the next command's (review: every later observation
+  // one command off, which the counting is there to prevent). Only a
+  // topic that is not ahead of the env's answers can bring one: a
+  // message on a topic already ahead (a state a simulator republishes
+  // while it idles, after a lost reward) is none, and counting it kept
+  // the step waiting for good, with no hold either (review).
   TimePoint last_answer = last_publication_;
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    const uint64_t a = answers(i);
     for (std::size_t src = 0; src < in_.num_sources(); src++)
-      if (auto at = in_.received(src, i)) last_answer = std::max(last_answer, *at);
+      if (auto at = in_.received(src, i); at && in_.arrivals(src, i) - arrivals_at_command_[src][i] == a)
+        last_answer = std::max(last_answer, *at);
     const InputState::Signals &s = in_.signals(i);
-    for (const auto &at : {s.reward_at, s.terminated_at, s.truncated_at})
-      if (at) last_answer = std::max(last_answer, *at);
+    const std::pair<bool, uint64_t> counted[] = {{cfg_.reward_topic, s.rewards},
+                                                 {cfg_.terminated_topic, s.terminated_msgs},
+                                                 {cfg_.truncated_topic, s.truncated_msgs}};
+    const std::optional<TimePoint> stamps[] = {s.reward_at, s.terminated_at, s.truncated_at};
+    for (std::size_t k = 0; k < 3; k++)
+      if (counted[k].first && counted[k].second == a && stamps[k]) last_answer = std::max(last_answer, *stamps[k]);
   }
   if (now - last_answer < cfg_.max_obs_age) return false;
   // Nothing more came: the rest were lost on the way (a dropped message).
   // Take the step with the latest data rather than hold for ever.
   std::lock_guard<std::mutex> lock(out_mu_);
-  warn_throttled(now, "a step's answer was lost (" + why + ", nothing more came in " +
+  warn_throttled(now, "a step's answer was lost (" + why + ", no more answer came in " +
                           seconds_str(cfg_.max_obs_age) + "): reporting the step with the latest data");
   return true;
 }

@@ -1248,6 +1248,51 @@ TEST(Controller, LockstepASlowAnswerIsNotTakenForALostOne) {
   EXPECT_EQ(l.reports[0].qpos0, 5.0);
 }
 
+// A simulator that republishes its state while it idles
+// (cartpole_sim_node's idle_publish_s, 0.5 s by default, under
+// max_obs_age_s 1.0 in cartpole.yaml and 2.0 in tests/ros2_nodes.sh):
+// when a step's reward was lost, the lost-answer rule waited for
+// max_obs_age without any message, which the republished states never
+// gave, and no hold went out either (every env had answered once): the
+// run stopped for good (review). A message on a topic that is already
+// ahead of the env's answers is not an answer still coming.
+TEST(Controller, LockstepALostRewardIsRecoveredDespiteIdleRepublishes) {
+  Harness h(1);
+  Controller::Config cfg;
+  cfg.num_envs = 1;
+  cfg.mode = Mode::Lockstep;
+  cfg.max_obs_age = 100ms;
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.1}, {0.2}};
+  const TimePoint t = Clock::now();
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);  // 0.1
+  // Its answer, but the reward is lost on the way.
+  h.state(0, 1.0, t + 10ms);
+  h.shared.put_terminated(0, false, t + 10ms);
+  h.shared.put_truncated(0, false, t + 10ms);
+  EXPECT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  EXPECT_EQ(c.wake(t + 110ms), Controller::Result::Waiting);  // no reward: a hold
+  ASSERT_EQ(h.published.size(), 2u);
+  ASSERT_TRUE(h.published[1].hold);
+  // The hold's whole answer.
+  h.state(0, 2.0, t + 120ms);
+  h.shared.add_reward(0, 1, t + 120ms);
+  h.shared.put_terminated(0, false, t + 120ms);
+  h.shared.put_truncated(0, false, t + 120ms);
+  // Then the simulator idles, republishing its state every 40 ms.
+  bool stepped = false;
+  for (int k = 1; k <= 25 && !stepped; k++) {
+    const TimePoint at = t + 120ms + k * 40ms;
+    h.state(0, 2.0, at);
+    stepped = c.wake(at) == Controller::Result::Stepped;
+  }
+  EXPECT_TRUE(stepped) << "the step was never reported: 1 s of idle republishes";
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 2.0);
+  EXPECT_EQ(h.published.back().command, (std::vector<double>{0.2}));
+}
+
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   Harness h(2);
   Controller::Config cfg;
