@@ -563,6 +563,7 @@ class EnvNode : public rclcpp::Node {
     cfg.reward_topic = !reward_topic_.empty();
     cfg.terminated_topic = !terminated_topic_.empty();
     cfg.truncated_topic = !truncated_topic_.empty();
+    cfg.reset_service = !reset_service_.empty();
     cfg.max_episodes = max_episodes_;
     cfg.trajectory_period = seconds_to_duration(trajectory_dt_seconds());
 

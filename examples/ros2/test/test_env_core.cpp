@@ -823,6 +823,36 @@ TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
   EXPECT_TRUE(g.published[0].hold);
 }
 
+// A lockstep simulator without a reset service starts its next episode by
+// itself and sends nothing before the next command: the node waited for an
+// observation newer than its (self-answered) reset request for good
+// (review). It goes on at once; with a service it still waits.
+TEST(Controller, LockstepWithoutAResetServiceGoesOnAtOnce) {
+  for (bool service : {false, true}) {
+    Harness h(1);
+    Controller::Config cfg;
+    cfg.num_envs = 1;
+    cfg.mode = Mode::Lockstep;
+    cfg.reset_service = service;
+    Controller c = h.make(cfg);
+    h.state(0, 0, Clock::now());
+    ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+    h.step(0, 0.5, 1, true, false);  // the episode ends; the env resets itself
+    EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting) << service;  // reported; reset asked
+    ASSERT_EQ(h.resets.size(), 1u);
+    h.shared.put_reset_answer(0, true, Clock::now());  // the node's own answer when there is no service
+    const Controller::Result r = c.wake(Clock::now());
+    if (service) {
+      EXPECT_EQ(r, Controller::Result::Waiting);  // waits for the state the reset brings
+      h.state(0, 0, Clock::now());
+      EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+    } else {
+      EXPECT_EQ(r, Controller::Result::Stepped);  // the next episode's first step, at once
+    }
+    EXPECT_EQ(h.episodes.size(), 1u);
+  }
+}
+
 // A run that ended (the server stopped it, max_episodes, an error, a
 // shutdown) used to leave the last action standing (review): final_hold
 // publishes every env's hold once and closes the controller's output.

@@ -327,6 +327,10 @@ class Controller {
     // A reset not answered this long after its request is asked again.
     Duration reset_timeout = std::chrono::seconds(5);
     bool reward_topic = true, terminated_topic = true, truncated_topic = true;
+    // Whether the env has a reset service. Without one it starts its next
+    // episode by itself; in lockstep the controller then acts on the
+    // latest observation at once instead of waiting for a newer one.
+    bool reset_service = true;
     int64_t max_episodes = 0;  // 0: no limit
     // Time between two points of a published trajectory (the control
     // period; Hooks::publish_trajectory).
