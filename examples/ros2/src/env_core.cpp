@@ -597,13 +597,22 @@ void Controller::hold_all(TimePoint now, const std::string &why, bool expected) 
   hold_all_locked(now, why, expected);
 }
 
-void Controller::publish_hold_locked(std::size_t env) {
-  const std::vector<double> hold = book_.hold(env);
-  hooks_.publish(env, hold, true);
-  if (hooks_.publish_trajectory) {
-    trajectories_[env] = single_point(hold, cfg_.trajectory_period);
-    hooks_.publish_trajectory(env, trajectories_[env], true);
+bool Controller::publish_holds_locked() {
+  bool any = false;
+  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+    if (!book_.has_command(i)) continue;  // nothing was commanded yet: nothing to hold
+    const std::vector<double> hold = book_.hold(i);
+    hooks_.publish(i, hold, true);
+    if (hooks_.publish_trajectory) {
+      trajectories_[i] = single_point(hold, cfg_.trajectory_period);
+      hooks_.publish_trajectory(i, trajectories_[i], true);
+    }
+    // In lockstep the env takes a step for a hold too: in the Report
+    // phase its step is complete when it has answered this one as well.
+    if (cfg_.mode == Mode::Lockstep && phase_ == Phase::Report) in_flight_[i]++;
+    any = true;
   }
+  return any;
 }
 
 void Controller::hold_all_locked(TimePoint now, const std::string &why, bool expected) {
@@ -612,17 +621,8 @@ void Controller::hold_all_locked(TimePoint now, const std::string &why, bool exp
   // command is a step of the env: hold once per max_obs_age at most.
   if (cfg_.mode == Mode::Lockstep && last_hold_ && now - *last_hold_ < cfg_.max_obs_age) return;
   last_hold_ = now;
-  bool any = false;
-  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-    if (!book_.has_command(i)) continue;  // nothing was commanded yet: nothing to hold
-    publish_hold_locked(i);
-    // In lockstep the env takes a step for the hold too: its step is
-    // complete when it has answered this one as well.
-    if (cfg_.mode == Mode::Lockstep && phase_ == Phase::Report) in_flight_[i]++;
-    any = true;
-  }
-  if (any && cfg_.mode == Mode::Lockstep) last_publication_ = now;
-  if (!any) return;
+  if (!publish_holds_locked()) return;
+  if (cfg_.mode == Mode::Lockstep) last_publication_ = now;
   holds_++;
   if (!expected) {
     warn_throttled(now, "holding the safe action: " + why);
@@ -634,9 +634,9 @@ void Controller::hold_all_locked(TimePoint now, const std::string &why, bool exp
 bool Controller::hold_if_blocked(TimePoint now) {
   std::lock_guard<std::mutex> lock(out_mu_);
   if (cfg_.mode != Mode::Timer || !stale_at_ || now < *stale_at_) return false;
-  held_while_acting_ = true;
+  held_while_waiting_ = true;
   hold_all_locked(now,
-                  "no action from the server after " + seconds_str(now - act_since_) +
+                  "no answer from the server after " + seconds_str(now - wait_since_) +
                       "; the observation it is for went stale",
                   false);
   return true;
@@ -646,12 +646,7 @@ void Controller::final_hold(const std::string &why) {
   std::lock_guard<std::mutex> lock(out_mu_);
   if (closed_) return;
   closed_ = true;
-  bool any = false;
-  for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-    if (!book_.has_command(i)) continue;
-    publish_hold_locked(i);
-    any = true;
-  }
+  const bool any = publish_holds_locked();
   if (any) holds_++;
   if (hooks_.log)
     hooks_.log(Level::Info, std::string(any ? "final hold published: " : "nothing was commanded, nothing to hold: ") +
@@ -695,9 +690,9 @@ void Controller::begin_wait(TimePoint asked) {
   // hold_if_blocked, on the control timer's thread, holds once the
   // observation's oldest value goes stale while the hook waits.
   std::lock_guard<std::mutex> lock(out_mu_);
-  act_since_ = asked;
+  wait_since_ = asked;
   stale_at_.reset();
-  held_while_acting_ = false;
+  held_while_waiting_ = false;
   if (cfg_.mode != Mode::Timer) return;
   std::optional<TimePoint> oldest;  // every value is there: readiness said so
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
@@ -711,7 +706,7 @@ void Controller::begin_wait(TimePoint asked) {
 bool Controller::end_wait() {
   std::lock_guard<std::mutex> lock(out_mu_);
   stale_at_.reset();
-  return held_while_acting_;
+  return held_while_waiting_;
 }
 
 Duration Controller::max_age(std::size_t env) const {

@@ -125,14 +125,14 @@ class EnvNode : public rclcpp::Node {
   void read_parameters() {
     url_ = declare_parameter<std::string>("url", "ws://127.0.0.1:8000");
     api_key_ = declare_parameter<std::string>("api_key", "");
-    connect_timeout_ms_ = declare_parameter<int64_t>("connect_timeout_ms", 5000);
-    receive_timeout_ms_ = declare_parameter<int64_t>("receive_timeout_ms", 30000);
-    close_timeout_ms_ = declare_parameter<int64_t>("close_timeout_ms", 50);
-    max_reconnects_ = declare_parameter<int64_t>("max_reconnects", 5);
+    num_.connect_timeout_ms = declare_parameter<int64_t>("connect_timeout_ms", 5000);
+    num_.receive_timeout_ms = declare_parameter<int64_t>("receive_timeout_ms", 30000);
+    num_.close_timeout_ms = declare_parameter<int64_t>("close_timeout_ms", 50);
+    num_.max_reconnects = declare_parameter<int64_t>("max_reconnects", 5);
 
-    control_rate_hz_ = declare_parameter<double>("control_rate_hz", 50.0);
-    max_obs_age_s_ = declare_parameter<double>("max_obs_age_s", 0.5);
-    reset_timeout_s_ = declare_parameter<double>("reset_timeout_s", 5.0);
+    num_.control_rate_hz = declare_parameter<double>("control_rate_hz", 50.0);
+    num_.max_obs_age_s = declare_parameter<double>("max_obs_age_s", 0.5);
+    num_.reset_timeout_s = declare_parameter<double>("reset_timeout_s", 5.0);
     qos_best_effort_ = declare_parameter<bool>("qos_best_effort", false);
 
     namespaces_ = declare_parameter<std::vector<std::string>>("env_namespaces", std::vector<std::string>{""});
@@ -173,41 +173,27 @@ class EnvNode : public rclcpp::Node {
         trajectory_field_ != "accelerations" && trajectory_field_ != "effort")
       throw std::invalid_argument("trajectory_field is \"" + trajectory_field_ +
                                   "\"; want positions, velocities, accelerations or effort");
-    trajectory_dt_s_ = declare_parameter<double>("trajectory_dt_s", 0.0);
+    num_.trajectory_dt_s = declare_parameter<double>("trajectory_dt_s", 0.0);
 
     const std::string hold = declare_parameter<std::string>("hold_action", "zeros");
     auto mode = parse_hold_mode(hold);
     if (!mode) throw std::invalid_argument("hold_action is \"" + hold + "\"; want zeros or last");
     hold_mode_ = *mode;
-    action_scale_ = declare_parameter<double>("action_scale", 1.0);
-    auto clip = declare_parameter<std::vector<double>>("action_clip", std::vector<double>{});
-    if (clip.size() == 2) action_clip_ = {clip[0], clip[1]};
+    num_.action_scale = declare_parameter<double>("action_scale", 1.0);
+    num_.action_clip = declare_parameter<std::vector<double>>("action_clip", std::vector<double>{});
 
-    max_episodes_ = declare_parameter<int64_t>("max_episodes", 0);
+    num_.max_episodes = declare_parameter<int64_t>("max_episodes", 0);
     episode_csv_ = declare_parameter<std::string>("episode_csv", "");
     log_episodes_ = declare_parameter<bool>("log_episodes", true);
     shutdown_on_stop_ = declare_parameter<bool>("shutdown_on_stop", true);
-    stats_period_s_ = declare_parameter<double>("stats_period_s", 1.0);
+    num_.stats_period_s = declare_parameter<double>("stats_period_s", 1.0);
 
     // Every number is checked before any becomes a period, a timeout or a
     // library option (env_core: check_parameters).
-    NumericParameters numbers;
-    numbers.control_rate_hz = control_rate_hz_;
-    numbers.max_obs_age_s = max_obs_age_s_;
-    numbers.reset_timeout_s = reset_timeout_s_;
-    numbers.stats_period_s = stats_period_s_;
-    numbers.trajectory_dt_s = trajectory_dt_s_;
-    numbers.action_scale = action_scale_;
-    numbers.action_clip = clip;
-    numbers.connect_timeout_ms = connect_timeout_ms_;
-    numbers.receive_timeout_ms = receive_timeout_ms_;
-    numbers.close_timeout_ms = close_timeout_ms_;
-    numbers.max_reconnects = max_reconnects_;
-    numbers.max_episodes = max_episodes_;
-    const std::string bad = check_parameters(numbers);
+    const std::string bad = check_parameters(num_);
     if (!bad.empty()) throw std::invalid_argument(bad);
 
-    lockstep_ = control_rate_hz_ <= 0;
+    lockstep_ = num_.control_rate_hz <= 0;
     wakeups_ = std::make_unique<Wakeups>(lockstep_ ? Mode::Lockstep : Mode::Timer);
   }
 
@@ -303,10 +289,10 @@ class EnvNode : public rclcpp::Node {
     }
 
     stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
-    if (stats_period_s_ > 0)
-      stats_timer_ = create_wall_timer(seconds_to_duration(stats_period_s_), [this] { publish_stats(); });
+    if (num_.stats_period_s > 0)
+      stats_timer_ = create_wall_timer(seconds_to_duration(num_.stats_period_s), [this] { publish_stats(); });
     if (!lockstep_)
-      control_timer_ = create_wall_timer(seconds_to_duration(1.0 / control_rate_hz_), [this] {
+      control_timer_ = create_wall_timer(seconds_to_duration(1.0 / num_.control_rate_hz), [this] {
         // The tick wakes the runner thread; ticks that come while it is
         // busy (an infer waiting) are taken as one when it is done. Until
         // then the tick itself holds, once the observation the infer is
@@ -324,14 +310,14 @@ class EnvNode : public rclcpp::Node {
     RCLCPP_INFO(get_logger(), "%zu env(s) (%s%s), %zu observation source(s), %s, server %s", n,
                 namespaces_[0].empty() ? "no namespace" : "namespaces ", namespaces_[0].c_str(), sources_.size(),
                 lockstep_ ? "lockstep (a step when every env's data has come)"
-                          : ("control timer at " + std::to_string(control_rate_hz_) + " Hz").c_str(),
+                          : ("control timer at " + std::to_string(num_.control_rate_hz) + " Hz").c_str(),
                 url_.c_str());
   }
 
   // Seconds between trajectory points: trajectory_dt_s, else the control
   // period (0.01 s in lockstep).
   double trajectory_dt_seconds() const {
-    return trajectory_dt_s_ > 0 ? trajectory_dt_s_ : (lockstep_ ? 0.01 : 1.0 / control_rate_hz_);
+    return num_.trajectory_dt_s > 0 ? num_.trajectory_dt_s : (lockstep_ ? 0.01 : 1.0 / num_.control_rate_hz);
   }
 
   // A message that did not fit its source: warn, at most every 2 s.
@@ -466,11 +452,11 @@ class EnvNode : public rclcpp::Node {
     const std::size_t n = namespaces_.size();
     plugrl::Options options(url_);
     if (!api_key_.empty()) options.api_key(api_key_);
-    options.connect_timeout_ms(static_cast<int32_t>(connect_timeout_ms_))
-        .metadata_timeout_ms(static_cast<int32_t>(connect_timeout_ms_))
-        .receive_timeout_ms(static_cast<int32_t>(receive_timeout_ms_))
-        .close_timeout_ms(static_cast<int32_t>(close_timeout_ms_))
-        .max_reconnects(static_cast<int32_t>(max_reconnects_))
+    options.connect_timeout_ms(static_cast<int32_t>(num_.connect_timeout_ms))
+        .metadata_timeout_ms(static_cast<int32_t>(num_.connect_timeout_ms))
+        .receive_timeout_ms(static_cast<int32_t>(num_.receive_timeout_ms))
+        .close_timeout_ms(static_cast<int32_t>(num_.close_timeout_ms))
+        .max_reconnects(static_cast<int32_t>(num_.max_reconnects))
         .log([this](int level, const char *message) { log_from_library(level, message); });
 
     RCLCPP_INFO(get_logger(), "connecting to %s", url_.c_str());
@@ -558,13 +544,13 @@ class EnvNode : public rclcpp::Node {
     Controller::Config cfg;
     cfg.num_envs = n;
     cfg.mode = lockstep_ ? Mode::Lockstep : Mode::Timer;
-    cfg.max_obs_age = seconds_to_duration(max_obs_age_s_);
-    cfg.reset_timeout = seconds_to_duration(reset_timeout_s_);
+    cfg.max_obs_age = seconds_to_duration(num_.max_obs_age_s);
+    cfg.reset_timeout = seconds_to_duration(num_.reset_timeout_s);
     cfg.reward_topic = !reward_topic_.empty();
     cfg.terminated_topic = !terminated_topic_.empty();
     cfg.truncated_topic = !truncated_topic_.empty();
     cfg.reset_service = !reset_service_.empty();
-    cfg.max_episodes = max_episodes_;
+    cfg.max_episodes = num_.max_episodes;
     cfg.trajectory_period = seconds_to_duration(trajectory_dt_seconds());
 
     Controller::Hooks hooks;
@@ -612,9 +598,9 @@ class EnvNode : public rclcpp::Node {
         case Controller::Level::Error: RCLCPP_ERROR(get_logger(), "%s", message.c_str()); break;
       }
     };
-    CommandBook book(n, hold_mode_, action_scale_, action_clip_ ? std::optional<double>(action_clip_->first)
-                                                                : std::nullopt,
-                     action_clip_ ? std::optional<double>(action_clip_->second) : std::nullopt);
+    const bool clip = num_.action_clip.size() == 2;
+    CommandBook book(n, hold_mode_, num_.action_scale, clip ? std::optional<double>(num_.action_clip[0]) : std::nullopt,
+                     clip ? std::optional<double>(num_.action_clip[1]) : std::nullopt);
     Controller controller(cfg, InputState(sources_, n), std::move(book), std::move(hooks));
     // Published for the control timer (hold_if_blocked) and the shutdown
     // (final_hold) until it goes out of scope; on every way out of here
@@ -670,7 +656,7 @@ class EnvNode : public rclcpp::Node {
         break;
       }
       if (result == Controller::Result::Finished) {
-        RCLCPP_INFO(get_logger(), "max_episodes (%lld) episodes done", static_cast<long long>(max_episodes_));
+        RCLCPP_INFO(get_logger(), "max_episodes (%lld) episodes done", static_cast<long long>(num_.max_episodes));
         break;
       }
     }
@@ -684,9 +670,7 @@ class EnvNode : public rclcpp::Node {
 
   // Parameters.
   std::string url_, api_key_;
-  int64_t connect_timeout_ms_ = 0, receive_timeout_ms_ = 0, close_timeout_ms_ = 0, max_reconnects_ = 0;
-  double control_rate_hz_ = 0, max_obs_age_s_ = 0, reset_timeout_s_ = 0, stats_period_s_ = 0;
-  double trajectory_dt_s_ = 0, action_scale_ = 1;
+  NumericParameters num_;  // every number, as check_parameters passed it
   bool qos_best_effort_ = false, publish_trajectory_ = false, log_episodes_ = true, shutdown_on_stop_ = true;
   bool lockstep_ = false;
   std::vector<std::string> namespaces_, trajectory_joints_;
@@ -694,8 +678,6 @@ class EnvNode : public rclcpp::Node {
   std::string reward_topic_, terminated_topic_, truncated_topic_, action_topic_, reset_service_;
   std::string trajectory_topic_, trajectory_field_, episode_csv_;
   HoldMode hold_mode_ = HoldMode::Zeros;
-  std::optional<std::pair<double, double>> action_clip_;
-  int64_t max_episodes_ = 0;
 
   // Written by the executor's callbacks, drained by the runner thread.
   std::mutex mu_;

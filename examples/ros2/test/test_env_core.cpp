@@ -432,6 +432,15 @@ TEST(Episodes, CsvAndStats) {
 
 namespace {
 
+// A controller's configuration: n envs, ticked by mode, max_obs_age as given.
+Controller::Config config(std::size_t n, Mode mode, Duration max_obs_age = std::chrono::milliseconds(500)) {
+  Controller::Config cfg;
+  cfg.num_envs = n;
+  cfg.mode = mode;
+  cfg.max_obs_age = max_obs_age;
+  return cfg;
+}
+
 // A fake runner and robot around a Controller: records what it publishes,
 // answers act with a queue of actions.
 struct Harness {
@@ -508,10 +517,7 @@ struct Harness {
 
 TEST(Controller, TimerModeActsReportsAndHoldsWhenStale) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg);
 
   TimePoint t = Clock::now();
@@ -555,10 +561,7 @@ TEST(Controller, TimerModeActsReportsAndHoldsWhenStale) {
 // reports the step at the next tick.
 TEST(Controller, TimerModeHoldsAnActionThatCameTooLate) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 50ms;
+  Controller::Config cfg = config(1, Mode::Timer, 50ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0.2, Clock::now());
   h.actions.push_back({0.7});
@@ -593,10 +596,7 @@ TEST(Controller, TimerModeHoldsAnActionThatCameTooLate) {
 // observation went stale, at every tick, while act waits.
 TEST(Controller, TimerModeHoldsWhileActWaits) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   TimePoint t = Clock::now();
   h.state(0, 0.1, t);
@@ -674,10 +674,7 @@ TEST(Controller, TimerModeHoldsWhileActWaits) {
 // (review). An action never follows the timer's hold for its observation.
 TEST(Controller, TimerModeNoActionAfterTheTimersHold) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 50ms;
+  Controller::Config cfg = config(1, Mode::Timer, 50ms);
   Controller::Hooks hooks;
   bool slow_snapshot = false;
   hooks.snapshot = [&](InputState &dst) {
@@ -723,10 +720,7 @@ TEST(Controller, TimerModeNoActionAfterTheTimersHold) {
 // snapshot instead of acting on the one the timer found stale.
 TEST(Controller, TimerModeHoldsWhileReportWaits) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(1, Mode::Timer, 100ms);
   Controller::Hooks hooks;
   hooks.snapshot = [&](InputState &dst) { h.shared.drain_into(dst); };
   hooks.act = [](const plugrl::Observation &, std::vector<double> &a) {
@@ -792,10 +786,7 @@ TEST(Controller, TimerModeHoldsWhileReportWaits) {
 // robot's silence, the node held every env for good).
 TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
   h.state(0, 0.1, t);
@@ -830,9 +821,7 @@ TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
 TEST(Controller, LockstepWithoutAResetServiceGoesOnAtOnce) {
   for (bool service : {false, true}) {
     Harness h(1);
-    Controller::Config cfg;
-    cfg.num_envs = 1;
-    cfg.mode = Mode::Lockstep;
+    Controller::Config cfg = config(1, Mode::Lockstep);
     cfg.reset_service = service;
     Controller c = h.make(cfg);
     h.state(0, 0, Clock::now());
@@ -858,10 +847,7 @@ TEST(Controller, LockstepWithoutAResetServiceGoesOnAtOnce) {
 // publishes every env's hold once and closes the controller's output.
 TEST(Controller, FinalHoldIsTheLastCommand) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 1s;
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
   Controller c = h.make(cfg, HoldMode::Zeros);
   c.final_hold("before any command");  // nothing to hold yet
   EXPECT_TRUE(h.published.empty());
@@ -899,10 +885,7 @@ TEST(Controller, FinalHoldIsTheLastCommand) {
 // its reset, and the reset phase asked again after reset_timeout).
 TEST(Controller, NoResetIsAskedForAfterTheFinalHold) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 1s;
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
   cfg.reset_timeout = 50ms;
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
@@ -939,10 +922,7 @@ TEST(Controller, NoResetIsAskedForAfterTheFinalHold) {
 // changed width silently; one of another width than the first is held.
 TEST(Controller, AnActionOfAnotherWidthIsHeld) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 1s;
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0.1, Clock::now());
   h.state(1, 0.1, Clock::now());
@@ -978,10 +958,7 @@ TEST(Controller, AnActionOfAnotherWidthIsHeld) {
 // then taken as "an answer lost", with a warning).
 TEST(Controller, LockstepTheHoldOfAnotherWidthIsOneCommand) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 10s;
+  Controller::Config cfg = config(1, Mode::Lockstep, 10s);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0, Clock::now());
   h.actions = {{0.5}, {0.1, 0.2}, {0.6}};
@@ -1001,10 +978,7 @@ TEST(Controller, LockstepTheHoldOfAnotherWidthIsOneCommand) {
 
 TEST(Controller, LockstepEpisodeEndResetsAndWaitsForTheResetState) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 10s;
+  Controller::Config cfg = config(2, Mode::Lockstep, 10s);
   Controller c = h.make(cfg);
 
   h.state(0, 0, Clock::now());
@@ -1047,10 +1021,7 @@ TEST(Controller, LockstepEpisodeEndResetsAndWaitsForTheResetState) {
 
 TEST(Controller, LockstepHoldsOnlyAfterMaxObsAge) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 50ms;
+  Controller::Config cfg = config(1, Mode::Lockstep, 50ms);
   Controller c = h.make(cfg, HoldMode::Last);
   h.state(0, 0, Clock::now());
   h.actions.push_back({0.7});
@@ -1066,9 +1037,7 @@ TEST(Controller, LockstepHoldsOnlyAfterMaxObsAge) {
 
 TEST(Controller, MaxEpisodesFinishesAndStopIsPassedOn) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
+  Controller::Config cfg = config(1, Mode::Lockstep);
   cfg.max_episodes = 1;
   Controller c = h.make(cfg);
   h.state(0, 0, Clock::now());
@@ -1087,9 +1056,7 @@ TEST(Controller, MaxEpisodesFinishesAndStopIsPassedOn) {
 
 TEST(Controller, AReportThatThrowsStillCountsTheStep) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
+  Controller::Config cfg = config(1, Mode::Lockstep);
   Controller::Hooks hooks;
   hooks.snapshot = [&](InputState &dst) { h.shared.drain_into(dst); };
   hooks.act = [](const plugrl::Observation &, std::vector<double> &a) {
@@ -1117,10 +1084,7 @@ TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {
   // Over DDS env 0 may answer while env 1's command is still being
   // published: its answer must count for this step.
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 10s;
+  Controller::Config cfg = config(2, Mode::Lockstep, 10s);
   Controller::Hooks hooks;
   hooks.snapshot = [&](InputState &dst) { h.shared.drain_into(dst); };
   hooks.act = [](const plugrl::Observation &, std::vector<double> &a) {
@@ -1152,10 +1116,7 @@ TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {
 // command off, for good (review). Counting answers keeps them aligned.
 TEST(Controller, LockstepOneSlowStepDoesNotShiftLaterSteps) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 50ms;
+  Controller::Config cfg = config(1, Mode::Lockstep, 50ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0, Clock::now());
   h.actions = {{0.1}, {0.2}, {0.3}, {0.4}};
@@ -1191,10 +1152,7 @@ TEST(Controller, LockstepOneSlowStepDoesNotShiftLaterSteps) {
 // env, the step is taken with the latest data, not held for ever.
 TEST(Controller, LockstepALostCommandIsRecovered) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 50ms;
+  Controller::Config cfg = config(1, Mode::Lockstep, 50ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0, Clock::now());
   h.actions = {{0.1}, {0.2}};
@@ -1226,10 +1184,7 @@ TEST(Controller, LockstepALostCommandIsRecovered) {
 // observation one command off (review).
 TEST(Controller, LockstepASlowAnswerIsNotTakenForALostOne) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 200ms;
+  Controller::Config cfg = config(1, Mode::Lockstep, 200ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   auto step_at = [&](double x, TimePoint t) {
     h.state(0, x, t);
@@ -1288,10 +1243,7 @@ TEST(Controller, LockstepASlowAnswerIsNotTakenForALostOne) {
 // ahead of the env's answers is not an answer still coming.
 TEST(Controller, LockstepALostRewardIsRecoveredDespiteIdleRepublishes) {
   Harness h(1);
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(1, Mode::Lockstep, 100ms);
   Controller c = h.make(cfg, HoldMode::Zeros);
   h.state(0, 0, Clock::now());
   h.actions = {{0.1}, {0.2}};
@@ -1325,10 +1277,7 @@ TEST(Controller, LockstepALostRewardIsRecoveredDespiteIdleRepublishes) {
 
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 1s;
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
   h.state(0, 0, t);
@@ -1357,10 +1306,7 @@ TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
 // however old, as in the report, and the step after reports its end.
 TEST(Controller, TimerModeAnEnvThatEndedWhileHoldingIsNotWaitedForEver) {
   Harness h(2);
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
   h.state(0, 0.1, t);
@@ -1468,10 +1414,7 @@ std::vector<double> values_at(const std::vector<TrajectoryPoint> &p, std::size_t
 TEST(Controller, TrajectoryIsTheRestOfTheChunk) {
   // Two envs, chunks of 3 steps of 2 values.
   ChunkHarness c(2, 2, {{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {-0.1, -0.2, -0.3, -0.4, -0.5, -0.6}});
-  Controller::Config cfg;
-  cfg.num_envs = 2;
-  cfg.mode = Mode::Lockstep;
-  cfg.max_obs_age = 10s;
+  Controller::Config cfg = config(2, Mode::Lockstep, 10s);
   cfg.trajectory_period = 20ms;
   Controller ctl = c.make(cfg);
   c.h.state(0, 0, Clock::now());
@@ -1509,9 +1452,7 @@ TEST(Controller, TrajectoryIsTheRestOfTheChunk) {
 
 TEST(Controller, TrajectoryPointsAreScaledAndClippedLikeTheCommand) {
   ChunkHarness c(1, 1, {{0.2, 0.9, -3.0}});
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Lockstep;
+  Controller::Config cfg = config(1, Mode::Lockstep);
   Controller ctl = c.make(cfg, true, CommandBook(1, HoldMode::Zeros, 2.0, -1.0, 1.0));
   c.h.state(0, 0, Clock::now());
   ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
@@ -1524,10 +1465,7 @@ TEST(Controller, TrajectoryPointsAreScaledAndClippedLikeTheCommand) {
 
 TEST(Controller, AHoldsTrajectoryIsTheHoldAlone) {
   ChunkHarness c(1, 1, {{0.5, 0.6, 0.7, 0.8}});
-  Controller::Config cfg;
-  cfg.num_envs = 1;
-  cfg.mode = Mode::Timer;
-  cfg.max_obs_age = 100ms;
+  Controller::Config cfg = config(1, Mode::Timer, 100ms);
   cfg.trajectory_period = 10ms;
   Controller ctl = c.make(cfg);  // hold: last
   const TimePoint t = Clock::now();
@@ -1548,9 +1486,7 @@ TEST(Controller, TrajectoryWithoutAChunkIsTheCommand) {
   // when reading the chunk failed.
   {
     ChunkHarness c(1, 1, {{0.5, 0.6}});
-    Controller::Config cfg;
-    cfg.num_envs = 1;
-    cfg.mode = Mode::Lockstep;
+    Controller::Config cfg = config(1, Mode::Lockstep);
     Controller ctl = c.make(cfg, false);
     c.h.state(0, 0, Clock::now());
     ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);
@@ -1563,9 +1499,7 @@ TEST(Controller, TrajectoryWithoutAChunkIsTheCommand) {
     c.chunk = [](std::size_t, std::vector<double> &) -> int64_t {
       throw plugrl::Error(PLUGRL_OUT_OF_ORDER, "not now");
     };
-    Controller::Config cfg;
-    cfg.num_envs = 1;
-    cfg.mode = Mode::Lockstep;
+    Controller::Config cfg = config(1, Mode::Lockstep);
     Controller ctl = c.make(cfg);
     c.h.state(0, 0, Clock::now());
     ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);  // the step goes on
@@ -1578,9 +1512,7 @@ TEST(Controller, TrajectoryWithoutAChunkIsTheCommand) {
       out.assign(3, 0.0);  // not steps x step_size
       return 2;
     };
-    Controller::Config cfg;
-    cfg.num_envs = 1;
-    cfg.mode = Mode::Lockstep;
+    Controller::Config cfg = config(1, Mode::Lockstep);
     Controller ctl = c.make(cfg);
     c.h.state(0, 0, Clock::now());
     ASSERT_EQ(ctl.wake(Clock::now()), Controller::Result::Stepped);

@@ -424,8 +424,10 @@ class Controller {
   void hold_all(TimePoint now, const std::string &why, bool expected = false);
   // hold_all's body; out_mu_ held.
   void hold_all_locked(TimePoint now, const std::string &why, bool expected);
-  // Publishes env's hold and its trajectory; out_mu_ held.
-  void publish_hold_locked(std::size_t env);
+  // Publishes the hold and its trajectory to every env that ever got a
+  // command (counted as a command in flight in lockstep's Report phase);
+  // false when there was none. out_mu_ held.
+  bool publish_holds_locked();
   // Holds instead of publishing the action act just gave (see hold_all):
   // the runner took the step, so its report is owed at the next wake.
   Result hold_step(TimePoint now, const std::string &why, bool expected = false);
@@ -492,11 +494,11 @@ class Controller {
   // with the runner thread: book_, trajectories_, last_hold_, last_warn_,
   // the fields below, and every publication.
   std::mutex out_mu_;
-  // While wake() waits in Hooks::act: when the observation it acts on
-  // goes stale, and when the act began.
+  // While wake() waits in Hooks::act or Hooks::report: when the
+  // observation it is for goes stale, and when the wait began.
   std::optional<TimePoint> stale_at_;
-  TimePoint act_since_;
-  bool held_while_acting_ = false;  // hold_if_blocked held during this act
+  TimePoint wait_since_;
+  bool held_while_waiting_ = false;  // hold_if_blocked held during this wait
   bool closed_ = false;  // final_hold ran: publish nothing more
 };
 
