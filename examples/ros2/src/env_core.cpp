@@ -315,6 +315,7 @@ void InputState::add_reward(std::size_t env, double reward, TimePoint t) {
 void InputState::put_terminated(std::size_t env, bool value, TimePoint t) {
   Signals &s = signals_.at(env);
   s.terminated = s.terminated || value;
+  if (value && !s.ended_at) s.ended_at = t;
   s.terminated_at = t;
   s.terminated_msgs++;
 }
@@ -322,15 +323,16 @@ void InputState::put_terminated(std::size_t env, bool value, TimePoint t) {
 void InputState::put_truncated(std::size_t env, bool value, TimePoint t) {
   Signals &s = signals_.at(env);
   s.truncated = s.truncated || value;
+  if (value && !s.ended_at) s.ended_at = t;
   s.truncated_at = t;
   s.truncated_msgs++;
 }
 
 void InputState::put_reset_answer(std::size_t env, bool success, TimePoint t) {
-  (void)t;
   Signals &s = signals_.at(env);
   s.reset_answers++;
   s.reset_ok = success;
+  s.reset_answer_at = t;
 }
 
 std::optional<TimePoint> InputState::received(std::size_t src, std::size_t env) const {
@@ -363,9 +365,11 @@ void InputState::drain_into(InputState &dst) {
     if (from.reward_at) to.reward_at = from.reward_at;
     if (from.terminated_at) to.terminated_at = from.terminated_at;
     if (from.truncated_at) to.truncated_at = from.truncated_at;
+    if (from.ended_at && !to.ended_at) to.ended_at = from.ended_at;  // the first flag counts
     if (from.reset_answers) {
       to.reset_answers += from.reset_answers;
       to.reset_ok = from.reset_ok;
+      to.reset_answer_at = from.reset_answer_at;
     }
     from = Signals{};
   }
@@ -386,6 +390,14 @@ void InputState::describe(plugrl::Observation &obs) const {
 }
 
 // ---------------------------------------------------------------- readiness
+
+bool state_since(const InputState &in, std::size_t env, TimePoint t) {
+  for (std::size_t s = 0; s < in.num_sources(); s++) {
+    auto at = in.received(s, env);
+    if (!at || *at < t) return false;
+  }
+  return true;
+}
 
 std::string obs_readiness(const InputState &in, std::size_t env, TimePoint now, Duration max_age,
                           std::optional<TimePoint> newer_than) {
@@ -840,6 +852,17 @@ Controller::Result Controller::do_report(TimePoint now) {
         return Result::Waiting;
       }
     }
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      // The final observation of an ended episode is a state that came
+      // with or after the flag (Config::state_after_signal_wait).
+      const std::optional<TimePoint> ended = in_.signals(i).ended_at;
+      if (ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended)) {
+        if (hooks_.log)
+          hooks_.log(Level::Debug, "env " + std::to_string(i) +
+                                       "'s episode ended: waiting for its state after the done flag");
+        return Result::Waiting;
+      }
+    }
   } else if (!lockstep_step_complete(now)) {
     return Result::Waiting;
   }
@@ -852,6 +875,7 @@ Controller::Result Controller::do_report(TimePoint now) {
     s.reward = 0;
     s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
     s.terminated = s.truncated = false;
+    s.ended_at.reset();
   }
   in_.describe(obs_);
   bool running = true;
@@ -994,6 +1018,13 @@ bool Controller::resets_done(TimePoint now) {
       const bool wait_new = cfg_.reset_service || cfg_.mode == Mode::Timer;
       std::string not_yet =
           wait_new ? obs_readiness(in_, i, now, Duration::max(), reset_sent_[i]) : std::string();
+      // In timer mode a robot publishes all along: a state that came after
+      // the request may still be from before the reset, and the answer
+      // may overtake the reset's own state. Wait a little for one that
+      // came after the answer (Config::state_after_signal_wait).
+      if (not_yet.empty() && cfg_.mode == Mode::Timer && s.reset_answer_at &&
+          now - *s.reset_answer_at < cfg_.state_after_signal_wait && !state_since(in_, i, *s.reset_answer_at))
+        not_yet = "waiting for its state after the reset's answer";
       if (!not_yet.empty()) {
         all = false;
         why = "env " + std::to_string(i) + " reset: " + not_yet;
@@ -1004,6 +1035,7 @@ bool Controller::resets_done(TimePoint now) {
       s.reward = 0;
       s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
       s.terminated = s.truncated = false;
+      s.ended_at.reset();
       continue;
     }
     all = false;

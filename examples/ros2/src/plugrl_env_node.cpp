@@ -552,6 +552,9 @@ class EnvNode : public rclcpp::Node {
     cfg.reset_service = !reset_service_.empty();
     cfg.max_episodes = num_.max_episodes;
     cfg.trajectory_period = seconds_to_duration(trajectory_dt_seconds());
+    // A done flag and the state it came with (or a reset's answer and the
+    // reset's state) land within a tick of each other: wait up to one.
+    if (!lockstep_) cfg.state_after_signal_wait = seconds_to_duration(1.0 / num_.control_rate_hz);
 
     Controller::Hooks hooks;
     hooks.snapshot = [this](InputState &dst) {

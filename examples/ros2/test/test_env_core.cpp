@@ -462,6 +462,7 @@ struct Harness {
   };
   std::vector<Report> reports;
   int acts = 0;
+  std::vector<double> acted_qpos0;  // env 0's qpos[0] in each act's observation
   int warnings = 0, errors = 0;
   Duration act_delay{0};  // how long act blocks, as a slow server makes it
   std::function<void()> in_act;  // runs inside act (a test's own blocking)
@@ -471,8 +472,9 @@ struct Harness {
   Controller make(Controller::Config cfg, HoldMode hold = HoldMode::Zeros) {
     Controller::Hooks h;
     h.snapshot = [this](InputState &dst) { shared.drain_into(dst); };
-    h.act = [this](const plugrl::Observation &, std::vector<double> &out) {
+    h.act = [this](const plugrl::Observation &obs, std::vector<double> &out) {
       acts++;
+      acted_qpos0.push_back(static_cast<const double *>(find_state(obs.c(), "qpos")->data)[0]);
       if (act_delay > Duration::zero()) std::this_thread::sleep_for(act_delay);
       if (in_act) in_act();
       if (stopped) return false;
@@ -1330,6 +1332,74 @@ TEST(Controller, TimerModeAnEnvThatEndedWhileHoldingIsNotWaitedForEver) {
   ASSERT_EQ(h.reports.size(), 2u) << "env 1's end was never reported";
   EXPECT_EQ(h.reports[1].truncated, (std::vector<uint8_t>{0, 1}));
   EXPECT_EQ(h.resets, (std::vector<std::size_t>{0, 1}));
+}
+
+// cartpole_sim_node publishes a step's done flags before its state: a
+// tick that drained the flags and not yet the state reported the state
+// before the terminal one as the episode's final observation (review).
+// The report waits for a state that came with or after the flag, up to
+// state_after_signal_wait, publishing nothing meanwhile (the step's
+// commands stand: nothing is stale); a robot that goes quiet at its end
+// (one that publishes its state first, then a monitor's flag) is reported
+// with its last state once the wait is over.
+TEST(Controller, TimerModeReportsTheStateThatCameWithTheDoneFlag) {
+  for (bool quiet : {false, true}) {
+    Harness h(2);
+    Controller::Config cfg = config(2, Mode::Timer, 1s);
+    cfg.state_after_signal_wait = 20ms;
+    Controller c = h.make(cfg);
+    const TimePoint t = Clock::now();
+    h.state(0, 0.1, t);
+    h.state(1, 0.1, t);
+    ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+    h.state(0, 0.5, t + 2ms);  // env 0's step before the last
+    h.state(1, 0.2, t + 2ms);
+    h.shared.put_terminated(0, true, t + 5ms);  // the flag; its state is still on its way
+    h.published.clear();
+    EXPECT_EQ(c.wake(t + 10ms), Controller::Result::Waiting) << quiet;
+    EXPECT_TRUE(h.reports.empty()) << quiet;
+    EXPECT_TRUE(h.published.empty()) << quiet;  // no hold: the observation is fresh
+    if (!quiet) h.state(0, 0.9, t + 12ms);  // the terminal state
+    const TimePoint next = quiet ? t + 30ms : t + 20ms;
+    EXPECT_EQ(c.wake(next), Controller::Result::Waiting) << quiet;  // reported; env 0 resets
+    ASSERT_EQ(h.reports.size(), 1u) << quiet;
+    EXPECT_EQ(h.reports[0].qpos0, quiet ? 0.5 : 0.9) << quiet;
+    EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0})) << quiet;
+    EXPECT_EQ(h.resets, (std::vector<std::size_t>{0})) << quiet;
+    EXPECT_EQ(h.warnings, 0) << quiet;
+  }
+}
+
+// A robot on a clock publishes all along: a state sent after the reset
+// request but before the reset, or a reset's answer that overtakes the
+// reset's own state, began the next episode on the last one's state
+// (review). The first act waits for a state that came after the answer,
+// up to state_after_signal_wait, then takes the newest one after the
+// request.
+TEST(Controller, TimerModeTheNextEpisodeStartsOnTheResetsState) {
+  for (bool late_state : {true, false}) {
+    Harness h(1);
+    Controller::Config cfg = config(1, Mode::Timer, 1s);
+    cfg.state_after_signal_wait = 20ms;
+    Controller c = h.make(cfg);
+    const TimePoint t = Clock::now();
+    h.state(0, 0.1, t);
+    ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+    h.state(0, 0.9, t + 5ms);
+    h.shared.put_terminated(0, true, t + 5ms);
+    ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);  // reported; reset asked
+    ASSERT_EQ(h.resets.size(), 1u);
+    const TimePoint answered = t + 300ms;  // after the request, which went out at about t
+    h.state(0, 0.95, answered - 5ms);       // still the ended episode's pose
+    h.shared.put_reset_answer(0, true, answered);
+    h.reports.clear();
+    EXPECT_EQ(c.wake(answered + 1ms), Controller::Result::Waiting) << late_state;
+    EXPECT_EQ(h.acts, 1) << late_state;
+    if (late_state) h.state(0, 0.0, answered + 2ms);  // the reset's state
+    ASSERT_EQ(c.wake(answered + 25ms), Controller::Result::Stepped) << late_state;
+    EXPECT_EQ(h.acts, 2) << late_state;
+    EXPECT_EQ(h.acted_qpos0.back(), late_state ? 0.0 : 0.95) << late_state;
+  }
 }
 
 // ---------------------------------------------------------------- trajectories

@@ -170,6 +170,10 @@ class InputState {
     std::optional<TimePoint> reward_at, terminated_at, truncated_at;  // last arrival
     uint64_t reset_answers = 0;  // reset answers ever received
     bool reset_ok = false;       // the last answer's success
+    // When the first true done flag since last taken came: the step's
+    // final observation is the env's state from then on.
+    std::optional<TimePoint> ended_at;
+    std::optional<TimePoint> reset_answer_at;  // the last reset answer's arrival
   };
   Signals &signals(std::size_t env) { return signals_.at(env); }
   const Signals &signals(std::size_t env) const { return signals_.at(env); }
@@ -189,6 +193,9 @@ class InputState {
 };
 
 // ---------------------------------------------------------------- readiness
+
+// Whether every source of env has a value that arrived at or after t.
+bool state_since(const InputState &in, std::size_t env, TimePoint t);
 
 // Whether env's observation can be used at time now: every source has a
 // value, none older than max_age, and (when newer_than is set) every one
@@ -335,6 +342,17 @@ class Controller {
     // Time between two points of a published trajectory (the control
     // period; Hooks::publish_trajectory).
     Duration trajectory_period = std::chrono::milliseconds(10);
+    // Timer mode: how long after an env's done flag, or after its reset's
+    // answer, the controller waits for a state of the env that came after
+    // it (the node: one control period). A robot may publish its flags
+    // before the state that ended the episode (cartpole_sim_node does),
+    // and a reset's answer can overtake the state the reset brought: a
+    // tick between the two reported the state before the terminal one as
+    // the episode's final observation, or began the next episode on the
+    // last one's state. A robot that goes quiet at its end is reported
+    // with its last state once this has passed; until then the step's
+    // commands stand (nothing is stale), or the envs hold (a reset).
+    Duration state_after_signal_wait = std::chrono::milliseconds(20);
   };
   enum class Level { Debug, Info, Warn, Error };
   struct Hooks {
