@@ -393,6 +393,7 @@ void InputState::describe(plugrl::Observation &obs) const {
 
 bool state_since(const InputState &in, std::size_t env, TimePoint t) {
   for (std::size_t s = 0; s < in.num_sources(); s++) {
+    if (in.source(s).is_context()) continue;
     auto at = in.received(s, env);
     if (!at || *at < t) return false;
   }
@@ -405,6 +406,7 @@ std::string obs_readiness(const InputState &in, std::size_t env, TimePoint now, 
     const SourceSpec &spec = in.source(s);
     auto at = in.received(s, env);
     if (!at) return "no " + spec.name + " yet (topic " + spec.topic + ")";
+    if (spec.is_context()) continue;
     if (now - *at > max_age)
       return spec.name + " is " + seconds_str(now - *at) + " old (max_obs_age " + seconds_str(max_age) + ")";
     if (newer_than && *at <= *newer_than) return "waiting for a new " + spec.name;
@@ -581,7 +583,7 @@ void Controller::begin_step_locked() {
 uint64_t Controller::answers(std::size_t env) const {
   uint64_t a = UINT64_MAX;
   for (std::size_t src = 0; src < in_.num_sources(); src++)
-    a = std::min(a, in_.arrivals(src, env) - arrivals_at_command_[src][env]);
+    if (!in_.source(src).is_context()) a = std::min(a, in_.arrivals(src, env) - arrivals_at_command_[src][env]);
   const InputState::Signals &s = in_.signals(env);
   if (cfg_.reward_topic) a = std::min(a, s.rewards);
   if (cfg_.terminated_topic) a = std::min(a, s.terminated_msgs);
@@ -709,8 +711,10 @@ void Controller::begin_wait(TimePoint asked) {
   std::optional<TimePoint> oldest;  // every value is there: readiness said so
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     if (max_age(i) == Duration::max()) continue;  // an ended env's state is never stale
-    for (std::size_t src = 0; src < in_.num_sources(); src++)
+    for (std::size_t src = 0; src < in_.num_sources(); src++) {
+      if (in_.source(src).is_context()) continue;  // never stale
       if (auto at = in_.received(src, i); at && (!oldest || *at < *oldest)) oldest = at;
+    }
   }
   if (oldest) stale_at_ = *oldest + cfg_.max_obs_age;
 }
@@ -960,7 +964,8 @@ bool Controller::lockstep_step_complete(TimePoint now) {
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     const uint64_t a = answers(i);
     for (std::size_t src = 0; src < in_.num_sources(); src++)
-      if (auto at = in_.received(src, i); at && in_.arrivals(src, i) - arrivals_at_command_[src][i] == a)
+      if (auto at = in_.received(src, i);
+          at && !in_.source(src).is_context() && in_.arrivals(src, i) - arrivals_at_command_[src][i] == a)
         last_answer = std::max(last_answer, *at);
     const InputState::Signals &s = in_.signals(i);
     const std::pair<bool, uint64_t> counted[] = {{cfg_.reward_topic, s.rewards},

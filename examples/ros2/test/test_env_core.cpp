@@ -467,7 +467,10 @@ struct Harness {
   Duration act_delay{0};  // how long act blocks, as a slow server makes it
   std::function<void()> in_act;  // runs inside act (a test's own blocking)
 
-  explicit Harness(std::size_t n) : shared(cartpole_sources(), n) {}
+  std::vector<SourceSpec> sources;
+
+  explicit Harness(std::size_t n, std::vector<SourceSpec> srcs = cartpole_sources())
+      : shared(srcs, n), sources(std::move(srcs)) {}
 
   Controller make(Controller::Config cfg, HoldMode hold = HoldMode::Zeros) {
     Controller::Hooks h;
@@ -497,7 +500,7 @@ struct Harness {
       if (level == Controller::Level::Warn) warnings++;
       if (level == Controller::Level::Error) errors++;
     };
-    return Controller(cfg, InputState(cartpole_sources(), shared.num_envs()),
+    return Controller(cfg, InputState(sources, shared.num_envs()),
                       CommandBook(shared.num_envs(), hold), h);
   }
 
@@ -1400,6 +1403,70 @@ TEST(Controller, TimerModeTheNextEpisodeStartsOnTheResetsState) {
     EXPECT_EQ(h.acts, 2) << late_state;
     EXPECT_EQ(h.acted_qpos0.back(), late_state ? 0.0 : 0.95) << late_state;
   }
+}
+
+namespace {
+
+// The cartpole's sources and an instruction (source 2).
+std::vector<SourceSpec> sources_with_text() {
+  std::vector<SourceSpec> v = cartpole_sources();
+  SourceSpec text;
+  text.name = "instruction";
+  text.topic = "instruction";
+  text.kind = SourceKind::Text;
+  v.push_back(text);
+  EXPECT_EQ(normalize_sources(v), "");
+  return v;
+}
+
+}  // namespace
+
+// An instruction is published when it changes, not at the robot's rate
+// (the README's arm example has one): published once, it made every tick
+// stale after max_obs_age, holding for good (review). It is context: its
+// latest value is used however old, and a reset or a done flag does not
+// wait for a new one.
+TEST(Controller, TimerModeAnInstructionPublishedOnceIsNeverStale) {
+  Harness h(1, sources_with_text());
+  Controller::Config cfg = config(1, Mode::Timer, 100ms);
+  cfg.state_after_signal_wait = 20ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  ASSERT_EQ(h.shared.put_text(2, 0, "balance the pole", t), "");
+  for (int tick = 0; tick < 50; tick++) {  // 500 ms of 10 ms ticks
+    h.state(0, 0.01 * tick, t + tick * 10ms);
+    ASSERT_EQ(c.wake(t + tick * 10ms), Controller::Result::Stepped) << tick;
+  }
+  EXPECT_EQ(c.holds(), 0u);
+  // An episode ends and resets; the instruction stays what it was.
+  const TimePoint end = t + 500ms;
+  h.state(0, 0.9, end);
+  h.shared.put_terminated(0, true, end);
+  ASSERT_EQ(c.wake(end + 1ms), Controller::Result::Waiting);  // reported at once: the state is there
+  ASSERT_EQ(h.resets.size(), 1u);
+  h.shared.put_reset_answer(0, true, end + 5ms);
+  h.state(0, 0.0, end + 6ms);
+  ASSERT_EQ(c.wake(end + 10ms), Controller::Result::Stepped);
+  EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+  EXPECT_EQ(h.episodes.size(), 1u);
+  EXPECT_EQ(h.warnings, 0);
+}
+
+// In lockstep an instruction published once is no answer to a command:
+// the step is complete when the state and the signals have answered it
+// (a text published once had left every step waiting, then holding).
+TEST(Controller, LockstepAnInstructionIsNoAnswer) {
+  Harness h(1, sources_with_text());
+  Controller c = h.make(config(1, Mode::Lockstep, 50ms));
+  ASSERT_EQ(h.shared.put_text(2, 0, "balance the pole", Clock::now()), "");
+  h.state(0, 0, Clock::now());
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  for (int k = 1; k <= 20; k++) {
+    h.step(0, 0.01 * k, 1, false, false);
+    ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped) << k;
+  }
+  EXPECT_EQ(h.reports.size(), 20u);
+  EXPECT_EQ(c.holds(), 0u);
 }
 
 // ---------------------------------------------------------------- trajectories

@@ -101,6 +101,13 @@ struct SourceSpec {
 
   // Elements per env: the product of shape (0 for text).
   std::size_t elements() const;
+  // Whether the source is context rather than a measurement: a text (an
+  // instruction) is published when it changes, not at the robot's rate,
+  // so its latest value is used however old, it is not waited for after
+  // a reset or a done flag, and it is no answer to a lockstep command. A
+  // text published once had made every tick stale after max_obs_age
+  // (timer) and no lockstep step complete (review).
+  bool is_context() const noexcept { return kind == SourceKind::Text; }
 };
 
 // Fills in derived shapes and checks a list of sources: "" when they are
@@ -194,12 +201,14 @@ class InputState {
 
 // ---------------------------------------------------------------- readiness
 
-// Whether every source of env has a value that arrived at or after t.
+// Whether every source of env but a context source has a value that
+// arrived at or after t.
 bool state_since(const InputState &in, std::size_t env, TimePoint t);
 
 // Whether env's observation can be used at time now: every source has a
-// value, none older than max_age, and (when newer_than is set) every one
-// arrived after newer_than. "" when ready, else why not, naming the source.
+// value, and every one but a context source (SourceSpec::is_context) is
+// no older than max_age and (when newer_than is set) arrived after
+// newer_than. "" when ready, else why not, naming the source.
 std::string obs_readiness(const InputState &in, std::size_t env, TimePoint now, Duration max_age,
                           std::optional<TimePoint> newer_than);
 
