@@ -9,7 +9,9 @@
 # 2. The MuJoCo cartpole records a ledger against `plugrl serve --policy
 #    cem --episode-log`: it audits clean, and `plugrl ledger compare` finds
 #    the server's per-episode record equal to the ledger's.
-# 3. A full-level ledger of the cartpole exports per-env trajectories that
+# 3. A full-level ledger of the cartpole holds terminal states where it
+#    says terminated and a reset's state where an episode begins
+#    (cartpole_ledger_check.py), and exports per-env trajectories that
 #    numpy loads, with one row per chunk fed back.
 # 4. The cartpole killed with SIGKILL mid-run leaves a ledger that reads
 #    back (summary says how it ended) and audits clean.
@@ -97,6 +99,9 @@ start_server "$tmp/server-full.csv"
 PLUGRL_LEDGER=$tmp/full.ledger PLUGRL_LEDGER_LEVEL=full "${cartpole[@]}" --episodes 24 --url "$url" >/dev/null
 stop_server
 audit_clean "$tmp/full.ledger"
+# What the env sent is the cartpole's: terminal states where it says
+# terminated, a reset's state where an episode begins.
+"$plugrl" ledger dump "$tmp/full.ledger" --arrays | /usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5
 "$plugrl" ledger export "$tmp/full.ledger" --npz "$tmp/npz"
 episodes=$("$plugrl" ledger episodes "$tmp/full.ledger" | tail -n +2 | wc -l)
 /usr/bin/python3 - "$tmp/npz" "$episodes" <<'PY'  # Debian's, with python3-numpy (build.sh installs it)
