@@ -16,10 +16,14 @@
 #    publish trajectories of 4 points at a chunk's first step (the rest of
 #    the chunk after that: 3, 2, 1), point k due at (k + 1) x 0.01 s, each
 #    trajectory's second point the next one's first, and the last one the
-#    final hold (frame_id "hold") when max_episodes ends the run.
+#    final hold (frame_id "hold") when max_episodes ends the run; its full
+#    ledger must pass check_ledger (below).
 # 3. The timer mode: the simulator on its own 100 Hz clock, the node
 #    ticking at 100 Hz, 40 episodes against cem: the node must end them
-#    (envs ending at the same last step may add a few) and exit 0.
+#    (envs ending at the same last step may add a few) and exit 0, and
+#    its full ledger must pass check_ledger: a clean audit, terminal
+#    states where it said terminated and a reset's state where an episode
+#    began (cartpole_ledger_check.py).
 #    Then at 5 Hz against plugrl-hostile slow-action --slow-every 10 for
 #    9 s: the node must step at 5 Hz at most, hold at its ticks while an
 #    infer waits 3 s, and end (SIGINT) with its final hold.
@@ -39,6 +43,7 @@ if [[ $# -ne 4 ]]; then
   exit 2
 fi
 bin=$1 nodes=$2 plot=$3 probe=$4
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -127,6 +132,26 @@ start_hostile() {
   }
 }
 
+# check_ledger WHAT LEDGER MIN_ENDS: what the node sent, from its full
+# ledger: a clean `plugrl ledger audit` (among its rules SPEC 5.4: an
+# env's next infer sends the state its feedback sent), and
+# cartpole_ledger_check.py: terminal states where it said terminated
+# (the simulator publishes its flags before the state), a reset's state
+# where an episode began, at least MIN_ENDS terminations.
+check_ledger() {
+  local what=$1 ledger=$2 min_ends=$3
+  if ! "$bin/plugrl" ledger audit "$ledger" >"$ledger.audit"; then
+    echo "FAIL: $what: the node's ledger does not audit clean:" >&2
+    head -n 20 "$ledger.audit" >&2
+    exit 1
+  fi
+  if ! "$bin/plugrl" ledger dump "$ledger" --arrays |
+    /usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends "$min_ends"; then
+    echo "FAIL: $what: the node sent the wrong states at episode ends or starts" >&2
+    exit 1
+  fi
+}
+
 # learn POLICY EPISODES CSV
 learn() {
   local policy=$1 episodes=$2 csv=$3 url server rc=0 start=$SECONDS
@@ -164,7 +189,8 @@ chunks() {
   local probe_pid=$!
   pids+=("$probe_pid")
   start_sim "$tmp/chunk-sim.log"
-  timeout -s INT -k 5 300 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+  PLUGRL_LEDGER=$tmp/chunk.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 300 "$nodes/plugrl_env_node" \
+    --ros-args --params-file "$tmp/params.yaml" \
     -p "url:=$url" -p "max_episodes:=$episodes" -p "episode_csv:=$tmp/chunk.csv" >"$tmp/chunk-env.log" 2>&1 || rc=$?
   stop "$sim_pid"
   stop "$server"
@@ -190,6 +216,7 @@ chunks() {
     echo "FAIL: the JointTrajectory is not the rest of the chunk (want up to 4 points, none more, good times, chained, and the final hold last)" >&2
     exit 1
   fi
+  check_ledger "chunks" "$tmp/chunk.ledger" 10
   echo "PASS: with H = 4 the JointTrajectory holds the rest of each chunk, and the run ends with a hold"
 }
 
@@ -208,11 +235,13 @@ timer_mode() {
     -p rate_hz:=100.0 >"$tmp/timer-sim.log" 2>&1 &
   sim_pid=$!
   pids+=("$sim_pid")
-  timeout -s INT -k 5 300 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+  PLUGRL_LEDGER=$tmp/timer.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 300 "$nodes/plugrl_env_node" \
+    --ros-args --params-file "$tmp/params.yaml" \
     -p "url:=$url" -p control_rate_hz:=100.0 -p max_obs_age_s:=0.1 -p "max_episodes:=$episodes" \
     -p "episode_csv:=$tmp/timer.csv" >"$tmp/timer-env.log" 2>&1 || rc=$?
   stop "$sim_pid"
   stop "$server"
+  check_ledger "timer mode" "$tmp/timer.ledger" 10
   local got=$(($(wc -l <"$tmp/timer.csv") - 1))
   # Envs that end at the same step all count: the last step may pass
   # max_episodes by a few.

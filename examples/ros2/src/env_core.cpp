@@ -375,6 +375,22 @@ void InputState::drain_into(InputState &dst) {
   }
 }
 
+void InputState::copy_row(const InputState &src, std::size_t env) {
+  if (src.sources_.size() != sources_.size() || src.num_envs_ != num_envs_ || env >= num_envs_)
+    throw std::invalid_argument("InputState::copy_row: another shape of inputs");
+  for (std::size_t s = 0; s < sources_.size(); s++) {
+    const std::size_t e = sources_[s].elements();
+    if (!f64_[s].empty())
+      std::copy_n(src.f64_[s].begin() + static_cast<std::ptrdiff_t>(env * e), e,
+                  f64_[s].begin() + static_cast<std::ptrdiff_t>(env * e));
+    if (!u8_[s].empty())
+      std::copy_n(src.u8_[s].begin() + static_cast<std::ptrdiff_t>(env * e), e,
+                  u8_[s].begin() + static_cast<std::ptrdiff_t>(env * e));
+    if (!text_[s].empty()) text_[s][env] = src.text_[s][env];
+    rows_[s][env] = src.rows_[s][env];
+  }
+}
+
 void InputState::describe(plugrl::Observation &obs) const {
   const auto n = static_cast<int64_t>(num_envs_);
   for (std::size_t s = 0; s < sources_.size(); s++) {
@@ -561,6 +577,12 @@ Controller::Controller(Config config, InputState inputs, CommandBook book, Hooks
   ep_return_.assign(n, 0.0);
   ep_length_.assign(n, 0);
   resetting_.assign(n, false);
+  ended_.assign(n, false);
+  end_rows_ = in_;
+  report_rows_ = in_;
+  end_reward_.assign(n, 0.0);
+  end_terminated_.assign(n, 0);
+  end_truncated_.assign(n, 0);
   reset_sent_.assign(n, TimePoint{});
   answers_at_request_.assign(n, 0);
   trajectories_.assign(n, {});
@@ -689,7 +711,10 @@ Controller::Result Controller::hold_step(TimePoint now, const std::string &why, 
 Controller::Result Controller::wake(TimePoint now) {
   const TimePoint started = Clock::now();
   hooks_.snapshot(in_);
-  if (phase_ == Phase::Report) {
+  // Timer mode reports a step that ended episodes after their resets
+  // (ended_): its Reset phase is the report's.
+  const bool report_after_resets = cfg_.mode == Mode::Timer && phase_ == Phase::Reset;
+  if (phase_ == Phase::Report || report_after_resets) {
     Result r = do_report(now);
     if (r != Result::Stepped) return r;
     // A report can wait (a send to a slow server, a reconnect): the act
@@ -735,7 +760,25 @@ Duration Controller::max_age(std::size_t env) const {
   // for by the act for good, and every env held with it).
   if (cfg_.mode != Mode::Timer) return Duration::max();
   const InputState::Signals &s = in_.signals(env);
-  return s.terminated || s.truncated ? Duration::max() : cfg_.max_obs_age;
+  return s.terminated || s.truncated || ended_[env] ? Duration::max() : cfg_.max_obs_age;
+}
+
+void Controller::capture_end(std::size_t env, bool ask) {
+  InputState::Signals &s = in_.signals(env);
+  ended_[env] = true;
+  end_rows_.copy_row(in_, env);
+  end_reward_[env] = s.reward;
+  end_terminated_[env] = s.terminated ? 1 : 0;
+  end_truncated_[env] = s.truncated ? 1 : 0;
+  s.reward = 0;
+  s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
+  s.terminated = s.truncated = false;
+  s.ended_at.reset();
+  if (!ask) return;
+  resetting_[env] = true;
+  answers_at_request_[env] = s.reset_answers;
+  reset_sent_[env] = Clock::now();
+  ask_reset(env);
 }
 
 Controller::Result Controller::do_act(TimePoint now) {
@@ -846,6 +889,7 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 Controller::Result Controller::do_report(TimePoint now) {
   if (cfg_.mode == Mode::Timer) {
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      if (ended_[i]) continue;  // its terminal state is captured
       // An env whose episode ended reports its last state, however old
       // (max_age): a robot (cartpole_sim_node on a clock) may stop sending
       // until its reset. Waiting for a fresh one held every env until the
@@ -860,28 +904,69 @@ Controller::Result Controller::do_report(TimePoint now) {
       // The final observation of an ended episode is a state that came
       // with or after the flag (Config::state_after_signal_wait).
       const std::optional<TimePoint> ended = in_.signals(i).ended_at;
-      if (ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended)) {
+      if (!ended_[i] && ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended)) {
         if (hooks_.log)
           hooks_.log(Level::Debug, "env " + std::to_string(i) +
                                        "'s episode ended: waiting for its state after the done flag");
         return Result::Waiting;
       }
     }
+    // Envs whose episode ended: their end is taken out of the step now,
+    // and the step is reported once they have reset, with the others'
+    // states of that moment, which the next infer sends too.
+    int64_t ends = episodes_;
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) ends += ended_[i] ? 1 : 0;
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      const InputState::Signals &s = in_.signals(i);
+      if (ended_[i] || !(s.terminated || s.truncated)) continue;
+      ends++;
+      // The run's last episode needs no reset: it is reported at once.
+      capture_end(i, !(cfg_.max_episodes > 0 && ends >= cfg_.max_episodes));
+    }
+    // After the final hold no reset is asked for: the server still gets
+    // the step's feedback, at once.
+    bool closed;
+    {
+      std::lock_guard<std::mutex> lock(out_mu_);
+      closed = closed_;
+    }
+    const bool finishing = (cfg_.max_episodes > 0 && ends >= cfg_.max_episodes) || closed;
+    std::string why;
+    if (!finishing && !resets_complete(now, why)) {
+      phase_ = Phase::Reset;
+      hold_all(now, why, true);  // the normal course, not a warning
+      return Result::Waiting;
+    }
   } else if (!lockstep_step_complete(now)) {
     return Result::Waiting;
   }
+  bool any_ended = false;
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-    InputState::Signals &s = in_.signals(i);
-    rewards_[i] = s.reward;
-    terminated_[i] = s.terminated ? 1 : 0;
-    truncated_[i] = s.truncated ? 1 : 0;
+    if (ended_[i]) {
+      any_ended = true;
+      rewards_[i] = end_reward_[i];
+      terminated_[i] = end_terminated_[i];
+      truncated_[i] = end_truncated_[i];
+    } else {
+      InputState::Signals &s = in_.signals(i);
+      rewards_[i] = s.reward;
+      terminated_[i] = s.terminated ? 1 : 0;
+      truncated_[i] = s.truncated ? 1 : 0;
+      s.reward = 0;
+      s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
+      s.terminated = s.truncated = false;
+      s.ended_at.reset();
+    }
     success_[i] = truncated_[i] && !terminated_[i];
-    s.reward = 0;
-    s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
-    s.terminated = s.truncated = false;
-    s.ended_at.reset();
   }
-  in_.describe(obs_);
+  if (any_ended) {
+    // The ended envs' terminal states, the others' current ones.
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) report_rows_.copy_row(ended_[i] ? end_rows_ : in_, i);
+    report_rows_.describe(obs_);
+  } else {
+    in_.describe(obs_);
+  }
+  ended_.assign(cfg_.num_envs, false);
   bool running = true;
   std::exception_ptr failure;
   begin_wait(Clock::now());  // a report that waits gets the timer's holds too
@@ -909,7 +994,9 @@ Controller::Result Controller::do_report(TimePoint now) {
     any_done = true;
   }
   if (cfg_.max_episodes > 0 && episodes_ >= cfg_.max_episodes) finished = true;
-  if (!finished) {
+  // Lockstep asks for the resets now; timer mode has had them done.
+  const bool reset_now = any_done && cfg_.mode == Mode::Lockstep;
+  if (!finished && reset_now) {
     for (std::size_t i : ended) {
       resetting_[i] = true;
       answers_at_request_[i] = in_.signals(i).reset_answers;
@@ -917,7 +1004,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       ask_reset(i);
     }
   }
-  phase_ = any_done ? Phase::Reset : Phase::Act;
+  phase_ = reset_now ? Phase::Reset : Phase::Act;
   if (failure) std::rethrow_exception(failure);
   if (finished) return Result::Finished;
   // The control timer held while the report waited: the snapshot is as
@@ -996,8 +1083,18 @@ void Controller::ask_reset(std::size_t env) {
 }
 
 bool Controller::resets_done(TimePoint now) {
-  bool all = true;
   std::string why;
+  if (!resets_complete(now, why)) {
+    // Holding while envs reset is the normal course, not a warning.
+    if (cfg_.mode == Mode::Timer) hold_all(now, why, true);
+    return false;
+  }
+  phase_ = Phase::Act;
+  return true;
+}
+
+bool Controller::resets_complete(TimePoint now, std::string &why) {
+  bool all = true;
   for (std::size_t i = 0; i < cfg_.num_envs; i++) {
     if (!resetting_[i]) continue;
     InputState::Signals &s = in_.signals(i);
@@ -1053,13 +1150,7 @@ bool Controller::resets_done(TimePoint now) {
       ask_reset(i);
     }
   }
-  if (!all) {
-    // Holding while envs reset is the normal course, not a warning.
-    if (cfg_.mode == Mode::Timer) hold_all(now, why, true);
-    return false;
-  }
-  phase_ = Phase::Act;
-  return true;
+  return all;
 }
 
 }  // namespace plugrl_ros2

@@ -432,6 +432,13 @@ TEST(Episodes, CsvAndStats) {
 
 namespace {
 
+// Every value of an observation's qpos ([n, 2] float64).
+std::vector<double> qpos_values(const plugrl::Observation &obs) {
+  const plugrl_array *q = find_state(obs.c(), "qpos");
+  const auto *v = static_cast<const double *>(q->data);
+  return std::vector<double>(v, v + q->shape[0] * q->shape[1]);
+}
+
 // A controller's configuration: n envs, ticked by mode, max_obs_age as given.
 Controller::Config config(std::size_t n, Mode mode, Duration max_obs_age = std::chrono::milliseconds(500)) {
   Controller::Config cfg;
@@ -459,10 +466,12 @@ struct Harness {
     std::vector<double> rewards;
     std::vector<uint8_t> terminated, truncated;
     double qpos0;
+    std::vector<double> qpos;  // every env's row, in order
   };
   std::vector<Report> reports;
   int acts = 0;
   std::vector<double> acted_qpos0;  // env 0's qpos[0] in each act's observation
+  std::vector<std::vector<double>> acted_qpos;  // every env's qpos row in each act's
   int warnings = 0, errors = 0;
   Duration act_delay{0};  // how long act blocks, as a slow server makes it
   std::function<void()> in_act;  // runs inside act (a test's own blocking)
@@ -478,6 +487,7 @@ struct Harness {
     h.act = [this](const plugrl::Observation &obs, std::vector<double> &out) {
       acts++;
       acted_qpos0.push_back(static_cast<const double *>(find_state(obs.c(), "qpos")->data)[0]);
+      acted_qpos.push_back(qpos_values(obs));
       if (act_delay > Duration::zero()) std::this_thread::sleep_for(act_delay);
       if (in_act) in_act();
       if (stopped) return false;
@@ -488,7 +498,7 @@ struct Harness {
     h.report = [this](const plugrl::Observation &obs, const std::vector<double> &r, const std::vector<uint8_t> &te,
                       const std::vector<uint8_t> &tr, const std::vector<uint8_t> &) {
       const plugrl_array *q = find_state(obs.c(), "qpos");
-      reports.push_back({r, te, tr, static_cast<const double *>(q->data)[0]});
+      reports.push_back({r, te, tr, static_cast<const double *>(q->data)[0], qpos_values(obs)});
       return !stopped;
     };
     h.publish = [this](std::size_t env, const std::vector<double> &c, bool hold) {
@@ -800,12 +810,16 @@ TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
   h.state(0, 0.9, t + 5ms);  // env 0's terminal state, then silence
   h.shared.put_terminated(0, true, t + 5ms);
   h.state(1, 0.2, t + 300ms);  // env 1 goes on
-  EXPECT_EQ(c.wake(t + 300ms), Controller::Result::Waiting);  // reported; waits for the reset
-  ASSERT_EQ(h.reports.size(), 1u);
-  EXPECT_EQ(h.reports[0].qpos0, 0.9);
-  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(c.wake(t + 300ms), Controller::Result::Waiting);  // its end taken; waits for the reset
   EXPECT_EQ(h.resets, (std::vector<std::size_t>{0}));
   EXPECT_EQ(c.phase(), Controller::Phase::Reset);
+  h.shared.put_reset_answer(0, true, t + 310ms);
+  h.state(0, 0.0, t + 311ms);
+  h.state(1, 0.3, t + 311ms);
+  EXPECT_EQ(c.wake(t + 320ms), Controller::Result::Stepped);  // reported, then acted
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);  // the terminal state, kept through the reset
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0}));
   // A quiet env that did not end is still stale: it holds.
   Harness g(1);
   cfg.num_envs = 1;
@@ -1332,9 +1346,18 @@ TEST(Controller, TimerModeAnEnvThatEndedWhileHoldingIsNotWaitedForEver) {
     h.state(0, 0.0, t + 300ms + tick * 10ms);
     c.wake(t + 300ms + tick * 10ms);
   }
-  ASSERT_EQ(h.reports.size(), 2u) << "env 1's end was never reported";
-  EXPECT_EQ(h.reports[1].truncated, (std::vector<uint8_t>{0, 1}));
-  EXPECT_EQ(h.resets, (std::vector<std::size_t>{0, 1}));
+  ASSERT_EQ(h.resets, (std::vector<std::size_t>{0, 1})) << "env 1's end was never taken";
+  // The step is reported once both have reset, with both ends.
+  EXPECT_TRUE(h.reports.empty());
+  h.shared.put_reset_answer(1, true, t + 350ms);
+  h.state(0, 0.0, t + 351ms);
+  h.state(1, 0.0, t + 351ms);
+  EXPECT_EQ(c.wake(t + 360ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(h.reports[0].truncated, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);
+  EXPECT_EQ(h.episodes.size(), 2u);
 }
 
 // cartpole_sim_node publishes a step's done flags before its state: a
@@ -1364,13 +1387,65 @@ TEST(Controller, TimerModeReportsTheStateThatCameWithTheDoneFlag) {
     EXPECT_TRUE(h.published.empty()) << quiet;  // no hold: the observation is fresh
     if (!quiet) h.state(0, 0.9, t + 12ms);  // the terminal state
     const TimePoint next = quiet ? t + 30ms : t + 20ms;
-    EXPECT_EQ(c.wake(next), Controller::Result::Waiting) << quiet;  // reported; env 0 resets
+    EXPECT_EQ(c.wake(next), Controller::Result::Waiting) << quiet;  // its end taken; env 0 resets
+    EXPECT_EQ(h.resets, (std::vector<std::size_t>{0})) << quiet;
+    h.shared.put_reset_answer(0, true, next + 1ms);
+    h.state(0, 0.0, next + 2ms);
+    h.state(1, 0.3, next + 2ms);
+    EXPECT_EQ(c.wake(next + 10ms), Controller::Result::Stepped) << quiet;  // reported, then acted
     ASSERT_EQ(h.reports.size(), 1u) << quiet;
     EXPECT_EQ(h.reports[0].qpos0, quiet ? 0.5 : 0.9) << quiet;
     EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0})) << quiet;
-    EXPECT_EQ(h.resets, (std::vector<std::size_t>{0})) << quiet;
     EXPECT_EQ(h.warnings, 0) << quiet;
   }
+}
+
+// The robot moves on while an env resets. A step that ended an episode
+// used to be reported at once, and the next infer, after the reset, sent
+// the other envs' newer states: the feedback's next state was not the
+// state the next action was chosen on (`plugrl ledger audit`, SPEC 5.4,
+// flagged every other env at every reset of the ROS 2 timer-mode run).
+// The step is now reported after the reset, with the ended env's
+// terminal state and the others' states of that moment, which the infer
+// right after it sends too.
+TEST(Controller, TimerModeFeedbackAndNextInferAgreeAcrossAReset) {
+  Harness h(3);
+  Controller::Config cfg = config(3, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  TimePoint t = Clock::now();
+  for (std::size_t i = 0; i < 3; i++) h.state(i, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  t += 10ms;
+  h.state(0, 0.9, t);  // env 0's terminal state
+  h.shared.put_terminated(0, true, t);
+  h.state(1, 0.2, t);
+  h.state(2, 0.3, t);
+  ASSERT_EQ(c.wake(t + 1ms), Controller::Result::Waiting);  // env 0 resets; all hold
+  for (int tick = 1; tick <= 5; tick++) {  // envs 1 and 2 move on under the hold
+    h.state(1, 0.2 + 0.01 * tick, t + tick * 10ms);
+    h.state(2, 0.3 + 0.01 * tick, t + tick * 10ms);
+    ASSERT_EQ(c.wake(t + tick * 10ms + 1ms), Controller::Result::Waiting) << tick;
+  }
+  EXPECT_TRUE(h.reports.empty());
+  t += 60ms;
+  h.shared.put_reset_answer(0, true, t);
+  h.state(0, 0.0, t + 1ms);
+  h.state(1, 0.27, t + 1ms);
+  h.state(2, 0.37, t + 1ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 1u);
+  ASSERT_EQ(h.acted_qpos.size(), 2u);
+  const std::vector<double> &fed = h.reports[0].qpos, &acted = h.acted_qpos[1];
+  EXPECT_EQ(fed[0], 0.9);    // env 0: its terminal state
+  EXPECT_EQ(acted[0], 0.0);  // then the reset's
+  EXPECT_EQ(fed[2], 0.27);   // env 1: the state the next action is chosen on
+  EXPECT_EQ(acted[2], 0.27);
+  EXPECT_EQ(fed[4], 0.37);   // env 2 too
+  EXPECT_EQ(acted[4], 0.37);
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0, 0}));
+  EXPECT_EQ(h.episodes.size(), 1u);
+  EXPECT_EQ(h.warnings, 0);
 }
 
 // A robot on a clock publishes all along: a state sent after the reset

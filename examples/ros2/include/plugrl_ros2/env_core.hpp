@@ -164,6 +164,10 @@ class InputState {
   // answers into it: dst accumulates them, this state starts from zero.
   void drain_into(InputState &dst);
 
+  // Copies env's row of every source, and its arrival time and count,
+  // from src (of the same sources and envs); the signals are untouched.
+  void copy_row(const InputState &src, std::size_t env);
+
   // Describes this state's arrays (over its own buffers) in obs.
   void describe(plugrl::Observation &obs) const;
 
@@ -463,6 +467,15 @@ class Controller {
   // How old env's observation may be to act on or report: max_obs_age
   // (timer), but unbounded in lockstep and for an env whose episode ended.
   Duration max_age(std::size_t env) const;
+  // Timer mode: takes env's end out of the running step - its terminal
+  // state (the rows as they are now), its reward and flags - to be
+  // reported after its reset, and asks for the reset (unless the run
+  // finishes with this end).
+  void capture_end(std::size_t env, bool ask);
+  // Whether every env asked to reset has (holding the rest meanwhile is
+  // the caller's); why not in why. Asks again for a failed or unanswered
+  // reset.
+  bool resets_complete(TimePoint now, std::string &why);
   Result do_act(TimePoint now);
   Result do_report(TimePoint now);
   // Lockstep: whether the step's answers have all come (holding when they
@@ -512,6 +525,17 @@ class Controller {
   std::vector<double> ep_return_;
   std::vector<int64_t> ep_length_;
   std::vector<bool> resetting_;
+  // Timer mode: the step's report waits for the resets of the envs whose
+  // episode ended in it, so that every other env's observation in the
+  // feedback is the one the next infer sends (SPEC 5.4; the robot moves
+  // on while an env resets, and a feedback sent at the end had been
+  // followed by an infer of newer states: `plugrl ledger audit` flagged
+  // every env at every reset). Per env: whether its end is captured, and
+  // its terminal rows, reward and flags.
+  std::vector<bool> ended_;
+  InputState end_rows_, report_rows_;
+  std::vector<double> end_reward_;
+  std::vector<uint8_t> end_terminated_, end_truncated_;
   std::vector<TimePoint> reset_sent_;
   std::vector<uint64_t> answers_at_request_;
   int64_t episodes_ = 0;
