@@ -889,18 +889,6 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 Controller::Result Controller::do_report(TimePoint now) {
   if (cfg_.mode == Mode::Timer) {
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
-      if (ended_[i]) continue;  // its terminal state is captured
-      // An env whose episode ended reports its last state, however old
-      // (max_age): a robot (cartpole_sim_node on a clock) may stop sending
-      // until its reset. Waiting for a fresh one held every env until the
-      // robot happened to send again, for good when it never did (review).
-      std::string why = obs_readiness(in_, i, now, max_age(i), std::nullopt);
-      if (!why.empty()) {
-        hold_all(now, "env " + std::to_string(i) + ": " + why);
-        return Result::Waiting;
-      }
-    }
-    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
       // The final observation of an ended episode is a state that came
       // with or after the flag (Config::state_after_signal_wait).
       const std::optional<TimePoint> ended = in_.signals(i).ended_at;
@@ -936,6 +924,14 @@ Controller::Result Controller::do_report(TimePoint now) {
       phase_ = Phase::Reset;
       hold_all(now, why, true);  // the normal course, not a warning
       return Result::Waiting;
+    }
+    for (std::size_t i = 0; i < cfg_.num_envs; i++) {
+      if (ended_[i]) continue;  // its terminal state is kept
+      why = obs_readiness(in_, i, now, max_age(i), std::nullopt);
+      if (!why.empty()) {
+        hold_all(now, "env " + std::to_string(i) + ": " + why);
+        return Result::Waiting;
+      }
     }
   } else if (!lockstep_step_complete(now)) {
     return Result::Waiting;
