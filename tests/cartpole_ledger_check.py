@@ -2,14 +2,19 @@
 """Checks what a cartpole env client sent, from its full ledger's dump.
 
     plugrl ledger dump FILE --arrays | cartpole_ledger_check.py [--min-ends N]
+        [--state NAME --x-index I --angle-index J --max-angle RAD]
 
-Reads the JSON lines of `plugrl ledger dump --arrays` of a run of the
-cartpoles (examples/cpp/cartpole_model.hpp's rules, an observation with a
-`qpos` state of [slider, hinge] per env) and checks, for every env:
+Reads the JSON lines of `plugrl ledger dump --arrays` of a run of
+cartpoles and checks, for every env, against the rules that end an
+episode (the cart past 2.4 m, the pole past --max-angle). The defaults fit
+the MuJoCo cartpole (examples/cpp/cartpole_model.hpp, which the ROS 2
+simulator uses too): a state `qpos` of [slider, hinge] per env, 0.2 rad;
+the Rust one (examples/rust, plugrl_examples::cartpole) has `x` of [x,
+x_dot, theta, theta_dot] and 12 degrees. It checks that
 
 - every feedback that says `terminated` carries the terminal state: the
-  pole past 0.2 rad or the cart past 2.4 m (the rules that end an
-  episode), not a state from before the step that ended it;
+  pole past the angle or the cart past 2.4 m, not a state from before the
+  step that ended it;
 - the first observation sent for an env after its episode ended is a
   state of the new episode: both joints within 0.1 of rest (a reset puts
   them within 0.05), not the ended episode's last state.
@@ -21,12 +26,11 @@ import argparse
 import json
 import sys
 
-MAX_ANGLE = 0.2  # rad: past this the pole has fallen
 MAX_X = 2.4  # m: past this the cart has left the track
 REST = 0.1  # a new episode's state is within this of rest
 
 
-def rows(record, name="qpos"):
+def rows(record, name):
     """The record's env indices and each env's row of the named state."""
     state = record["obs"]["states"][name]
     values, shape = state["values"], state["shape"]
@@ -39,7 +43,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--min-ends", type=int, default=1,
                         help="fail unless at least this many episodes ended by termination")
+    parser.add_argument("--state", default="qpos", help="the observation's state holding x and the angle")
+    parser.add_argument("--x-index", type=int, default=0, help="the cart's position in a row of --state")
+    parser.add_argument("--angle-index", type=int, default=1, help="the pole's angle in a row of --state")
+    parser.add_argument("--max-angle", type=float, default=0.2, help="rad: past this the pole has fallen")
     args = parser.parse_args()
+
+    def pose(row):
+        return row[args.x_index], row[args.angle_index]
 
     violations = []
     terminal_ok = 0
@@ -51,7 +62,8 @@ def main():
             continue
         kind = record.get("type")
         if kind == "infer":
-            for env, (x, angle) in rows(record):
+            for env, row in rows(record, args.state):
+                x, angle = pose(row)
                 if env not in ended:
                     continue
                 ended.discard(env)
@@ -63,11 +75,12 @@ def main():
         elif kind == "feedback":
             terminated = record.get("terminated") or []
             truncated = record.get("truncated") or []
-            for i, (env, (x, angle)) in enumerate(rows(record)):
+            for i, (env, row) in enumerate(rows(record, args.state)):
+                x, angle = pose(row)
                 done_t = i < len(terminated) and terminated[i]
                 done_u = i < len(truncated) and truncated[i]
                 if done_t:
-                    if abs(angle) > MAX_ANGLE or abs(x) > MAX_X:
+                    if abs(angle) > args.max_angle or abs(x) > MAX_X:
                         terminal_ok += 1
                     else:
                         violations.append(f"record {record['seq']}: env {env} terminated with x={x:.3f}, "

@@ -5,7 +5,8 @@
 #
 # runs, in examples/rust, `cargo fmt --check`, `cargo clippy --all-targets
 # -- -D warnings` and `cargo test` (unit tests, doctests, the Rust probe
-# client under plugrl-conformance four times, the cartpole learning test).
+# client under plugrl-conformance four times, the cartpole learning test),
+# then checks the Rust cartpole's full step ledger (ledger_check below).
 # The build goes to build/rust-target (cached between runs, out of the
 # source tree), two jobs at a time. plugrl-sys finds the library through
 # build/lib/pkgconfig/plugrl.pc; the tests find `plugrl` in build/bin.
@@ -13,6 +14,8 @@
 # Prints a SKIPPED line and exits 0 only when cargo is not installed; any
 # other problem (no build/, no clippy or rustfmt) fails.
 set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 REPO_ROOT" >&2
@@ -51,10 +54,41 @@ step() {
   printf '==> %s\n' "$*"
   local start=$SECONDS
   "$@"
-  printf '==> %s: %d s\n' "$1 $2" $((SECONDS - start))
+  printf '==> %s: %d s\n' "${*:1:2}" $((SECONDS - start))
 }
 
 # --locked: the committed Cargo.lock is used as is, never updated.
 step cargo fmt --check
 step cargo clippy --locked --workspace --all-targets -j 2 -- -D warnings
 step cargo test --locked --workspace -j 2
+
+# What the Rust cartpole sent, from its full step ledger: a clean audit,
+# terminal states where it said terminated and a reset's state where an
+# episode began (tests/cartpole_ledger_check.py with the Rust cartpole's
+# state `x` = [x, x_dot, theta, theta_dot] and its 12 degrees).
+ledger_check() {
+  local tmp server url rc=0
+  tmp=$(mktemp -d)
+  : >"$tmp/serve.out" # see wait_url
+  "$build/bin/plugrl" serve --addr 127.0.0.1:0 --policy cem --horizon 1 --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$tmp/serve.out" 2>&1 &
+  server=$!
+  url=$(wait_url "$tmp/serve.out" "$server") || { cat "$tmp/serve.out" >&2; kill "$server"; return 1; }
+  PLUGRL_LEDGER=$tmp/rust.ledger PLUGRL_LEDGER_LEVEL=full \
+    "$CARGO_TARGET_DIR/debug/cartpole" --envs 8 --episodes 40 --seed 1 --quiet --url "$url" >/dev/null || rc=$?
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  if [[ $rc -eq 0 ]] && ! "$build/bin/plugrl" ledger audit "$tmp/rust.ledger" >"$tmp/audit.txt"; then
+    head -n 20 "$tmp/audit.txt" >&2
+    rc=1
+  fi
+  if [[ $rc -eq 0 ]] && ! "$build/bin/plugrl" ledger dump "$tmp/rust.ledger" --arrays |
+    /usr/bin/python3 "$root/tests/cartpole_ledger_check.py" --min-ends 10 \
+      --state x --x-index 0 --angle-index 2 --max-angle 0.20943951023931953; then
+    rc=1
+  fi
+  rm -rf "$tmp"
+  [[ $rc -eq 0 ]] || { echo "FAIL: the Rust cartpole's ledger" >&2; return 1; }
+  echo "PASS: the Rust cartpole's full ledger audits clean, with terminal and reset states where they belong"
+}
+step ledger_check
