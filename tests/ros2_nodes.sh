@@ -19,7 +19,8 @@
 #    final hold (frame_id "hold") when max_episodes ends the run; its full
 #    ledger must pass check_ledger (below).
 # 3. The timer mode: the simulator on its own 100 Hz clock, the node
-#    ticking at 100 Hz, 40 episodes against cem: the node must end them
+#    ticking at 100 Hz, 40 episodes against cem, with H = 1 and with
+#    H = 4: the node must end them
 #    (envs ending at the same last step may add a few) and exit 0, and
 #    its full ledger must pass check_ledger: a clean audit, terminal
 #    states where it said terminated and a reset's state where an episode
@@ -223,41 +224,44 @@ chunks() {
 echo "== action chunks: H = 4, the JointTrajectory of the rest of each chunk"
 chunks 40
 
-# timer_mode EPISODES: the real-robot mode through DDS: cartpole_sim_node
-# stepping every cartpole at 100 Hz on its own clock (the latest effort
-# held), plugrl_env_node ticking at 100 Hz, against `plugrl serve --policy
-# cem`. Passes when EPISODES episodes (a few more when envs end at the
-# same last step) end and the node exits 0; says how often it held.
+# timer_mode EPISODES HORIZON: the real-robot mode through DDS:
+# cartpole_sim_node stepping every cartpole at 100 Hz on its own clock (the
+# latest effort held), plugrl_env_node ticking at 100 Hz, against `plugrl
+# serve --policy cem --horizon HORIZON`. Passes when EPISODES episodes (a
+# few more when envs end at the same last step) end, the node exits 0 and
+# its ledger passes check_ledger; says how often it held.
 timer_mode() {
-  local episodes=$1 url server rc=0 start=$SECONDS
-  start_serve "$tmp/timer-serve.log" cem 1
+  local episodes=$1 horizon=$2 url server rc=0 start=$SECONDS
+  local name=timer-h$horizon
+  start_serve "$tmp/$name-serve.log" cem "$horizon"
   "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p step_on_command:=false \
-    -p rate_hz:=100.0 >"$tmp/timer-sim.log" 2>&1 &
+    -p rate_hz:=100.0 >"$tmp/$name-sim.log" 2>&1 &
   sim_pid=$!
   pids+=("$sim_pid")
-  PLUGRL_LEDGER=$tmp/timer.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 300 "$nodes/plugrl_env_node" \
+  PLUGRL_LEDGER=$tmp/$name.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 300 "$nodes/plugrl_env_node" \
     --ros-args --params-file "$tmp/params.yaml" \
     -p "url:=$url" -p control_rate_hz:=100.0 -p max_obs_age_s:=0.1 -p "max_episodes:=$episodes" \
-    -p "episode_csv:=$tmp/timer.csv" >"$tmp/timer-env.log" 2>&1 || rc=$?
+    -p "episode_csv:=$tmp/$name.csv" >"$tmp/$name-env.log" 2>&1 || rc=$?
   stop "$sim_pid"
   stop "$server"
-  check_ledger "timer mode" "$tmp/timer.ledger" 10
-  local got=$(($(wc -l <"$tmp/timer.csv") - 1))
+  check_ledger "timer mode, H = $horizon" "$tmp/$name.ledger" 10
+  local got=$(($(wc -l <"$tmp/$name.csv") - 1))
   # Envs that end at the same step all count: the last step may pass
   # max_episodes by a few.
   if [[ $rc -ne 0 || $got -lt $episodes ]]; then
-    echo "FAIL: timer mode: plugrl_env_node exited $rc after $got of $episodes episodes; its log:" >&2
-    tail -n 30 "$tmp/timer-env.log" >&2
+    echo "FAIL: timer mode, H = $horizon: plugrl_env_node exited $rc after $got of $episodes episodes; its log:" >&2
+    tail -n 30 "$tmp/$name-env.log" >&2
     exit 1
   fi
-  echo "timer mode: $got episodes at 100 Hz in $((SECONDS - start)) s, mean return" \
-    "$(awk -F, 'NR>1{s+=$4;n++} END{printf "%.1f", s/n}' "$tmp/timer.csv");" \
-    "$(grep -c 'holding the safe action' "$tmp/timer-env.log" || true) hold warning(s)"
-  echo "PASS: the timer mode runs through DDS"
+  echo "timer mode, H = $horizon: $got episodes at 100 Hz in $((SECONDS - start)) s, mean return" \
+    "$(awk -F, 'NR>1{s+=$4;n++} END{printf "%.1f", s/n}' "$tmp/$name.csv");" \
+    "$(grep -c 'holding the safe action' "$tmp/$name-env.log" || true) hold warning(s)"
+  echo "PASS: the timer mode runs through DDS (H = $horizon)"
 }
 
 echo "== timer mode (a robot on its own clock)"
-timer_mode 40
+timer_mode 40 1
+timer_mode 40 4
 
 # timer_stall: the timer mode at 5 Hz against a server that answers every
 # 10th infer after 3 s (plugrl-hostile slow-action --slow-every 10), for

@@ -407,11 +407,11 @@ void InputState::describe(plugrl::Observation &obs) const {
 
 // ---------------------------------------------------------------- readiness
 
-bool state_since(const InputState &in, std::size_t env, TimePoint t) {
+bool state_since(const InputState &in, std::size_t env, TimePoint t, Duration skew) {
   for (std::size_t s = 0; s < in.num_sources(); s++) {
     if (in.source(s).is_context()) continue;
     auto at = in.received(s, env);
-    if (!at || *at < t) return false;
+    if (!at || *at + skew < t) return false;
   }
   return true;
 }
@@ -892,7 +892,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       // The final observation of an ended episode is a state that came
       // with or after the flag (Config::state_after_signal_wait).
       const std::optional<TimePoint> ended = in_.signals(i).ended_at;
-      if (!ended_[i] && ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended)) {
+      if (!ended_[i] && ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended, cfg_.signal_skew)) {
         if (hooks_.log)
           hooks_.log(Level::Debug, "env " + std::to_string(i) +
                                        "'s episode ended: waiting for its state after the done flag");
@@ -1121,7 +1121,7 @@ bool Controller::resets_complete(TimePoint now, std::string &why) {
       // may overtake the reset's own state. Wait a little for one that
       // came after the answer (Config::state_after_signal_wait).
       if (not_yet.empty() && cfg_.mode == Mode::Timer && s.reset_answer_at &&
-          now - *s.reset_answer_at < cfg_.state_after_signal_wait && !state_since(in_, i, *s.reset_answer_at))
+          now - *s.reset_answer_at < cfg_.state_after_signal_wait && !state_since(in_, i, *s.reset_answer_at, cfg_.signal_skew))
         not_yet = "waiting for its state after the reset's answer";
       if (!not_yet.empty()) {
         all = false;

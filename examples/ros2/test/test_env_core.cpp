@@ -1448,6 +1448,33 @@ TEST(Controller, TimerModeFeedbackAndNextInferAgreeAcrossAReset) {
   EXPECT_EQ(h.warnings, 0);
 }
 
+// rclcpp hands the node a batch of messages in its own order: the state
+// a simulator sent after its flags (or before its reset's answer) is
+// taken first, and stamped microseconds before its signal. Such a state
+// counts as coming with the signal (signal_skew); waiting for a newer one
+// cost every episode end and every reset a whole control period (at 5 Hz
+// the ros2_nodes.sh stall run made 3 actions in 9 s).
+TEST(Controller, TimerModeAStateHandledJustBeforeItsSignalCounts) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 200ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 10ms);  // the terminal state, handled first
+  h.shared.put_terminated(0, true, t + 10ms + 50us);
+  ASSERT_EQ(c.wake(t + 11ms), Controller::Result::Waiting);  // no wait for a later state: the reset is asked
+  ASSERT_EQ(h.resets.size(), 1u);
+  const TimePoint answered = t + 300ms;
+  h.state(0, 0.0, answered - 50us);  // the reset's state, handled before the answer
+  h.shared.put_reset_answer(0, true, answered);
+  ASSERT_EQ(c.wake(answered + 1ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);
+  EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+}
+
 // A robot on a clock publishes all along: a state sent after the reset
 // request but before the reset, or a reset's answer that overtakes the
 // reset's own state, began the next episode on the last one's state

@@ -206,8 +206,8 @@ class InputState {
 // ---------------------------------------------------------------- readiness
 
 // Whether every source of env but a context source has a value that
-// arrived at or after t.
-bool state_since(const InputState &in, std::size_t env, TimePoint t);
+// arrived at or after t - skew.
+bool state_since(const InputState &in, std::size_t env, TimePoint t, Duration skew = Duration::zero());
 
 // Whether env's observation can be used at time now: every source has a
 // value, and every one but a context source (SourceSpec::is_context) is
@@ -366,6 +366,15 @@ class Controller {
     // with its last state once this has passed; until then the step's
     // commands stand (nothing is stale), or the envs hold (a reset).
     Duration state_after_signal_wait = std::chrono::milliseconds(20);
+    // How much earlier than its signal a state may have arrived and still
+    // count as coming with it. Messages that arrive together are handed
+    // to the node's callbacks in the executor's order, not the order they
+    // were sent: rclcpp takes subscriptions (the state first, as the node
+    // subscribes to it first) before service answers, so the state a
+    // simulator sent after its flags, or before its reset's answer, is
+    // stamped a few microseconds earlier. Without this every episode end
+    // and every reset waited the whole state_after_signal_wait.
+    Duration signal_skew = std::chrono::milliseconds(2);
   };
   enum class Level { Debug, Info, Warn, Error };
   struct Hooks {
