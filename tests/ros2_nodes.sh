@@ -25,7 +25,7 @@
 #    its full ledger must pass check_ledger: a clean audit, terminal
 #    states where it said terminated and a reset's state where an episode
 #    began (cartpole_ledger_check.py).
-#    Then at 5 Hz against plugrl-hostile slow-action --slow-every 10 for
+#    Then at 5 Hz against plugrl-hostile slow-action --slow-every 5 for
 #    9 s: the node must step at 5 Hz at most, hold at its ticks while an
 #    infer waits 3 s, and end (SIGINT) with its final hold.
 # 4. Shutdown: 20 times, plugrl_env_node against a server that never
@@ -264,17 +264,20 @@ timer_mode 40 1
 timer_mode 40 4
 
 # timer_stall: the timer mode at 5 Hz against a server that answers every
-# 10th infer after 3 s (plugrl-hostile slow-action --slow-every 10), for
+# 5th infer after 3 s (plugrl-hostile slow-action --slow-every 5), for
 # 9 s, then SIGINT; trajectory_probe on env 0's trajectories. Passes when
 # the node steps at the control rate and no faster, holds at its ticks
 # while an infer waits (a run of at least 8 holds in a row: the
 # observation goes stale 0.3 s into a 3 s wait), and ends with its final
 # hold. (A cartpole on a clock whose episode ended sends its state only
 # every 0.5-1 s until its reset: the node reports such a step with its
-# last state, however old, so that this does not hold the others.)
+# last state, however old, so that this does not hold the others.) Every
+# 5th infer stalls, not every 10th: at 5 Hz the cartpoles end an episode
+# every few steps, each end holds every env for a tick while it resets,
+# and the 10th infer could come too late in the 9 s for a run of 8.
 timer_stall() {
   local hostile line rc=0 url
-  start_hostile stall-hostile --scenario slow-action --action-delay 3s --slow-every 10 -h 1 -d 1
+  start_hostile stall-hostile --scenario slow-action --action-delay 3s --slow-every 5 -h 1 -d 1
   "$probe" --ros-args -r trajectory:=/cart_0/action_trajectory >"$tmp/stall-probe.log" 2>&1 &
   local probe_pid=$!
   pids+=("$probe_pid")
