@@ -902,15 +902,24 @@ Controller::Result Controller::do_report(TimePoint now) {
     // Envs whose episode ended: their end is taken out of the step now,
     // and the step is reported once they have reset, with the others'
     // states of that moment, which the next infer sends too.
+    // Every end is counted before any reset is asked: when this step
+    // brings the run to max_episodes, none of the envs that ended in it
+    // is reset, not only those counted after the limit (review: the
+    // others were sent into a reset after the run was over).
     int64_t ends = episodes_;
-    for (std::size_t i = 0; i < cfg_.num_envs; i++) ends += ended_[i] ? 1 : 0;
+    std::vector<std::size_t> new_ends;
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
       const InputState::Signals &s = in_.signals(i);
-      if (ended_[i] || !(s.terminated || s.truncated)) continue;
-      ends++;
-      // The run's last episode needs no reset: it is reported at once.
-      capture_end(i, !(cfg_.max_episodes > 0 && ends >= cfg_.max_episodes));
+      if (ended_[i]) {
+        ends++;
+      } else if (s.terminated || s.truncated) {
+        ends++;
+        new_ends.push_back(i);
+      }
     }
+    // The run's last episodes need no reset: they are reported at once.
+    const bool last = cfg_.max_episodes > 0 && ends >= cfg_.max_episodes;
+    for (std::size_t i : new_ends) capture_end(i, !last);
     // After the final hold no reset is asked for: the server still gets
     // the step's feedback, at once.
     bool closed;
@@ -918,7 +927,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       std::lock_guard<std::mutex> lock(out_mu_);
       closed = closed_;
     }
-    const bool finishing = (cfg_.max_episodes > 0 && ends >= cfg_.max_episodes) || closed;
+    const bool finishing = last || closed;
     std::string why;
     if (!finishing && !resets_complete(now, why)) {
       phase_ = Phase::Reset;

@@ -1475,6 +1475,32 @@ TEST(Controller, TimerModeAStateHandledJustBeforeItsSignalCounts) {
   EXPECT_EQ(h.acted_qpos0.back(), 0.0);
 }
 
+// Timer mode, max_episodes: envs that end at the run's last step need no
+// reset, whichever of them reaches the limit. The ends were counted env
+// by env, so an env before the one that reached max_episodes had its
+// reset asked although the run finished at that step: the robot was sent
+// into a reset (a motion) after the run was over.
+TEST(Controller, TimerModeTheRunsLastStepAsksNoReset) {
+  Harness h(2);
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
+  cfg.max_episodes = 2;
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 10ms);
+  h.state(1, 0.8, t + 10ms);
+  h.shared.put_terminated(0, true, t + 10ms);
+  h.shared.put_terminated(1, true, t + 10ms);
+  EXPECT_EQ(c.wake(t + 11ms), Controller::Result::Finished);
+  EXPECT_EQ(c.episodes(), 2);
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 1}));
+  EXPECT_TRUE(h.resets.empty()) << "a reset was asked at the run's last step";
+}
+
 // A robot on a clock publishes all along: a state sent after the reset
 // request but before the reset, or a reset's answer that overtakes the
 // reset's own state, began the next episode on the last one's state
