@@ -713,7 +713,10 @@ Controller::Result Controller::wake(TimePoint now) {
   hooks_.snapshot(in_);
   // Timer mode reports a step that ended episodes after their resets
   // (ended_): its Reset phase is the report's.
-  const bool report_after_resets = cfg_.mode == Mode::Timer && phase_ == Phase::Reset;
+  // (When the report went before the resets - Config::max_report_delay -
+  // no end is captured, and the Reset phase only waits for them.)
+  const bool report_after_resets = cfg_.mode == Mode::Timer && phase_ == Phase::Reset &&
+                                   std::find(ended_.begin(), ended_.end(), true) != ended_.end();
   if (phase_ == Phase::Report || report_after_resets) {
     Result r = do_report(now);
     if (r != Result::Stepped) return r;
@@ -801,6 +804,7 @@ Controller::Result Controller::do_act(TimePoint now) {
   }
   const bool held = end_wait();
   if (!running) return Result::Stopped;
+  acted_at_ = now + (Clock::now() - asked);  // the step's feedback is owed from here
   if (held) {
     // The control timer found the observation stale while act waited and
     // has held since: the action is for that stale observation. (Its
@@ -887,6 +891,7 @@ void Controller::build_trajectory(std::size_t env, TimePoint now) {
 }
 
 Controller::Result Controller::do_report(TimePoint now) {
+  bool report_before_resets = false;  // timer mode: reported while envs still reset
   if (cfg_.mode == Mode::Timer) {
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
       // The final observation of an ended episode is a state that came
@@ -931,8 +936,16 @@ Controller::Result Controller::do_report(TimePoint now) {
     std::string why;
     if (!finishing && !resets_complete(now, why)) {
       phase_ = Phase::Reset;
-      hold_all(now, why, true);  // the normal course, not a warning
-      return Result::Waiting;
+      // Not past the server's feedback timeout (Config::max_report_delay):
+      // then the step is reported now, and the resets waited for after.
+      if (!acted_at_ || now - *acted_at_ < cfg_.max_report_delay) {
+        hold_all(now, why, true);  // the normal course, not a warning
+        return Result::Waiting;
+      }
+      report_before_resets = true;
+      std::lock_guard<std::mutex> lock(out_mu_);
+      warn_throttled(now, "the step's report has waited " + seconds_str(now - *acted_at_) + " for resets (" + why +
+                              "): reporting it now, before the server's feedback timeout");
     }
     for (std::size_t i = 0; i < cfg_.num_envs; i++) {
       if (ended_[i]) continue;  // its terminal state is kept
@@ -999,7 +1012,9 @@ Controller::Result Controller::do_report(TimePoint now) {
     any_done = true;
   }
   if (cfg_.max_episodes > 0 && episodes_ >= cfg_.max_episodes) finished = true;
-  // Lockstep asks for the resets now; timer mode has had them done.
+  // Lockstep asks for the resets now; timer mode has had them done, or
+  // has asked for them and waits on in the Reset phase (a step reported
+  // before its resets, Config::max_report_delay).
   const bool reset_now = any_done && cfg_.mode == Mode::Lockstep;
   if (!finished && reset_now) {
     for (std::size_t i : ended) {
@@ -1009,7 +1024,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       ask_reset(i);
     }
   }
-  phase_ = reset_now ? Phase::Reset : Phase::Act;
+  phase_ = reset_now || report_before_resets ? Phase::Reset : Phase::Act;
   if (failure) std::rethrow_exception(failure);
   if (finished) return Result::Finished;
   // The control timer held while the report waited: the snapshot is as

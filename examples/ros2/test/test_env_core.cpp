@@ -1501,6 +1501,53 @@ TEST(Controller, TimerModeTheRunsLastStepAsksNoReset) {
   EXPECT_TRUE(h.resets.empty()) << "a reset was asked at the run's last step";
 }
 
+// SPEC 7.3: the server closes a connection whose feedback has not come
+// 60 s after its action, and the feedback is lost (SPEC 7.6). Timer mode
+// holds a step that ended an episode until the resets are done; a reset
+// that takes long (a real robot's, one that fails until someone sees to
+// it, one that is never answered) must not keep the step's feedback past
+// that: it is reported by max_report_delay (30 s), and the resets are
+// then waited for without a report owed.
+TEST(Controller, TimerModeASlowResetDoesNotHoldTheFeedbackPastTheServersTimeout) {
+  Harness h(2);
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  cfg.reset_timeout = 5s;
+  Controller c = h.make(cfg);
+  TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 10ms);  // env 0's terminal state
+  h.state(1, 0.2, t + 10ms);
+  h.shared.put_terminated(0, true, t + 10ms);
+  ASSERT_EQ(c.wake(t + 11ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets.size(), 1u);
+  // The reset is never answered; the robot publishes all along.
+  for (int s = 1; s <= 40; s++) {
+    const TimePoint now = t + std::chrono::seconds(s);
+    h.state(0, 0.9, now - 1ms);
+    h.state(1, 0.2 + 0.001 * s, now - 1ms);
+    EXPECT_NE(c.wake(now), Controller::Result::Stepped) << s;  // holding while env 0 resets
+  }
+  ASSERT_EQ(h.reports.size(), 1u) << "the step's feedback was still owed 40 s after its action";
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);  // env 0's terminal state
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(h.episodes.size(), 1u);
+  EXPECT_EQ(c.phase(), Controller::Phase::Reset);
+  EXPECT_EQ(h.acts, 1);
+  // The reset completes: the next act follows, with no second report.
+  const TimePoint answered = t + 41s;
+  h.shared.put_reset_answer(0, true, answered);
+  h.state(0, 0.0, answered + 1ms);
+  h.state(1, 0.3, answered + 1ms);
+  EXPECT_EQ(c.wake(answered + 10ms), Controller::Result::Stepped);
+  EXPECT_EQ(h.acts, 2);
+  EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+  EXPECT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.episodes.size(), 1u);
+}
+
 // A robot on a clock publishes all along: a state sent after the reset
 // request but before the reset, or a reset's answer that overtakes the
 // reset's own state, began the next episode on the last one's state

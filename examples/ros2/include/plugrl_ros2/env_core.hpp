@@ -375,6 +375,16 @@ class Controller {
     // stamped a few microseconds earlier. Without this every episode end
     // and every reset waited the whole state_after_signal_wait.
     Duration signal_skew = std::chrono::milliseconds(2);
+    // Timer mode: the longest the report of a step that ended episodes
+    // waits for their resets, from the action it answers. The server
+    // closes a connection whose feedback has not come 60 s after its
+    // action (SPEC 7.3), and the feedback goes with it (SPEC 7.6): a slow
+    // reset (a real robot's, one that fails until someone sees to it, one
+    // never answered) lost the step, terminal transition and all. Past
+    // this the step is reported, the others with their states of that
+    // moment (the next infer may then send newer ones), and the resets
+    // are waited for with no feedback owed.
+    Duration max_report_delay = std::chrono::seconds(30);
   };
   enum class Level { Debug, Info, Warn, Error };
   struct Hooks {
@@ -547,6 +557,8 @@ class Controller {
   std::vector<uint8_t> end_terminated_, end_truncated_;
   std::vector<TimePoint> reset_sent_;
   std::vector<uint64_t> answers_at_request_;
+  // When the last act's action came (Config::max_report_delay).
+  std::optional<TimePoint> acted_at_;
   int64_t episodes_ = 0;
   std::atomic<uint64_t> holds_{0};
 
