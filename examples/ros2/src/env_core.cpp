@@ -756,11 +756,11 @@ bool Controller::end_wait() {
 Duration Controller::max_age(std::size_t env) const {
   // In lockstep an observation is as old as the env's last step, which is
   // fine: it is the state the env is in. In timer mode an env whose
-  // episode ended (its done flag came, not yet reported) keeps its last
-  // state, however old: a robot may stop sending until its reset, and its
-  // end is reported only after an act (review: an env that ended while
-  // every env held - another's reset, a stale observation - was waited
-  // for by the act for good, and every env held with it).
+  // episode ended (its done flag came, or its end is captured) keeps its
+  // last state, however old: a robot may stop sending until its reset. An
+  // end that came while the node held (another's reset, a stale
+  // observation) is taken by the step after the next act, which must not
+  // wait for a fresh state of it (review: every env held for good).
   if (cfg_.mode != Mode::Timer) return Duration::max();
   const InputState::Signals &s = in_.signals(env);
   return s.terminated || s.truncated || ended_[env] ? Duration::max() : cfg_.max_obs_age;
@@ -1025,8 +1025,21 @@ Controller::Result Controller::do_report(TimePoint now) {
     }
   }
   phase_ = reset_now || report_before_resets ? Phase::Reset : Phase::Act;
+  if (finished) {
+    // The run is over with this step whatever became of its feedback: a
+    // failure rethrown here left the caller acting past max_episodes.
+    if (failure && hooks_.log) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception &e) {
+        hooks_.log(Level::Error, std::string("the last step's feedback failed: ") + e.what());
+      } catch (...) {
+        hooks_.log(Level::Error, "the last step's feedback failed");
+      }
+    }
+    return Result::Finished;
+  }
   if (failure) std::rethrow_exception(failure);
-  if (finished) return Result::Finished;
   // The control timer held while the report waited: the snapshot is as
   // old as the timer found it; act at the next tick, on a new one.
   if (held) return Result::Waiting;

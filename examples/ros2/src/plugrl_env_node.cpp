@@ -35,6 +35,7 @@
 #include <std_srvs/srv/trigger.hpp>
 #include <trajectory_msgs/msg/joint_trajectory.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -553,8 +554,11 @@ class EnvNode : public rclcpp::Node {
     cfg.max_episodes = num_.max_episodes;
     cfg.trajectory_period = seconds_to_duration(trajectory_dt_seconds());
     // A done flag and the state it came with (or a reset's answer and the
-    // reset's state) land within a tick of each other: wait up to one.
-    if (!lockstep_) cfg.state_after_signal_wait = seconds_to_duration(1.0 / num_.control_rate_hz);
+    // reset's state): every source refreshes within max_obs_age_s (a
+    // camera slower than the control rate too), and a tick passes anyway.
+    if (!lockstep_)
+      cfg.state_after_signal_wait =
+          std::max(seconds_to_duration(1.0 / num_.control_rate_hz), seconds_to_duration(num_.max_obs_age_s));
 
     Controller::Hooks hooks;
     hooks.snapshot = [this](InputState &dst) {

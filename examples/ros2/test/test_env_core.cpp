@@ -1097,6 +1097,20 @@ TEST(Controller, AReportThatThrowsStillCountsTheStep) {
   EXPECT_EQ(c.episodes(), 1);
   EXPECT_EQ(resets.size(), 1u);
   EXPECT_EQ(c.phase(), Controller::Phase::Reset);
+
+  // The run's last step: the run is over whatever became of its feedback
+  // (review: the failure was rethrown first, and the node, which retries
+  // after a plugrl::Error, acted past max_episodes). The error is logged.
+  cfg.max_episodes = 1;
+  int errors = 0;
+  hooks.log = [&](Controller::Level level, const std::string &) { errors += level == Controller::Level::Error; };
+  Controller d(cfg, InputState(cartpole_sources(), 1), CommandBook(1, HoldMode::Zeros), hooks);
+  h.state(0, 0, Clock::now());
+  ASSERT_EQ(d.wake(Clock::now()), Controller::Result::Stepped);
+  h.step(0, 0, 0, true, false);
+  EXPECT_EQ(d.wake(Clock::now()), Controller::Result::Finished);
+  EXPECT_EQ(d.episodes(), 1);
+  EXPECT_EQ(errors, 1);
 }
 
 TEST(Controller, LockstepAnswerBeforeTheLastCommandIsOutCounts) {

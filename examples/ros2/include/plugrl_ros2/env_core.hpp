@@ -357,12 +357,13 @@ class Controller {
     Duration trajectory_period = std::chrono::milliseconds(10);
     // Timer mode: how long after an env's done flag, or after its reset's
     // answer, the controller waits for a state of the env that came after
-    // it (the node: one control period). A robot may publish its flags
-    // before the state that ended the episode (cartpole_sim_node does),
-    // and a reset's answer can overtake the state the reset brought: a
-    // tick between the two reported the state before the terminal one as
-    // the episode's final observation, or began the next episode on the
-    // last one's state. A robot that goes quiet at its end is reported
+    // it (the node: max_obs_age_s, at least a control period). A robot may
+    // publish its flags before the state that ended the episode
+    // (cartpole_sim_node does), a camera may be slower than the control
+    // rate, and a reset's answer can overtake the state the reset
+    // brought: a tick between the two reported the state before the
+    // terminal one as the episode's final observation, or began the next
+    // episode on the last one's state. A robot that goes quiet at its end is reported
     // with its last state once this has passed; until then the step's
     // commands stand (nothing is stale), or the envs hold (a reset).
     Duration state_after_signal_wait = std::chrono::milliseconds(20);
