@@ -773,10 +773,7 @@ void Controller::capture_end(std::size_t env, bool ask) {
   end_reward_[env] = s.reward;
   end_terminated_[env] = s.terminated ? 1 : 0;
   end_truncated_[env] = s.truncated ? 1 : 0;
-  s.reward = 0;
-  s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
-  s.terminated = s.truncated = false;
-  s.ended_at.reset();
+  s.clear_step();
   if (!ask) return;
   resetting_[env] = true;
   answers_at_request_[env] = s.reset_answers;
@@ -970,10 +967,7 @@ Controller::Result Controller::do_report(TimePoint now) {
       rewards_[i] = s.reward;
       terminated_[i] = s.terminated ? 1 : 0;
       truncated_[i] = s.truncated ? 1 : 0;
-      s.reward = 0;
-      s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
-      s.terminated = s.truncated = false;
-      s.ended_at.reset();
+      s.clear_step();
     }
     success_[i] = truncated_[i] && !terminated_[i];
   }
@@ -1166,11 +1160,7 @@ bool Controller::resets_complete(TimePoint now, std::string &why) {
         continue;
       }
       resetting_[i] = false;
-      // What arrived about the ended episode belongs to no step.
-      s.reward = 0;
-      s.rewards = s.terminated_msgs = s.truncated_msgs = 0;
-      s.terminated = s.truncated = false;
-      s.ended_at.reset();
+      s.clear_step();  // what arrived about the ended episode belongs to no step
       continue;
     }
     all = false;

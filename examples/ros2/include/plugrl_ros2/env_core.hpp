@@ -185,6 +185,16 @@ class InputState {
     // final observation is the env's state from then on.
     std::optional<TimePoint> ended_at;
     std::optional<TimePoint> reset_answer_at;  // the last reset answer's arrival
+
+    // Forgets what was summed and latched for a step (the reward, the
+    // message counts, the done flags), once it is reported or belongs to
+    // no step; the reset answers stay.
+    void clear_step() {
+      reward = 0;
+      rewards = terminated_msgs = truncated_msgs = 0;
+      terminated = truncated = false;
+      ended_at.reset();
+    }
   };
   Signals &signals(std::size_t env) { return signals_.at(env); }
   const Signals &signals(std::size_t env) const { return signals_.at(env); }
