@@ -894,10 +894,16 @@ Controller::Result Controller::do_report(TimePoint now) {
       // The final observation of an ended episode is a state that came
       // with or after the flag (Config::state_after_signal_wait).
       const std::optional<TimePoint> ended = in_.signals(i).ended_at;
-      if (!ended_[i] && ended && now - *ended < cfg_.state_after_signal_wait && !state_since(in_, i, *ended, cfg_.signal_skew)) {
-        if (hooks_.log)
-          hooks_.log(Level::Debug, "env " + std::to_string(i) +
-                                       "'s episode ended: waiting for its state after the done flag");
+      if (!ended_[i] && ended && now - *ended < cfg_.state_after_signal_wait &&
+          !state_since(in_, i, *ended, cfg_.signal_skew)) {
+        const std::string why =
+            "env " + std::to_string(i) + "'s episode ended: waiting for its state after the done flag";
+        // In the Report phase the step's commands stand (nothing is
+        // stale); while others reset, every env holds, as at each tick.
+        if (phase_ == Phase::Reset)
+          hold_all(now, why, true);
+        else if (hooks_.log)
+          hooks_.log(Level::Debug, why);
         return Result::Waiting;
       }
     }
@@ -1152,7 +1158,8 @@ bool Controller::resets_complete(TimePoint now, std::string &why) {
       // may overtake the reset's own state. Wait a little for one that
       // came after the answer (Config::state_after_signal_wait).
       if (not_yet.empty() && cfg_.mode == Mode::Timer && s.reset_answer_at &&
-          now - *s.reset_answer_at < cfg_.state_after_signal_wait && !state_since(in_, i, *s.reset_answer_at, cfg_.signal_skew))
+          now - *s.reset_answer_at < cfg_.state_after_signal_wait &&
+          !state_since(in_, i, *s.reset_answer_at, cfg_.signal_skew))
         not_yet = "waiting for its state after the reset's answer";
       if (!not_yet.empty()) {
         all = false;

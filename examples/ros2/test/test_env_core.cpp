@@ -1562,6 +1562,31 @@ TEST(Controller, TimerModeASlowResetDoesNotHoldTheFeedbackPastTheServersTimeout)
   EXPECT_EQ(h.episodes.size(), 1u);
 }
 
+// While one env resets every env holds at each tick; a tick that waited
+// for another env's state after its done flag published nothing (review).
+TEST(Controller, TimerModeHoldsWhileAnotherEndWaitsForItsState) {
+  Harness h(2);
+  Controller::Config cfg = config(2, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 50ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.state(0, 0.9, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  h.state(1, 0.2, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);  // env 0 resets
+  ASSERT_EQ(c.phase(), Controller::Phase::Reset);
+  h.shared.put_truncated(1, true, t + 15ms);  // env 1 ends; its state still on its way
+  h.published.clear();
+  EXPECT_EQ(c.wake(t + 20ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 2u);
+  EXPECT_TRUE(h.published[0].hold);
+  EXPECT_TRUE(h.published[1].hold);
+  EXPECT_EQ(h.warnings, 0);
+}
+
 // A robot on a clock publishes all along: a state sent after the reset
 // request but before the reset, or a reset's answer that overtakes the
 // reset's own state, began the next episode on the last one's state
