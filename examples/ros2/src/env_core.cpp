@@ -774,9 +774,12 @@ void Controller::capture_end(std::size_t env, bool ask) {
   end_terminated_[env] = s.terminated ? 1 : 0;
   end_truncated_[env] = s.truncated ? 1 : 0;
   s.clear_step();
-  if (!ask) return;
+  if (ask) begin_reset(env);
+}
+
+void Controller::begin_reset(std::size_t env) {
   resetting_[env] = true;
-  answers_at_request_[env] = s.reset_answers;
+  answers_at_request_[env] = in_.signals(env).reset_answers;  // an answer counts from here
   reset_sent_[env] = Clock::now();
   ask_reset(env);
 }
@@ -1017,12 +1020,7 @@ Controller::Result Controller::do_report(TimePoint now) {
   // before its resets, Config::max_report_delay).
   const bool reset_now = any_done && cfg_.mode == Mode::Lockstep;
   if (!finished && reset_now) {
-    for (std::size_t i : ended) {
-      resetting_[i] = true;
-      answers_at_request_[i] = in_.signals(i).reset_answers;
-      reset_sent_[i] = Clock::now();
-      ask_reset(i);
-    }
+    for (std::size_t i : ended) begin_reset(i);
   }
   phase_ = reset_now || report_before_resets ? Phase::Reset : Phase::Act;
   if (finished) {
@@ -1136,9 +1134,7 @@ bool Controller::resets_complete(TimePoint now, std::string &why) {
         // Ask again, but not in a tight loop.
         if (now - reset_sent_[i] >= std::chrono::seconds(1)) {
           if (hooks_.log) hooks_.log(Level::Error, "the reset of env " + std::to_string(i) + " failed; asking again");
-          answers_at_request_[i] = s.reset_answers;
-          reset_sent_[i] = Clock::now();
-          ask_reset(i);
+          begin_reset(i);
         }
         all = false;
         why = "env " + std::to_string(i) + "'s reset failed";

@@ -518,6 +518,11 @@ struct Harness {
     shared.put_joint_state(0, env, {"slider", "hinge"}, {x, 0}, {0, 0}, {}, t);
     shared.put_joint_state(1, env, {"slider", "hinge"}, {x, 0}, {0, 0}, {}, t);
   }
+  // Every env's state x at t, and the controller's first act on them.
+  void start(Controller &c, TimePoint t, double x = 0.1) {
+    for (std::size_t i = 0; i < shared.num_envs(); i++) state(i, x, t);
+    ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  }
   // A lockstep env's answer to a command: state, reward, flags.
   void step(std::size_t env, double x, double reward, bool term, bool trunc) {
     const TimePoint t = Clock::now();
@@ -765,8 +770,7 @@ TEST(Controller, TimerModeHoldsWhileReportWaits) {
   hooks.request_reset = [](std::size_t) {};
   Controller c(cfg, InputState(cartpole_sources(), 1), CommandBook(1, HoldMode::Zeros), hooks);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.2, t);
   block = true;
   std::future<Controller::Result> result = std::async(std::launch::async, [&] { return c.wake(t + 1ms); });
@@ -804,9 +808,7 @@ TEST(Controller, TimerModeReportsAnEndedEnvWhoseRobotWentQuiet) {
   Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 5ms);  // env 0's terminal state, then silence
   h.shared.put_terminated(0, true, t + 5ms);
   h.state(1, 0.2, t + 300ms);  // env 1 goes on
@@ -908,9 +910,7 @@ TEST(Controller, NoResetIsAskedForAfterTheFinalHold) {
   cfg.reset_timeout = 50ms;
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 5ms);
   h.state(1, 0.2, t + 5ms);
   h.shared.put_terminated(0, true, t + 5ms);
@@ -1342,9 +1342,7 @@ TEST(Controller, TimerModeAnEnvThatEndedWhileHoldingIsNotWaitedForEver) {
   Controller::Config cfg = config(2, Mode::Timer, 100ms);
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 5ms);  // env 0 ends: reported, its reset asked for
   h.shared.put_terminated(0, true, t + 5ms);
   h.state(1, 0.2, t + 5ms);
@@ -1389,9 +1387,7 @@ TEST(Controller, TimerModeReportsTheStateThatCameWithTheDoneFlag) {
     cfg.state_after_signal_wait = 20ms;
     Controller c = h.make(cfg);
     const TimePoint t = Clock::now();
-    h.state(0, 0.1, t);
-    h.state(1, 0.1, t);
-    ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+    h.start(c, t);
     h.state(0, 0.5, t + 2ms);  // env 0's step before the last
     h.state(1, 0.2, t + 2ms);
     h.shared.put_terminated(0, true, t + 5ms);  // the flag; its state is still on its way
@@ -1428,8 +1424,7 @@ TEST(Controller, TimerModeFeedbackAndNextInferAgreeAcrossAReset) {
   cfg.state_after_signal_wait = 5ms;
   Controller c = h.make(cfg);
   TimePoint t = Clock::now();
-  for (std::size_t i = 0; i < 3; i++) h.state(i, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   t += 10ms;
   h.state(0, 0.9, t);  // env 0's terminal state
   h.shared.put_terminated(0, true, t);
@@ -1474,8 +1469,7 @@ TEST(Controller, TimerModeAStateHandledJustBeforeItsSignalCounts) {
   cfg.state_after_signal_wait = 200ms;
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 10ms);  // the terminal state, handled first
   h.shared.put_terminated(0, true, t + 10ms + 50us);
   ASSERT_EQ(c.wake(t + 11ms), Controller::Result::Waiting);  // no wait for a later state: the reset is asked
@@ -1501,9 +1495,7 @@ TEST(Controller, TimerModeTheRunsLastStepAsksNoReset) {
   cfg.state_after_signal_wait = 5ms;
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 10ms);
   h.state(1, 0.8, t + 10ms);
   h.shared.put_terminated(0, true, t + 10ms);
@@ -1529,9 +1521,7 @@ TEST(Controller, TimerModeASlowResetDoesNotHoldTheFeedbackPastTheServersTimeout)
   cfg.reset_timeout = 5s;
   Controller c = h.make(cfg);
   TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 10ms);  // env 0's terminal state
   h.state(1, 0.2, t + 10ms);
   h.shared.put_terminated(0, true, t + 10ms);
@@ -1570,9 +1560,7 @@ TEST(Controller, TimerModeHoldsWhileAnotherEndWaitsForItsState) {
   cfg.state_after_signal_wait = 50ms;
   Controller c = h.make(cfg);
   const TimePoint t = Clock::now();
-  h.state(0, 0.1, t);
-  h.state(1, 0.1, t);
-  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.start(c, t);
   h.state(0, 0.9, t + 5ms);
   h.shared.put_terminated(0, true, t + 5ms);
   h.state(1, 0.2, t + 5ms);
@@ -1600,8 +1588,7 @@ TEST(Controller, TimerModeTheNextEpisodeStartsOnTheResetsState) {
     cfg.state_after_signal_wait = 20ms;
     Controller c = h.make(cfg);
     const TimePoint t = Clock::now();
-    h.state(0, 0.1, t);
-    ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+    h.start(c, t);
     h.state(0, 0.9, t + 5ms);
     h.shared.put_terminated(0, true, t + 5ms);
     ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);  // reported; reset asked

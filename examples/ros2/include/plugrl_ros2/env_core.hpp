@@ -373,9 +373,10 @@ class Controller {
     // rate, and a reset's answer can overtake the state the reset
     // brought: a tick between the two reported the state before the
     // terminal one as the episode's final observation, or began the next
-    // episode on the last one's state. A robot that goes quiet at its end is reported
-    // with its last state once this has passed; until then the step's
-    // commands stand (nothing is stale), or the envs hold (a reset).
+    // episode on the last one's state. A robot that goes quiet at its end
+    // is reported with its last state once this has passed; until then
+    // the step's commands stand (nothing is stale), or the envs hold (a
+    // reset).
     Duration state_after_signal_wait = std::chrono::milliseconds(20);
     // How much earlier than its signal a state may have arrived and still
     // count as coming with it. Messages that arrive together are handed
@@ -502,6 +503,8 @@ class Controller {
   // reported after its reset, and asks for the reset (unless the run
   // finishes with this end).
   void capture_end(std::size_t env, bool ask);
+  // Asks for env's reset and counts its answers from now.
+  void begin_reset(std::size_t env);
   // Whether every env asked to reset has (holding the rest meanwhile is
   // the caller's); why not in why. Asks again for a failed or unanswered
   // reset.
