@@ -11,7 +11,8 @@
 #    the server's per-episode record equal to the ledger's.
 # 3. A full-level ledger of the cartpole holds terminal states where it
 #    says terminated and a reset's state where an episode begins
-#    (cartpole_ledger_check.py), and exports per-env trajectories that
+#    (cartpole_ledger_check.py, which fails the same dump edited to hold
+#    either fault), and exports per-env trajectories that
 #    numpy loads, with one row per chunk fed back.
 # 4. The cartpole killed with SIGKILL mid-run leaves a ledger that reads
 #    back (summary says how it ended) and audits clean.
@@ -101,7 +102,54 @@ stop_server
 audit_clean "$tmp/full.ledger"
 # What the env sent is the cartpole's: terminal states where it says
 # terminated, a reset's state where an episode begins.
-"$plugrl" ledger dump "$tmp/full.ledger" --arrays | /usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5
+"$plugrl" ledger dump "$tmp/full.ledger" --arrays >"$tmp/full.jsonl"
+/usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5 <"$tmp/full.jsonl"
+# The check fails on the two faults it is there for, made by editing the
+# same dump: a terminated feedback that carries the state of the step
+# before the end, and a new episode's first infer that carries the ended
+# episode's last state.
+for fault in stale-terminal stale-start; do
+  /usr/bin/python3 - "$fault" "$tmp/full.jsonl" >"$tmp/$fault.jsonl" <<'PY'
+import json, sys
+fault, dump = sys.argv[1:]
+last = {}  # env -> the row of the last observation sent for it
+ended = {}  # env -> its terminal row, until its next infer
+done = False
+for line in open(dump):
+    r = json.loads(line)
+    if not done and r.get("k") == "send" and "obs" in r:
+        s = r["obs"]["states"]["qpos"]
+        width = len(s["values"]) // s["shape"][0]
+        envs = r.get("env_indices") or list(range(s["shape"][0]))
+        for i, env in enumerate(envs):
+            row = slice(i * width, (i + 1) * width)
+            if fault == "stale-terminal" and r["type"] == "feedback" and (r.get("terminated") or [])[i:i + 1] == [True]:
+                s["values"][row] = last[env]
+                done = True
+                break
+            if fault == "stale-start" and r["type"] == "infer" and env in ended:
+                s["values"][row] = ended[env]
+                done = True
+                break
+            if r["type"] == "feedback" and (r.get("terminated") or [])[i:i + 1] == [True]:
+                ended[env] = s["values"][row]
+            elif r["type"] == "infer":
+                ended.pop(env, None)
+            last[env] = s["values"][row]
+        line = json.dumps(r) + "\n"
+    sys.stdout.write(line)
+assert done, f"no place in the dump for the fault {fault}"
+PY
+  if /usr/bin/python3 "$here/cartpole_ledger_check.py" <"$tmp/$fault.jsonl" >"$tmp/$fault.out" 2>&1; then
+    cat "$tmp/$fault.out"
+    echo "FAIL: cartpole_ledger_check.py passes a dump with the fault $fault" >&2
+    exit 1
+  fi
+  want="not a terminal state"
+  [[ $fault == stale-start ]] && want="not a reset's state"
+  grep -q "$want" "$tmp/$fault.out" || { cat "$tmp/$fault.out"; echo "FAIL: the check of $fault does not say \"$want\"" >&2; exit 1; }
+  echo "cartpole_ledger_check.py fails the dump edited to hold $fault: $(grep -m1 violation: "$tmp/$fault.out")"
+done
 "$plugrl" ledger export "$tmp/full.ledger" --npz "$tmp/npz"
 episodes=$("$plugrl" ledger episodes "$tmp/full.ledger" | tail -n +2 | wc -l)
 /usr/bin/python3 - "$tmp/npz" "$episodes" <<'PY'  # Debian's, with python3-numpy (build.sh installs it)
