@@ -254,8 +254,7 @@ std::string InputState::put_joint_state(std::size_t src, std::size_t env, const 
     }
     for (std::size_t j = 0; j < e; j++) row[j] = (*values)[at[j]];
   }
-  rows_[src][env].at = t;
-  rows_[src][env].arrivals++;
+  stamp(src, env, t);
   return "";
 }
 
@@ -268,8 +267,7 @@ std::string InputState::put_array(std::size_t src, std::size_t env, const double
     return "Float64MultiArray has " + std::to_string(count) + " values; \"" + s.name + "\" needs " +
            std::to_string(e);
   std::copy(data, data + count, f64_[src].data() + env * e);
-  rows_[src][env].at = t;
-  rows_[src][env].arrivals++;
+  stamp(src, env, t);
   return "";
 }
 
@@ -291,8 +289,7 @@ std::string InputState::put_image(std::size_t src, std::size_t env, uint32_t hei
   uint8_t *out = u8_[src].data() + env * h * row_bytes;
   for (std::size_t y = 0; y < h; y++)  // rows may be padded: copy each
     std::copy(data + y * step, data + y * step + row_bytes, out + y * row_bytes);
-  rows_[src][env].at = t;
-  rows_[src][env].arrivals++;
+  stamp(src, env, t);
   return "";
 }
 
@@ -300,8 +297,7 @@ std::string InputState::put_text(std::size_t src, std::size_t env, std::string t
   const SourceSpec &s = sources_.at(src);
   if (s.kind != SourceKind::Text) return "observation \"" + s.name + "\" is not a text source";
   text_[src][env] = std::move(text);
-  rows_[src][env].at = t;
-  rows_[src][env].arrivals++;
+  stamp(src, env, t);
   return "";
 }
 
@@ -339,7 +335,18 @@ std::optional<TimePoint> InputState::received(std::size_t src, std::size_t env) 
   return rows_.at(src).at(env).at;
 }
 
+std::optional<TimePoint> InputState::received_before(std::size_t src, std::size_t env) const {
+  return rows_.at(src).at(env).before;
+}
+
 uint64_t InputState::arrivals(std::size_t src, std::size_t env) const { return rows_.at(src).at(env).arrivals; }
+
+void InputState::stamp(std::size_t src, std::size_t env, TimePoint t) {
+  Row &row = rows_[src][env];
+  row.before = row.at;
+  row.at = t;
+  row.arrivals++;
+}
 
 void InputState::drain_into(InputState &dst) {
   if (dst.sources_.size() != sources_.size() || dst.num_envs_ != num_envs_) {
@@ -411,7 +418,16 @@ bool state_since(const InputState &in, std::size_t env, TimePoint t, Duration sk
   for (std::size_t s = 0; s < in.num_sources(); s++) {
     if (in.source(s).is_context()) continue;
     auto at = in.received(s, env);
-    if (!at || *at + skew < t) return false;
+    if (!at) return false;
+    if (*at >= t) continue;
+    const Duration lead = t - *at;
+    if (lead > skew) return false;
+    // Closer to the signal than to the value before it: a source that
+    // publishes faster than skew puts its last value before the signal
+    // a period ahead of it, and only a value handled in the same batch
+    // as the signal comes this close.
+    auto before = in.received_before(s, env);
+    if (before && lead * 2 >= *at - *before) return false;
   }
   return true;
 }

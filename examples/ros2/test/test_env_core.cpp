@@ -366,6 +366,36 @@ TEST(Readiness, MissingStaleAndNewer) {
   EXPECT_NE(step_readiness(in, 0, t, true, true, true), "");
 }
 
+// A state counts as coming with a signal at t when it arrived at or after
+// t, or up to the skew before t and nearer to t than to the state before
+// it: what the executor handed over in the same batch as the signal, not
+// the last state of a robot that publishes faster than the skew.
+TEST(Readiness, StateSinceASignal) {
+  InputState in(cartpole_sources(), 1);
+  const TimePoint t = Clock::now();
+  auto put = [&](TimePoint at) {
+    in.put_joint_state(0, 0, {"slider", "hinge"}, {0, 0}, {0, 0}, {}, at);
+    in.put_joint_state(1, 0, {"slider", "hinge"}, {0, 0}, {0, 0}, {}, at);
+  };
+  EXPECT_FALSE(state_since(in, 0, t, 2ms));  // nothing yet
+  put(t - 50us);  // the first state: nothing before it to be nearer to
+  EXPECT_TRUE(state_since(in, 0, t, 2ms));
+  EXPECT_FALSE(state_since(in, 0, t, 0ms));
+  EXPECT_FALSE(state_since(in, 0, t + 3ms, 2ms));  // past the skew
+  // A 1 kHz robot: states 1 ms apart, the flag just before the next one.
+  put(t + 950us);
+  EXPECT_TRUE(state_since(in, 0, t + 950us, 2ms));   // at the signal
+  EXPECT_TRUE(state_since(in, 0, t + 1ms, 2ms));     // handled 50 us ahead of it
+  EXPECT_FALSE(state_since(in, 0, t + 1950us, 2ms));  // a period ahead: the one before
+  EXPECT_FALSE(state_since(in, 0, t + 1500us, 2ms));  // halfway: not nearer to the signal
+  EXPECT_TRUE(state_since(in, 0, t + 1400us, 2ms));
+  ASSERT_TRUE(in.received_before(0, 0));
+  EXPECT_EQ(*in.received_before(0, 0), t - 50us);
+  // Only a source whose value counts makes the state count.
+  in.put_joint_state(0, 0, {"slider", "hinge"}, {0, 0}, {0, 0}, {}, t + 2ms);
+  EXPECT_FALSE(state_since(in, 0, t + 2ms, 2ms));  // qvel's last is a period ahead
+}
+
 TEST(Commands, SplitScaleClipAndHold) {
   EXPECT_EQ(parse_hold_mode("zeros"), HoldMode::Zeros);
   EXPECT_EQ(parse_hold_mode("last"), HoldMode::Last);
@@ -1481,6 +1511,40 @@ TEST(Controller, TimerModeAStateHandledJustBeforeItsSignalCounts) {
   ASSERT_EQ(h.reports.size(), 1u);
   EXPECT_EQ(h.reports[0].qpos0, 0.9);
   EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+}
+
+// A robot that publishes faster than signal_skew (1 kHz here) has its
+// state before the terminal one about a period ahead of the flag, within
+// the skew: a tick between the flag and the terminal state reported that
+// state as the episode's final observation. It does not count: it is
+// nearer to the state before it than to the flag. The same holds for a
+// reset's answer and the state before the reset's.
+TEST(Controller, TimerModeAFastRobotsStateBeforeItsSignalDoesNotCount) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 100ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.start(c, t);
+  TimePoint at = t;
+  for (int i = 1; i <= 20; i++) h.state(0, 0.01 * i, at += 1ms);  // 0.20 the last before the end
+  h.shared.put_terminated(0, true, at + 950us);  // the flag, its state 50 us behind it
+  ASSERT_EQ(c.wake(at + 960us), Controller::Result::Waiting);
+  EXPECT_TRUE(h.reports.empty());
+  EXPECT_TRUE(h.resets.empty()) << "the end was taken on the state before the terminal one";
+  h.state(0, 0.9, at + 1ms);  // the terminal state
+  ASSERT_EQ(c.wake(at + 20ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets.size(), 1u);
+  TimePoint answered = at + 300ms;
+  for (at = at + 200ms; at < answered; at += 1ms) h.state(0, 0.95, at);  // the ended pose, at 1 kHz
+  h.shared.put_reset_answer(0, true, answered);  // its state 50 us behind it
+  EXPECT_EQ(c.wake(answered + 10us), Controller::Result::Waiting);
+  h.state(0, 0.0, answered + 50us);  // the reset's state
+  ASSERT_EQ(c.wake(answered + 20ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);
+  EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+  EXPECT_EQ(h.warnings, 0);
 }
 
 // Timer mode, max_episodes: envs that end at the run's last step need no

@@ -156,6 +156,9 @@ class InputState {
 
   // When (source, env) last got a value; nullopt: never.
   std::optional<TimePoint> received(std::size_t src, std::size_t env) const;
+  // When (source, env) got the value before its last; nullopt: fewer
+  // than two so far.
+  std::optional<TimePoint> received_before(std::size_t src, std::size_t env) const;
   // How many values (source, env) has got, ever.
   uint64_t arrivals(std::size_t src, std::size_t env) const;
 
@@ -201,9 +204,11 @@ class InputState {
 
  private:
   struct Row {
-    std::optional<TimePoint> at;
+    std::optional<TimePoint> at, before;  // the last two arrivals
     uint64_t arrivals = 0;
   };
+  // Records a value's arrival at t in (src, env)'s row.
+  void stamp(std::size_t src, std::size_t env, TimePoint t);
   std::vector<SourceSpec> sources_;
   std::size_t num_envs_ = 0;
   std::vector<std::vector<double>> f64_;   // per source: [n, elements] (states)
@@ -216,7 +221,10 @@ class InputState {
 // ---------------------------------------------------------------- readiness
 
 // Whether every source of env but a context source has a value that
-// arrived at or after t - skew.
+// arrived at or after t, or came with a signal that arrived at t: up to
+// skew before it, and nearer to t than to the value before it (a source
+// that publishes every period P has its value before the signal about P
+// ahead, and does not count however small skew is against P).
 bool state_since(const InputState &in, std::size_t env, TimePoint t, Duration skew = Duration::zero());
 
 // Whether env's observation can be used at time now: every source has a
@@ -385,7 +393,10 @@ class Controller {
     // subscribes to it first) before service answers, so the state a
     // simulator sent after its flags, or before its reset's answer, is
     // stamped a few microseconds earlier. Without this every episode end
-    // and every reset waited the whole state_after_signal_wait.
+    // and every reset waited the whole state_after_signal_wait. A state
+    // nearer to the value before it than to the signal does not count
+    // (state_since): a robot publishing at 1 kHz has the state before its
+    // terminal one about 1 ms ahead of the flag, within this skew.
     Duration signal_skew = std::chrono::milliseconds(2);
     // Timer mode: the longest the report of a step that ended episodes
     // waits for their resets, from the action it answers. The server
