@@ -84,7 +84,20 @@ extern "C" fn log_trampoline(user: *mut c_void, level: c_int, message: *const c_
     // not Sync and its calls borrow it), so this is the only reference.
     let f = unsafe { &mut *user.cast::<Box<LogFn>>() };
     // A panic must not unwind into the library (it would abort): drop it.
-    let _ = panic::catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_raw(level), &msg)));
+    if let Err(payload) =
+        panic::catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_raw(level), &msg)))
+    {
+        drop_panic_payload(payload);
+    }
+}
+
+/// Drops a caught panic's payload without unwinding: the payload's own
+/// `Drop` may panic too (`panic_any` of such a value), and that panic would
+/// leave the `extern "C"` callback and abort. Such a payload is leaked.
+fn drop_panic_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
 }
 
 /// How much of each observation a step ledger keeps.
@@ -1083,6 +1096,55 @@ mod tests {
             .open()
             .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+
+    /// A panic value whose own drop panics.
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("the payload's drop panics too");
+        }
+    }
+
+    #[test]
+    fn a_log_panic_whose_payload_panics_on_drop_does_not_abort() {
+        const TEST: &str = "client::tests::a_log_panic_whose_payload_panics_on_drop_does_not_abort";
+        // The panic would abort the process: run the callback in a child.
+        if std::env::var_os("PLUGRL_TEST_CHILD").is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", TEST, "--test-threads", "1"])
+                .env("PLUGRL_TEST_CHILD", "1")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "the child died: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        // Opening a ledger logs (at Info) before connecting.
+        let dir =
+            std::env::temp_dir().join(format!("plugrl-rust-log-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let logged = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = logged.clone();
+        let _ = Client::builder("ws://127.0.0.1:1")
+            .connect_timeout(Duration::from_millis(500))
+            .max_reconnects(0)
+            .ledger_path(&dir)
+            .log(move |_, _| {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                std::panic::panic_any(PanicsOnDrop)
+            })
+            .open();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            logged.load(std::sync::atomic::Ordering::SeqCst),
+            "nothing was logged"
+        );
     }
 
     #[test]
