@@ -101,3 +101,26 @@ impl Interrupt {
         matches!(self.target, Target::Runner(_))
     }
 }
+
+/// Interrupts every client of the process, and so every runner over them
+/// (`plugrl_interrupt_all`): for a signal handler with no handle at hand,
+/// and the one way to end a [`ClientBuilder::open`](crate::ClientBuilder::open)
+/// that is still connecting (it returns [`Error::Interrupted`]), since no
+/// [`Interrupt`] exists before it returns. A client that is not in a call
+/// gets the interrupt pending, as [`Interrupt::interrupt`] says; a client
+/// being dropped stops waiting for the server's close frame.
+///
+/// Async-signal-safe, like [`Interrupt::interrupt`]. Returns
+/// [`Error::Closed`] only in a forked child, where the library cannot be
+/// used.
+pub fn interrupt_all() -> Result<(), Error> {
+    // SAFETY: plugrl_interrupt_all takes no arguments and is thread-safe
+    // and async-signal-safe (plugrl.h).
+    let status = unsafe { sys::plugrl_interrupt_all() };
+    if status == sys::plugrl_status::PLUGRL_OK {
+        Ok(())
+    } else {
+        // String::new() does not allocate: this stays signal-safe.
+        Err(Error::new(status, String::new()))
+    }
+}

@@ -77,7 +77,8 @@
 //! - Handles are `Send` but not `Sync`: one thread at a time, as the
 //!   library requires. [`Interrupt`] (`Send + Sync + Copy`) ends a blocked
 //!   call from another thread; after its client is dropped it returns
-//!   [`Error::Closed`], never undefined behaviour.
+//!   [`Error::Closed`], never undefined behaviour. [`interrupt_all`] ends
+//!   every client's call, also an open that is still connecting.
 //!
 //! # Linking
 //!
@@ -103,7 +104,7 @@ pub use client::{
 };
 pub use element::{Dtype, Element, Numeric, F16};
 pub use error::Error;
-pub use interrupt::Interrupt;
+pub use interrupt::{interrupt_all, Interrupt};
 pub use observation::Observation;
 pub use plugrl_sys as sys;
 pub use runner::{Episode, Flow, Runner};
