@@ -560,8 +560,11 @@ impl Client {
         Client::builder(url).open()
     }
 
-    /// A handle that interrupts this client's running (or next) call from
-    /// any thread; see [`Interrupt`].
+    /// A handle that interrupts this client's running call from any
+    /// thread, or, when none is running, its next `infer` (or a runner's
+    /// `act`): a pending interrupt does not refuse a `feedback` or a
+    /// runner's `report`, which owe the server an answer (`plugrl.h`,
+    /// `plugrl_interrupt`). See [`Interrupt`].
     pub fn interrupter(&self) -> Interrupt {
         Interrupt::client(self.raw)
     }
