@@ -1,6 +1,8 @@
 //! plugrl::interrupt_all, in a test binary of its own: it interrupts every
 //! client of the process, so it must not share one with other tests.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -13,9 +15,19 @@ use plugrl_examples::testing::Server;
 #[test]
 fn interrupt_all_ends_an_open_that_waits_for_metadata() {
     let server = Server::hostile("no-metadata", &[]);
-    let waker = thread::spawn(|| {
-        thread::sleep(Duration::from_millis(300));
-        plugrl::interrupt_all()
+    let done = Arc::new(AtomicBool::new(false));
+    // Again every 300 ms until open returns: an interrupt_all that comes
+    // before the open has begun ends nothing, and a slow machine may be
+    // that late.
+    let waker = thread::spawn({
+        let done = done.clone();
+        move || {
+            while !done.load(Ordering::Acquire) {
+                thread::sleep(Duration::from_millis(300));
+                plugrl::interrupt_all()?;
+            }
+            Ok::<(), Error>(())
+        }
     });
     let started = Instant::now();
     let e = Client::builder(&server.url)
@@ -24,6 +36,7 @@ fn interrupt_all_ends_an_open_that_waits_for_metadata() {
         .open()
         .unwrap_err();
     let took = started.elapsed();
+    done.store(true, Ordering::Release);
     assert!(matches!(e, Error::Interrupted(_)), "{e}");
     assert!(took < Duration::from_secs(10), "interrupted after {took:?}");
     waker.join().unwrap().unwrap();
