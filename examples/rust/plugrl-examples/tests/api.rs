@@ -191,6 +191,20 @@ fn runner_steps_probe_envs_and_reports_episodes() {
                 assert_eq!(actions[i * 2 + d] % 10000, (10 * i + d) as i32);
             }
         }
+        // The rest of the last env's chunk starts with the step act gave
+        // it (the probe policy, H = 4: 10000 k + 10 env + d).
+        let mut plan: Vec<f64> = Vec::new();
+        let left = runner.chunk(n - 1, &mut plan).unwrap();
+        assert!((1..=4).contains(&left), "{left} steps left");
+        assert_eq!(plan.len(), left * 2);
+        for d in 0..2 {
+            assert_eq!(plan[d], actions[(n - 1) * 2 + d] as f64);
+        }
+        for k in 1..left {
+            assert_eq!(plan[k * 2], plan[0] + 10000.0 * k as f64);
+        }
+        let e = runner.chunk(n, &mut plan).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         let as_f64: Vec<f64> = actions.iter().map(|&v| v as f64).collect();
         probe.step(&as_f64, &mut terminated);
         let next = probe.observation().unwrap();
@@ -200,6 +214,9 @@ fn runner_steps_probe_envs_and_reports_episodes() {
         assert_eq!(flow, Flow::Continue);
         episodes.extend_from_slice(runner.episodes());
         probe.reset_ended(&terminated);
+        // Between report and the next act there is no chunk to ask for.
+        let e = runner.chunk(0, &mut Vec::<f64>::new()).unwrap_err();
+        assert!(matches!(e, Error::OutOfOrder(_)), "{e}");
     }
     // 21 steps: env 0 ends 7 episodes of 3 steps, env 1 four of 5, env 2
     // three of 7.

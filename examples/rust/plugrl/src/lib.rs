@@ -115,7 +115,7 @@ pub use stats::Stats;
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
-/// The library's version string, e.g. `"0.1.0"`.
+/// The library's version string, e.g. `"0.2.0"`.
 pub fn version() -> &'static str {
     // SAFETY: plugrl_version returns a static, NUL-terminated string, never
     // NULL (plugrl.h).

@@ -332,6 +332,64 @@ impl<'c> Runner<'c> {
         })
     }
 
+    /// The rest of `env`'s action chunk, for a controller that plans
+    /// ahead (a trajectory of the whole chunk, say): the step the last
+    /// [`act`](Runner::act) gave `env`, then each later step of its chunk,
+    /// into `chunk` (resized to `steps * step_size`, step after step,
+    /// converted to `T`); returns the steps. At most the server's action
+    /// horizon. Between `act` and [`report`](Runner::report) only: elsewhere
+    /// [`Error::OutOfOrder`]. Does not block and sends nothing
+    /// (`plugrl_runner_chunk`).
+    pub fn chunk<T: Numeric>(&self, env: usize, chunk: &mut Vec<T>) -> Result<usize, Error> {
+        let env_index = i64::try_from(env)
+            .map_err(|_| Error::invalid(format!("chunk: env {env} does not fit an int64")))?;
+        let mut steps = 0i64;
+        // SAFETY: raw is live; a NULL destination of 0 bytes only asks for
+        // the steps, written to steps.
+        let status = unsafe {
+            sys::plugrl_runner_chunk(
+                self.raw,
+                env_index,
+                ptr::null_mut(),
+                0,
+                T::DTYPE.to_raw(),
+                &mut steps,
+            )
+        };
+        if status != sys::plugrl_status::PLUGRL_OK
+            && status != sys::plugrl_status::PLUGRL_BUFFER_TOO_SMALL
+        {
+            return Err(Error::from_runner(status, self.raw));
+        }
+        // Known once an action came; steps is at most the action horizon.
+        let step = self.step_size().unwrap_or(0);
+        let len = usize::try_from(steps)
+            .ok()
+            .and_then(|steps| steps.checked_mul(step))
+            .ok_or_else(|| Error::internal(format!("chunk: {steps} steps of {step} elements")))?;
+        chunk.clear();
+        chunk.resize(len, T::default());
+        let bytes = std::mem::size_of_val(chunk.as_slice());
+        // SAFETY: raw is live; chunk is writable for bytes bytes (NULL for
+        // 0), and the library writes at most that many, as T::DTYPE, whose
+        // every bit pattern is a valid T (T: Numeric).
+        let status = unsafe {
+            sys::plugrl_runner_chunk(
+                self.raw,
+                env_index,
+                mut_ptr_or_null(chunk).cast(),
+                bytes,
+                T::DTYPE.to_raw(),
+                &mut steps,
+            )
+        };
+        if status != sys::plugrl_status::PLUGRL_OK {
+            return Err(Error::from_runner(status, self.raw));
+        }
+        usize::try_from(steps)
+            .map_err(|_| Error::internal(format!("chunk: the library gave {steps} steps")))
+    }
+
     /// Reports the step every env just took: `next_obs` (`num_envs` rows;
     /// the terminal observation for an env that ended), and `num_envs`
     /// rewards, terminated and truncated flags, and optionally success flags
