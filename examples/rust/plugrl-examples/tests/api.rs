@@ -361,6 +361,66 @@ fn act_rides_a_reconnect_to_another_action_width() {
     assert_eq!(st.env_steps, 5 * n as u64, "{st:?}");
 }
 
+/// A StatsReader reads the counters from another thread while the control
+/// loop runs (Client and Runner are not Sync), and gets Error::Closed, not
+/// undefined behaviour, once they are dropped.
+#[test]
+fn stats_read_from_another_thread_while_the_loop_runs() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let server = probe_server("float64");
+    let mut client = connect(&server);
+    let client_reader = client.stats_reader();
+    let n = 2;
+    let mut probe = ProbeEnvs::new(n, 2);
+    let mut runner = Runner::new(&mut client, n).unwrap();
+    let reader = runner.stats_reader();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = thread::spawn({
+        let done = done.clone();
+        move || {
+            let (mut reads, mut last) = (0u64, 0u64);
+            while !done.load(Ordering::Acquire) {
+                let st = reader.read().unwrap();
+                assert!(st.env_steps >= last, "env_steps went back: {st:?}");
+                last = st.env_steps;
+                reads += 1;
+            }
+            reads
+        }
+    });
+    let (rewards, truncated) = (vec![1.0; n], vec![false; n]);
+    let mut terminated = vec![false; n];
+    let mut actions: Vec<f64> = Vec::new();
+    for _ in 0..200 {
+        let flow = runner
+            .act(&probe.observation().unwrap(), &mut actions)
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        probe.step(&actions, &mut terminated);
+        let next = probe.observation().unwrap();
+        let flow = runner
+            .report(&next, &rewards, &terminated, &truncated, None)
+            .unwrap();
+        assert_eq!(flow, Flow::Continue);
+        probe.reset_ended(&terminated);
+    }
+    done.store(true, Ordering::Release);
+    let reads = watcher.join().unwrap();
+    assert!(reads > 0);
+    assert_eq!(reader.read().unwrap().env_steps, 200 * n as u64);
+    assert_eq!(
+        client_reader.read().unwrap().exchanges,
+        runner.stats().unwrap().exchanges
+    );
+    drop(runner);
+    assert!(matches!(reader.read(), Err(Error::Closed(_))));
+    assert!(client_reader.read().is_ok()); // the client lives on
+    drop(client);
+    assert!(matches!(client_reader.read(), Err(Error::Closed(_))));
+}
+
 #[test]
 fn a_client_moves_to_another_thread() {
     let server = probe_server("float32");

@@ -870,6 +870,13 @@ impl Client {
             |status| Error::from_client(status, self.raw),
         )
     }
+
+    /// A [`StatsReader`](crate::StatsReader) of this client's counters, for
+    /// another thread: `Client` is not `Sync`, and the library allows
+    /// `plugrl_stats` from any thread at any time.
+    pub fn stats_reader(&self) -> crate::StatsReader {
+        crate::StatsReader::client(self.raw)
+    }
 }
 
 /// An action chunk as received (`plugrl_action`): a view of library memory

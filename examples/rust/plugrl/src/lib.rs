@@ -108,7 +108,7 @@ pub use interrupt::{interrupt_all, Interrupt};
 pub use observation::Observation;
 pub use plugrl_sys as sys;
 pub use runner::{Episode, Flow, Runner};
-pub use stats::Stats;
+pub use stats::{Stats, StatsReader};
 
 // The workspace README's Rust example compiles (doctests only).
 #[cfg(doctest)]

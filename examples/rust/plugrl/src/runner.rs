@@ -216,6 +216,12 @@ impl<'c> Runner<'c> {
         )
     }
 
+    /// A [`StatsReader`](crate::StatsReader) of this runner's counters,
+    /// for another thread (a diagnostics thread beside the control loop).
+    pub fn stats_reader(&self) -> crate::StatsReader {
+        crate::StatsReader::runner(self.raw)
+    }
+
     /// Elements per env per step of the server's actions, once known (from
     /// metadata `action_dim`, or after the first action).
     pub fn step_size(&self) -> Option<usize> {

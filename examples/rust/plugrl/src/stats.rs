@@ -89,6 +89,66 @@ impl From<&sys::plugrl_statistics> for Stats {
     }
 }
 
+/// Reads a [`Client`](crate::Client)'s or [`Runner`](crate::Runner)'s live
+/// counters from any thread, also while another thread is in a call on it
+/// (`plugrl_stats` and `plugrl_runner_stats` allow both): a diagnostics or
+/// telemetry thread beside the control loop.
+///
+/// Like [`Interrupt`](crate::Interrupt) it is `Copy`, `Send` and `Sync`
+/// and does not borrow the client. Once the client (or runner) is dropped,
+/// [`read`](Self::read) returns [`Error::Closed`]: the handle is a token
+/// the library looks up, never an address it reads.
+#[derive(Debug, Clone, Copy)]
+pub struct StatsReader {
+    target: Target,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Client(*mut sys::plugrl_client),
+    Runner(*mut sys::plugrl_runner),
+}
+
+// SAFETY: the pointers are tokens that are only ever passed to
+// plugrl_stats / plugrl_runner_stats (and the errmsg calls), which any
+// thread may call at any time with any value (plugrl.h: a handle is
+// looked up, never dereferenced; a dead one gets PLUGRL_CLOSED).
+unsafe impl Send for StatsReader {}
+// SAFETY: as for Send: sharing the token shares nothing but its value.
+unsafe impl Sync for StatsReader {}
+
+impl StatsReader {
+    pub(crate) fn client(raw: *mut sys::plugrl_client) -> StatsReader {
+        StatsReader {
+            target: Target::Client(raw),
+        }
+    }
+
+    pub(crate) fn runner(raw: *mut sys::plugrl_runner) -> StatsReader {
+        StatsReader {
+            target: Target::Runner(raw),
+        }
+    }
+
+    /// The counters now (a runner's include its episodes and env steps).
+    /// Allocates nothing unless it fails.
+    pub fn read(&self) -> Result<Stats, Error> {
+        match self.target {
+            Target::Client(c) => read(
+                // SAFETY: plugrl_stats takes any handle value from any
+                // thread; the struct is writable and its size is set.
+                |out| unsafe { sys::plugrl_stats(c, out) },
+                |status| Error::from_client(status, c),
+            ),
+            Target::Runner(r) => read(
+                // SAFETY: as for plugrl_stats.
+                |out| unsafe { sys::plugrl_runner_stats(r, out) },
+                |status| Error::from_runner(status, r),
+            ),
+        }
+    }
+}
+
 /// Calls `f` (plugrl_stats or plugrl_runner_stats) with a zeroed struct
 /// whose size is set, and converts the result; `err` builds the error.
 pub(crate) fn read(
