@@ -435,8 +435,13 @@ class Observation {
     has_text_ = true;
     return *this;
   }
-  /* Sets one env's text (the vector grows to hold it). */
+  /* Sets one env's text (the vector grows to hold it). An env past the
+  ** library's 2^20 envs (such as an int64_t -1 converted to size_t, whose
+  ** env + 1 wrapped to 0) throws Error(PLUGRL_INVALID_ARGUMENT). */
   Observation &text(std::size_t env, std::string value) {
+    if (env >= (std::size_t(1) << 20))  // the library's bound on envs in a message, as in c()
+      throw Error(PLUGRL_INVALID_ARGUMENT, "observation text for env " + std::to_string(env) +
+                                               ": more than a message can carry (2^20 envs)");
     if (text_.size() <= env) text_.resize(env + 1);
     text_[env] = std::move(value);
     has_text_ = true;

@@ -96,6 +96,14 @@ void test_offline() {
     p.state("v", v, {3, 1});
     p.state("v", v, {2, 1});  // the first 2 of 3
     EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Observation().text({"t"}).c());  // text, no arrays
+    // One env's text, at an env no message can hold: an int64_t -1 made
+    // size_t wrapped resize(env + 1) to resize(0) and wrote past the vector.
+    EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.text(static_cast<std::size_t>(int64_t(-1)), "x"));
+    EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, p.text(std::size_t(1) << 20, "x"));
+    CHECK(p.text().empty());
+    p.text((std::size_t(1) << 20) - 1, "last");
+    CHECK(p.text().size() == (std::size_t(1) << 20) && p.text().back() == "last");
+    p.clear_text();
   }
   plugrl::Observation copy = o;
   CHECK(copy.c()->states[0].data == x && copy.c() != o.c());
