@@ -904,7 +904,9 @@ class Runner {
   /* Frees the runner. From inside its own episode callback (or its
   ** client's log callback) the library refuses (PLUGRL_BUSY): the runner is
   ** then left to the library and its callback's state kept, for good (a
-  ** leak), rather than freed while the report still calls it. */
+  ** leak), rather than freed while the report still calls it. act and
+  ** report touch nothing of the object after their first C call, so a
+  ** Runner may be destroyed in either callback during them. */
   ~Runner() { reset_or_leak(); }
   Runner(const Runner &) = delete;
   Runner &operator=(const Runner &) = delete;
@@ -933,12 +935,7 @@ class Runner {
   }
 
   /* Elements per env per step of the server's actions, once known. */
-  std::optional<int64_t> step_size() const {
-    int64_t v = 0;
-    int known = 0;
-    detail::check_runner(plugrl_runner_step_size(h(), &v, &known), h());
-    return known ? std::optional<int64_t>(v) : std::nullopt;
-  }
+  std::optional<int64_t> step_size() const { return step_size_of(h()); }
 
   /* This step's action for every env into count elements of T at out
   ** (count must be num_envs * step_size). false: the run was stopped. */
@@ -956,32 +953,37 @@ class Runner {
   template <class T, class A>
   bool act(const Observation &obs, std::vector<T, A> &actions) {
     const plugrl_observation *o = obs.c();
-    std::optional<int64_t> step = step_size();
+    // Locals only after the first call, as in report: the client's log
+    // callback (a reconnect inside the act) may have destroyed this Runner,
+    // which then leaves the handle to the library (see ~Runner), alive.
+    plugrl_runner *const h = this->h();
+    const std::size_t n = n_;
+    std::optional<int64_t> step = step_size_of(h);
     if (!step) {
       /* Let the runner infer into a one-element buffer: it needs a chunk to
       ** know the size, and reports a wrong size as PLUGRL_INVALID_ARGUMENT
       ** once it knows it (the chunk is kept; the retry below uses it). */
       T one{};
-      plugrl_status s = plugrl_runner_act(h(), o, &one, sizeof one, dtype_v<T>);
+      plugrl_status s = plugrl_runner_act(h, o, &one, sizeof one, dtype_v<T>);
       if (s == PLUGRL_STOPPED) return false;
       if (s == PLUGRL_OK) { /* one env, one value per step */
         actions.assign(1, one);
         return true;
       }
-      step = step_size();
-      if (!step || s != PLUGRL_INVALID_ARGUMENT) detail::throw_runner(s, h());
+      step = step_size_of(h);
+      if (!step || s != PLUGRL_INVALID_ARGUMENT) detail::throw_runner(s, h);
     }
-    actions.resize(n_ * static_cast<std::size_t>(*step));
-    plugrl_status s = plugrl_runner_act(h(), o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
+    actions.resize(n * static_cast<std::size_t>(*step));
+    plugrl_status s = plugrl_runner_act(h, o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
     if (s == PLUGRL_INVALID_ARGUMENT) {
-      std::optional<int64_t> now = step_size();
+      std::optional<int64_t> now = step_size_of(h);
       if (now && *now != *step) {
-        actions.resize(n_ * static_cast<std::size_t>(*now));
-        s = plugrl_runner_act(h(), o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
+        actions.resize(n * static_cast<std::size_t>(*now));
+        s = plugrl_runner_act(h, o, actions.data(), actions.size() * sizeof(T), dtype_v<T>);
       }
     }
     if (s == PLUGRL_STOPPED) return false;
-    detail::check_runner(s, h());
+    detail::check_runner(s, h);
     return true;
   }
 
@@ -1001,9 +1003,10 @@ class Runner {
 
   /* The C form: actions_size bytes of dtype at actions. */
   bool act(const plugrl_observation *obs, void *actions, std::size_t actions_size, plugrl_dtype dtype) {
-    plugrl_status s = plugrl_runner_act(h(), obs, actions, actions_size, dtype);
+    plugrl_runner *const h = this->h(); /* only locals after the call, as in report */
+    plugrl_status s = plugrl_runner_act(h, obs, actions, actions_size, dtype);
     if (s == PLUGRL_STOPPED) return false;
-    detail::check_runner(s, h());
+    detail::check_runner(s, h);
     return true;
   }
 
@@ -1070,6 +1073,13 @@ class Runner {
     } catch (...) {
       st->error = std::current_exception();
     }
+  }
+
+  static std::optional<int64_t> step_size_of(plugrl_runner *h) {
+    int64_t v = 0;
+    int known = 0;
+    detail::check_runner(plugrl_runner_step_size(h, &v, &known), h);
+    return known ? std::optional<int64_t>(v) : std::nullopt;
   }
 
   bool reset() noexcept { return detail::close_handle(h_, plugrl_runner_free); }

@@ -321,8 +321,39 @@ void test_width_change(const std::string &url) {
             << " reconnect\n";
 }
 
+// A Runner destroyed inside its client's log callback, during an act that
+// rides a reconnect (width-change's third connection resyncs at the second
+// infer, and the fourth is 5 wide): the library refuses the free there, so
+// the runner and its state are left to the library, and act must touch
+// nothing of the destroyed object after its C call, neither to learn the
+// new width nor to act again at it (a heap-use-after-free under ASan
+// before: act read the Runner's handle and num_envs after the call).
+void test_destroy_runner_in_log(const std::string &url) {
+  const std::size_t n = 2;
+  std::unique_ptr<plugrl::Runner> runner;
+  int destroyed = 0;
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000).log([&](int, const char *msg) {
+    if (runner && std::string(msg).find("reconnecting") != std::string::npos) {
+      destroyed++;
+      runner.reset();
+    }
+  }));
+  runner = std::make_unique<plugrl::Runner>(client, n);
+  std::vector<double> t(n, 0), rewards(n, 0);
+  std::vector<uint8_t> term(n, 0), trunc(n, 0);
+  plugrl::Observation obs;
+  obs.state("t", t, {static_cast<int64_t>(n), 1});
+  std::vector<float> actions;
+  plugrl::Runner &r = *runner;
+  CHECK(r.act(obs, actions) && actions.size() == n * 3);
+  CHECK(r.report(obs, rewards, term, trunc));
+  CHECK(r.act(obs, actions));  // r is destroyed during this act, which goes on at width 5
+  CHECK(destroyed == 1 && !runner);
+  CHECK(actions.size() == n * 5);
+}
+
 // A Client destroyed inside its own log callback, during an infer that
-// fails (the server, width-change's third connection, closes with a resync
+// fails (the server, width-change's fifth connection, closes with a resync
 // at the second infer; the client logs that it reconnects, and cannot:
 // max_reconnects -1). The library refuses the close there, so the handle
 // and the callback's state are leaked, and infer must touch nothing of the
@@ -365,7 +396,8 @@ int main(int argc, char **argv) {
   try {
     if (width_change) {
       test_width_change(url);
-      test_destroy_client_in_log(url); /* the server's third connection */
+      test_destroy_runner_in_log(url); /* the server's third and fourth connections */
+      test_destroy_client_in_log(url); /* the fifth */
     } else {
       test_offline();
       test_low_level(url);
