@@ -721,9 +721,11 @@ class Client {
 
   /* LOW LEVEL (SPEC 4). infer and feedback alternate.
   **
-  ** infer returns PLUGRL_OK (and sets *action), PLUGRL_RECONNECTED (the
+  ** infer returns PLUGRL_OK (and sets action), PLUGRL_RECONNECTED (the
   ** connection was replaced: drop every chunk and infer again) or
-  ** PLUGRL_STOPPED (the run is over: exit). Any other status throws.
+  ** PLUGRL_STOPPED (the run is over: exit). Any other status throws. Once
+  ** its arguments are accepted, action is emptied first (data NULL, size
+  ** 0): the view it held died with the call.
   ** reuse may be empty (no reuse) or hold one flag per env. */
   plugrl_status infer(Span<const int64_t> env_indices, Span<const int64_t> step_ids, const Observation &obs,
                       Span<const uint8_t> reuse, ActionView &action) {
@@ -745,6 +747,9 @@ class Client {
     /* After the C call only locals: the log callback may have destroyed
     ** this client (see ~Client). */
     plugrl_client *const hc = h();
+    /* The call ends the last view's life whatever it returns: an action
+    ** left holding it (RECONNECTED, STOPPED, a throw) would dangle. */
+    action = ActionView();
     plugrl_status s = plugrl_infer(hc, env_indices.data(), step_ids.data(), env_indices.size(), obs,
                                    reuse.empty() ? nullptr : reuse.data(), &a);
     if (s == PLUGRL_OK) {

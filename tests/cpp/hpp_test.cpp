@@ -154,6 +154,8 @@ void test_low_level(const std::string &url) {
 
   // Caller errors: thrown, nothing sent.
   EXPECT_ERROR(PLUGRL_OUT_OF_ORDER, client.infer({0, 1}, {0, 0}, obs, a));
+  /* The call ended the last view's life: a is empty, not left dangling. */
+  CHECK(a.data == nullptr && a.size() == 0 && a.shape.size() == 0 && a.env_ids.size() == 0);
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.infer({0, 1}, {0}, obs, a));
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
                client.feedback({0, 1}, {0, 0}, obs, {1.f}, {uint8_t(0), uint8_t(0)}, {uint8_t(0), uint8_t(0)}));
