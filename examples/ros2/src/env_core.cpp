@@ -816,6 +816,14 @@ Controller::Result Controller::do_act(TimePoint now) {
     running = hooks_.act(obs_, actions_);
   } catch (...) {
     end_wait();
+    // No action for this tick (a server error, a reconnect that failed),
+    // and the node asks again at the next: in timer mode the robot holds
+    // meanwhile, as for a stale observation. The last step's command had
+    // stood for as long as the failures went on (review: a server that
+    // died with max_reconnects -1, or whose reconnects failed within
+    // max_obs_age, left the robot on its last action for good). In
+    // lockstep a command is a step: nothing stands, nothing is sent.
+    if (cfg_.mode == Mode::Timer) hold_all(now + (Clock::now() - asked), "no action: the call to the server failed");
     throw;
   }
   const bool held = end_wait();

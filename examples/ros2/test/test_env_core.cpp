@@ -716,6 +716,53 @@ TEST(Controller, TimerModeHoldsWhileActWaits) {
   EXPECT_FALSE(d.hold_if_blocked(Clock::now() + 1h));
 }
 
+// An act that fails at once (a server that errs on every infer, a
+// connection that cannot come back: max_reconnects -1, or reconnects that
+// fail faster than max_obs_age) brings no action, and the node retries at
+// the next tick. The step's command had stood meanwhile, for as long as
+// the failures went on (review: a killed server left a robot on its last
+// action for good). Timer mode holds at each tick that gets no action;
+// lockstep, where a command is a step, does not.
+TEST(Controller, TimerModeHoldsWhenActFails) {
+  Harness h(2);
+  Controller c = h.make(config(2, Mode::Timer, 500ms), HoldMode::Zeros);
+  TimePoint t = Clock::now();
+  h.state(0, 0.1, t);
+  h.state(1, 0.1, t);
+  h.actions.push_back({0.5, -0.5});
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);
+  h.published.clear();
+
+  h.in_act = [] { throw plugrl::Error(PLUGRL_CONNECT_FAILED, "the connection ended and reconnecting is disabled"); };
+  for (int tick = 1; tick <= 3; tick++) {
+    const TimePoint ti = t + tick * 50ms;  // every observation fresh
+    h.state(0, 0.1, ti);
+    h.state(1, 0.1, ti);
+    EXPECT_THROW(c.wake(ti), plugrl::Error);
+    ASSERT_EQ(h.published.size(), 2u * tick) << "tick " << tick;
+    EXPECT_TRUE(h.published.back().hold);
+    EXPECT_EQ(h.published.back().command, (std::vector<double>{0.0}));
+  }
+  EXPECT_EQ(c.phase(), Controller::Phase::Act);  // the next tick asks again
+  // The server is back: the next tick acts.
+  h.in_act = nullptr;
+  h.actions.push_back({0.7, -0.7});
+  h.state(0, 0.1, t + 200ms);
+  h.state(1, 0.1, t + 200ms);
+  EXPECT_EQ(c.wake(t + 200ms), Controller::Result::Stepped);
+  EXPECT_FALSE(h.published.back().hold);
+
+  Harness l(1);
+  Controller d = l.make(config(1, Mode::Lockstep), HoldMode::Zeros);
+  l.state(0, 0, Clock::now());
+  ASSERT_EQ(d.wake(Clock::now()), Controller::Result::Stepped);
+  l.published.clear();
+  l.step(0, 0, 0, false, false);
+  l.in_act = [] { throw plugrl::Error(PLUGRL_SERVER_ERROR, "server error"); };
+  EXPECT_THROW(d.wake(Clock::now()), plugrl::Error);
+  EXPECT_TRUE(l.published.empty());
+}
+
 // The node calls wake(Clock::now()), and the snapshot (the node's mutex,
 // image copies) takes a while before act asks. The control timer, on its
 // own clock, held once the observation went stale while act waited; the

@@ -452,8 +452,10 @@ class Controller {
 
   // One wake of the runner thread at time now. Throws what act and report
   // throw (plugrl::Error); the phase is then as it was before the call
-  // (act) or moves on as if the step was reported (report: the runner has
-  // counted it; feedback it could not send is dropped, SPEC 7.6).
+  // (act: in timer mode every env holds first, as for a stale
+  // observation) or moves on as if the step was reported (report: the
+  // runner has counted it; feedback it could not send is dropped, SPEC
+  // 7.6).
   // Runner thread only; the other members below say where they may be
   // called from.
   Result wake(TimePoint now);
