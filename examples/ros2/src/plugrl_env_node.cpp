@@ -289,6 +289,10 @@ class EnvNode : public rclcpp::Node {
         reset_clients_.push_back(create_client<std_srvs::srv::Trigger>(env_topic(ns, reset_service_)));
     }
 
+    reset_seq_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+    reset_answered_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+    reset_pending_.assign(n, std::nullopt);
+    reset_was_ready_.assign(n, false);
     stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
     if (num_.stats_period_s > 0)
       stats_timer_ = create_wall_timer(seconds_to_duration(num_.stats_period_s), [this] { publish_stats(); });
@@ -376,12 +380,36 @@ class EnvNode : public rclcpp::Node {
       return;
     }
     auto &client = reset_clients_[env];
-    if (!client->service_is_ready())
+    const bool ready = client->service_is_ready();
+    // A request the service had when it was sent, still unanswered while
+    // the service is up, is a reset still running: a service queues
+    // requests, so asking again reset the robot a second time, and the
+    // first answer came as that second reset began, with the node acting
+    // on the robot all through it (review: 8 s of actions during a reset
+    // of 8 s, with reset_timeout_s 5). Asked again only when the request
+    // may have been lost: the service was not there when it went out (DDS
+    // drops it), or is not there now.
+    if (reset_answered_[env].load() != reset_seq_[env].load() && reset_was_ready_[env] && ready) {
+      RCLCPP_WARN(get_logger(),
+                  "the reset of env %zu is still running (%s has its request): not asking again, which would reset "
+                  "the robot twice; set reset_timeout_s above the slowest reset",
+                  env, client->get_service_name());
+      return;
+    }
+    if (!ready)
       RCLCPP_WARN_THROTTLE(get_logger(), *get_clock(), 2000, "reset service %s is not available (yet)",
                            client->get_service_name());
+    // Only the answer to the latest request counts: the earlier one is
+    // dropped from the client (unanswered, it stayed there for good), and
+    // an answer to it already on its way is ignored.
+    if (reset_pending_[env]) client->remove_pending_request(*reset_pending_[env]);
+    const uint64_t seq = ++reset_seq_[env];
+    reset_was_ready_[env] = ready;
     auto request = std::make_shared<std_srvs::srv::Trigger::Request>();
     // The client keeps the request until its answer runs the callback.
-    auto pending = client->async_send_request(request, [this, env](rclcpp::Client<std_srvs::srv::Trigger>::SharedFuture future) {
+    auto pending = client->async_send_request(request, [this, env, seq](rclcpp::Client<std_srvs::srv::Trigger>::SharedFuture future) {
+      if (reset_seq_[env].load() != seq) return;  // asked again since
+      reset_answered_[env].store(seq);
       bool ok = false;
       std::string message;
       try {
@@ -398,7 +426,7 @@ class EnvNode : public rclcpp::Node {
       }
       wakeups_->reset_answered();
     });
-    (void)pending;
+    reset_pending_[env] = pending.request_id;
   }
 
   void publish_stats() {
@@ -712,6 +740,13 @@ class EnvNode : public rclcpp::Node {
   std::vector<rclcpp::Publisher<std_msgs::msg::Float64MultiArray>::SharedPtr> action_pubs_;
   std::vector<rclcpp::Publisher<trajectory_msgs::msg::JointTrajectory>::SharedPtr> trajectory_pubs_;
   std::vector<rclcpp::Client<std_srvs::srv::Trigger>::SharedPtr> reset_clients_;
+  // Per env: the number of the latest reset request (its answer is the
+  // one that counts) and of the latest answered (written by the answer's
+  // callback); the latest request's id, and whether the service was up
+  // when it went out (runner thread only).
+  std::unique_ptr<std::atomic<uint64_t>[]> reset_seq_, reset_answered_;
+  std::vector<std::optional<int64_t>> reset_pending_;
+  std::vector<bool> reset_was_ready_;
   rclcpp::Publisher<std_msgs::msg::String>::SharedPtr stats_pub_;
   rclcpp::TimerBase::SharedPtr stats_timer_, control_timer_;
   std::optional<rclcpp::PreShutdownCallbackHandle> shutdown_handle_;
