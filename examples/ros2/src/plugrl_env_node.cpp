@@ -289,6 +289,18 @@ class EnvNode : public rclcpp::Node {
         reset_clients_.push_back(create_client<std_srvs::srv::Trigger>(env_topic(ns, reset_service_)));
     }
 
+    // Two envs whose commands go to one topic are one robot getting two
+    // actions a step, each for an observation of its own (review:
+    // env_namespaces [a, "a/"] published two different commands on
+    // /a/action at every tick). A listed namespace twice, "ns" and "ns/",
+    // "" and "/", or a remap are refused here, by the resolved names.
+    for (std::size_t i = 0; i < n; i++)
+      for (std::size_t j = 0; j < i; j++)
+        if (std::string(action_pubs_[i]->get_topic_name()) == action_pubs_[j]->get_topic_name())
+          throw std::invalid_argument("env_namespaces: envs " + std::to_string(j) + " (\"" + namespaces_[j] +
+                                      "\") and " + std::to_string(i) + " (\"" + namespaces_[i] +
+                                      "\") both publish their commands on " + action_pubs_[i]->get_topic_name() +
+                                      "; each env needs topics of its own");
     reset_seq_ = std::make_unique<std::atomic<uint64_t>[]>(n);
     reset_answered_ = std::make_unique<std::atomic<uint64_t>[]>(n);
     reset_pending_.assign(n, std::nullopt);
