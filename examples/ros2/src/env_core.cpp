@@ -62,7 +62,9 @@ std::string check_int32(const char *name, int64_t v, int64_t lo, const char *wha
 
 std::string check_parameters(const NumericParameters &p) {
   std::string why;
-  if (!std::isfinite(p.control_rate_hz))
+  // A negative rate is no rate: it had made a real robot's node lockstep,
+  // waiting for every topic to answer each command (review).
+  if (!std::isfinite(p.control_rate_hz) || p.control_rate_hz < 0)
     return "control_rate_hz is " + number_str(p.control_rate_hz) + "; want a rate in Hz, or 0 for lockstep";
   // A rate's period must be a time too: at most 10 kHz (0.1 ms), at
   // least one tick per kMaxParameterSeconds.

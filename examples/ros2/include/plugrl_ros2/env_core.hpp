@@ -39,7 +39,7 @@ using Duration = Clock::duration;
 // The node's numeric parameters, as read (config/cartpole.yaml documents
 // each).
 struct NumericParameters {
-  double control_rate_hz = 50;  // > 0: a control timer at this rate; <= 0: lockstep
+  double control_rate_hz = 50;  // > 0: a control timer at this rate; 0: lockstep
   double max_obs_age_s = 0.5;
   double reset_timeout_s = 5;
   double stats_period_s = 1;    // <= 0: no ~/stats
