@@ -97,11 +97,14 @@ class EnvNode : public rclcpp::Node {
     if (plugrl_runner *r = runner_handle_.load()) plugrl_runner_interrupt(r);
     if (plugrl_client *c = client_handle_.load()) {
       plugrl_interrupt(c);
-    } else {
+    } else if (connecting_.load()) {
       // Still connecting: plugrl::Client has no handle to give out until
       // plugrl_open returns. This node is its process's only libplugrl
       // user (its own executable), so interrupting every client of the
-      // process ends exactly that connect.
+      // process ends exactly that connect. Not once the client is closing
+      // (its handle is gone then too): interrupt_all also ends close's
+      // wait for the server's close answer (plugrl.h, plugrl_close), and
+      // main's stop() after a Ctrl-C came just then (review).
       plugrl::interrupt_all();
     }
     wakeups_->stop();
@@ -505,6 +508,7 @@ class EnvNode : public rclcpp::Node {
     // plugrl_interrupt_all), and the constructor throws PLUGRL_INTERRUPTED.
     plugrl::Client client(options);
     client_handle_.store(client.handle());
+    connecting_.store(false);  // after the handle: request_stop sees one or the other
     if (stop_.load()) return 0;
     RCLCPP_INFO(get_logger(), "connected: server %s, algorithm %s, policy %s, action_horizon %lld, action_dim %lld",
                 client.metadata_string("server").value_or("?").c_str(),
@@ -740,6 +744,7 @@ class EnvNode : public rclcpp::Node {
   std::thread runner_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<plugrl_client *> client_handle_{nullptr};
+  std::atomic<bool> connecting_{true};  // until plugrl_open returned
   std::atomic<plugrl_runner *> runner_handle_{nullptr};
   std::atomic<int> exit_code_{0};
   std::atomic<int64_t> episodes_{0};
