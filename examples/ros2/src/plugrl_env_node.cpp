@@ -341,9 +341,18 @@ class EnvNode : public rclcpp::Node {
   }
 
   // A message that did not fit its source: warn, at most every 2 s.
+  // Each topic has its own throttle: one for all let a topic refused
+  // every message hide another's warnings (review).
   void complain(const std::string &topic, const std::string &why) {
     if (why.empty()) return;
-    RCLCPP_WARN_THROTTLE(get_logger(), log_clock_, 2000, "%s: %s (message ignored)", topic.c_str(), why.c_str());
+    const TimePoint now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(complain_mu_);
+      auto last = last_complaint_.find(topic);
+      if (last != last_complaint_.end() && now - last->second < std::chrono::seconds(2)) return;
+      last_complaint_[topic] = now;  // one entry per subscribed topic
+    }
+    RCLCPP_WARN(get_logger(), "%s: %s (message ignored)", topic.c_str(), why.c_str());
   }
 
   // In lockstep, data is what wakes the runner thread (Wakeups).
@@ -772,6 +781,8 @@ class EnvNode : public rclcpp::Node {
   // rcutils' throttle then logged nothing at all (review: not one
   // "message ignored" in 8 s of refused messages).
   rclcpp::Clock log_clock_{RCL_STEADY_TIME};
+  std::mutex complain_mu_;  // guards last_complaint_ (complain)
+  std::map<std::string, TimePoint> last_complaint_;
   std::optional<rclcpp::PreShutdownCallbackHandle> shutdown_handle_;
 };
 
