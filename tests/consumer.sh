@@ -4,15 +4,19 @@
 #   consumer.sh REPO_ROOT
 #
 # installs what ./build.sh built (without rebuilding) into a temporary
-# prefix, then builds and runs a tiny C program there with pkg-config; moves
+# prefix, then builds and runs a tiny C program there with pkg-config, and
+# the README's "C API in one example" against `plugrl serve`; moves
 # the prefix elsewhere (the CMake package must be relocatable) and builds and
 # runs a C and a C++ program with find_package(plugrl). Each prints
 # plugrl_version() and checks it against the header it was compiled with.
 set -euo pipefail
 
 root=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+source "$root/tests/lib.sh"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+spid=
+trap '[[ -n $spid ]] && kill "$spid" 2>/dev/null; rm -rf "$tmp"' EXIT
 cc=${CC:-cc}
 cxx=${CXX:-c++}
 
@@ -80,6 +84,26 @@ echo "plugrl $version: $flags"
 "$cc" -std=c99 -Wall -Wextra -Werror -pedantic "$tmp/src/main.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/main_pc"
 needs_soname "$tmp/main_pc"
 "$tmp/main_pc"
+
+# The README's C example, as a user copies it: it must build as C99
+# without a warning and run a whole run against the reference server
+# (its URL swapped for the server's port).
+awk '/^## The C API in one example/ { on = 1 } on && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
+  "$root/README.md" >"$tmp/src/readme.c"
+grep -q plugrl_runner_act "$tmp/src/readme.c" || { echo "FAIL: no C example found in README.md" >&2; exit 1; }
+: >"$tmp/serve.out" # see wait_url
+"$root/build/bin/plugrl" serve --addr 127.0.0.1:0 --policy random --horizon 4 --action-dim 7 --stop-after 40 \
+  --quiet >"$tmp/serve.out" 2>&1 &
+spid=$!
+url=$(wait_url "$tmp/serve.out" "$spid") || { cat "$tmp/serve.out" >&2; exit 1; }
+sed -i "s|ws://127.0.0.1:8000|$url|" "$tmp/src/readme.c"
+# shellcheck disable=SC2086
+"$cc" -std=c99 -Wall -Wextra -Werror -pedantic "$tmp/src/readme.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/readme_c"
+timeout 60 "$tmp/readme_c" || { echo "FAIL: the README's C example exited $?" >&2; exit 1; }
+wait "$spid" || true
+spid=
+grep -q "40 exchanges" "$tmp/serve.out" || { cat "$tmp/serve.out" >&2; echo "FAIL: the README's C example did not run the server's 40 exchanges" >&2; exit 1; }
+echo "README.md's C example: builds as C99, runs the server's 40 exchanges to its stop"
 
 echo "== find_package(plugrl), after moving the prefix"
 mv "$tmp/prefix" "$tmp/moved"
