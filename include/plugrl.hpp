@@ -58,6 +58,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -863,7 +864,12 @@ class Client {
   void reset_or_leak() noexcept {
     if (!reset()) {
       h_.store(nullptr, std::memory_order_release);
-      static_cast<void>(new std::shared_ptr<LogFn>(std::move(log_)));
+      // The log function must outlive the handle left to the library,
+      // which may still call it: a copy of the shared_ptr whose destructor
+      // never runs keeps its count above zero for good. Made in place, as
+      // this is noexcept (a `new` here could only fail by terminating).
+      alignas(std::shared_ptr<LogFn>) unsigned char keep[sizeof(std::shared_ptr<LogFn>)];
+      ::new (static_cast<void *>(keep)) std::shared_ptr<LogFn>(std::move(log_));
     }
   }
 
