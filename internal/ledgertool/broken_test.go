@@ -349,3 +349,27 @@ func TestAuditAcrossLostRecords(t *testing.T) {
 	}
 	t.Logf("%d records lost, %d kept; no violation", s.Lost, s.Records)
 }
+
+// TestAuditObsArrayOrder: msgpack maps are unordered; an infer that lists
+// the same two state arrays in the other order than the feedback did
+// sends the same observation.
+func TestAuditObsArrayOrder(t *testing.T) {
+	two := func(a, b float64, swap bool) *wire.Observation {
+		x := wire.NamedArray{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 1}, Data: wire.BytesOf([]float64{a})}}
+		y := wire.NamedArray{Name: "y", Array: wire.Array{DType: wire.Float64, Shape: []int{1, 1}, Data: wire.BytesOf([]float64{b})}}
+		if swap {
+			x, y = y, x
+		}
+		return &wire.Observation{States: []wire.NamedArray{x, y}}
+	}
+	for _, level := range []ledger.Level{ledger.Digest, ledger.Full} {
+		b, path := newBroken(t, refserver.Config{}, level)
+		e := []int64{0}
+		b.infer(e, []int64{0}, two(1, 2, false), nil)
+		b.feedback(fb(e, []int64{0}, two(3, 4, false), []float32{1}, no, nil))
+		b.infer(e, []int64{1}, two(3, 4, true), nil) // the same observation, its map in another order
+		if vs := audit(t, b, path); len(vs) != 0 {
+			t.Fatalf("%v: the same observation in another key order has violations: %v", level, vs)
+		}
+	}
+}

@@ -32,6 +32,9 @@ type Event struct {
 	// of a send record (images, then states, in message order); nil when
 	// the array's rows are empty.
 	RowDigest [][]uint32
+	// arrayKeys[k] names the k-th array of RowDigest (its group and name,
+	// hashed), for ObsDigest.
+	arrayKeys []uint64
 }
 
 // Walk reads the ledger at path and calls fn for each record, in order.
@@ -117,8 +120,9 @@ func decode(lr *ledger.Reader, ev *Event) {
 // ledger, from the data.
 func (ev *Event) digests(obs *wire.Observation) error {
 	next := ev.Digests
-	for _, g := range [2][]wire.NamedArray{obs.Images, obs.States} {
+	for gi, g := range [2][]wire.NamedArray{obs.Images, obs.States} {
 		for i := range g {
+			ev.arrayKeys = append(ev.arrayKeys, arrayKey(gi, g[i].Name))
 			a := &g[i].Array
 			rows, rb := a.Len(), a.RowBytes()
 			if rows <= 0 || rb == 0 {
@@ -146,18 +150,51 @@ func (ev *Event) digests(obs *wire.Observation) error {
 	return nil
 }
 
+// arrayKey hashes an observation array's group (0 images, 1 states) and
+// name (FNV-1a).
+func arrayKey(group int, name string) uint64 {
+	h := uint64(14695981039346656037)
+	h ^= uint64(group)
+	h *= 1099511628211
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
 // ObsDigest combines the row digests of env row r across the observation's
 // arrays into one value: two rows with the same arrays' contents have the
-// same ObsDigest.
+// same ObsDigest, in whatever order the message lists the arrays. A
+// msgpack map is unordered, and a client may build its feedback's
+// observation and its next infer's in different orders: a digest that
+// followed the order called the same observation a different one (SPEC
+// 5.4's "rows swapped"). So each array's value is mixed with its name and
+// the mixes are summed, which no order changes. An event built without
+// names (arrayKeys shorter) keys its arrays by position.
 func (ev *Event) ObsDigest(r int) uint64 {
-	h := uint64(14695981039346656037)
-	for _, d := range ev.RowDigest {
+	var sum uint64
+	for k, d := range ev.RowDigest {
+		key := uint64(k)
+		if k < len(ev.arrayKeys) {
+			key = ev.arrayKeys[k]
+		}
 		v := uint64(0xffffffff)
 		if r < len(d) {
 			v = uint64(d[r])
 		}
-		h ^= v
-		h *= 1099511628211
+		sum += mix64(key ^ v*0x9e3779b97f4a7c15)
 	}
-	return h
+	return sum
+}
+
+// mix64 is splitmix64's finalizer: every input bit moves every output bit,
+// so that a sum of mixes does not cancel as a sum of raw values would.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
