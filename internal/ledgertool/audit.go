@@ -413,9 +413,15 @@ func (a *Auditor) unsend() {
 }
 
 func (a *Auditor) checkEpisode(ev *Event, e int64, s *envState, ep *wire.Episode, i int) {
-	if ep.Return != nil {
+	if r := ep.Return; r != nil && r[i] != s.epSum { // equal: infinities too
+		// Written as "not within" so that a NaN on either side, where a
+		// comparison is false, is flagged, unless both are NaN: a client
+		// whose env paid a NaN reward and summed it is consistent. An
+		// infinite reward makes the tolerance infinite: an infinite
+		// difference is flagged still.
 		tol := 1e-3 + 1e-4*s.epAbs
-		if d := math.Abs(ep.Return[i] - s.epSum); d > tol {
+		d := math.Abs(r[i] - s.epSum)
+		if (!(d <= tol) || math.IsInf(d, 1)) && !(math.IsNaN(r[i]) && math.IsNaN(s.epSum)) {
 			a.flag(ev, "5.4", "env %d's info.episode.r is %g, the rewards fed back over its episode sum to %g", e, ep.Return[i], s.epSum)
 		}
 	}

@@ -1,6 +1,9 @@
 package ledgertool_test
 
 import (
+	"math"
+	"testing"
+
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/ledgertool"
@@ -54,4 +57,57 @@ func (s *script) close(by, reason string) {
 	r := &ledgertool.Event{}
 	s.add(ledger.KindClose, r)
 	r.Record.By, r.Record.Reason = by, reason
+}
+
+// TestAuditNaNEpisodeReturn: info.episode.r is NaN while the rewards fed
+// back sum to 2. A comparison with NaN is false, so the check passed it.
+func TestAuditNaNEpisodeReturn(t *testing.T) {
+	s := newScript(nil)
+	e := []int64{0}
+	s.infer(e, []int64{0}, rows(1), nil)
+	s.action(1, 1)
+	s.feedback(e, []int64{0}, rows(2), []float64{1}, no, no, nil)
+	s.infer(e, []int64{1}, rows(2), nil)
+	s.action(1, 1)
+	s.feedback(e, []int64{1}, rows(3), []float64{1}, yes, no,
+		&wire.Episode{Return: []float64{math.NaN()}, Length: []int64{2}, Mask: yes})
+	wantViolation(t, s.a.Violations, "5.4", "info.episode.r is NaN")
+}
+
+// TestAuditNaNReward: one NaN reward makes the episode's sum NaN, after
+// which no info.episode.r can be checked against it.
+func TestAuditNaNReward(t *testing.T) {
+	s := newScript(nil)
+	e := []int64{0}
+	s.infer(e, []int64{0}, rows(1), nil)
+	s.action(1, 1)
+	s.feedback(e, []int64{0}, rows(2), []float64{math.NaN()}, no, no, nil)
+	s.infer(e, []int64{1}, rows(2), nil)
+	s.action(1, 1)
+	s.feedback(e, []int64{1}, rows(3), []float64{1}, yes, no,
+		&wire.Episode{Return: []float64{7}, Length: []int64{2}, Mask: yes})
+	wantViolation(t, s.a.Violations, "5.4", "info.episode.r is 7")
+}
+
+// TestAuditInfiniteReward: an infinite reward makes the tolerance
+// infinite; info.episode.r = 7 still differs from an infinite sum. Both
+// infinite, or both NaN, agree.
+func TestAuditInfiniteReward(t *testing.T) {
+	for _, c := range []struct {
+		reward, ret float64
+		flagged     bool
+	}{{math.Inf(1), 7, true}, {math.Inf(1), math.Inf(1), false}, {math.NaN(), math.NaN(), false}, {1, 2, false}} {
+		s := newScript(nil)
+		e := []int64{0}
+		s.infer(e, []int64{0}, rows(1), nil)
+		s.action(1, 1)
+		s.feedback(e, []int64{0}, rows(2), []float64{1}, no, no, nil)
+		s.infer(e, []int64{1}, rows(2), nil)
+		s.action(1, 1)
+		s.feedback(e, []int64{1}, rows(3), []float64{c.reward}, yes, no,
+			&wire.Episode{Return: []float64{c.ret}, Length: []int64{2}, Mask: yes})
+		if got := len(s.a.Violations) > 0; got != c.flagged {
+			t.Errorf("reward %g, info.episode.r %g: violations %v, want flagged %v", c.reward, c.ret, s.a.Violations, c.flagged)
+		}
+	}
 }
