@@ -215,6 +215,12 @@ func (a *Auditor) sendInfer(ev *Event) {
 		a.flag(ev, "4.2", "an infer while %s: messages must alternate infer, action, feedback", phaseName(a.phase))
 	}
 	reuseOffered := a.meta != nil && a.meta.Has(wire.FeatureReuse)
+	if in.Reuse != nil && !reuseOffered && !slices.Contains(in.Reuse, true) {
+		// A reused row is flagged below; all false is still the key, which
+		// a server without the feature need not know (plugrl serve
+		// resyncs it).
+		a.flag(ev, "10.1", "an infer carries a reuse key, but the server does not offer reuse-feedback-obs: without the feature the key is not sent (SPEC 5.2)")
+	}
 	row := 0
 	for i, e := range in.EnvIndices {
 		s := a.env(e)
@@ -243,7 +249,11 @@ func (a *Auditor) sendInfer(ev *Event) {
 		// counted from its start or all zeros: an env that sent 0 where
 		// the count was above it sends zeros; one that sent a count goes
 		// on counting.
-		if step := in.StepIDs[i]; s.stepKnown {
+		if step := in.StepIDs[i]; step < 0 {
+			// Not a count of chunks, whatever the env's history (the
+			// first infer of a connection is otherwise not checked).
+			a.flag(ev, "5.2", "env %d's step_id is %d: want the chunks completed in its episode, or 0", e, step)
+		} else if s.stepKnown {
 			switch {
 			case s.zeros && step != 0:
 				a.flag(ev, "5.2", "env %d's step_id is %d after zeros earlier in its episode: want 0 throughout the episode, or counts from its start", e, step)

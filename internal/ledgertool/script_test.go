@@ -111,3 +111,20 @@ func TestAuditInfiniteReward(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditNegativeStepID: step_ids count completed chunks; an env's first
+// infer on a connection is not checked against a count, but a negative
+// one is never a count.
+func TestAuditNegativeStepID(t *testing.T) {
+	s := newScript(nil)
+	s.infer([]int64{0}, []int64{-3}, rows(1), nil)
+	wantViolation(t, s.a.Violations, "5.2", "step_id is -3")
+}
+
+// TestAuditReuseKeyNotOffered: SPEC 5.2: "Without the feature the key is
+// not sent", even all false.
+func TestAuditReuseKeyNotOffered(t *testing.T) {
+	s := newScript(nil)
+	s.infer([]int64{0}, []int64{0}, rows(1), no)
+	wantViolation(t, s.a.Violations, "10.1", "reuse")
+}
