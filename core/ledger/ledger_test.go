@@ -760,3 +760,43 @@ func TestManyCutsReadBack(t *testing.T) {
 	}
 	t.Fatal("no send record read back")
 }
+
+// TestDamagedInTheMiddle: a block that fails its checksum with more of
+// the file after it is damage, not a writer stopped mid-block: the reader
+// says ErrDamaged (which is also ErrTruncated), where it said truncated
+// and a caller took the records before it for the whole ledger. The same
+// damage in the last block is a truncation still.
+func TestDamagedInTheMiddle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		w.Received(bytes.Repeat([]byte{byte(i)}, 100))
+		time.Sleep(5 * time.Millisecond) // a block each
+	}
+	w.Close()
+	full, _ := os.ReadFile(path)
+	whole, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at      int // the byte flipped
+		damaged bool
+	}{{16 + 20, true}, {len(full) - 3, false}} {
+		b := append([]byte(nil), full...)
+		b[c.at] ^= 0x40
+		bad := filepath.Join(t.TempDir(), "bad")
+		os.WriteFile(bad, b, 0o644)
+		recs, _, err := readAll(t, bad)
+		if !errors.Is(err, ledger.ErrTruncated) || errors.Is(err, ledger.ErrDamaged) != c.damaged {
+			t.Fatalf("byte %d of %d flipped: %v; want ErrTruncated, and ErrDamaged %v", c.at, len(full), err, c.damaged)
+		}
+		if len(recs) >= len(whole) {
+			t.Fatalf("byte %d flipped: %d records of %d read", c.at, len(recs), len(whole))
+		}
+		t.Logf("byte %d flipped: %d of %d records: %v", c.at, len(recs), len(whole), err)
+	}
+}

@@ -17,6 +17,25 @@ import (
 // writer killed mid-run leaves one. Every record before it was read.
 var ErrTruncated = errors.New("ledger: truncated: the file ends inside a block (the writer was stopped before it closed the ledger)")
 
+// ErrDamaged ends a ledger at a block that is whole but wrong (it fails
+// its checksum, does not decompress as its header says, or claims more
+// than a writer writes) when more of the file follows it. A writer
+// stopped mid-block leaves its damage at the file's end; a block with
+// bytes after it is a file damaged in the middle, whose records past the
+// block are not read, and a reader that called it truncated let `plugrl
+// ledger audit` call a ledger clean from its first records alone (one
+// flipped bit in block 0: "clean: 0 records"). errors.Is(ErrDamaged,
+// ErrTruncated) holds, so that a caller that stops at either still does.
+var ErrDamaged error = damagedError{}
+
+type damagedError struct{}
+
+func (damagedError) Error() string {
+	return "ledger: damaged: a block in the middle of the file is not what its writer wrote, and the records after it cannot be read"
+}
+
+func (damagedError) Is(target error) bool { return target == ErrTruncated }
+
 // Record is one ledger record. Which fields are set depends on Kind (see
 // the Kind constants and docs/LEDGER.md); keys a reader does not know are
 // skipped.
@@ -344,6 +363,18 @@ func (r *Reader) repeat(rec *Record) error {
 	return nil
 }
 
+// damaged is the error for a block that is whole but wrong: ErrDamaged
+// if more of the file follows it, else ErrTruncated (a writer stopped
+// mid-block, or a file whose last writes did not reach the disk, leaves
+// its damage at the end).
+func (r *Reader) damaged(format string, args ...any) error {
+	why := fmt.Sprintf(format, args...)
+	if _, err := r.r.Peek(1); err == nil {
+		return fmt.Errorf("%w (%s)", ErrDamaged, why)
+	}
+	return fmt.Errorf("%w (%s)", ErrTruncated, why)
+}
+
 func (r *Reader) nextBlock() error {
 	var hb [blockHeader]byte
 	h := hb[:]
@@ -363,7 +394,7 @@ func (r *Reader) nextBlock() error {
 		litLen = le.Uint32(h[12:])
 	}
 	if zlen > maxBlock || rawLen > maxBlock || litLen > maxBlock {
-		return fmt.Errorf("%w (block %d claims %d bytes, %d raw, %d literal: more than a writer writes)", ErrTruncated, r.Block, zlen, rawLen, litLen)
+		return r.damaged("block %d claims %d bytes, %d raw, %d literal: more than a writer writes", r.Block, zlen, rawLen, litLen)
 	}
 	// Version 4 stores the literals after the frame, as they are; before,
 	// they were the last litLen of the frame's rawLen bytes.
@@ -375,7 +406,7 @@ func (r *Reader) nextBlock() error {
 			return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
 		}
 	case litLen > rawLen:
-		return fmt.Errorf("%w (block %d claims %d literal bytes of %d raw)", ErrTruncated, r.Block, litLen, rawLen)
+		return r.damaged("block %d claims %d literal bytes of %d raw", r.Block, litLen, rawLen)
 	case litLen > 0 && litLen == rawLen:
 		return fmt.Errorf("ledger: block %d: %d literal bytes and no record to take them", r.Block, litLen)
 	}
@@ -389,7 +420,7 @@ func (r *Reader) nextBlock() error {
 	}
 	z, lits := r.zbuf[:zlen], r.zbuf[zlen:]
 	if blockSum(z, h[blockHeaderV2:], lits, r.version) != sum {
-		return fmt.Errorf("%w (block %d fails its checksum)", ErrTruncated, r.Block)
+		return r.damaged("block %d fails its checksum", r.Block)
 	}
 	// Decoded as a stream, not with DecodeAll, which sizes its output
 	// from the frame's content size before decoding a byte (up to 32 KiB
@@ -397,17 +428,17 @@ func (r *Reader) nextBlock() error {
 	// one byte past the header's raw length is enough to refuse it.
 	r.zr.Reset(z)
 	if err := r.dec.Reset(&r.zr); err != nil {
-		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
+		return r.damaged("block %d does not decompress: %v", r.Block, err)
 	}
 	raw, err := readGrowing(r.raw[:0], io.LimitReader(r.dec, int64(rawLen)+1))
 	if err != nil {
-		return fmt.Errorf("%w (block %d does not decompress: %v)", ErrTruncated, r.Block, err)
+		return r.damaged("block %d does not decompress: %v", r.Block, err)
 	}
 	if len(raw) > int(rawLen) {
-		return fmt.Errorf("%w (block %d decompresses to more than the %d bytes its header says)", ErrTruncated, r.Block, rawLen)
+		return r.damaged("block %d decompresses to more than the %d bytes its header says", r.Block, rawLen)
 	}
 	if len(raw) != int(rawLen) {
-		return fmt.Errorf("%w (block %d decompresses to %d bytes, its header says %d)", ErrTruncated, r.Block, len(raw), rawLen)
+		return r.damaged("block %d decompresses to %d bytes, its header says %d", r.Block, len(raw), rawLen)
 	}
 	r.setBlock(append(raw, lits...), int(litLen))
 	return nil

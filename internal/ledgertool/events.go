@@ -39,7 +39,10 @@ type Event struct {
 
 // Walk reads the ledger at path and calls fn for each record, in order.
 // A truncated ledger (a writer killed mid-run) is not an error: Walk
-// returns truncated=true after the last whole record.
+// returns truncated=true after the last whole record. A ledger damaged in
+// the middle (ledger.ErrDamaged) is: its records past the damage are not
+// read, and a summary or an audit of the rest would pass for one of the
+// whole file.
 func Walk(path string, fn func(ev *Event) error) (truncated bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -56,10 +59,18 @@ func WalkReader(r io.Reader, fn func(ev *Event) error) (truncated bool, err erro
 		return false, err
 	}
 	defer lr.Close()
+	lastSeq := -1 // the last record read, for the error of a damaged block
 	for {
 		rec, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			return false, nil
+		}
+		if errors.Is(err, ledger.ErrDamaged) {
+			where := "before its first record"
+			if lastSeq >= 0 {
+				where = fmt.Sprintf("after record %d", lastSeq)
+			}
+			return false, fmt.Errorf("%s: %w", where, err)
 		}
 		if errors.Is(err, ledger.ErrTruncated) {
 			return true, nil
@@ -67,6 +78,7 @@ func WalkReader(r io.Reader, fn func(ev *Event) error) (truncated bool, err erro
 		if err != nil {
 			return false, err
 		}
+		lastSeq = rec.Seq
 		ev := &Event{Record: rec}
 		decode(lr, ev)
 		if err := fn(ev); err != nil {

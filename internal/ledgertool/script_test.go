@@ -1,8 +1,14 @@
 package ledgertool_test
 
 import (
+	"bytes"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -127,4 +133,34 @@ func TestAuditReuseKeyNotOffered(t *testing.T) {
 	s := newScript(nil)
 	s.infer([]int64{0}, []int64{0}, rows(1), no)
 	wantViolation(t, s.a.Violations, "10.1", "reuse")
+}
+
+// TestWalkDamagedLedger: one flipped bit in a ledger's first block, with
+// more blocks after it, made Walk report a truncated ledger of no records,
+// and `plugrl ledger audit` print "clean: 0 records" and exit 0. Damage
+// in the middle is an error that says where.
+func TestWalkDamagedLedger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		w.Received(bytes.Repeat([]byte{byte(i)}, 100))
+		time.Sleep(5 * time.Millisecond) // a block each
+	}
+	w.Close()
+	b, _ := os.ReadFile(path)
+	b[16+20] ^= 1 // inside block 0's frame
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	truncated, err := ledgertool.Walk(path, func(*ledgertool.Event) error { n++; return nil })
+	if !errors.Is(err, ledger.ErrDamaged) || truncated {
+		t.Fatalf("%d records, truncated %v, error %v; want ErrDamaged", n, truncated, err)
+	}
+	if !strings.Contains(err.Error(), "before its first record") || !strings.Contains(err.Error(), "block 0 fails its checksum") {
+		t.Fatalf("the error does not say where: %v", err)
+	}
 }
