@@ -306,17 +306,29 @@ static int realtime(int *policy, struct sched_param *param) {
   return 1;
 }
 
-/* The runtime's threads, counted as they are created (below), and the
-** second of them, which is sysmon (see plugrl__rt_ceiling). */
+/* The runtime's threads, numbered in the order pthread_create is called
+** for them (below), and the second of them, which is sysmon (see
+** plugrl__rt_ceiling). */
 static _Atomic int threads_created;
 static pthread_t sysmon_thread;
 static _Atomic int sysmon_known;
 
-/* counted notes a runtime thread just created: the second is sysmon. The
-** first is the thread that starts the runtime as the library loads; it
-** runs runtime.main, which creates sysmon before any other thread. */
-static void counted(pthread_t t) {
-  if (atomic_fetch_add(&threads_created, 1) == 1) {
+/* thread_number numbers a runtime thread about to be created: the second
+** is sysmon. The first is the thread that starts the runtime as the
+** library loads; it runs runtime.main, which creates sysmon before any
+** other thread. The number is taken before the thread exists, not after
+** pthread_create returns: numbered on return, a creator preempted between
+** the two (a loaded machine) let a thread made meanwhile by sysmon, or by
+** a thread it woke, take the second number. That thread was then taken
+** for sysmon; when it later became the ledger's writer, pinned to its
+** own CPUs, every thread the runtime created took the writer's CPUs as
+** the runtime's (runtime_cpus) and was pinned there too (tests/ledger.sh
+** found 2-4 threads on the writer's CPU in about 1 run of 8 under load). */
+static int thread_number(void) { return atomic_fetch_add(&threads_created, 1); }
+
+/* created notes the thread numbered number, just created as t. */
+static void created(int number, pthread_t t) {
+  if (number == 1) {
     sysmon_thread = t;
     atomic_store(&sysmon_known, 1);
   }
@@ -359,6 +371,7 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
     }
     atomic_store(&real, create);
   }
+  const int number = thread_number();
   int policy;
   struct sched_param param;
   cpu_set_t cpus;
@@ -369,7 +382,7 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   if (!rt && !pin) {
     int err = create(thread, attr, start, arg);
     if (err == 0) {
-      counted(*thread);
+      created(number, *thread);
     }
     return err;
   }
@@ -405,7 +418,7 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
     pthread_attr_destroy(&own);
   }
   if (err == 0) {
-    counted(*thread);
+    created(number, *thread);
   }
   return err;
 }
