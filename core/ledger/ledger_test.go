@@ -370,10 +370,10 @@ func TestDigestedWhileCopied(t *testing.T) {
 	}
 }
 
-// TestTruncated cuts a ledger at every length: the reader returns the
-// records of the whole blocks before the cut, then ErrTruncated, and never
-// fails otherwise.
-func TestTruncated(t *testing.T) {
+// fiveBlocks writes a ledger of five blocks, a received message each, and
+// returns its bytes and its records.
+func fiveBlocks(t *testing.T) (full []byte, whole []ledger.Record) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "l")
 	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
 	if err != nil {
@@ -384,11 +384,20 @@ func TestTruncated(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // a block each
 	}
 	w.Close()
-	full, _ := os.ReadFile(path)
-	whole, _, err := readAll(t, path)
-	if err != nil {
+	if full, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
+	if whole, _, err = readAll(t, path); err != nil {
+		t.Fatal(err)
+	}
+	return full, whole
+}
+
+// TestTruncated cuts a ledger at every length: the reader returns the
+// records of the whole blocks before the cut, then ErrTruncated, and never
+// fails otherwise.
+func TestTruncated(t *testing.T) {
+	full, whole := fiveBlocks(t)
 	for n := 16; n < len(full); n++ {
 		cut := filepath.Join(t.TempDir(), "cut")
 		os.WriteFile(cut, full[:n], 0o644)
@@ -767,21 +776,7 @@ func TestManyCutsReadBack(t *testing.T) {
 // and a caller took the records before it for the whole ledger. The same
 // damage in the last block is a truncation still.
 func TestDamagedInTheMiddle(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l")
-	w, err := ledger.Create(path, ledger.Options{FlushInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 5; i++ {
-		w.Received(bytes.Repeat([]byte{byte(i)}, 100))
-		time.Sleep(5 * time.Millisecond) // a block each
-	}
-	w.Close()
-	full, _ := os.ReadFile(path)
-	whole, _, err := readAll(t, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	full, whole := fiveBlocks(t)
 	for _, c := range []struct {
 		at      int // the byte flipped
 		damaged bool

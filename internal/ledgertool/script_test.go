@@ -68,30 +68,29 @@ func (s *script) close(by, reason string) {
 // TestAuditNaNEpisodeReturn: info.episode.r is NaN while the rewards fed
 // back sum to 2. A comparison with NaN is false, so the check passed it.
 func TestAuditNaNEpisodeReturn(t *testing.T) {
+	s := twoStepEpisode(1, 1, math.NaN())
+	wantViolation(t, s.a.Violations, "5.4", "info.episode.r is NaN")
+}
+
+// twoStepEpisode scripts an episode of one env and two steps, rewarded
+// first and second, that ends with info.episode.r ret.
+func twoStepEpisode(first, second, ret float64) *script {
 	s := newScript(nil)
 	e := []int64{0}
 	s.infer(e, []int64{0}, rows(1), nil)
 	s.action(1, 1)
-	s.feedback(e, []int64{0}, rows(2), []float64{1}, no, no, nil)
+	s.feedback(e, []int64{0}, rows(2), []float64{first}, no, no, nil)
 	s.infer(e, []int64{1}, rows(2), nil)
 	s.action(1, 1)
-	s.feedback(e, []int64{1}, rows(3), []float64{1}, yes, no,
-		&wire.Episode{Return: []float64{math.NaN()}, Length: []int64{2}, Mask: yes})
-	wantViolation(t, s.a.Violations, "5.4", "info.episode.r is NaN")
+	s.feedback(e, []int64{1}, rows(3), []float64{second}, yes, no,
+		&wire.Episode{Return: []float64{ret}, Length: []int64{2}, Mask: yes})
+	return s
 }
 
 // TestAuditNaNReward: one NaN reward makes the episode's sum NaN, after
 // which no info.episode.r can be checked against it.
 func TestAuditNaNReward(t *testing.T) {
-	s := newScript(nil)
-	e := []int64{0}
-	s.infer(e, []int64{0}, rows(1), nil)
-	s.action(1, 1)
-	s.feedback(e, []int64{0}, rows(2), []float64{math.NaN()}, no, no, nil)
-	s.infer(e, []int64{1}, rows(2), nil)
-	s.action(1, 1)
-	s.feedback(e, []int64{1}, rows(3), []float64{1}, yes, no,
-		&wire.Episode{Return: []float64{7}, Length: []int64{2}, Mask: yes})
+	s := twoStepEpisode(math.NaN(), 1, 7)
 	wantViolation(t, s.a.Violations, "5.4", "info.episode.r is 7")
 }
 
@@ -103,15 +102,7 @@ func TestAuditInfiniteReward(t *testing.T) {
 		reward, ret float64
 		flagged     bool
 	}{{math.Inf(1), 7, true}, {math.Inf(1), math.Inf(1), false}, {math.NaN(), math.NaN(), false}, {1, 2, false}} {
-		s := newScript(nil)
-		e := []int64{0}
-		s.infer(e, []int64{0}, rows(1), nil)
-		s.action(1, 1)
-		s.feedback(e, []int64{0}, rows(2), []float64{1}, no, no, nil)
-		s.infer(e, []int64{1}, rows(2), nil)
-		s.action(1, 1)
-		s.feedback(e, []int64{1}, rows(3), []float64{c.reward}, yes, no,
-			&wire.Episode{Return: []float64{c.ret}, Length: []int64{2}, Mask: yes})
+		s := twoStepEpisode(1, c.reward, c.ret)
 		if got := len(s.a.Violations) > 0; got != c.flagged {
 			t.Errorf("reward %g, info.episode.r %g: violations %v, want flagged %v", c.reward, c.ret, s.a.Violations, c.flagged)
 		}
