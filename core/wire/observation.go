@@ -288,6 +288,13 @@ func decodeNamed(where string, b []byte, images bool, rows int, out []NamedArray
 	// the entry's size on the wire.
 	scratch := make([]int, MaxDims)
 	for it.nextKey() { // one pass: DecodeArray reads the value
+		if !utf8.Valid(it.key) {
+			// msgpack's str is UTF-8, and Validate refuses such a name on
+			// the way out: a decoded observation must encode again (a
+			// server relaying it, the ledger's tools), and Python's
+			// msgpack fails on the whole message.
+			return nil, malformedf(where, "has an array name that is not UTF-8: %q", it.key)
+		}
 		out = append(out, NamedArray{Name: string(it.key)})
 		e := &out[len(out)-1]
 		a := &e.Array
