@@ -867,8 +867,10 @@ func FuzzDecodeInfer(f *testing.F) {
 
 func FuzzDecodeFeedback(f *testing.F) {
 	for _, name := range []string{"feedback_basic", "feedback_episode", "feedback_episode_no_success"} {
+		// Under 1 kB, as seedVectors keeps them: feedback_basic's 3 kB
+		// held a 60 s run at 9 executions, minimising its first mutant.
 		b, err := os.ReadFile(filepath.Join("testdata", name+".msgpack"))
-		if err == nil {
+		if err == nil && len(b) <= 1024 {
 			f.Add(b)
 		}
 	}
