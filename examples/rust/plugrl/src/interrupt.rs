@@ -2,6 +2,7 @@
 
 use plugrl_sys as sys;
 
+use crate::token::Token;
 use crate::Error;
 
 /// A handle that ends the call running on a [`Client`](crate::Client) or
@@ -33,33 +34,19 @@ use crate::Error;
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Interrupt {
-    target: Target,
+    target: Token, // Send + Sync: see Token
 }
-
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Client(*mut sys::plugrl_client),
-    Runner(*mut sys::plugrl_runner),
-}
-
-// SAFETY: the pointers are tokens that are only ever passed to
-// plugrl_interrupt / plugrl_runner_interrupt, which any thread may call at
-// any time with any value (plugrl.h: a handle is looked up, never
-// dereferenced; a dead one gets PLUGRL_CLOSED).
-unsafe impl Send for Interrupt {}
-// SAFETY: as for Send: sharing the token shares nothing but its value.
-unsafe impl Sync for Interrupt {}
 
 impl Interrupt {
     pub(crate) fn client(raw: *mut sys::plugrl_client) -> Interrupt {
         Interrupt {
-            target: Target::Client(raw),
+            target: Token::Client(raw),
         }
     }
 
     pub(crate) fn runner(raw: *mut sys::plugrl_runner) -> Interrupt {
         Interrupt {
-            target: Target::Runner(raw),
+            target: Token::Runner(raw),
         }
     }
 
@@ -73,10 +60,10 @@ impl Interrupt {
     pub fn interrupt(&self) -> Result<(), Error> {
         let status = match self.target {
             // SAFETY: plugrl_interrupt is async-signal-safe and thread-safe
-            // and takes any handle value (see the Send impl above).
-            Target::Client(c) => unsafe { sys::plugrl_interrupt(c) },
+            // and takes any handle value (see Token).
+            Token::Client(c) => unsafe { sys::plugrl_interrupt(c) },
             // SAFETY: as for plugrl_interrupt.
-            Target::Runner(r) => unsafe { sys::plugrl_runner_interrupt(r) },
+            Token::Runner(r) => unsafe { sys::plugrl_runner_interrupt(r) },
         };
         if status == sys::plugrl_status::PLUGRL_OK {
             Ok(())
@@ -91,14 +78,14 @@ impl Interrupt {
     /// [`is_runner`](Self::is_runner)) itself.
     pub fn as_raw(&self) -> *mut std::os::raw::c_void {
         match self.target {
-            Target::Client(c) => c.cast(),
-            Target::Runner(r) => r.cast(),
+            Token::Client(c) => c.cast(),
+            Token::Runner(r) => r.cast(),
         }
     }
 
     /// Whether this interrupts a runner (else a client).
     pub fn is_runner(&self) -> bool {
-        matches!(self.target, Target::Runner(_))
+        matches!(self.target, Token::Runner(_))
     }
 }
 

@@ -97,6 +97,7 @@ mod interrupt;
 mod observation;
 mod runner;
 mod stats;
+mod token;
 
 pub use client::{
     ActionView, Client, ClientBuilder, EpisodeStats, Feedback, FeedbackOutcome, Infer, LedgerLevel,
@@ -163,12 +164,13 @@ mod tests {
     fn assert_send_sync<T: Send + Sync>() {}
 
     #[test]
-    fn handles_are_send_and_interrupt_is_sync() {
+    fn handles_are_send_and_interrupt_and_stats_reader_are_sync() {
         // Not Sync is checked by the compile_fail examples on Client and
         // Runner.
         assert_send::<Client>();
         assert_send::<Runner<'static>>();
         assert_send_sync::<Interrupt>();
+        assert_send_sync::<StatsReader>();
         assert_send_sync::<Error>();
         assert_send_sync::<Observation<'static>>();
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::sys;
+use crate::token::Token;
 
 /// A snapshot of a client's (or a runner's) counters: see
 /// `plugrl_statistics` in `plugrl.h` for exactly what each counts. Counts
@@ -100,33 +101,19 @@ impl From<&sys::plugrl_statistics> for Stats {
 /// the library looks up, never an address it reads.
 #[derive(Debug, Clone, Copy)]
 pub struct StatsReader {
-    target: Target,
+    target: Token, // Send + Sync: see Token
 }
-
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Client(*mut sys::plugrl_client),
-    Runner(*mut sys::plugrl_runner),
-}
-
-// SAFETY: the pointers are tokens that are only ever passed to
-// plugrl_stats / plugrl_runner_stats (and the errmsg calls), which any
-// thread may call at any time with any value (plugrl.h: a handle is
-// looked up, never dereferenced; a dead one gets PLUGRL_CLOSED).
-unsafe impl Send for StatsReader {}
-// SAFETY: as for Send: sharing the token shares nothing but its value.
-unsafe impl Sync for StatsReader {}
 
 impl StatsReader {
     pub(crate) fn client(raw: *mut sys::plugrl_client) -> StatsReader {
         StatsReader {
-            target: Target::Client(raw),
+            target: Token::Client(raw),
         }
     }
 
     pub(crate) fn runner(raw: *mut sys::plugrl_runner) -> StatsReader {
         StatsReader {
-            target: Target::Runner(raw),
+            target: Token::Runner(raw),
         }
     }
 
@@ -134,13 +121,13 @@ impl StatsReader {
     /// Allocates nothing unless it fails.
     pub fn read(&self) -> Result<Stats, Error> {
         match self.target {
-            Target::Client(c) => read(
+            Token::Client(c) => read(
                 // SAFETY: plugrl_stats takes any handle value from any
                 // thread; the struct is writable and its size is set.
                 |out| unsafe { sys::plugrl_stats(c, out) },
                 |status| Error::from_client(status, c),
             ),
-            Target::Runner(r) => read(
+            Token::Runner(r) => read(
                 // SAFETY: as for plugrl_stats.
                 |out| unsafe { sys::plugrl_runner_stats(r, out) },
                 |status| Error::from_runner(status, r),
