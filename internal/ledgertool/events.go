@@ -6,6 +6,7 @@ package ledgertool
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 
@@ -165,14 +166,10 @@ func (ev *Event) digests(obs *wire.Observation) error {
 // arrayKey hashes an observation array's group (0 images, 1 states) and
 // name (FNV-1a).
 func arrayKey(group int, name string) uint64 {
-	h := uint64(14695981039346656037)
-	h ^= uint64(group)
-	h *= 1099511628211
-	for i := 0; i < len(name); i++ {
-		h ^= uint64(name[i])
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write([]byte{byte(group)})
+	io.WriteString(h, name)
+	return h.Sum64()
 }
 
 // ObsDigest combines the row digests of env row r across the observation's
