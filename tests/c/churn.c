@@ -146,19 +146,33 @@ static struct usage measure(const char *when) {
 
 /* session opens a client, steps a runner of one env STEPS times, and
 ** closes both; on failure it writes why and returns nonzero. */
+/* test_options fills opt for url as every session of this test opens. */
+static void test_options(plugrl_options *opt, const char *url) {
+  plugrl_options_init(opt);
+  opt->url = url;
+  opt->tls_ca_file = getenv("PLUGRL_TEST_CA_FILE"); /* wss:// (CTest churn_tls); NULL otherwise */
+  opt->receive_timeout_ms = 20000;
+}
+
+/* open_runner opens a client with opt and a runner of envs on it; on
+** failure *r (and maybe *c) stays NULL, and the status says why. */
+static plugrl_status open_runner(const plugrl_options *opt, int64_t envs, plugrl_client **c, plugrl_runner **r) {
+  *c = NULL;
+  *r = NULL;
+  plugrl_status s = plugrl_open(opt, c);
+  if (s == PLUGRL_OK) {
+    s = plugrl_runner_new(*c, envs, r);
+  }
+  return s;
+}
+
 static int session(const char *url, int index, char *why, size_t n) {
   double start = now_s();
   plugrl_options opt;
-  plugrl_options_init(&opt);
-  opt.url = url;
-  opt.tls_ca_file = getenv("PLUGRL_TEST_CA_FILE"); /* wss:// (CTest churn_tls); NULL otherwise */
-  opt.receive_timeout_ms = 20000;
-  plugrl_client *c = NULL;
-  plugrl_runner *r = NULL;
-  plugrl_status s = plugrl_open(&opt, &c);
-  if (s == PLUGRL_OK) {
-    s = plugrl_runner_new(c, 1, &r);
-  }
+  test_options(&opt, url);
+  plugrl_client *c;
+  plugrl_runner *r;
+  plugrl_status s = open_runner(&opt, 1, &c, &r);
   double state[1][2] = {{(double)index, 0}};
   double actions[1][2];
   double reward[1] = {1};
@@ -249,19 +263,13 @@ static int waves(const char *url, int count, int first) {
 ** trips). */
 static int reconnect_churn(const char *url, long reconnects) {
   plugrl_options opt;
-  plugrl_options_init(&opt);
-  opt.url = url;
-  opt.tls_ca_file = getenv("PLUGRL_TEST_CA_FILE");
-  opt.receive_timeout_ms = 20000;
+  test_options(&opt, url);
   opt.max_reconnects = 1000;
   opt.reconnect_backoff_ms = 1;
   opt.max_backoff_ms = 2;
-  plugrl_client *c = NULL;
-  plugrl_runner *r = NULL;
-  plugrl_status s = plugrl_open(&opt, &c);
-  if (s == PLUGRL_OK) {
-    s = plugrl_runner_new(c, 2, &r);
-  }
+  plugrl_client *c;
+  plugrl_runner *r;
+  plugrl_status s = open_runner(&opt, 2, &c, &r);
   double state[2][2] = {{0, 0}, {1, 0}}, actions[2][2], reward[2] = {1, 1};
   uint8_t terminated[2] = {0}, truncated[2] = {0};
   int64_t shape[2] = {2, 2};
