@@ -28,7 +28,11 @@
 #    Then at 5 Hz against plugrl-hostile slow-action --slow-every 5 for
 #    9 s: the node must step at 5 Hz at most, hold at its ticks while an
 #    infer waits 3 s, and end (SIGINT) with its final hold.
-# 4. Shutdown: 20 times, plugrl_env_node against a server that never
+# 4. Slow resets: a robot whose reset outlasts reset_timeout_s is asked
+#    once per episode end and not commanded while it resets; and
+#    configurations refused at start (a negative control_rate_hz, two envs
+#    on one command topic), naming the parameter.
+# 5. Shutdown: 20 times, plugrl_env_node against a server that never
 #    answers (plugrl-hostile slow-action), SIGINT once its infer waits; and
 #    5 times in the middle of training against `plugrl serve --policy cem`.
 #    In each run the node must stop (rclcpp's signal handler to its client
@@ -310,6 +314,71 @@ timer_stall() {
 
 echo "== timer mode against a server that stalls now and then"
 timer_stall
+
+# slow_resets: a robot whose reset takes longer than the node's
+# reset_timeout_s (cartpole_sim_node -p reset_delay_s:=1.0, the node with
+# reset_timeout_s 0.3), lockstep against `plugrl serve --policy random`
+# for 12 episodes. The node must not ask a reset again while the service
+# has its request (that reset the robot twice), must not command a cart
+# while it resets, must say why it waits, and its full ledger must pass
+# check_ledger (a reset's state where each episode began).
+slow_resets() {
+  local url server rc=0 start=$SECONDS totals
+  start_serve "$tmp/slowreset-serve.log" random 1
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p reset_delay_s:=1.0 \
+    >"$tmp/slowreset-sim.log" 2>&1 &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  PLUGRL_LEDGER=$tmp/slowreset.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 120 "$nodes/plugrl_env_node" \
+    --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" -p reset_timeout_s:=0.3 -p max_episodes:=12 \
+    -p "episode_csv:=$tmp/slowreset.csv" >"$tmp/slowreset-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  totals=$(sed -n 's/^cartpole_sim_node: //p' "$tmp/slowreset-sim.log")
+  echo "slow resets: node exit $rc in $((SECONDS - start)) s; the simulator saw: ${totals:-no totals}"
+  if [[ $rc -ne 0 || -z $totals ]] || ! awk '{
+        exit !($1 + 0 >= 6 && $4 + 0 == 0 && $8 + 0 == 0)
+      }' <<<"$totals"; then
+    echo "FAIL: slow resets: want the node to exit 0 after 6 or more resets (12 episodes; the run's last" \
+      "episodes end without one, several at once), none asked while one ran," \
+      "no effort command to a cart while it reset; the node's log:" >&2
+    tail -n 30 "$tmp/slowreset-env.log" >&2
+    echo "---- cartpole_sim_node" >&2
+    tail -n 10 "$tmp/slowreset-sim.log" >&2
+    exit 1
+  fi
+  if ! grep -q 'is still running' "$tmp/slowreset-env.log"; then
+    echo "FAIL: slow resets: the node never said that a reset slower than reset_timeout_s was still running" >&2
+    exit 1
+  fi
+  check_ledger "slow resets" "$tmp/slowreset.ledger" 1
+  echo "PASS: a reset slower than reset_timeout_s is asked once, and the cart is left alone while it runs"
+}
+
+echo "== a robot whose reset outlasts reset_timeout_s"
+slow_resets
+
+# refused WHAT PATTERN ARGS...: plugrl_env_node with the shared params and
+# ARGS must exit non-zero within 20 s, its log matching PATTERN (what was
+# wrong), without connecting.
+refused() {
+  local what=$1 pattern=$2 rc=0
+  shift 2
+  timeout -s INT -k 5 20 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p url:=ws://127.0.0.1:9/ "$@" >"$tmp/refused.log" 2>&1 || rc=$?
+  if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -qE "$pattern" "$tmp/refused.log" ||
+    grep -q 'connecting to' "$tmp/refused.log"; then
+    echo "FAIL: $what: want a refusal at start naming it (/$pattern/), got exit $rc:" >&2
+    tail -n 10 "$tmp/refused.log" >&2
+    exit 1
+  fi
+  echo "refused at start: $what: $(grep -m1 -E "$pattern" "$tmp/refused.log" | sed 's/^.*\] //')"
+}
+
+echo "== configurations refused at start"
+refused "a negative control_rate_hz" 'control_rate_hz' -p control_rate_hz:=-5.0
+refused "two envs commanding one topic" 'env_namespaces: envs' -p 'env_namespaces:=[cart_0, cart_0]'
+echo "PASS: bad configurations are refused before connecting, naming the parameter"
 
 times=()
 stops=()

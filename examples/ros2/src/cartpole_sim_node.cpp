@@ -19,6 +19,11 @@
 // flags, on a clock it publishes nothing.
 // The joint state is also republished every idle_publish_s while nothing
 // happens, so a controller started late gets its first observation.
+// reset_delay_s > 0 makes each reset take that long, as a robot homing
+// does: the service answers when it is done, a request that comes
+// meanwhile runs after it (as a real service queues requests), and effort
+// commands that come meanwhile are ignored. Both are counted and logged
+// as warnings, with a total at exit: a controller should do neither.
 #include "plugrl_ros2/cartpole_sim.hpp"
 
 #include <rclcpp/rclcpp.hpp>
@@ -30,6 +35,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +54,9 @@ class CartpoleSimNode : public rclcpp::Node {
     step_on_command_ = declare_parameter<bool>("step_on_command", true);
     const double rate_hz = declare_parameter<double>("rate_hz", 100.0);
     const double idle_s = declare_parameter<double>("idle_publish_s", 0.5);
+    reset_delay_s_ = declare_parameter<double>("reset_delay_s", 0.0);
+    if (!(reset_delay_s_ >= 0 && reset_delay_s_ <= 3600))
+      throw std::invalid_argument("reset_delay_s must be in [0, 3600]");
     if (n < 1 || n > 4096) throw std::invalid_argument("num_envs must be in [1, 4096]");
     if (max_steps < 1) throw std::invalid_argument("max_steps must be >= 1");
 
@@ -64,14 +74,11 @@ class CartpoleSimNode : public rclcpp::Node {
           ns + "effort", qos, [this, i](std::shared_ptr<const std_msgs::msg::Float64MultiArray> m) {
             on_effort(i, m->data.empty() ? 0.0 : m->data[0]);
           });
+      // The answer is deferred (sent by finish_reset), so that a reset can
+      // take reset_delay_s without blocking the other cartpoles.
       e.reset = create_service<std_srvs::srv::Trigger>(
-          ns + "reset", [this, i](const std::shared_ptr<std_srvs::srv::Trigger::Request>,
-                                  std::shared_ptr<std_srvs::srv::Trigger::Response> response) {
-            sim_->reset(i);
-            publish_state(i);
-            response->success = true;
-            response->message = "cartpole " + std::to_string(i) + " reset";
-          });
+          ns + "reset", [this, i](std::shared_ptr<rmw_request_id_t> header,
+                                  std::shared_ptr<std_srvs::srv::Trigger::Request>) { on_reset(i, *header); });
     }
     if (!step_on_command_) {
       if (rate_hz <= 0) throw std::invalid_argument("rate_hz must be > 0 without step_on_command");
@@ -82,7 +89,8 @@ class CartpoleSimNode : public rclcpp::Node {
       idle_timer_ = create_wall_timer(std::chrono::nanoseconds(static_cast<int64_t>(idle_s * 1e9)), [this, idle_s] {
         const auto now = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < envs_.size(); i++)
-          if (now - envs_[i].last_publish > std::chrono::duration<double>(idle_s)) publish_state(i);
+          if (envs_[i].resets_waiting.empty() && now - envs_[i].last_publish > std::chrono::duration<double>(idle_s))
+            publish_state(i);
       });
     for (std::size_t i = 0; i < envs_.size(); i++) publish_state(i);
     RCLCPP_INFO(get_logger(), "%lld MuJoCo cartpoles (%s), episodes of at most %lld steps, seed %lld",
@@ -99,9 +107,56 @@ class CartpoleSimNode : public rclcpp::Node {
     rclcpp::Service<std_srvs::srv::Trigger>::SharedPtr reset;
     double command = 0;
     std::chrono::steady_clock::time_point last_publish{};
+    std::deque<rmw_request_id_t> resets_waiting;  // the first one is running
+    rclcpp::TimerBase::SharedPtr homing;
   };
 
+  // A reset request: at once without reset_delay_s, else after it,
+  // behind the resets that cartpole still has to do.
+  void on_reset(std::size_t i, const rmw_request_id_t &header) {
+    Env &e = envs_[i];
+    e.resets_waiting.push_back(header);
+    resets_++;
+    if (e.resets_waiting.size() > 1) {
+      resets_overlapping_++;
+      RCLCPP_WARN(get_logger(), "cartpole %zu: a reset requested while its reset runs (%zu queued)", i,
+                  e.resets_waiting.size());
+      return;
+    }
+    if (reset_delay_s_ == 0) return finish_reset(i);
+    start_homing(i);
+  }
+
+  void start_homing(std::size_t i) {
+    envs_[i].homing = create_wall_timer(std::chrono::duration<double>(reset_delay_s_), [this, i] {
+      envs_[i].homing->cancel();
+      finish_reset(i);
+    });
+  }
+
+  // Resets cartpole i, answers the oldest request and starts on the next.
+  void finish_reset(std::size_t i) {
+    Env &e = envs_[i];
+    sim_->reset(i);
+    publish_state(i);
+    std_srvs::srv::Trigger::Response response;
+    response.success = true;
+    response.message = "cartpole " + std::to_string(i) + " reset";
+    e.reset->send_response(e.resets_waiting.front(), response);
+    e.resets_waiting.pop_front();
+    if (e.resets_waiting.empty()) return;
+    if (reset_delay_s_ == 0) return finish_reset(i);
+    start_homing(i);
+  }
+
   void on_effort(std::size_t i, double u) {
+    if (!envs_[i].resets_waiting.empty()) {
+      commands_while_resetting_++;
+      RCLCPP_WARN_THROTTLE(get_logger(), *get_clock(), 1000,
+                           "cartpole %zu: an effort command while its reset runs (ignored; %llu in all)", i,
+                           static_cast<unsigned long long>(commands_while_resetting_));
+      return;
+    }
     envs_[i].command = u;
     if (step_on_command_) step_one(i);
   }
@@ -142,6 +197,17 @@ class CartpoleSimNode : public rclcpp::Node {
   }
 
   bool step_on_command_ = true;
+  double reset_delay_s_ = 0;
+  uint64_t resets_ = 0, resets_overlapping_ = 0, commands_while_resetting_ = 0;
+
+ public:
+  // For the log at exit: what tests/ros2_nodes.sh checks of a controller.
+  std::string totals() const {
+    return std::to_string(resets_) + " reset request(s), " + std::to_string(resets_overlapping_) +
+           " while a reset ran, " + std::to_string(commands_while_resetting_) + " effort command(s) while a reset ran";
+  }
+
+ private:
   std::unique_ptr<CartpoleSim> sim_;
   std::vector<Env> envs_;
   rclcpp::TimerBase::SharedPtr step_timer_, idle_timer_;
@@ -153,7 +219,10 @@ int main(int argc, char **argv) {
   rclcpp::init(argc, argv);
   int rc = 0;
   try {
-    rclcpp::spin(std::make_shared<plugrl_ros2::CartpoleSimNode>());
+    auto node = std::make_shared<plugrl_ros2::CartpoleSimNode>();
+    rclcpp::spin(node);
+    // stderr, as rclcpp's logging may be shut down by now.
+    std::fprintf(stderr, "cartpole_sim_node: %s\n", node->totals().c_str());
   } catch (const std::exception &e) {
     RCLCPP_FATAL(rclcpp::get_logger("cartpole_sim_node"), "%s", e.what());
     rc = 1;

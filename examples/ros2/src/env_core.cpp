@@ -1197,7 +1197,7 @@ bool Controller::resets_complete(TimePoint now, std::string &why) {
     if (now - reset_sent_[i] > cfg_.reset_timeout) {
       if (hooks_.log)
         hooks_.log(Level::Warn, "env " + std::to_string(i) + "'s reset was not answered in " +
-                                    seconds_str(cfg_.reset_timeout) + "; asking again");
+                                    seconds_str(cfg_.reset_timeout) + "; asking again, unless the robot has the request");
       reset_sent_[i] = Clock::now();
       ask_reset(i);
     }

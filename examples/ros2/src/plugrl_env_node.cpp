@@ -308,6 +308,7 @@ class EnvNode : public rclcpp::Node {
     reset_answered_ = std::make_unique<std::atomic<uint64_t>[]>(n);
     reset_pending_.assign(n, std::nullopt);
     reset_was_ready_.assign(n, false);
+    reset_declined_.assign(n, 0);
     stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
     if (num_.stats_period_s > 0)
       stats_timer_ = create_wall_timer(seconds_to_duration(num_.stats_period_s), [this] { publish_stats(); });
@@ -327,8 +328,12 @@ class EnvNode : public rclcpp::Node {
         }
       });
 
-    RCLCPP_INFO(get_logger(), "%zu env(s) (%s%s), %zu observation source(s), %s, server %s", n,
-                namespaces_[0].empty() ? "no namespace" : "namespaces ", namespaces_[0].c_str(), sources_.size(),
+    // Every namespace, so that a robot missing from the list shows at once.
+    std::string spaces;
+    for (const auto &ns : namespaces_) spaces += (spaces.empty() ? "namespaces \"" : ", \"") + ns + "\"";
+    if (namespaces_.size() == 1 && namespaces_[0].empty()) spaces = "no namespace";
+    RCLCPP_INFO(get_logger(), "%zu env(s) (%s), %zu observation source(s), %s, server %s", n, spaces.c_str(),
+                sources_.size(),
                 lockstep_ ? "lockstep (a step when every env's data has come)"
                           : ("control timer at " + std::to_string(num_.control_rate_hz) + " Hz").c_str(),
                 url_.c_str());
@@ -413,16 +418,23 @@ class EnvNode : public rclcpp::Node {
     // of 8 s, with reset_timeout_s 5). Asked again only when the request
     // may have been lost: the service was not there when it went out (DDS
     // drops it), or is not there now.
-    if (reset_answered_[env].load() != reset_seq_[env].load() && reset_was_ready_[env] && ready) {
-      RCLCPP_WARN(get_logger(),
-                  "the reset of env %zu is still running (%s has its request): not asking again, which would reset "
-                  "the robot twice; set reset_timeout_s above the slowest reset",
-                  env, client->get_service_name());
+    const bool unanswered = reset_answered_[env].load() != reset_seq_[env].load();
+    if (unanswered && reset_was_ready_[env] && ready) {
+      // Once per request: env_core asks every reset_timeout_s.
+      if (reset_declined_[env] != reset_seq_[env].load())
+        RCLCPP_WARN(get_logger(),
+                    "the reset of env %zu is still running (%s has its request): not asking again, which would reset "
+                    "the robot twice; set reset_timeout_s above the slowest reset",
+                    env, client->get_service_name());
+      reset_declined_[env] = reset_seq_[env].load();
       return;
     }
     if (!ready)
       RCLCPP_WARN_THROTTLE(get_logger(), log_clock_, 2000, "reset service %s is not available (yet)",
                            client->get_service_name());
+    if (unanswered && reset_pending_[env])
+      RCLCPP_WARN(get_logger(), "asking env %zu's reset again: %s", env,
+                  ready ? "the service was not there when the last request went out" : "the service is gone");
     // Only the answer to the latest request counts: the earlier one is
     // dropped from the client (unanswered, it stayed there for good), and
     // an answer to it already on its way is ignored.
@@ -773,6 +785,9 @@ class EnvNode : public rclcpp::Node {
   std::unique_ptr<std::atomic<uint64_t>[]> reset_seq_, reset_answered_;
   std::vector<std::optional<int64_t>> reset_pending_;
   std::vector<bool> reset_was_ready_;
+  // The last request the node declined to repeat (request_reset: the
+  // runner thread only), so that it says so once per request.
+  std::vector<uint64_t> reset_declined_;
   rclcpp::Publisher<std_msgs::msg::String>::SharedPtr stats_pub_;
   rclcpp::TimerBase::SharedPtr stats_timer_, control_timer_;
   // The throttled warnings' clock: steady, as every other time of the
