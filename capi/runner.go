@@ -222,6 +222,12 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 		}
 		return st
 	}
+	// The runner's infers (and the reconnects of its acts and reports)
+	// replace or free the receive buffer that the client's last action
+	// views: plugrl_action_copy on the client afterwards is out of order,
+	// as after any other infer, instead of reading freed memory (a fault
+	// that ended the process, for an action that malloc had mapped).
+	h.client.action = nil
 	if h.client.takeInterrupt() {
 		h.client.c.Interrupt() // pending now: the next blocking call takes it
 	}

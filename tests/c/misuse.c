@@ -1208,6 +1208,32 @@ static void test_runner_lifecycle(const char *url) {
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 }
 
+/* A runner's acts are infers on its client: the action of the client's
+** own plugrl_infer before them is gone (its connection, dropped by the
+** runner's first act to give up its feedback, freed the buffer it
+** viewed), and plugrl_action_copy afterwards is out of order. It used to
+** copy from that freed buffer: garbage, or, for an action of over 128
+** KiB (malloc's mmap threshold), a fault that ended the process. */
+static void test_action_after_runner(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_runner *r = NULL;
+  plugrl_action a;
+  obs_x ox;
+  int64_t env = 0, sid = 0;
+  double out[64], actions[2];
+
+  EXPECT_C(c, open_reconnecting(url, 10000, &c), PLUGRL_OK);
+  if (!c) return;
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK);
+  CHECK((size_t)(a.horizon * a.num_envs * a.step_size) <= sizeof out / sizeof *out);
+  EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_C(c, plugrl_runner_new(c, 1, &r), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 1), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
+  EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_OUT_OF_ORDER);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+}
+
 /* A log callback that, against plugrl.h, closes its own client: refused
 ** with PLUGRL_BUSY (it used to wait for ever for the plugrl_open it runs
 ** inside of). */
@@ -1263,6 +1289,7 @@ static void test_connected(const char *url) {
   test_runner(c);
   test_stats(url);
   test_runner_lifecycle(url);
+  test_action_after_runner(url);
   test_close_from_log(url);
 
   /* A closed handle: dead, and its value is not handed out again. */
