@@ -47,13 +47,23 @@ const (
 	optionsMaxSize = 4096
 )
 
+// optionsSizeOK reports whether size can be a header's
+// sizeof(plugrl_options): within the bounds above, and a multiple of the
+// struct's alignment, as every sizeof is. A size that is not ends inside a
+// field, and a pointer field cut in two (tls_ca_file, ledger_path) read
+// from the caller's bytes up to it is half an address, which the library
+// then read and faulted on: such a size was never set, and is refused.
+func optionsSizeOK(size C.size_t) bool {
+	return uintptr(size) >= optionsMinSize && uintptr(size) <= optionsMaxSize && uintptr(size)%unsafe.Alignof(C.plugrl_options{}) == 0
+}
+
 //export plugrl__go_options_size_0_1
 func plugrl__go_options_size_0_1() C.size_t { return C.size_t(optionsSize01) }
 
 //export plugrl__go_options_init
 func plugrl__go_options_init(o *C.plugrl_options, size C.size_t) (st C.plugrl_status) {
 	defer recoverPlain(&st)
-	if o == nil || uintptr(size) < optionsMinSize || uintptr(size) > optionsMaxSize {
+	if o == nil || !optionsSizeOK(size) {
 		return C.PLUGRL_INVALID_ARGUMENT
 	}
 	def := C.plugrl_options{
@@ -85,8 +95,8 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	if o == nil {
 		return opts, errors.New("options is NULL; fill a plugrl_options with plugrl_options_init")
 	}
-	if uintptr(o.size) < optionsMinSize || uintptr(o.size) > optionsMaxSize {
-		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's plugrl_options has %d bytes)", o.size, unsafe.Sizeof(*o))
+	if !optionsSizeOK(o.size) {
+		return opts, fmt.Errorf("options.size is %d; call plugrl_options_init to set it (this library's plugrl_options has %d bytes; a size is a multiple of %d)", o.size, unsafe.Sizeof(*o), unsafe.Alignof(*o))
 	}
 	if uintptr(o.size) > unsafe.Sizeof(*o) {
 		if at, err := firstNonzero(unsafe.Add(unsafe.Pointer(o), unsafe.Sizeof(*o)), uintptr(o.size)-unsafe.Sizeof(*o)); err != nil {

@@ -425,7 +425,10 @@ plugrl_status plugrl_options_init(plugrl_options *options);
 ** sizeof(plugrl_options): what a binding without C macros (Rust's
 ** bindgen, a dlsym caller) passes. PLUGRL_INVALID_ARGUMENT if options is
 ** NULL, or `size` is smaller than the first release's struct (ending at
-** max_backoff_ms) or larger than 4096 (nothing is written then).
+** max_backoff_ms), larger than 4096, or not a multiple of the struct's
+** alignment, as no sizeof is (nothing is written then). plugrl_open
+** refuses a `size` field that breaks these rules the same way, rather
+** than read a field it ends inside of.
 */
 plugrl_status plugrl_options_init_size(plugrl_options *options, size_t size);
 

@@ -491,6 +491,27 @@ static void test_options_sizes(void) {
   CHECK(strstr(plugrl_errmsg(c), "does not have") != NULL);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 
+  /* A size that ends inside a field: no header's sizeof does (it is a
+  ** multiple of the struct's alignment), so it is a size that was never
+  ** set. Refused, naming the size: it used to be taken, and the library
+  ** read half a pointer (tls_ca_file's, ledger_path's) as an address and
+  ** faulted, ending the process. */
+  {
+    const size_t odd[] = {min + 4, offsetof(plugrl_options, ledger_path) + 4, sizeof o - 4, sizeof o + 4};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+      plugrl_options_init(&big.o);
+      big.o.url = "ws://127.0.0.1:1";
+      big.o.max_reconnects = -1;
+      big.o.tls_ca_file = "/nonexistent/ca.pem";
+      big.o.ledger_path = "/nonexistent/x.ledger";
+      big.o.size = odd[i];
+      EXPECT_C(c, plugrl_open(&big.o, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(strstr(plugrl_errmsg(c), "options.size") != NULL);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+      EXPECT_N(plugrl_options_init_size(&big.o, odd[i]), PLUGRL_INVALID_ARGUMENT);
+    }
+  }
+
   /* A size that was never set, at the end of the caller's memory: the
   ** library reads up to 4096 bytes it was told are there, finds an
   ** unmapped page, and says so (it used to be ignored past our struct). */
