@@ -547,6 +547,9 @@ plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *fea
 ** Any key as JSON, or the whole metadata map when key is NULL. Copies like
 ** plugrl_metadata_string. numpy scalars become numbers; an ndarray becomes
 ** {"dtype": ..., "shape": [...], "data": [...]}; non-finite floats null.
+** A value that has no JSON form (nested more than 64 deep, which metadata
+** may be) returns PLUGRL_PROTOCOL_ERROR with *present 0; unlike that
+** status elsewhere, the connection is unchanged (metadata is only read).
 */
 plugrl_status plugrl_metadata_json(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present);
 
