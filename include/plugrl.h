@@ -783,7 +783,8 @@ typedef struct plugrl_statistics {
 /*
 ** Fills *out (up to out->size bytes, see above) with client's counters.
 ** Returns PLUGRL_OK; PLUGRL_CLOSED for a NULL or dead handle;
-** PLUGRL_CONNECT_FAILED for a handle whose plugrl_open failed;
+** PLUGRL_CONNECT_FAILED for a handle whose plugrl_open failed, or has
+** not connected yet (another thread's plugrl_open is still running);
 ** PLUGRL_INVALID_ARGUMENT if out is NULL or out->size is too small. Any
 ** thread, any time (see STATISTICS above).
 */
