@@ -85,6 +85,7 @@ func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl
 	// in is the client's.
 	id, ok := register(h, c.id)
 	if !ok {
+		r.Close() // nothing owed yet: frees whatever chunks it holds
 		return c.noMemory("no memory for another handle")
 	}
 	*out = C.plugrl__runner_token(C.uintptr_t(id))
