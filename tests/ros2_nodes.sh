@@ -29,7 +29,9 @@
 #    9 s: the node must step at 5 Hz at most, hold at its ticks while an
 #    infer waits 3 s, and end (SIGINT) with its final hold.
 # 4. Slow resets: a robot whose reset outlasts reset_timeout_s is asked
-#    once per episode end and not commanded while it resets; and
+#    once per episode end and not commanded while it resets; one whose
+#    reset server crashes with the request and is back within
+#    reset_timeout_s is asked again; and
 #    configurations refused at start (a negative control_rate_hz, two envs
 #    on one command topic), naming the parameter.
 # 5. Shutdown: 20 times, plugrl_env_node against a server that never
@@ -357,6 +359,42 @@ slow_resets() {
 
 echo "== a robot whose reset outlasts reset_timeout_s"
 slow_resets
+
+# reset_restarts: a reset server that crashes with the request and is back
+# 0.5 s later (cartpole_sim_node -p reset_restarts:=2), the node with
+# reset_timeout_s 1: it must see that the service went away and came back,
+# ask again, and go on to 8 episodes with a clean ledger; before, it took
+# the service's being up at both of its looks for a reset still running,
+# and waited for ever.
+reset_restarts() {
+  local url server rc=0 start=$SECONDS totals
+  start_serve "$tmp/restart-serve.log" random 1
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p reset_restarts:=2 \
+    >"$tmp/restart-sim.log" 2>&1 &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  PLUGRL_LEDGER=$tmp/restart.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 60 "$nodes/plugrl_env_node" \
+    --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" -p reset_timeout_s:=1.0 -p max_episodes:=8 \
+    -p "episode_csv:=$tmp/restart.csv" >"$tmp/restart-env.log" 2>&1 || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  totals=$(sed -n 's/^cartpole_sim_node: //p' "$tmp/restart-sim.log")
+  echo "reset server restarts: node exit $rc in $((SECONDS - start)) s; the simulator saw: ${totals:-no totals}"
+  if [[ $rc -ne 0 || $totals != *", 2 lost in a restart"* ]] ||
+    ! grep -q 'went away and came back' "$tmp/restart-env.log"; then
+    echo "FAIL: reset server restarts: want the node to ask again after each of 2 lost requests and end its" \
+      "8 episodes (exit 0); the node's log:" >&2
+    tail -n 30 "$tmp/restart-env.log" >&2
+    echo "---- cartpole_sim_node" >&2
+    tail -n 10 "$tmp/restart-sim.log" >&2
+    exit 1
+  fi
+  check_ledger "reset server restarts" "$tmp/restart.ledger" 1
+  echo "PASS: a reset lost with a restarted reset server is asked again"
+}
+
+echo "== a reset server that crashes with the request and comes back"
+reset_restarts
 
 # refused WHAT PATTERN ARGS...: plugrl_env_node with the shared params and
 # ARGS must exit non-zero within 20 s, its log matching PATTERN (what was

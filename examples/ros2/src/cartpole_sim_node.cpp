@@ -24,6 +24,9 @@
 // meanwhile runs after it (as a real service queues requests), and effort
 // commands that come meanwhile are ignored. Both are counted and logged
 // as warnings, with a total at exit: a controller should do neither.
+// reset_restarts N > 0 makes the first N reset requests crash the reset
+// service: it goes away unanswered and comes back 0.5 s later, as a
+// respawned reset server does; the controller has to ask again.
 #include "plugrl_ros2/cartpole_sim.hpp"
 
 #include <rclcpp/rclcpp.hpp>
@@ -55,6 +58,9 @@ class CartpoleSimNode : public rclcpp::Node {
     const double rate_hz = declare_parameter<double>("rate_hz", 100.0);
     const double idle_s = declare_parameter<double>("idle_publish_s", 0.5);
     reset_delay_s_ = declare_parameter<double>("reset_delay_s", 0.0);
+    const int64_t restarts = declare_parameter<int64_t>("reset_restarts", 0);
+    if (restarts < 0) throw std::invalid_argument("reset_restarts must be >= 0");
+    restarts_left_ = static_cast<uint64_t>(restarts);
     if (!(reset_delay_s_ >= 0 && reset_delay_s_ <= 3600))
       throw std::invalid_argument("reset_delay_s must be in [0, 3600]");
     if (n < 1 || n > 4096) throw std::invalid_argument("num_envs must be in [1, 4096]");
@@ -74,11 +80,8 @@ class CartpoleSimNode : public rclcpp::Node {
           ns + "effort", qos, [this, i](std::shared_ptr<const std_msgs::msg::Float64MultiArray> m) {
             on_effort(i, m->data.empty() ? 0.0 : m->data[0]);
           });
-      // The answer is deferred (sent by finish_reset), so that a reset can
-      // take reset_delay_s without blocking the other cartpoles.
-      e.reset = create_service<std_srvs::srv::Trigger>(
-          ns + "reset", [this, i](std::shared_ptr<rmw_request_id_t> header,
-                                  std::shared_ptr<std_srvs::srv::Trigger::Request>) { on_reset(i, *header); });
+      e.ns = ns;
+      make_reset_service(i);
     }
     if (!step_on_command_) {
       if (rate_hz <= 0) throw std::invalid_argument("rate_hz must be > 0 without step_on_command");
@@ -108,13 +111,39 @@ class CartpoleSimNode : public rclcpp::Node {
     double command = 0;
     std::chrono::steady_clock::time_point last_publish{};
     std::deque<rmw_request_id_t> resets_waiting;  // the first one is running
-    rclcpp::TimerBase::SharedPtr homing;
+    rclcpp::TimerBase::SharedPtr homing, restart;
+    std::string ns;
   };
 
+  // The answer is deferred (sent by finish_reset), so that a reset can
+  // take reset_delay_s without blocking the other cartpoles.
+  void make_reset_service(std::size_t i) {
+    envs_[i].reset = create_service<std_srvs::srv::Trigger>(
+        envs_[i].ns + "reset", [this, i](std::shared_ptr<rmw_request_id_t> header,
+                                         std::shared_ptr<std_srvs::srv::Trigger::Request>) { on_reset(i, *header); });
+  }
+
   // A reset request: at once without reset_delay_s, else after it,
-  // behind the resets that cartpole still has to do.
+  // behind the resets that cartpole still has to do; or, while
+  // reset_restarts lasts, the service's crash.
   void on_reset(std::size_t i, const rmw_request_id_t &header) {
     Env &e = envs_[i];
+    if (restarts_left_ > 0 && e.resets_waiting.empty()) {
+      restarts_left_--;
+      resets_lost_++;
+      RCLCPP_WARN(get_logger(), "cartpole %zu: its reset service crashes with the request (back in 0.5 s)", i);
+      // Not from inside the service's own callback: a timer takes it down.
+      e.restart = create_wall_timer(std::chrono::milliseconds(1), [this, i] {
+        Env &env = envs_[i];
+        env.restart->cancel();
+        env.reset.reset();
+        env.restart = create_wall_timer(std::chrono::milliseconds(500), [this, i] {
+          envs_[i].restart->cancel();
+          make_reset_service(i);
+        });
+      });
+      return;
+    }
     e.resets_waiting.push_back(header);
     resets_++;
     if (e.resets_waiting.size() > 1) {
@@ -199,12 +228,14 @@ class CartpoleSimNode : public rclcpp::Node {
   bool step_on_command_ = true;
   double reset_delay_s_ = 0;
   uint64_t resets_ = 0, resets_overlapping_ = 0, commands_while_resetting_ = 0;
+  uint64_t restarts_left_ = 0, resets_lost_ = 0;
 
  public:
   // For the log at exit: what tests/ros2_nodes.sh checks of a controller.
   std::string totals() const {
     return std::to_string(resets_) + " reset request(s), " + std::to_string(resets_overlapping_) +
-           " while a reset ran, " + std::to_string(commands_while_resetting_) + " effort command(s) while a reset ran";
+           " while a reset ran, " + std::to_string(commands_while_resetting_) +
+           " effort command(s) while a reset ran, " + std::to_string(resets_lost_) + " lost in a restart";
   }
 
  private:

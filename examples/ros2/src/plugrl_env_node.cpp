@@ -309,6 +309,9 @@ class EnvNode : public rclcpp::Node {
     reset_pending_.assign(n, std::nullopt);
     reset_was_ready_.assign(n, false);
     reset_declined_.assign(n, 0);
+    reset_lost_ = std::make_unique<std::atomic<bool>[]>(n);
+    if (!reset_clients_.empty())
+      reset_watch_timer_ = create_wall_timer(std::chrono::milliseconds(50), [this] { watch_resets(); });
     stats_pub_ = create_publisher<std_msgs::msg::String>("~/stats", qos);
     if (num_.stats_period_s > 0)
       stats_timer_ = create_wall_timer(seconds_to_duration(num_.stats_period_s), [this] { publish_stats(); });
@@ -417,9 +420,12 @@ class EnvNode : public rclcpp::Node {
     // on the robot all through it (review: 8 s of actions during a reset
     // of 8 s, with reset_timeout_s 5). Asked again only when the request
     // may have been lost: the service was not there when it went out (DDS
-    // drops it), or is not there now.
+    // drops it), was gone for a while since (watch_resets: a reset server
+    // that crashed and was restarted lost it, and the robot would wait for
+    // ever), or is not there now.
     const bool unanswered = reset_answered_[env].load() != reset_seq_[env].load();
-    if (unanswered && reset_was_ready_[env] && ready) {
+    const bool lost = reset_lost_[env].load();
+    if (unanswered && reset_was_ready_[env] && ready && !lost) {
       // Once per request: env_core asks every reset_timeout_s.
       if (reset_declined_[env] != reset_seq_[env].load())
         RCLCPP_WARN(get_logger(),
@@ -434,11 +440,14 @@ class EnvNode : public rclcpp::Node {
                            client->get_service_name());
     if (unanswered && reset_pending_[env])
       RCLCPP_WARN(get_logger(), "asking env %zu's reset again: %s", env,
-                  ready ? "the service was not there when the last request went out" : "the service is gone");
+                  !ready                   ? "the service is gone"
+                  : reset_was_ready_[env] ? "the service went away and came back since the last request went out"
+                                          : "the service was not there when the last request went out");
     // Only the answer to the latest request counts: the earlier one is
     // dropped from the client (unanswered, it stayed there for good), and
     // an answer to it already on its way is ignored.
     if (reset_pending_[env]) client->remove_pending_request(*reset_pending_[env]);
+    reset_lost_[env].store(false);
     const uint64_t seq = ++reset_seq_[env];
     reset_was_ready_[env] = ready;
     auto request = std::make_shared<std_srvs::srv::Trigger::Request>();
@@ -463,6 +472,18 @@ class EnvNode : public rclcpp::Node {
       wakeups_->reset_answered();
     });
     reset_pending_[env] = pending.request_id;
+  }
+
+  // Every 50 ms, for each env whose reset is unanswered: a service seen
+  // gone meanwhile lost the request (a reset server that crashed and came
+  // back within reset_timeout_s looked up at both of request_reset's
+  // looks). Only unanswered envs are looked at, so this costs nothing
+  // between resets.
+  void watch_resets() {
+    for (std::size_t env = 0; env < reset_clients_.size(); env++)
+      if (reset_answered_[env].load() != reset_seq_[env].load() && !reset_lost_[env].load() &&
+          !reset_clients_[env]->service_is_ready())
+        reset_lost_[env].store(true);
   }
 
   void publish_stats() {
@@ -788,6 +809,10 @@ class EnvNode : public rclcpp::Node {
   // The last request the node declined to repeat (request_reset: the
   // runner thread only), so that it says so once per request.
   std::vector<uint64_t> reset_declined_;
+  // Per env: the service was seen gone while the request was unanswered
+  // (written by watch_resets on the executor, cleared at each request).
+  std::unique_ptr<std::atomic<bool>[]> reset_lost_;
+  rclcpp::TimerBase::SharedPtr reset_watch_timer_;
   rclcpp::Publisher<std_msgs::msg::String>::SharedPtr stats_pub_;
   rclcpp::TimerBase::SharedPtr stats_timer_, control_timer_;
   // The throttled warnings' clock: steady, as every other time of the
