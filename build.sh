@@ -21,8 +21,10 @@
 # (tests/cross_arm64.sh runs the result under qemu-aarch64).
 #
 # build/ then holds:
-#   lib/libplugrl.so.X.Y.Z      SONAME libplugrl.so.X, and the symlinks
-#   lib/libplugrl.so.X, lib/libplugrl.so
+#   lib/libplugrl.so.X.Y.Z      SONAME libplugrl.so.0.Y before 1.0 (a minor
+#                               version may break the ABI), libplugrl.so.X
+#                               from 1.0; and the symlinks
+#   lib/libplugrl.so.0.Y (or .X), lib/libplugrl.so
 #   include/plugrl.h, include/plugrl.hpp
 #   lib/cmake/plugrl/           plugrlConfig.cmake, plugrlConfigVersion.cmake
 #   lib/pkgconfig/plugrl.pc
@@ -130,7 +132,14 @@ version=$(sed -n 's/^#define PLUGRL_VERSION_STRING "\(.*\)"$/\1/p' include/plugr
 [[ $version =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] || die "no PLUGRL_VERSION_STRING in include/plugrl.h"
 major=${BASH_REMATCH[1]}
 minor=${BASH_REMATCH[2]}
-soname=libplugrl.so.$major
+# The SONAME changes whenever the ABI may: before 1.0 with the minor version,
+# as plugrlConfigVersion.cmake and plugrl::version_matches() have it, so
+# that a program built against 0.2 keeps loading 0.2 once 0.3 is installed
+# beside it, and one built against 0.3 does not start with 0.2 (with one
+# libplugrl.so.0 for every 0.x, both ran with whichever was installed last).
+soversion=$major
+[[ $major != 0 ]] || soversion=$major.$minor
+soname=libplugrl.so.$soversion
 libfile=libplugrl.so.$version
 libdir_name=lib
 
@@ -139,7 +148,7 @@ configure() {
   sed -e "s|@PLUGRL_VERSION@|$version|g" \
     -e "s|@PLUGRL_VERSION_MAJOR@|$major|g" \
     -e "s|@PLUGRL_VERSION_MINOR@|$minor|g" \
-    -e "s|@PLUGRL_SOVERSION@|$major|g" \
+    -e "s|@PLUGRL_SOVERSION@|$soversion|g" \
     -e "s|@PLUGRL_LIBDIR@|$libdir_name|g" \
     -e "s|@PLUGRL_PROCESSOR@|$processor|g" \
     -e "s|@PREFIX@|$3|g" \

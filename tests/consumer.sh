@@ -65,9 +65,27 @@ target_compile_features(main_cpp PRIVATE cxx_std_17)
 target_link_libraries(main_cpp PRIVATE plugrl::plugrl)
 CMAKE
 
+# The SONAME carries what may break the ABI: the minor version before 1.0
+# (as find_package(plugrl VERSION) and version_matches() have it), the
+# major one after. With libplugrl.so.0 for every 0.x, a program built
+# against 0.2 ran with 0.3 once it was installed over it, and one built
+# against 0.3 with 0.2.
+major=$(sed -n 's/^#define PLUGRL_VERSION_MAJOR \([0-9]*\)$/\1/p' "$root/include/plugrl.h")
+minor=$(sed -n 's/^#define PLUGRL_VERSION_MINOR \([0-9]*\)$/\1/p' "$root/include/plugrl.h")
+patch=$(sed -n 's/^#define PLUGRL_VERSION_PATCH \([0-9]*\)$/\1/p' "$root/include/plugrl.h")
+if [[ $major == 0 ]]; then soname=libplugrl.so.0.$minor; else soname=libplugrl.so.$major; fi
+lib=$tmp/prefix/lib
+got=$(readelf -d "$lib/libplugrl.so.$major.$minor.$patch" | sed -n 's/.*(SONAME).*\[\(.*\)\]$/\1/p')
+[[ $got == "$soname" ]] || { echo "FAIL: libplugrl.so.$major.$minor.$patch has the SONAME [$got], want $soname" >&2; exit 1; }
+[[ $(readlink "$lib/$soname") == "libplugrl.so.$major.$minor.$patch" && $(readlink "$lib/libplugrl.so") == "$soname" ]] || {
+  echo "FAIL: installed links: $(cd "$lib" && ls -l libplugrl.so*)" >&2
+  exit 1
+}
+echo "SONAME $soname, libplugrl.so -> $soname -> libplugrl.so.$major.$minor.$patch"
+
 needs_soname() {
-  if ! readelf -d "$1" | grep -q 'NEEDED.*\[libplugrl\.so\.0\]'; then
-    echo "FAIL: $1 does not depend on libplugrl.so.0:" >&2
+  if ! readelf -d "$1" | grep -q "(NEEDED).*\[${soname//./\\.}\]"; then
+    echo "FAIL: $1 does not depend on $soname:" >&2
     readelf -d "$1" | grep NEEDED >&2
     exit 1
   fi
