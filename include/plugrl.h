@@ -58,7 +58,10 @@
 ** PROCESS FACTS (the library contains the Go runtime):
 **
 **   - One Go runtime per process: link libplugrl once; do not load two
-**     copies of it under different names.
+**     copies of it under different names, nor any other library built
+**     from Go (-buildmode=c-shared or c-archive), and do not load it into
+**     a Go program through cgo: Go does not support two runtimes in one
+**     process.
 **   - Never dlclose() libplugrl: the Go runtime cannot be unloaded.
 **   - Do not fork() without exec() after the library is loaded and has
 **     started its threads; the child would have a broken Go runtime. In
