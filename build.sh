@@ -174,9 +174,13 @@ build_lib() {
   # headers' hash goes there.
   local headers
   headers=$(cat include/plugrl.h capi/*.h | sha256sum | cut -c1-16)
+  # -z now: every relocation at load, so the whole GOT is read-only after
+  # it (full RELRO; Go's link gave only the partial kind, the PLT's GOT
+  # writable for lazy binding), and no lazy symbol lookup on the first
+  # call of a libc function from a real-time caller's loop.
   CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers" \
     go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
-    -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map'" ./capi
+    -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map -Wl,-z,relro -Wl,-z,now'" ./capi
   # go build also writes cgo's generated header beside the library; the
   # contract is include/plugrl.h, so only the library is kept.
   rm -f "$build/tmp/libplugrl".*.h

@@ -82,6 +82,18 @@ got=$(readelf -d "$lib/libplugrl.so.$major.$minor.$patch" | sed -n 's/.*(SONAME)
   exit 1
 }
 echo "SONAME $soname, libplugrl.so -> $soname -> libplugrl.so.$major.$minor.$patch"
+# Full RELRO: a read-only GOT after load (GNU_RELRO and BIND_NOW), and a
+# stack that is not executable.
+readelf -lW "$lib/$soname" | grep -q GNU_RELRO || { echo "FAIL: $soname has no GNU_RELRO segment" >&2; exit 1; }
+readelf -d "$lib/$soname" | grep -Eq '\(BIND_NOW\)|\(FLAGS\).*BIND_NOW|\(FLAGS_1\).*NOW' || {
+  echo "FAIL: $soname is not linked with -z now (partial RELRO): $(readelf -d "$lib/$soname" | grep FLAGS)" >&2
+  exit 1
+}
+if readelf -lW "$lib/$soname" | grep GNU_STACK | grep -q RWE; then
+  echo "FAIL: $soname asks for an executable stack" >&2
+  exit 1
+fi
+echo "$soname: full RELRO, no executable stack"
 
 needs_soname() {
   if ! readelf -d "$1" | grep -q "(NEEDED).*\[${soname//./\\.}\]"; then
