@@ -145,13 +145,18 @@ libdir_name=lib
 
 # configure IN OUT PREFIX: the @VAR@ substitutions of cmake/*.in.
 configure() {
+  # PREFIX goes into sed's replacement, where & is the match, \ escapes and
+  # | ends it: a prefix /opt/r&d gave plugrl.pc prefix=/opt/r@PREFIX@d.
+  local prefix=${3//\\/\\\\}
+  prefix=${prefix//&/\\&}
+  prefix=${prefix//|/\\|}
   sed -e "s|@PLUGRL_VERSION@|$version|g" \
     -e "s|@PLUGRL_VERSION_MAJOR@|$major|g" \
     -e "s|@PLUGRL_VERSION_MINOR@|$minor|g" \
     -e "s|@PLUGRL_SOVERSION@|$soversion|g" \
     -e "s|@PLUGRL_LIBDIR@|$libdir_name|g" \
     -e "s|@PLUGRL_PROCESSOR@|$processor|g" \
-    -e "s|@PREFIX@|$3|g" \
+    -e "s|@PREFIX@|$prefix|g" \
     "$1" >"$2.tmp"
   mv "$2.tmp" "$2"
 }

@@ -103,6 +103,16 @@ needs_soname() {
   fi
 }
 
+echo "== a prefix with characters sed treats specially"
+# build.sh writes the prefix into plugrl.pc with sed, where & is the match
+# (prefix=/opt/r@PREFIX@d for /opt/r&d).
+odd="$tmp/r&d|x\\y"
+PLUGRL_NO_BUILD=1 "$root/build.sh" install "$odd" >/dev/null
+got=$(PKG_CONFIG_PATH="$odd/lib/pkgconfig" pkg-config --variable=prefix plugrl)
+[[ $got == "$odd" ]] || { echo "FAIL: plugrl.pc of $odd says prefix=$got" >&2; exit 1; }
+rm -rf "$odd"
+echo "plugrl.pc of $odd: prefix=$got"
+
 echo "== pkg-config"
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 version=$(pkg-config --modversion plugrl)
