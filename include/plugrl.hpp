@@ -96,7 +96,7 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
-/* The library's version string, e.g. "0.1.0". */
+/* The library's version string, e.g. "0.2.0". */
 inline std::string version() { return plugrl_version(); }
 
 /* The library's version number (MAJOR*1000000 + MINOR*1000 + PATCH). */

@@ -176,6 +176,12 @@ CMAKE
   fi
   echo "find_package(plugrl $1): found=[$found]"
 done
+# The request the package's own comment shows is one it takes.
+req=$(sed -n 's/^#   find_package(plugrl \([0-9.]*\) CONFIG REQUIRED)$/\1/p' "$tmp/moved/lib/cmake/plugrl/plugrlConfig.cmake")
+sed -i "s/^find_package(plugrl .*/find_package(plugrl $req CONFIG QUIET)/" "$tmp/ver/CMakeLists.txt"
+found=$(cmake -S "$tmp/ver" -B "$tmp/ver/build-doc" -DCMAKE_PREFIX_PATH="$tmp/moved" 2>&1 | sed -n 's/.*plugrl_FOUND=\[\(.*\)\].*/\1/p')
+[[ -n $req && $found == 1 ]] || { echo "FAIL: plugrlConfig.cmake's example find_package(plugrl $req) found=[$found]" >&2; exit 1; }
+echo "plugrlConfig.cmake's example, find_package(plugrl $req): found=[$found]"
 # A project built for another processor skips this tree (a robot's
 # cross-built prefix and this machine's can both be on the search path).
 sed -i 's/^find_package(plugrl .*/find_package(plugrl CONFIG QUIET)/' "$tmp/ver/CMakeLists.txt"
