@@ -301,6 +301,12 @@ func (c *Client) logf(l Level, format string, args ...any) {
 // enter guards against concurrent use and calls on a finished client.
 func (c *Client) enter() error {
 	if !c.busy.CompareAndSwap(false, true) {
+		if c.closing.Load() {
+			// The call in progress is Close (or one Close waits for): this
+			// call would find the client closed, and a loop that stops at
+			// KindClosed must not take a close for a second thread.
+			return newErr(KindClosed, nil, "the client is closing")
+		}
 		return newErr(KindBusy, nil, "another call on this client is in progress; a client serves one thread at a time")
 	}
 	if c.closing.Load() {
