@@ -326,6 +326,22 @@ func (c *Client) enter() error {
 
 func (c *Client) leave() { c.busy.Store(false) }
 
+// tryEnter is the guard of a method that does not block and has nothing
+// to do once Close has begun (ReleaseAction, Abandon, GiveUpOwed): they
+// belong to the goroutine that makes the calls, but Close may run on
+// another meanwhile, and changes the same state (the connection, the
+// phase). It reports whether the method may go on; leave must follow.
+func (c *Client) tryEnter() bool {
+	if !c.busy.CompareAndSwap(false, true) {
+		return false // Close (or a call misused from another goroutine)
+	}
+	if c.closing.Load() {
+		c.busy.Store(false)
+		return false
+	}
+	return true
+}
+
 // Metadata is the current connection's metadata (it changes on reconnect).
 func (c *Client) Metadata() *wire.Metadata { return c.meta }
 
@@ -437,6 +453,14 @@ var errAbandoned = errors.New("the caller abandoned the action (no memory for it
 // step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
 // reconnects.
 func (c *Client) Abandon() {
+	if !c.tryEnter() {
+		return // Close drops the connection
+	}
+	defer c.leave()
+	c.abandon()
+}
+
+func (c *Client) abandon() {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
 		c.dropConnection(CauseOther, errAbandoned)
 	}
@@ -461,6 +485,10 @@ var ErrGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // owed cancels it, and so does the end of the connection. The
 // ErrReconnected of the reconnect it causes wraps ErrGivenUp.
 func (c *Client) GiveUpOwed() {
+	if !c.tryEnter() {
+		return // Close ends the connection, and what was owed with it
+	}
+	defer c.leave()
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true
 	}

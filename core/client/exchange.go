@@ -25,13 +25,48 @@ func (c *Client) countInterrupted() {
 }
 
 // Infer sends an infer and waits for its action. The returned Action views
-// the receive buffer and is valid until the next call on this client. On
-// ErrReconnected nothing is owed: build a fresh request and infer again.
-func (c *Client) Infer(req *Request) (_ *wire.Action, err error) {
+// the receive buffer and is valid until the next call on this client, a
+// Close on another goroutine included (InferFunc's use is not cut short by
+// one). On ErrReconnected nothing is owed: build a fresh request and infer
+// again.
+func (c *Client) Infer(req *Request) (*wire.Action, error) {
 	if err := c.enter(); err != nil {
 		return nil, err
 	}
 	defer c.leave()
+	return c.infer(req)
+}
+
+// InferFunc is Infer for a caller that uses the action inside the call:
+// use runs on it before the call returns, so that a Close on another
+// goroutine waits for use to return instead of releasing the receive
+// buffer under it (freeing it, with a C Allocator), and the view is
+// released after use, as ReleaseAction does. A runner copies its chunks
+// out this way. use must not call the client. An error from use abandons
+// the action (see Abandon: its feedback is never sent, and the next Infer
+// reconnects) and is returned as it is.
+func (c *Client) InferFunc(req *Request, use func(*wire.Action) error) error {
+	if use == nil {
+		return newErr(KindInvalid, nil, "InferFunc: use is nil")
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.leave()
+	a, err := c.infer(req)
+	if err != nil {
+		return err
+	}
+	if err := use(a); err != nil {
+		c.abandon()
+		return err
+	}
+	c.releaseAction()
+	return nil
+}
+
+// infer is Infer inside the call guard.
+func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 	defer func() {
 		if err != nil {
 			c.countErr(err)
@@ -357,9 +392,18 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 const tightLoop = time.Millisecond
 
 // ReleaseAction ends the use of the last action's view: a large receive
-// buffer is freed now instead of at the next call. The runner calls it once
-// it has copied the chunks out.
+// buffer is freed now instead of at the next call. A Close running on
+// another goroutine releases it anyway, and is not raced: ReleaseAction
+// then does nothing.
 func (c *Client) ReleaseAction() {
+	if !c.tryEnter() {
+		return
+	}
+	defer c.leave()
+	c.releaseAction()
+}
+
+func (c *Client) releaseAction() {
 	if c.conn != nil {
 		c.conn.Release()
 	}

@@ -76,7 +76,10 @@ type envState struct {
 	chunk []byte
 }
 
-// Runner is a lockstep N-env chunk runner. Not safe for concurrent use.
+// Runner is a lockstep N-env chunk runner. Not safe for concurrent use,
+// but for Stats; its client's Interrupt and Close may be called from any
+// goroutine while Act or Report runs (they then return KindInterrupted or
+// KindClosed).
 type Runner struct {
 	c    *client.Client
 	cfg  Config
@@ -107,6 +110,7 @@ type Runner struct {
 	epSucc   []bool
 	epMask   []bool
 	req      wire.Infer
+	store    func(*wire.Action) error // storeChunks, bound once: InferFunc's use, without an allocation per infer
 	fb       wire.Feedback
 	episode  wire.Episode
 	restarts int
@@ -150,7 +154,9 @@ func New(c *client.Client, cfg Config) (*Runner, error) {
 	if alloc == nil {
 		alloc = conn.HeapAllocator{}
 	}
-	return &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc}, nil
+	r := &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc}
+	r.store = r.storeChunks
+	return r, nil
 }
 
 // EnvStateBytes is the memory New takes per env, besides the chunks: for
@@ -363,19 +369,18 @@ func (r *Runner) inferNeeded(obs *wire.Observation) error {
 	if reuseOffered {
 		r.req.Reuse = r.reuse
 	}
-	a, err := r.c.Infer(&r.req)
-	if err != nil {
-		return err
-	}
-	err = r.storeChunks(a)
-	r.c.ReleaseAction()
-	return err
+	// The chunks are copied out inside the client's call: a Close on
+	// another goroutine waits for the copy instead of releasing the
+	// receive buffer under it.
+	return r.c.InferFunc(&r.req, r.store)
 }
 
 // storeChunks copies each env's chunk out of the receive buffer, so that
 // envs inferred at different times can be stepped together. The client
 // has checked the action against the request and metadata (its shape is
-// [H, n, *da] with H, n and every da >= 1, and its bytes are there).
+// [H, n, *da] with H, n and every da >= 1, and its bytes are there). It
+// runs inside the client's InferFunc, which abandons the action when it
+// fails.
 func (r *Runner) storeChunks(a *wire.Action) error {
 	h, n := a.Horizon(), a.Envs()
 	stepBytes := a.Chunk.RowBytes() / n // bytes of one env's one step
@@ -384,7 +389,6 @@ func (r *Runner) storeChunks(a *wire.Action) error {
 			if r.envs[i].remaining > 0 { // (envs in the request have none)
 				// Envs mid-chunk hold steps of another shape, which one
 				// output array cannot take.
-				r.c.Abandon()
 				return &client.Error{Kind: client.KindProtocol, Msg: fmt.Sprintf("the server changed the action's per-step shape or dtype (%v %s, was %v %s) while env %d was in the middle of a chunk; the connection was dropped", a.ActionShape(), a.Chunk.DType, r.stepShape, r.chunkType, i)}
 			}
 		}
@@ -398,7 +402,6 @@ func (r *Runner) storeChunks(a *wire.Action) error {
 		if cap(e.chunk) < size {
 			nb := r.alloc.Grow(e.chunk[:0], 0, size)
 			if nb == nil {
-				r.c.Abandon()
 				return &client.Error{Kind: client.KindNoMemory, Msg: fmt.Sprintf("no memory for env %d's action chunk of %d bytes; the connection was dropped and the next act reconnects", env, size)}
 			}
 			e.chunk = nb
