@@ -5,6 +5,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,5 +57,54 @@ func TestReuseFlagsMatchEnvs(t *testing.T) {
 	}
 	if _, err := w.infer(c); err != nil {
 		t.Fatalf("the client after the refused request: %v", err)
+	}
+}
+
+// noPanic runs f and turns a panic into an error, so that a case reports
+// rather than ends the test binary.
+func noPanic(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("PANIC: %v", p)
+		}
+	}()
+	return f()
+}
+
+// TestZeroValueClient: a Client not made by New or Dial (a zero value, a
+// struct field never set) panicked in Infer; every call says what is
+// wrong instead, and the rest do nothing.
+func TestZeroValueClient(t *testing.T) {
+	var c client.Client
+	w := newWorld()
+	if err := noPanic(func() error { _, err := w.infer(&c); return err }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Infer on a zero Client: %v; want KindInvalid", err)
+	}
+	if err := noPanic(func() error { return w.feedback(&c) }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Feedback on a zero Client: %v; want KindInvalid", err)
+	}
+	if err := noPanic(func() error { return c.Connect(context.Background()) }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Connect on a zero Client: %v; want KindInvalid", err)
+	}
+	err := noPanic(func() error {
+		c.Interrupt()
+		c.ReleaseAction()
+		c.Abandon()
+		c.GiveUpOwed()
+		_ = c.Stats()
+		return c.Close()
+	})
+	if err != nil {
+		t.Errorf("the other methods of a zero Client: %v", err)
+	}
+}
+
+// TestNilContext: Dial(nil, ...) and Connect(nil) panicked in
+// context.AfterFunc; they are KindInvalid, as net/http's nil Context is
+// an error.
+func TestNilContext(t *testing.T) {
+	_, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1})
+	if err := noPanic(func() error { _, err := client.Dial(nil, client.Options{URL: url}); return err }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Dial(nil, ...): %v; want KindInvalid", err)
 	}
 }

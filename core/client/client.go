@@ -271,6 +271,9 @@ func (c *Client) Connect(ctx context.Context) error {
 		return err
 	}
 	defer c.leave()
+	if ctx == nil {
+		return newErr(KindInvalid, nil, "Connect: nil Context (use context.Background())")
+	}
 	if c.phase != phaseDisconnected || c.conn != nil {
 		return newErr(KindOutOfOrder, nil, "Connect is for a client from New that has not connected yet")
 	}
@@ -300,6 +303,11 @@ func (c *Client) logf(l Level, format string, args ...any) {
 
 // enter guards against concurrent use and calls on a finished client.
 func (c *Client) enter() error {
+	if c.wake == nil {
+		// A zero Client (New makes wake): its phase reads as connected,
+		// with no connection.
+		return newErr(KindInvalid, nil, "this Client was not made by New or Dial")
+	}
 	if !c.busy.CompareAndSwap(false, true) {
 		if c.closing.Load() {
 			// The call in progress is Close (or one Close waits for): this
