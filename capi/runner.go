@@ -202,7 +202,7 @@ func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Point
 	n, err := h.r.Chunk(int(env), &out)
 	*steps = C.int64_t(n)
 	if errors.Is(err, runner.ErrShortBuffer) {
-		h.setMsg("buffer too small: " + err.Error())
+		h.setMsg(err.Error()) // "buffer too small: ...": its Kind's name leads
 		return C.PLUGRL_BUFFER_TOO_SMALL
 	}
 	if err != nil {

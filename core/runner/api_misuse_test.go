@@ -4,6 +4,7 @@ package runner_test
 // panicked or was accepted before its fix.
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -102,5 +103,50 @@ func TestHugeEnvCount(t *testing.T) {
 	err := noPanic(func() error { _, err := runner.New(c, runner.Config{Envs: 1 << 62}); return err })
 	if client.KindOf(err) != client.KindInvalid {
 		t.Fatalf("New with 1<<62 envs: %v; want KindInvalid", err)
+	}
+}
+
+// TestNilClientAndZeroRunner: New(nil, ...) was accepted and its first
+// Act panicked, as did a zero Runner's Stats; a zero Runner's Act said it
+// had 0 envs.
+func TestNilClientAndZeroRunner(t *testing.T) {
+	if err := noPanic(func() error { _, err := runner.New(nil, runner.Config{Envs: 2}); return err }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("New(nil, ...): %v; want KindInvalid", err)
+	}
+	var r runner.Runner
+	obs := stateObs(2)
+	out := &wire.Array{DType: wire.Float32, Data: make([]byte, 2*2*4)}
+	f := make([]bool, 2)
+	if err := noPanic(func() error { return r.Act(obs, out) }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Act on a zero Runner: %v; want KindInvalid", err)
+	}
+	if err := noPanic(func() error { return r.Report(obs, make([]float64, 2), f, f, nil) }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Report on a zero Runner: %v; want KindInvalid", err)
+	}
+	if err := noPanic(func() error { _, err := r.Chunk(0, out); return err }); client.KindOf(err) != client.KindInvalid {
+		t.Errorf("Chunk on a zero Runner: %v; want KindInvalid", err)
+	}
+	err := noPanic(func() error {
+		_ = r.Stats()
+		_, _ = r.StepSize()
+		r.Close()
+		return nil
+	})
+	if err != nil {
+		t.Errorf("the other methods of a zero Runner: %v", err)
+	}
+}
+
+// TestChunkShortBufferKind: Chunk's ErrShortBuffer was a plain error, so
+// client.KindOf called it KindInternal, "a bug in the library"; it is
+// KindBufferTooSmall, and still errors.Is ErrShortBuffer.
+func TestChunkShortBufferKind(t *testing.T) {
+	r := misuseRunner(t, 2)
+	if err := r.Act(stateObs(2), &wire.Array{DType: wire.Float32, Data: make([]byte, 2*2*4)}); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := r.Chunk(0, &wire.Array{DType: wire.Float32, Data: make([]byte, 4)})
+	if steps != 4 || !errors.Is(err, runner.ErrShortBuffer) || client.KindOf(err) != client.KindBufferTooSmall {
+		t.Fatalf("Chunk into 4 bytes: %d, %v (kind %v); want 4 steps, ErrShortBuffer of KindBufferTooSmall", steps, err, client.KindOf(err))
 	}
 }

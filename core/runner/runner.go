@@ -139,11 +139,17 @@ type Stats struct {
 // Report; it allocates nothing and takes no lock. Each field is read
 // atomically, but not all of them at one instant.
 func (r *Runner) Stats() Stats {
+	if r.c == nil {
+		return Stats{} // a zero Runner
+	}
 	return Stats{Stats: r.c.Stats(), Episodes: r.episodes.Load(), EnvSteps: r.steps.Load()}
 }
 
 // New creates a runner over a connected client.
 func New(c *client.Client, cfg Config) (*Runner, error) {
+	if c == nil {
+		return nil, &client.Error{Kind: client.KindInvalid, Msg: "runner needs a client (from client.Dial), got nil"}
+	}
 	if cfg.Envs <= 0 || cfg.Envs > wire.MaxEnvs {
 		return nil, &client.Error{Kind: client.KindInvalid, Msg: fmt.Sprintf("runner needs between 1 and %d envs, got %d", wire.MaxEnvs, cfg.Envs)}
 	}
@@ -191,6 +197,20 @@ func (r *Runner) FreeChunks() {
 // errFreed is the error of a call on a runner whose chunks were freed.
 var errFreed = &client.Error{Kind: client.KindClosed, Msg: "the runner was closed (its chunks freed)"}
 
+// errNotMade is the error of a call on a zero Runner, which has no client.
+var errNotMade = &client.Error{Kind: client.KindInvalid, Msg: "this Runner was not made by New"}
+
+// usable is the error of a call on a runner that cannot take one, or nil.
+func (r *Runner) usable() error {
+	switch {
+	case r.c == nil:
+		return errNotMade
+	case r.freed:
+		return errFreed
+	}
+	return nil
+}
+
 // owes reports whether the server still waits for feedback from this
 // runner: an Act without its Report, or a chunk not stepped through.
 func (r *Runner) owes() bool {
@@ -234,6 +254,9 @@ func (r *Runner) StepShape() []int { return r.stepShape }
 // known yet (before the first action, or after a reconnect to a server
 // whose metadata has no action_dim).
 func (r *Runner) StepSize() (int, bool) {
+	if r.c == nil {
+		return 0, false
+	}
 	if n, ok := r.c.MetadataActionDim(len(r.envs)); ok {
 		return n, true
 	}
@@ -260,8 +283,8 @@ func (r *Runner) Restarts() int { return r.restarts }
 // that must infer, return the client's KindClosed), and the rewards of
 // those steps reach no one.
 func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
-	if r.freed {
-		return errFreed
+	if err := r.usable(); err != nil {
+		return err
 	}
 	if r.acted {
 		return &client.Error{Kind: client.KindOutOfOrder, Msg: "act called twice without a report in between (act, step the envs, report, act, ...)"}
@@ -456,8 +479,9 @@ func (r *Runner) writeActions(out *wire.Array) error {
 	return nil
 }
 
-// ErrShortBuffer is Chunk's error for an out array too small for the
-// steps left (the count is returned with it).
+// ErrShortBuffer is the cause (errors.Is) of Chunk's error, of
+// KindBufferTooSmall, for an out array too small for the steps left (the
+// count is returned with it).
 var ErrShortBuffer = errors.New("the output holds fewer steps than the chunk has left")
 
 // Chunk writes the rest of env's action chunk into out, converted to
@@ -465,10 +489,11 @@ var ErrShortBuffer = errors.New("the output holds fewer steps than the chunk has
 // the chunk, step after step, and returns how many steps that is. It is
 // what a controller that plans ahead needs (a ROS 2 JointTrajectory of
 // the chunk, say). Call it between Act and Report. An out too small for
-// them all gets ErrShortBuffer with the count, so a caller can size it.
+// them all gets ErrShortBuffer (KindBufferTooSmall) with the count, so a
+// caller can size it.
 func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
-	if r.freed {
-		return 0, errFreed
+	if err := r.usable(); err != nil {
+		return 0, err
 	}
 	if out == nil {
 		return 0, &client.Error{Kind: client.KindInvalid, Msg: "chunk needs an output array"}
@@ -489,7 +514,10 @@ func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
 	}
 	steps = e.remaining
 	if need := steps * per * out.DType.Size; len(out.Data) < need {
-		return steps, fmt.Errorf("%w: %d bytes for %d steps of %d values of %s, which need %d", ErrShortBuffer, len(out.Data), steps, per, out.DType, need)
+		// KindBufferTooSmall, so that client.KindOf does not call it a bug
+		// of the library (KindInternal); errors.Is finds ErrShortBuffer.
+		return steps, &client.Error{Kind: client.KindBufferTooSmall, Err: ErrShortBuffer, Msg: fmt.Sprintf(
+			"chunk output has %d bytes for %d steps of %d values of %s, which need %d", len(out.Data), steps, per, out.DType, need)}
 	}
 	src := e.chunk[e.step*r.stepBytes : (e.step+steps)*r.stepBytes]
 	if err := wire.Convert(out.Data[:steps*per*out.DType.Size], out.DType, src, r.chunkType, steps*per); err != nil {
@@ -503,8 +531,8 @@ func (r *Runner) Chunk(env int, out *wire.Array) (steps int, err error) {
 // optionally whether a finished episode succeeded (success may be nil). It
 // sends the feedback for every env whose chunk ended.
 func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, truncated, success []bool) error {
-	if r.freed {
-		return errFreed
+	if err := r.usable(); err != nil {
+		return err
 	}
 	if !r.acted {
 		return &client.Error{Kind: client.KindOutOfOrder, Msg: "report called without an act before it"}
