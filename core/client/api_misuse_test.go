@@ -5,6 +5,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -106,5 +107,35 @@ func TestNilContext(t *testing.T) {
 	_, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1})
 	if err := noPanic(func() error { _, err := client.Dial(nil, client.Options{URL: url}); return err }); client.KindOf(err) != client.KindInvalid {
 		t.Errorf("Dial(nil, ...): %v; want KindInvalid", err)
+	}
+}
+
+// TestConnectContextCause: a ctx that ended Dial came back as a bare
+// "interrupted", which errors.Is(err, context.DeadlineExceeded) or
+// context.Canceled did not find, and whose message did not say that the
+// caller's deadline had passed. It is still KindInterrupted.
+func TestConnectContextCause(t *testing.T) {
+	s := hostileServer(t, hostile.Config{Scenario: hostile.NoMetadata})
+	o := client.Options{URL: s.URL(), MetadataTimeout: time.Minute, CloseTimeout: 100 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := client.Dial(ctx, o)
+	if client.KindOf(err) != client.KindInterrupted || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial past its ctx's deadline: %v; want KindInterrupted that errors.Is context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_, err = client.Dial(ctx, o)
+	if client.KindOf(err) != client.KindInterrupted || !errors.Is(err, context.Canceled) {
+		t.Errorf("Dial with a cancelled ctx: %v; want KindInterrupted that errors.Is context.Canceled", err)
+	}
+	c, err := client.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.AfterFunc(100*time.Millisecond, c.Interrupt)
+	if err := c.Connect(context.Background()); client.KindOf(err) != client.KindInterrupted || errors.Is(err, context.Canceled) {
+		t.Errorf("Connect ended by Interrupt: %v; want KindInterrupted, not a context's end", err)
 	}
 }

@@ -264,8 +264,9 @@ func New(o Options) (*Client, error) {
 
 // Connect makes the first connection of a client from New: the dial, the
 // handshake and the metadata, within ConnectTimeout and MetadataTimeout.
-// Interrupt ends it (KindInterrupted), as does cancelling ctx. After an
-// error the client is not connected: Close it.
+// Interrupt ends it (KindInterrupted), as does the end of ctx (its
+// deadline or its cancel: the error then wraps context.Cause(ctx)). After
+// an error the client is not connected: Close it.
 func (c *Client) Connect(ctx context.Context) error {
 	if err := c.enter(); err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 
 // connect dials once and reads metadata, by deadline if it is not zero.
 // Interrupt (or cancelling ctx) ends it with KindInterrupted.
-func (c *Client) connect(ctx context.Context, deadline time.Time) error {
+func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 	dialTimeout, metaTimeout := c.opts.ConnectTimeout, c.opts.MetadataTimeout
 	if !deadline.IsZero() {
 		left := time.Until(deadline)
@@ -30,6 +30,16 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) error {
 	// leaving nothing pending if it comes as connect returns.
 	stop := context.AfterFunc(ctx, c.InterruptBlocked)
 	defer stop()
+	caller := ctx
+	defer func() {
+		// An end the caller's ctx made is said as its own (the deadline
+		// passed, or it was cancelled), so that errors.Is finds
+		// context.DeadlineExceeded or context.Canceled; an Interrupt's is
+		// left as it is.
+		if e, ok := err.(*Error); ok && e.Kind == KindInterrupted && caller.Err() != nil {
+			err = newErr(KindInterrupted, context.Cause(caller), "%s: the context ended", e.Msg)
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.setDialCancel(cancel)
