@@ -152,9 +152,10 @@ func (m *Message) Finish() { m.seal() }
 // Raw appends already-encoded msgpack bytes (copied into the head).
 func (m *Message) Raw(b []byte) { m.head = append(m.head, b...) }
 
-// Map, Str, Key and friends append msgpack values to the structure. The
-// small cases (fixmap, fixarray, positive fixint) are written inline: an
-// exchange's structure is made of them.
+// Map appends a map header for n key-value pairs. Map, Str, Key and
+// friends append msgpack values to the structure. The small cases
+// (fixmap, fixarray, positive fixint) are written inline: an exchange's
+// structure is made of them.
 func (m *Message) Map(n int) {
 	if n < 16 {
 		m.head = append(m.head, 0x80|byte(n))
@@ -163,6 +164,7 @@ func (m *Message) Map(n int) {
 	m.head = msgp.AppendMapHeader(m.head, uint32(n))
 }
 
+// List appends an array header for n values.
 func (m *Message) List(n int) {
 	if n < 16 {
 		m.head = append(m.head, 0x90|byte(n))
@@ -171,8 +173,10 @@ func (m *Message) List(n int) {
 	m.head = msgp.AppendArrayHeader(m.head, uint32(n))
 }
 
+// Str appends a str.
 func (m *Message) Str(s string) { m.head = msgp.AppendString(m.head, s) }
 
+// Int appends an integer in the encoding msgpack-python chooses.
 func (m *Message) Int(v int64) {
 	// msgpack-python packs a non-negative int as fixint or uint8/16/32/64;
 	// msgp.AppendInt64 would use int16 for 128..255 and so on. Python's
@@ -226,10 +230,13 @@ func appendBinKey(b []byte, k string) []byte {
 	return append(b, k...)
 }
 
+// Bool appends a bool.
 func (m *Message) Bool(v bool) { m.head = msgp.AppendBool(m.head, v) }
 
+// Float appends a float64.
 func (m *Message) Float(v float64) { m.head = msgp.AppendFloat64(m.head, v) }
 
+// Nil appends nil.
 func (m *Message) Nil() { m.head = msgp.AppendNil(m.head) }
 
 func (m *Message) binKey(k string) {
