@@ -88,8 +88,24 @@ func TestCloseUnderRunner(t *testing.T) {
 				}
 			}
 		}()
+		stop := make(chan struct{})
+		statsDone := make(chan struct{})
+		go func() { // Stats may be read from any goroutine, also while closing
+			defer close(statsDone)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = r.Stats()
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		}()
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 		c.Close()
+		close(stop)
+		<-statsDone
 		if err := <-done; client.KindOf(err) != client.KindClosed && client.KindOf(err) != client.KindInterrupted {
 			t.Fatalf("round %d: the loop ended with %v; want KindClosed or KindInterrupted", i, err)
 		}
