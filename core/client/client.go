@@ -402,6 +402,13 @@ func (c *Client) CanReuse(env int64) bool {
 // call: that call is interrupted (it returns KindInterrupted or KindClosed)
 // and Close waits for it to return, so nothing leaks. Close blocks at most
 // CloseTimeout waiting for the server's answer; Interrupt cuts that short.
+//
+// Close returns nil, also when the connection ended badly (that was the
+// last call's error), or the step ledger's error when its file could not
+// take its last records (a full disk, a file that stopped taking writes
+// for 5 s): the ledger package's error, not an *Error, since the
+// connection did nothing wrong; it is also logged. The client is closed
+// either way.
 func (c *Client) Close() error {
 	c.closing.Store(true)
 	for i := 0; !c.busy.CompareAndSwap(false, true); i++ {

@@ -68,7 +68,9 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind %d", int(k))
 }
 
-// Error is every error this package returns.
+// Error is every error this package returns, but one: the step ledger's
+// own error from Close, when its file failed (see Close), which is the
+// ledger package's and has no Kind (KindOf says KindInternal).
 type Error struct {
 	Kind Kind
 	Msg  string
