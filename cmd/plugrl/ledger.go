@@ -14,6 +14,7 @@ const ledgerUsage = `usage: plugrl ledger <verb> FILE [...]
   summary FILE                      connections, exchanges, envs, episodes, chunk sizes,
                                     reconnects and why, latency percentiles, bytes
   audit FILE                        check every SPEC rule a ledger shows; exit 1 on a violation
+                                    (notes, likely faults that may be right, do not fail it)
   episodes FILE                     the episode log (CSV: step,slot,episode,return,length)
   compare FILE SERVER_EPISODE_LOG   missing, extra and differing episodes; exit 1 on any
   dump [--arrays] FILE              one JSON line per record (--arrays: values too)
@@ -102,11 +103,23 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		if a.Unkept > 0 {
 			fmt.Fprintf(out, "... and %d more violation(s), not shown (the first %d are)\n", a.Unkept, ledgertool.MaxViolations)
 		}
+		// Notes: likely faults that may be right; they do not fail the
+		// audit.
+		for _, v := range a.Notes {
+			fmt.Fprintln(out, "note: "+v.String())
+		}
+		if a.NotesUnkept > 0 {
+			fmt.Fprintf(out, "... and %d more note(s), not shown\n", a.NotesUnkept)
+		}
+		notes := ""
+		if total := len(a.Notes) + a.NotesUnkept; total > 0 {
+			notes = fmt.Sprintf("; %d note(s) above, which are not violations", total)
+		}
 		if total := len(a.Violations) + a.Unkept; total > 0 {
-			fmt.Fprintf(out, "%d violation(s) in %d records\n", total, n)
+			fmt.Fprintf(out, "%d violation(s) in %d records%s\n", total, n, notes)
 			return 1
 		}
-		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)\n", n, a.EpisodeCount)
+		fmt.Fprintf(out, "clean: %d records, %d episodes, no violation of the rules a ledger shows (SPEC 4.2, 4.3, 5.1-5.4, 7.6, 10.1)%s\n", n, a.EpisodeCount, notes)
 		return 0
 	case "episodes":
 		// Row by row as the episodes end: a run's may be millions.

@@ -64,6 +64,23 @@ type envState struct {
 	epKnown   bool // every chunk of the episode so far was fed back on one connection
 	epOrdinal int64
 	horizon   int64 // the largest chunk seen this episode
+
+	// The observations (their digests) of the episode, for the note on
+	// a terminal observation sent again as the next episode's first.
+	lastObs      uint64 // the last observation sent for it
+	haveLast     bool
+	epVaried     bool   // the episode's observations were not all one
+	prevVaried   bool   // ... and so were the last episode's
+	termObs      uint64 // the last episode's terminal observation
+	termObsKnown bool
+}
+
+// observe takes note of an observation sent for the env.
+func (s *envState) observe(d uint64) {
+	if s.haveLast && d != s.lastObs {
+		s.epVaried = true
+	}
+	s.lastObs, s.haveLast = d, true
 }
 
 // Auditor checks a ledger's records against the SPEC rules they show.
@@ -72,6 +89,11 @@ type envState struct {
 type Auditor struct {
 	Violations []Violation
 	Unkept     int // violations past MaxViolations, counted only
+	// Notes are what a ledger shows that is likely a fault but may be
+	// right (an env may reset to the state it ended in): reported, not
+	// counted as violations. Past MaxViolations they are counted only.
+	Notes       []Violation
+	NotesUnkept int
 	// OnEpisode, if set, is given each episode as it ends, and Episodes
 	// stays empty; else Episodes keeps the first MaxEpisodes, and the rest
 	// are counted in EpisodesUnkept.
@@ -131,6 +153,15 @@ func (a *Auditor) flag(ev *Event, clause, format string, args ...any) {
 		return
 	}
 	a.Violations = append(a.Violations, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
+}
+
+// note is flag for a Note.
+func (a *Auditor) note(ev *Event, clause, format string, args ...any) {
+	if len(a.Notes) >= MaxViolations {
+		a.NotesUnkept++
+		return
+	}
+	a.Notes = append(a.Notes, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
 }
 
 // env is env e's state, brought up to date with the connects since it
@@ -241,6 +272,19 @@ func (a *Auditor) sendInfer(ev *Event) {
 			if got := ev.ObsDigest(row); got != s.nextObs {
 				a.flag(ev, "5.4", "env %d's observation is not the one its last feedback sent: rows swapped, or the env changed between feedback and infer", e)
 			}
+		}
+		if !reused && row < maxRows(ev) {
+			d := ev.ObsDigest(row)
+			// SPEC 5.4's terminal observations: the feedback that ends an
+			// episode carries the terminal observation, the next infer
+			// the reset one. The same again, where the episode's
+			// observations had changed, is an env that was not reset, or
+			// a terminal observation that was the reset one. A note: an
+			// env may reset to where it ended.
+			if s.fedBack && s.terminal && !s.unsure && s.termObsKnown && s.prevVaried && d == s.termObs {
+				a.note(ev, "5.4", "env %d starts its episode with the terminal observation that ended its last one: an env not reset, or a reset observation sent as the terminal one (the feedback that ends an episode carries the terminal observation, the next infer the reset one)", e)
+			}
+			s.observe(d)
 		}
 		if !reused {
 			row++
@@ -382,8 +426,17 @@ func (a *Auditor) sendFeedback(ev *Event) {
 			s.epSum, s.epAbs, s.epChunks, s.epKnown, s.horizon = 0, 0, 0, true, 0
 		}
 		s.fedBack, s.terminal = true, done
-		if !done && i < maxRows(ev) {
-			s.nextObs = ev.ObsDigest(i)
+		if i < maxRows(ev) {
+			d := ev.ObsDigest(i)
+			s.observe(d)
+			if !done {
+				s.nextObs = d
+			}
+		}
+		if done {
+			s.termObs, s.termObsKnown = s.lastObs, s.haveLast && i < maxRows(ev)
+			s.prevVaried = s.epVaried
+			s.epVaried, s.haveLast = false, false
 		}
 		s.stepKnown = true
 		if done {

@@ -373,3 +373,56 @@ func TestAuditObsArrayOrder(t *testing.T) {
 		}
 	}
 }
+
+// auditNotes is audit's notes.
+func auditNotes(t *testing.T, b *brokenClient, path string) (vs, notes []ledgertool.Violation) {
+	t.Helper()
+	b.cn.Abort()
+	if err := b.led.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a := ledgertool.NewAuditor()
+	if _, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { a.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return a.Violations, a.Notes
+}
+
+// TestAuditNoteTerminalObservationCarried: an env whose next episode
+// starts with the terminal observation that ended the last one (a client
+// that did not reset it, or that sent the reset observation as the
+// terminal one) is noted, not flagged: an env may reset to where it
+// ended. An env whose observations never change is not noted, and
+// neither is one that was reset.
+func TestAuditNoteTerminalObservationCarried(t *testing.T) {
+	episode := &wire.Episode{Return: []float64{2}, Length: []int64{2}, Mask: yes}
+	run := func(t *testing.T, first, terminal, next float64) (vs, notes []ledgertool.Violation) {
+		b, path := newBroken(t, refserver.Config{}, ledger.Digest)
+		e := []int64{0}
+		b.infer(e, []int64{0}, obs(first), nil)
+		b.feedback(fb(e, []int64{0}, obs(terminal), []float32{1}, no, nil))
+		b.infer(e, []int64{1}, obs(terminal), nil)
+		b.feedback(fb(e, []int64{1}, obs(terminal), []float32{1}, yes, episode))
+		b.infer(e, []int64{0}, obs(next), nil)
+		return auditNotes(t, b, path)
+	}
+	t.Run("carried", func(t *testing.T) {
+		vs, notes := run(t, 1, 5, 5)
+		if len(vs) != 0 {
+			t.Fatalf("a note counted as a violation: %v", vs)
+		}
+		if len(notes) != 1 || notes[0].Clause != "5.4" || !strings.Contains(notes[0].Msg, "terminal observation that ended its last one") {
+			t.Fatalf("want one SPEC 5.4 note on the carried terminal observation; got %v", notes)
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		if vs, notes := run(t, 1, 5, 1); len(vs)+len(notes) != 0 {
+			t.Fatalf("a reset env: violations %v, notes %v", vs, notes)
+		}
+	})
+	t.Run("constant", func(t *testing.T) {
+		if vs, notes := run(t, 5, 5, 5); len(vs)+len(notes) != 0 {
+			t.Fatalf("an env whose observation never changes: violations %v, notes %v", vs, notes)
+		}
+	})
+}
