@@ -5,7 +5,7 @@
 #
 # 1. The C probe client records a ledger per connection run of
 #    plugrl-conformance --probe --scenario all (with and without
-#    reuse-feedback-obs): every ledger audits clean.
+#    reuse-feedback-obs): every ledger audits clean, without a note.
 # 2. The MuJoCo cartpole records a ledger against `plugrl serve --policy
 #    cem --episode-log`: it audits clean, and `plugrl ledger compare` finds
 #    the server's per-episode record equal to the ledger's.
@@ -42,6 +42,12 @@ audit_clean() { # LEDGER
   if ! out=$("$plugrl" ledger audit "$1"); then
     echo "$out" >&2
     echo "FAIL: $1 does not audit clean" >&2
+    exit 1
+  fi
+  # Notes are likely faults that may be right; our own clients have none.
+  if grep -q '^note:' <<<"$out"; then
+    echo "$out" >&2
+    echo "FAIL: $1 audits with notes" >&2
     exit 1
   fi
 }
