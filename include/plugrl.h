@@ -50,10 +50,13 @@
 **   Threads.  One handle serves one thread at a time. A second thread that
 **             calls into a handle while a call on it is running gets
 **             PLUGRL_BUSY (nothing happens). The exceptions are
-**             plugrl_interrupt, plugrl_close and plugrl_runner_free, which
-**             any thread may call at any time: close and free interrupt a
-**             running call and wait for it to return. Different handles
-**             may be used from different threads at the same time.
+**             plugrl_interrupt, plugrl_runner_interrupt, plugrl_close and
+**             plugrl_runner_free, which any thread may call at any time:
+**             close and free interrupt a running call and wait for it to
+**             return; and plugrl_errmsg, plugrl_runner_errmsg, plugrl_stats
+**             and plugrl_runner_stats, which read without waiting for the
+**             running call (each says what it gives meanwhile). Different
+**             handles may be used from different threads at the same time.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
 **
@@ -612,8 +615,10 @@ plugrl_status plugrl_infer(plugrl_client *client, const int64_t *env_indices, co
 ** dtype (float to integer truncates toward zero and saturates). dst_size is
 ** dst's size in bytes; the action needs H * n * step_size elements, and a
 ** smaller dst gets PLUGRL_BUFFER_TOO_SMALL. Only between a successful
-** plugrl_infer and the next plugrl_infer or plugrl_feedback on client (other
-** calls leave the action in place): otherwise PLUGRL_OUT_OF_ORDER.
+** plugrl_infer and the next plugrl_infer, plugrl_feedback, or
+** plugrl_runner_act or plugrl_runner_report of a runner over client (its
+** infers and reconnects replace the memory the action views); other calls
+** leave the action in place. Otherwise PLUGRL_OUT_OF_ORDER.
 */
 plugrl_status plugrl_action_copy(plugrl_client *client, void *dst, size_t dst_size, plugrl_dtype dtype);
 
