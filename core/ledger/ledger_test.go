@@ -464,6 +464,53 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
+// TestConnectionsCountedAcrossAGap: a connect record the full queue
+// dropped still counts its connection, so that the records after the gap
+// name their connections by their real numbers, not by the dropped one's
+// predecessor's (a close record of connection 2 saying 1, which then has
+// two).
+func TestConnectionsCountedAcrossAGap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{QueueBytes: 4096, FlushInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := ledger.HoldFlushes(w)
+	w.Connected("ws://a", []byte("meta"))
+	w.Closed("server", 1000, "", "", nil, false)
+	w.Received(bytes.Repeat([]byte{1}, 3500))            // the queue is full now
+	w.Connected("ws://a", bytes.Repeat([]byte{2}, 1000)) // connection 2: dropped
+	release()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if recs, _, err := readAll(t, path); err == nil && len(recs) >= 5 {
+			break // the queue was taken: the gap is recorded
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the queue was not flushed")
+		}
+	}
+	w.Closed("local", 0, "", "lost", nil, false) // connection 2's end
+	w.Connected("ws://a", []byte("meta"))        // connection 3
+	w.Closed("client", 1000, "", "", nil, false)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := readAll(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if r.Kind == ledger.KindConnect || r.Kind == ledger.KindClose {
+			got = append(got, fmt.Sprintf("%s %d", r.Kind, r.Conn))
+		}
+	}
+	want := []string{"connect 1", "close 1", "close 2", "connect 3", "close 3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("connections recorded as %q; want %q", got, want)
+	}
+}
+
 // TestFlushedWhileOpen: records reach the file within the flush interval,
 // without Close.
 func TestFlushedWhileOpen(t *testing.T) {

@@ -497,10 +497,16 @@ func (w *Writer) reserve(size int) bool {
 
 // Connected records a new connection and the metadata message it read.
 func (w *Writer) Connected(url string, metadata []byte) {
-	if w == nil || !w.reserve(len(metadata)+len(url)+64) {
+	if w == nil {
 		return
 	}
+	// Counted whether or not the queue takes the record: the records
+	// after a gap name the connection they belong to, not the last one
+	// recorded (connect records number the client's connections).
 	w.conn++
+	if !w.reserve(len(metadata) + len(url) + 64) {
+		return
+	}
 	b, at := w.begin(KindConnect, 3)
 	b = appendInt64(b, keyConn, int64(w.conn))
 	b = appendStr(b, keyURL, url)
