@@ -362,7 +362,9 @@ typedef struct plugrl_options {
 ** The calling thread only copies (and digests) into a bounded queue (8 MiB);
 ** a background thread compresses and writes it at least every 100 ms. A
 ** full queue never stalls the call: the record is dropped and the ledger
-** says how many were. That thread runs wherever the process may run: on a
+** says how many were. A message larger than the whole queue (over 8 MiB at
+** PLUGRL_LEDGER_FULL: several envs' camera images) is never recorded, and
+** the log callback says so once. That thread runs wherever the process may run: on a
 ** process pinned to one core, on the control loop's core. ledger_cpus
 ** gives it CPUs of its own (a housekeeping core: the compression then
 ** costs the loop nothing but the copies); the writer then keeps an OS

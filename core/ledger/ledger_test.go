@@ -464,6 +464,37 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
+// TestRecordLargerThanTheQueue: a record that no queue of its size can
+// ever hold (a full ledger of large camera images: a message over the
+// 8 MiB queue) is dropped every time, whatever the rate; Warn says so,
+// instead of blaming a writer that cannot keep up with the rate, which a
+// slower loop would not help.
+func TestRecordLargerThanTheQueue(t *testing.T) {
+	var warnings []string
+	w, err := ledger.Create(filepath.Join(t.TempDir(), "l"), ledger.Options{QueueBytes: 4096,
+		Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Received(bytes.Repeat([]byte{1}, 5000))
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "larger than the whole") || strings.Contains(warnings[0], "rate") {
+		t.Fatalf("warnings: %q; want one saying the record is larger than the queue", warnings)
+	}
+	w.Received(bytes.Repeat([]byte{2}, 5000))
+	if len(warnings) != 1 {
+		t.Fatalf("warnings: %q; want the first only", warnings)
+	}
+	release := ledger.HoldFlushes(w)
+	for i := range 8 { // more than the queue holds between two flushes
+		w.Received(bytes.Repeat([]byte{byte(i + 3)}, 1000))
+	}
+	release()
+	if len(warnings) != 2 || !strings.Contains(warnings[1], "queue is full") {
+		t.Fatalf("warnings: %q; want a second, saying the queue is full", warnings)
+	}
+}
+
 // TestConnectionsCountedAcrossAGap: a connect record the full queue
 // dropped still counts its connection, so that the records after the gap
 // name their connections by their real numbers, not by the dropped one's

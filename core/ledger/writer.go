@@ -30,9 +30,10 @@ type Options struct {
 	Version string
 	// Warn, if set, is told on the recording goroutine, once each: when
 	// the file could not be locked (Create: no locks on its file system),
-	// when the queue first overflows and records start to be lost, and
-	// when a write to the file has failed (the ledger then ends at its
-	// last block written, and records no more).
+	// when the queue first overflows and records start to be lost, when a
+	// record larger than the whole queue is first lost (every such record
+	// is), and when a write to the file has failed (the ledger then ends
+	// at its last block written, and records no more).
 	Warn func(msg string)
 	// CloseTimeout bounds how long Close waits for the background writer
 	// to write what is queued (5 s): a file that stops taking writes (a
@@ -112,7 +113,7 @@ type Writer struct {
 
 	// The recording goroutine's own state.
 	warn    func(string)
-	warned  bool
+	warned  [2]bool  // Warn was told: the queue overflowed; a record larger than the whole queue was lost
 	kept    [][]byte // scratch for Sent: the segments it records (held until the next Sent, as the caller's message holds them)
 	cuts    []Cut    // scratch for Sent
 	refs    []uint32 // scratch for Sent: offset and length of each referenced kept segment
@@ -478,8 +479,19 @@ func (w *Writer) reserve(size int) bool {
 		w.lostCount++
 		w.lostBytes += size
 		w.mu.Unlock()
-		if !w.warned && w.warn != nil {
-			w.warned = true
+		if size > w.limit {
+			// No flush makes room for it: every record this large is
+			// lost, at any rate, and the warning says so, not that the
+			// writer is slow (a slower loop would not help).
+			if !w.warned[1] && w.warn != nil {
+				w.warned[1] = true
+				w.warn(fmt.Sprintf("ledger %s: a %d-byte record is larger than the whole %d-byte queue: records this large are never recorded at level %s "+
+					"(each block says how many were dropped)", w.path, size, w.limit, w.level))
+			}
+			return false
+		}
+		if !w.warned[0] && w.warn != nil {
+			w.warned[0] = true
 			w.warn(fmt.Sprintf("ledger %s: the %d-byte queue is full: records are being dropped (each block says how many); "+
 				"the writer cannot keep up with this rate at level %s", w.path, w.limit, w.level))
 		}
