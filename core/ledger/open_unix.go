@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"syscall"
 )
@@ -66,4 +67,23 @@ func openFile(path string, exclusive bool) (f *os.File, unlocked bool, err error
 		return nil, false, err
 	}
 	return f, unlocked, nil
+}
+
+// fileSizeLimit is the process's file size limit (RLIMIT_FSIZE, ulimit
+// -f), if it has one. A write that starts at the limit raises SIGXFSZ,
+// whose default action ends the process: a Go program ignores it, but
+// libplugrl.so leaves it to the host program, so the writer must never
+// make that write. It is read at each write, as setrlimit may change it:
+// a system call every few hundred KiB.
+func fileSizeLimit() (limit int64, ok bool) {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_FSIZE, &l) != nil || uint64(l.Cur) >= math.MaxInt64 { // RLIM_INFINITY
+		return 0, false
+	}
+	return int64(l.Cur), true
+}
+
+// errFileSize is the error of a ledger that reached limit.
+func errFileSize(limit int64) error {
+	return fmt.Errorf("%w: the ledger has reached the process's file size limit (RLIMIT_FSIZE, %d bytes)", syscall.EFBIG, limit)
 }

@@ -105,6 +105,7 @@ type Writer struct {
 	path     string
 	conn     int // the current connection's number
 	file     *os.File
+	size     int64 // the bytes written to file (by writeOut, under flushMu, once Create has returned)
 	interval time.Duration
 	// closeTimeout is Options.CloseTimeout; closeErr is what Close
 	// returned, for a later call (set before finished is closed).
@@ -286,11 +287,16 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 			}
 			continue
 		}
+		header := appendHeader(nil)
+		if limit, ok := fileSizeLimit(); err == nil && ok && limit < int64(len(header)) {
+			f.Close()
+			err = errFileSize(limit) // not even the header fits: its write would raise SIGXFSZ
+		}
 		if err == nil {
 			if unlocked && !inDir && warn != nil {
 				warn(fmt.Sprintf("ledger %s: written without a lock (none on this file system, or on this platform): another process given the same path would overwrite it", path))
 			}
-			if _, err = f.Write(appendHeader(nil)); err != nil {
+			if _, err = f.Write(header); err != nil {
 				f.Close()
 				err = fmt.Errorf("writing %s: %w", path, err)
 			}
@@ -370,7 +376,7 @@ func Create(path string, o Options) (*Writer, error) {
 		<-w.done
 		return nil, err
 	}
-	w.file, w.path = f, f.Name()
+	w.file, w.path, w.size = f, f.Name(), int64(len(appendHeader(nil)))
 	close(ready)
 	return w, nil
 }
@@ -850,9 +856,22 @@ func trimmed(b []byte, hw int) []byte {
 // 0.31-0.32 us writing them together (ext4). A process killed mid-run
 // loses what it queued after its last flush, and the blocks of a flush
 // under way not yet written.
+//
+// Blocks that would pass the process's file size limit are not written
+// (the limit's write would raise SIGXFSZ: fileSizeLimit): the ledger ends
+// at the last whole block within it, as at any other write error.
 func (w *Writer) writeOut() {
 	if len(w.out) > 0 && w.werr == nil {
-		if _, err := w.file.Write(w.out); err != nil {
+		out, err := w.out, error(nil)
+		if limit, ok := fileSizeLimit(); ok && w.size+int64(len(out)) > limit {
+			out, err = wholeBlocks(out, limit-w.size), errFileSize(limit)
+		}
+		n, werr := w.file.Write(out)
+		w.size += int64(n)
+		if werr != nil {
+			err = werr
+		}
+		if err != nil {
 			w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
 			w.mu.Lock()
 			w.failed = w.werr.Error()
@@ -860,4 +879,19 @@ func (w *Writer) writeOut() {
 		}
 	}
 	w.out = w.out[:0]
+}
+
+// wholeBlocks is the longest run of whole blocks at the start of out (as
+// writeBlock made them) that takes at most room bytes.
+func wholeBlocks(out []byte, room int64) []byte {
+	n := 0
+	for n+blockHeader <= len(out) {
+		le := binary.LittleEndian
+		next := n + blockHeader + int(le.Uint32(out[n:])) + int(le.Uint32(out[n+12:]))
+		if int64(next) > room {
+			break
+		}
+		n = next
+	}
+	return out[:n]
 }
