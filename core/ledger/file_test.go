@@ -4,6 +4,7 @@ package ledger_test
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,25 @@ import (
 
 	"github.com/plugrl/libplugrl/core/ledger"
 )
+
+// TestCreateRefusesSocket: a Unix socket's path is refused, and the
+// error says what it is (its open fails as a FIFO's without a reader
+// does, ENXIO, which the error called a FIFO).
+func TestCreateRefusesSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer l.Close()
+	w, err := ledger.Create(path, ledger.Options{})
+	if err == nil {
+		w.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "socket") {
+		t.Fatalf("Create(a socket): %v; want an error saying it is a socket", err)
+	}
+}
 
 // TestCreateRefusesFIFO: a FIFO is refused at once, saying so. Its open
 // waited for a reader, and a writer blocked on one held Close for ever.

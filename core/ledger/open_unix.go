@@ -34,7 +34,13 @@ func openFile(path string, exclusive bool) (f *os.File, unlocked bool, err error
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.ENXIO):
-		return nil, false, fmt.Errorf("%s is a FIFO: a ledger is written to a regular file, or to a directory", path)
+		// A FIFO without a reader, or a Unix socket, whose open fails
+		// the same way: the error names which.
+		what := "a FIFO"
+		if fi, serr := os.Stat(path); serr == nil && fi.Mode().Type() == fs.ModeSocket {
+			what = "a socket"
+		}
+		return nil, false, fmt.Errorf("%s is %s: a ledger is written to a regular file, or to a directory", path, what)
 	case exclusive && errors.Is(err, fs.ErrExist):
 		return nil, false, errOccupied
 	default:
