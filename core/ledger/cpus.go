@@ -56,11 +56,22 @@ func parseCPU(s, item string) (int, error) {
 	return n, nil
 }
 
-// FormatCPUs writes cpus as a CPU list ParseCPUs reads.
+// FormatCPUs writes cpus as a CPU list ParseCPUs reads back to cpus,
+// each run of consecutive CPUs as a range ("0-63", not 64 numbers: the
+// list goes into log lines and errors).
 func FormatCPUs(cpus []int) string {
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = strconv.Itoa(c)
+	var s []string
+	for i := 0; i < len(cpus); {
+		j := i + 1
+		for j < len(cpus) && cpus[j] == cpus[j-1]+1 {
+			j++
+		}
+		if j-i == 1 {
+			s = append(s, strconv.Itoa(cpus[i]))
+		} else {
+			s = append(s, strconv.Itoa(cpus[i])+"-"+strconv.Itoa(cpus[j-1]))
+		}
+		i = j
 	}
 	return strings.Join(s, ",")
 }
