@@ -563,6 +563,45 @@ func TestFlushedWhileOpen(t *testing.T) {
 	}
 }
 
+// TestFileDeleted: a ledger whose file is deleted while it records (a
+// clean-up job, its directory removed) ends, says so once, and Close
+// returns why; before, it went on writing into the deleted file, which
+// nobody could read and which held its disk space until Close, and Close
+// returned nil.
+func TestFileDeleted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "l")
+	warned := make(chan string, 8)
+	w, err := ledger.Create(path, ledger.Options{FlushInterval: 5 * time.Millisecond,
+		Warn: func(m string) { warned <- m }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Received([]byte("before"))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	// The next flush finds the file gone; the records after it are
+	// refused, and the first refused one says why.
+	var said string
+	for deadline := time.Now().Add(5 * time.Second); said == "" && time.Now().Before(deadline); {
+		w.Received([]byte("after"))
+		select {
+		case said = <-warned:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(said, "deleted") {
+		t.Fatalf("warned %q; want a warning that the file was deleted", said)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("Close returned %v; want the deleted file's error", err)
+	}
+}
+
 const childEnv = "PLUGRL_LEDGER_TEST_CHILD"
 
 // TestKilled kills a writer with SIGKILL mid-run and reads what it left.

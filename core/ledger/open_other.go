@@ -27,3 +27,8 @@ func openFile(path string, exclusive bool) (*os.File, bool, error) {
 func fileSizeLimit() (limit int64, ok bool) { return 0, false }
 
 func errFileSize(limit int64) error { return nil }
+
+// fileDeleted: not known here (see open_unix.go).
+func fileDeleted(fd int) bool { return false }
+
+func rawFD(f *os.File) int { return -1 }

@@ -93,3 +93,22 @@ func fileSizeLimit() (limit int64, ok bool) {
 func errFileSize(limit int64) error {
 	return fmt.Errorf("%w: the ledger has reached the process's file size limit (RLIMIT_FSIZE, %d bytes)", syscall.EFBIG, limit)
 }
+
+// fileDeleted reports whether the file of descriptor fd (rawFD's) has no
+// name left (st_nlink 0): it was deleted, or its directory was, while the
+// ledger wrote it. It allocates nothing (os.File.Stat would), as a flush
+// must not.
+func fileDeleted(fd int) bool {
+	var st syscall.Stat_t
+	return fd >= 0 && syscall.Fstat(fd, &st) == nil && st.Nlink == 0
+}
+
+// rawFD is f's descriptor, or -1, without os.File.Fd's switch of the
+// file to blocking mode.
+func rawFD(f *os.File) int {
+	fd := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(d uintptr) { fd = int(d) })
+	}
+	return fd
+}

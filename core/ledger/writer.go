@@ -106,6 +106,7 @@ type Writer struct {
 	conn     int // the current connection's number
 	file     *os.File
 	size     int64 // the bytes written to file (by writeOut, under flushMu, once Create has returned)
+	fd       int   // file's descriptor, for fileDeleted
 	interval time.Duration
 	// closeTimeout is Options.CloseTimeout; closeErr is what Close
 	// returned, for a later call (set before finished is closed).
@@ -376,7 +377,7 @@ func Create(path string, o Options) (*Writer, error) {
 		<-w.done
 		return nil, err
 	}
-	w.file, w.path, w.size = f, f.Name(), int64(len(appendHeader(nil)))
+	w.file, w.path, w.size, w.fd = f, f.Name(), int64(len(appendHeader(nil))), rawFD(f)
 	close(ready)
 	return w, nil
 }
@@ -871,6 +872,13 @@ func (w *Writer) writeOut() {
 		if werr != nil {
 			err = werr
 		}
+		// A file deleted under the ledger (a clean-up job, its directory
+		// removed) takes every write and keeps none where anyone can read
+		// it, while it holds the disk's space until Close: the ledger
+		// ends, and says so, as at a failed write (an fstat a flush).
+		if err == nil && fileDeleted(w.fd) {
+			err = errDeleted
+		}
 		if err != nil {
 			w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
 			w.mu.Lock()
@@ -880,6 +888,9 @@ func (w *Writer) writeOut() {
 	}
 	w.out = w.out[:0]
 }
+
+// errDeleted is the error of a ledger whose file was deleted.
+var errDeleted = errors.New("the file was deleted (or its directory was) while the ledger wrote it: what it wrote cannot be read back")
 
 // wholeBlocks is the longest run of whole blocks at the start of out (as
 // writeBlock made them) that takes at most room bytes.
