@@ -673,6 +673,38 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestInventedNameSymlink: a name the library makes up (path.2, ...) that
+// is a symlink, as one planted in a shared directory would be, is skipped
+// like a name another ledger holds, never followed; the path the caller
+// gave may be a symlink.
+func TestInventedNameSymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "run.ledger")
+	if err := os.Symlink(victim, file+".2"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := ledger.Create(file, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := ledger.Create(file, ledger.Options{}) // file is first's: the next name
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if second.Path() != file+".3" {
+		t.Fatalf("the second ledger went to %s; want %s.3 (%s.2 is a planted symlink)", second.Path(), file, file)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
+		t.Fatalf("the symlink's target now holds %q (%v)", b, err)
+	}
+}
+
 // TestCreateFails: a ledger that cannot be written says so at Create, with
 // the path, instead of recording nowhere.
 func TestCreateFails(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 // openFile opens path for a new ledger (see open_unix.go): here without
 // a lock, so another process writing the same file is not detected.
-func openFile(path string, exclusive bool) (*os.File, bool, error) {
+func openFile(path string, exclusive, invented bool) (*os.File, bool, error) {
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if exclusive {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL

@@ -25,14 +25,23 @@ import (
 // unlocked says the file system gave no lock (NFS without lockd, some
 // FUSE file systems): the file is written as before locks, and the caller
 // says so.
-func openFile(path string, exclusive bool) (f *os.File, unlocked bool, err error) {
+//
+// invented says the library made the name up (path.2, ...): a symlink
+// there is not followed but skipped as occupied, so that one planted in
+// a shared directory cannot turn the ledger onto another file.
+func openFile(path string, exclusive, invented bool) (f *os.File, unlocked bool, err error) {
 	flags := os.O_WRONLY | os.O_CREATE | syscall.O_NONBLOCK
 	if exclusive {
 		flags |= os.O_EXCL
 	}
+	if invented {
+		flags |= syscall.O_NOFOLLOW
+	}
 	f, err = os.OpenFile(path, flags, 0o644)
 	switch {
 	case err == nil:
+	case invented && errors.Is(err, syscall.ELOOP):
+		return nil, false, errOccupied
 	case errors.Is(err, syscall.ENXIO):
 		// A FIFO without a reader, or a Unix socket, whose open fails
 		// the same way: the error names which.

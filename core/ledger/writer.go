@@ -279,7 +279,7 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 	skip := 1
 	for range maxNames {
 		path, use, inDir := resolve(asked)
-		f, unlocked, err := openFile(path, inDir)
+		f, unlocked, err := openFile(path, inDir, use > 1 && !inDir)
 		if err == errOccupied {
 			// The next name; this use stays counted, as its name is taken.
 			if inDir {
