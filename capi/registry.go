@@ -394,6 +394,11 @@ func (h *handleBase) errmsg() *C.plugrl_cchar {
 func (h *handleBase) enter() C.plugrl_status {
 	tameGC()
 	if !h.busy.CompareAndSwap(false, true) {
+		if h.closing.Load() {
+			// plugrl_close has begun (it waits for the call in progress):
+			// the handle is going, which is what the caller needs to know.
+			return C.PLUGRL_CLOSED
+		}
 		return C.PLUGRL_BUSY // no message: it belongs to the call in progress
 	}
 	if h.closing.Load() {
