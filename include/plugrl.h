@@ -185,7 +185,8 @@ typedef enum plugrl_status {
   ** plugrl_runner_act, the connection ended during each of 4 infers in a
   ** row (the server, or a proxy, ends every connection). */
   PLUGRL_CONNECT_FAILED = 8,
-  /* The handle is NULL, closed, or not a handle. */
+  /* The handle is NULL, closed, being closed (plugrl_close or
+  ** plugrl_runner_free has begun), or not a handle. */
   PLUGRL_CLOSED = 9,
   /* Another thread is inside a call on this handle. */
   PLUGRL_BUSY = 10,
