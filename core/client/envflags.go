@@ -30,10 +30,14 @@ func (f *envFlags) set(e int64, v uint8) {
 		f.dense[e] = v
 		return
 	}
+	if v == 0 {
+		// An env holding nothing has no entry: a caller naming its envs
+		// by ever new large indices (an id per episode) would otherwise
+		// grow the map for as long as the connection lives.
+		delete(f.other, e)
+		return
+	}
 	if f.other == nil {
-		if v == 0 {
-			return
-		}
 		f.other = make(map[int64]uint8)
 	}
 	f.other[e] = v
