@@ -8,9 +8,17 @@ import (
 )
 
 // TestFlushAllocs: once its buffers have grown, the background writer's
-// flush allocates nothing either: the whole steady state is allocation-free.
-// (TestSendAllocs covers sends, which are queued as other frames.)
+// flush allocates nothing either, on the writer's thread as it runs there
+// (backgroundFlush: its short slice and its CPU clock) as well as on
+// Close's: the whole steady state is allocation-free. (TestSendAllocs
+// covers sends, which are queued as other frames.)
 func TestFlushAllocs(t *testing.T) {
+	for _, background := range []bool{false, true} {
+		flushAllocs(t, background)
+	}
+}
+
+func flushAllocs(t *testing.T, background bool) {
 	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{FlushInterval: 250e6})
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +45,16 @@ func TestFlushAllocs(t *testing.T) {
 			k++
 			w.Received(msg)
 		}
-		w.flush()
+		if background {
+			w.backgroundFlush()
+		} else {
+			w.flush()
+		}
 	}
 	round()
 	round()
 	if a := testing.AllocsPerRun(20, round); a != 0 {
-		t.Fatalf("a flush allocates %v times", a)
+		t.Fatalf("a flush allocates %v times (background %v)", a, background)
 	}
 }
 

@@ -73,9 +73,9 @@ func TestShortSlice(t *testing.T) {
 		}
 		var failures []string
 		errorf := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-		restore := shortSlice()
+		slice := shortSlice()
 		during, _ := threadAttr()
-		ok := restore()
+		ok := slice.restore()
 		after, _ := threadAttr()
 		if !ok || slicesUnavailable.Load() {
 			errorf("a call was refused (restore %v)", ok)
@@ -97,9 +97,9 @@ func TestShortSlice(t *testing.T) {
 			return "", failures // SCHED_FIFO not permitted here: the real-time case is not tried
 		}
 		before, _ := threadAttr()
-		restore = shortSlice()
+		slice = shortSlice()
 		during, _ = threadAttr()
-		if !restore() {
+		if !slice.restore() {
 			errorf("restore of an untouched thread failed")
 		}
 		if during != before {

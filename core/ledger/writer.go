@@ -703,13 +703,13 @@ func (w *Writer) backgroundFlush() {
 		return
 	}
 	runtime.LockOSThread()
-	restore := shortSlice() // does nothing where slices are not available
+	slice := shortSlice() // does nothing where slices are not available
 	start := threadCPU()
 	w.flush()
 	if end := threadCPU(); start > 0 && end >= start {
 		w.flushCPU += end - start
 	}
-	if restore() {
+	if slice.restore() {
 		runtime.UnlockOSThread()
 	}
 }
