@@ -1,13 +1,10 @@
 package client_test
 
 import (
-	"bufio"
-	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
+	"github.com/plugrl/libplugrl/internal/childserver"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
@@ -17,42 +14,9 @@ import (
 const childServerEnv = "PLUGRL_TEST_CHILD_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childServerEnv) != "" {
-		s := refserver.New(refserver.Config{Horizon: 8, ActionDim: 7, MaxLog: -1})
-		url, err := s.Listen("127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Println(url)
-		// Serve until the parent closes our stdin.
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-		os.Exit(0)
-	}
+	childserver.Serve(childServerEnv, refserver.Config{Horizon: 8, ActionDim: 7, MaxLog: -1})
 	os.Exit(m.Run())
 }
 
 // childServer starts a refserver (H=8, D=7, zero policy) in another process.
-func childServer(tb testing.TB) string {
-	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childServerEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		tb.Fatalf("child server: %v", err)
-	}
-	return strings.TrimSpace(line)
-}
+func childServer(tb testing.TB) string { return childserver.Start(tb, childServerEnv) }

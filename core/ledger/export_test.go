@@ -9,3 +9,6 @@ func HoldFlushes(w *Writer) (release func()) {
 
 // EncoderOf is the zstd encoder w compresses with.
 func EncoderOf(w *Writer) any { return w.enc }
+
+// Incompressible is incompressible, for the external tests.
+var Incompressible = incompressible

@@ -79,7 +79,7 @@ func fsizeChild(path string) {
 		os.Exit(3)
 	}
 	for i := range 64 { // 256 KiB that zstd cannot shrink: past the limit
-		w.Received(incompressibleMsg(4<<10, uint64(i)))
+		w.Received(ledger.Incompressible(4<<10, uint64(i)))
 		time.Sleep(2 * time.Millisecond)
 	}
 	err = w.Close()
@@ -98,18 +98,4 @@ func fsizeChild(path string) {
 		w.Close()
 		os.Exit(4)
 	}
-}
-
-// incompressibleMsg is n bytes that zstd cannot shrink, and that no
-// earlier one patches (seed apart).
-func incompressibleMsg(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	x := 88172645463325252 + seed
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
 }
