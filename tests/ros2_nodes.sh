@@ -317,84 +317,71 @@ timer_stall() {
 echo "== timer mode against a server that stalls now and then"
 timer_stall
 
-# slow_resets: a robot whose reset takes longer than the node's
-# reset_timeout_s (cartpole_sim_node -p reset_delay_s:=1.0, the node with
-# reset_timeout_s 0.3), lockstep against `plugrl serve --policy random`
-# for 12 episodes. The node must not ask a reset again while the service
-# has its request (that reset the robot twice), must not command a cart
-# while it resets, must say why it waits, and its full ledger must pass
-# check_ledger (a reset's state where each episode began).
-slow_resets() {
-  local url server rc=0 start=$SECONDS totals
-  start_serve "$tmp/slowreset-serve.log" random 1
-  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p reset_delay_s:=1.0 \
-    >"$tmp/slowreset-sim.log" 2>&1 &
+# reset_run NAME SIM_PARAM RESET_TIMEOUT EPISODES: lockstep against `plugrl
+# serve --policy random`, cartpole_sim_node with -p SIM_PARAM, the node
+# with reset_timeout_s RESET_TIMEOUT and a full ledger, for EPISODES
+# episodes (60 s at most); sets rc (the node's exit status), took (s) and
+# totals (what the simulator counted: resets, resets asked while one ran,
+# effort commands while one ran, requests lost in a restart). Logs and the
+# ledger are $tmp/NAME-*.
+reset_run() {
+  local name=$1 sim_param=$2 reset_timeout=$3 episodes=$4 url server start=$SECONDS
+  rc=0
+  start_serve "$tmp/$name-serve.log" random 1
+  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p "$sim_param" \
+    >"$tmp/$name-sim.log" 2>&1 &
   sim_pid=$!
   pids+=("$sim_pid")
-  PLUGRL_LEDGER=$tmp/slowreset.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 120 "$nodes/plugrl_env_node" \
-    --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" -p reset_timeout_s:=0.3 -p max_episodes:=12 \
-    -p "episode_csv:=$tmp/slowreset.csv" >"$tmp/slowreset-env.log" 2>&1 || rc=$?
+  PLUGRL_LEDGER=$tmp/$name.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 60 "$nodes/plugrl_env_node" \
+    --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" -p "reset_timeout_s:=$reset_timeout" \
+    -p "max_episodes:=$episodes" -p "episode_csv:=$tmp/$name.csv" >"$tmp/$name-env.log" 2>&1 || rc=$?
   stop "$sim_pid"
   stop "$server"
-  totals=$(sed -n 's/^cartpole_sim_node: //p' "$tmp/slowreset-sim.log")
-  echo "slow resets: node exit $rc in $((SECONDS - start)) s; the simulator saw: ${totals:-no totals}"
-  if [[ $rc -ne 0 || -z $totals ]] || ! awk '{
-        exit !($1 + 0 >= 6 && $4 + 0 == 0 && $8 + 0 == 0)
-      }' <<<"$totals"; then
-    echo "FAIL: slow resets: want the node to exit 0 after 6 or more resets (12 episodes; the run's last" \
-      "episodes end without one, several at once), none asked while one ran," \
-      "no effort command to a cart while it reset; the node's log:" >&2
-    tail -n 30 "$tmp/slowreset-env.log" >&2
-    echo "---- cartpole_sim_node" >&2
-    tail -n 10 "$tmp/slowreset-sim.log" >&2
-    exit 1
-  fi
-  if ! grep -q 'is still running' "$tmp/slowreset-env.log"; then
-    echo "FAIL: slow resets: the node never said that a reset slower than reset_timeout_s was still running" >&2
-    exit 1
-  fi
-  check_ledger "slow resets" "$tmp/slowreset.ledger" 1
-  echo "PASS: a reset slower than reset_timeout_s is asked once, and the cart is left alone while it runs"
+  took=$((SECONDS - start))
+  totals=$(sed -n 's/^cartpole_sim_node: //p' "$tmp/$name-sim.log")
 }
 
+# reset_failed NAME WHY: the failure of a reset_run, with both logs' ends.
+reset_failed() {
+  echo "FAIL: $2; the node's log:" >&2
+  tail -n 30 "$tmp/$1-env.log" >&2
+  echo "---- cartpole_sim_node" >&2
+  tail -n 10 "$tmp/$1-sim.log" >&2
+  exit 1
+}
+
+# Slow resets: a robot whose reset takes longer than the node's
+# reset_timeout_s (resets of 1 s, reset_timeout_s 0.3), for 12 episodes.
+# The node must not ask a reset again while the service has its request
+# (that reset the robot twice), must not command a cart while it resets,
+# must say why it waits, and its full ledger must pass check_ledger (a
+# reset's state where each episode began).
 echo "== a robot whose reset outlasts reset_timeout_s"
-slow_resets
+reset_run slowreset reset_delay_s:=1.0 0.3 12
+echo "slow resets: node exit $rc in $took s; the simulator saw: ${totals:-no totals}"
+if [[ $rc -ne 0 || -z $totals ]] || ! awk '{ exit !($1 + 0 >= 6 && $4 + 0 == 0 && $8 + 0 == 0) }' <<<"$totals"; then
+  reset_failed slowreset "slow resets: want the node to exit 0 after 6 or more resets (12 episodes; the run's last \
+episodes end without one, several at once), none asked while one ran, no effort command to a cart while it reset"
+fi
+grep -q 'is still running' "$tmp/slowreset-env.log" ||
+  reset_failed slowreset "slow resets: the node never said that a reset slower than reset_timeout_s was still running"
+check_ledger "slow resets" "$tmp/slowreset.ledger" 1
+echo "PASS: a reset slower than reset_timeout_s is asked once, and the cart is left alone while it runs"
 
-# reset_restarts: a reset server that crashes with the request and is back
-# 0.5 s later (cartpole_sim_node -p reset_restarts:=2), the node with
-# reset_timeout_s 1: it must see that the service went away and came back,
-# ask again, and go on to 8 episodes with a clean ledger; before, it took
-# the service's being up at both of its looks for a reset still running,
-# and waited for ever.
-reset_restarts() {
-  local url server rc=0 start=$SECONDS totals
-  start_serve "$tmp/restart-serve.log" random 1
-  "$nodes/cartpole_sim_node" --ros-args --params-file "$tmp/params.yaml" -p reset_restarts:=2 \
-    >"$tmp/restart-sim.log" 2>&1 &
-  sim_pid=$!
-  pids+=("$sim_pid")
-  PLUGRL_LEDGER=$tmp/restart.ledger PLUGRL_LEDGER_LEVEL=full timeout -s INT -k 5 60 "$nodes/plugrl_env_node" \
-    --ros-args --params-file "$tmp/params.yaml" -p "url:=$url" -p reset_timeout_s:=1.0 -p max_episodes:=8 \
-    -p "episode_csv:=$tmp/restart.csv" >"$tmp/restart-env.log" 2>&1 || rc=$?
-  stop "$sim_pid"
-  stop "$server"
-  totals=$(sed -n 's/^cartpole_sim_node: //p' "$tmp/restart-sim.log")
-  echo "reset server restarts: node exit $rc in $((SECONDS - start)) s; the simulator saw: ${totals:-no totals}"
-  if [[ $rc -ne 0 || $totals != *", 2 lost in a restart"* ]] ||
-    ! grep -q 'went away and came back' "$tmp/restart-env.log"; then
-    echo "FAIL: reset server restarts: want the node to ask again after each of 2 lost requests and end its" \
-      "8 episodes (exit 0); the node's log:" >&2
-    tail -n 30 "$tmp/restart-env.log" >&2
-    echo "---- cartpole_sim_node" >&2
-    tail -n 10 "$tmp/restart-sim.log" >&2
-    exit 1
-  fi
-  check_ledger "reset server restarts" "$tmp/restart.ledger" 1
-  echo "PASS: a reset lost with a restarted reset server is asked again"
-}
-
+# A reset server that crashes with the request and is back 0.5 s later
+# (twice), the node with reset_timeout_s 1: it must see that the service
+# went away and came back, ask again, and go on to 8 episodes with a clean
+# ledger; before, it took the service's being up at both of its looks for
+# a reset still running, and waited for ever.
 echo "== a reset server that crashes with the request and comes back"
-reset_restarts
+reset_run restart reset_restarts:=2 1.0 8
+echo "reset server restarts: node exit $rc in $took s; the simulator saw: ${totals:-no totals}"
+if [[ $rc -ne 0 || $totals != *", 2 lost in a restart"* ]] || ! grep -q 'went away and came back' "$tmp/restart-env.log"; then
+  reset_failed restart "reset server restarts: want the node to ask again after each of 2 lost requests and end its \
+8 episodes (exit 0)"
+fi
+check_ledger "reset server restarts" "$tmp/restart.ledger" 1
+echo "PASS: a reset lost with a restarted reset server is asked again"
 
 # refused WHAT PATTERN ARGS...: plugrl_env_node with the shared params and
 # ARGS must exit non-zero within 20 s, its log matching PATTERN (what was
