@@ -22,7 +22,10 @@
 // --csv writes one line per episode: episode,env,seconds,return,length,success.
 // Runs until K episodes have ended (K = 0: until the server stops the run),
 // then exits 0; any other end exits 1 with the library's message (2 for a
-// usage error).
+// usage error). SIGINT (Ctrl-C) or SIGTERM at any point ends the call that
+// waits on the server (plugrl::interrupt_all), closes the connection (a
+// close frame, SPEC 7.5) and the ledger, prints the summary so far and
+// exits 128 + the signal's number (130 for SIGINT).
 #include <plugrl.hpp>
 
 #include <mujoco/mujoco.h>
@@ -33,6 +36,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +53,30 @@
 namespace {
 
 constexpr const char *kProg = "plugrl_mujoco_cartpole";
+
+// The signal that asked the program to stop (SIGINT, SIGTERM), or 0.
+volatile std::sig_atomic_t g_signal = 0;
+
+// Async-signal-safe: a flag, and an interrupt of whatever call waits on the
+// server (or is still connecting), which then throws
+// Error(PLUGRL_INTERRUPTED). The loop looks at the flag between steps.
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  plugrl::interrupt_all();
+}
+
+// SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS FACTS).
+void install_signal_handlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM})
+    if (sigaction(sig, &sa, nullptr) != 0) throw std::runtime_error("sigaction: " + std::string(std::strerror(errno)));
+}
+
+bool interrupted(const plugrl::Error &e) { return e.status() == PLUGRL_INTERRUPTED && g_signal != 0; }
 
 using namespace plugrl_cartpole;  // kModel, the rules, Rng, load_model
 
@@ -272,29 +300,37 @@ int run(const Args &args) {
   std::vector<uint8_t> terminated(n, 0), truncated(n, 0), success(n, 0);
   long long steps = 0;
   bool stopped = false;
-  for (;;) {
-    if (!runner.act(obs, actions)) {
-      stopped = true;
-      break;
+  // An interrupt that comes while no call waits is held for the next act,
+  // which then throws without sending anything; the flag ends the loop
+  // before it.
+  try {
+    for (;;) {
+      if (g_signal) break;
+      if (!runner.act(obs, actions)) {
+        stopped = true;
+        break;
+      }
+      if (actions.size() != n * Cartpoles::action_width())
+        throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's actions have " + std::to_string(actions.size() / n) +
+                                                       " values per step; the cartpole has one actuator");
+      for (std::size_t i = 0; i < n; i++) {
+        rewards[i] = envs.step(i, actions[i], terminated[i], truncated[i]);
+        success[i] = truncated[i];  // it lasted all T steps
+      }
+      steps += static_cast<long long>(n);
+      // obs holds every env's state after its step: the terminal observation
+      // for those that ended.
+      if (!runner.report(obs, rewards, terminated, truncated, success)) {
+        stopped = true;
+        break;
+      }
+      if (csv.is_open()) csv.flush();
+      if (args.episodes > 0 && static_cast<long long>(done.size()) >= args.episodes) break;
+      for (std::size_t i = 0; i < n; i++)
+        if (terminated[i] || truncated[i]) envs.reset(i);
     }
-    if (actions.size() != n * Cartpoles::action_width())
-      throw plugrl::Error(PLUGRL_PROTOCOL_ERROR, "the server's actions have " + std::to_string(actions.size() / n) +
-                                                     " values per step; the cartpole has one actuator");
-    for (std::size_t i = 0; i < n; i++) {
-      rewards[i] = envs.step(i, actions[i], terminated[i], truncated[i]);
-      success[i] = truncated[i];  // it lasted all T steps
-    }
-    steps += static_cast<long long>(n);
-    // obs holds every env's state after its step: the terminal observation
-    // for those that ended.
-    if (!runner.report(obs, rewards, terminated, truncated, success)) {
-      stopped = true;
-      break;
-    }
-    if (csv.is_open()) csv.flush();
-    if (args.episodes > 0 && static_cast<long long>(done.size()) >= args.episodes) break;
-    for (std::size_t i = 0; i < n; i++)
-      if (terminated[i] || truncated[i]) envs.reset(i);
+  } catch (const plugrl::Error &e) {
+    if (!interrupted(e)) throw;
   }
   const double wall = seconds();
   std::cout.flush();
@@ -302,7 +338,10 @@ int run(const Args &args) {
   const std::size_t k = std::max<std::size_t>(1, std::min<std::size_t>(20, done.size() / 2));
   std::ostringstream sum;
   sum << std::fixed << std::setprecision(1);
-  sum << kProg << ": " << (stopped ? "the server stopped the run" : "done") << " after " << done.size()
+  const char *end = g_signal ? (g_signal == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)")
+                    : stopped ? "the server stopped the run"
+                              : "done";
+  sum << kProg << ": " << end << " after " << done.size()
       << " episodes, " << steps << " env steps in " << wall << " s (" << std::setprecision(0)
       << (wall > 0 ? static_cast<double>(steps) / wall : 0.0) << " steps/s)\n";
   if (!done.empty()) {
@@ -316,7 +355,7 @@ int run(const Args &args) {
         << mean_of(done, done.size() - k, done.size()) << "\n";
   }
   std::cout << sum.str() << std::flush;
-  return 0;
+  return g_signal ? 128 + g_signal : 0;
 }
 
 }  // namespace
@@ -327,8 +366,13 @@ int main(int argc, char **argv) {
   if (rc == -1) return 0;
   if (rc != 0) return rc;
   try {
+    install_signal_handlers();
     return run(args);
   } catch (const plugrl::Error &e) {
+    if (interrupted(e)) {  // e.g. while connecting
+      std::cout << kProg << ": interrupted" << std::endl;
+      return 128 + g_signal;
+    }
     if (e.status() == PLUGRL_STOPPED) {  // e.g. stopped while connecting
       std::cout << kProg << ": the server stopped the run" << std::endl;
       return 0;
