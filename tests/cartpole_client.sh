@@ -11,6 +11,10 @@
 #    and the waiting act's connection ends with a close frame (SPEC 7.5).
 #    (Not asserted in 1: an interrupt that lands while the infer's write
 #    still holds the connection's write lock leaves no room for one.)
+# 3. Chunks of 4 with reuse-feedback-obs and episodes truncated at 60
+#    steps: a full ledger audits clean, and cartpole_ledger_check.py finds
+#    terminal states in terminated feedbacks and a reset's state in each
+#    new episode's first infer (never a reused terminal observation).
 set -euo pipefail
 
 if [[ $# -ne 3 ]]; then
@@ -80,4 +84,15 @@ grep -q "the client closed" "$tmp/server.err" || { cat "$tmp/server.err" >&2; fa
 start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
 interrupt connecting 1 --envs 2 --url "$url"
 stop
-echo "PASS: the cartpole client ends cleanly on SIGINT"
+
+# 3. Chunks, reuse, truncation.
+start "$plugrl" serve --policy cem --horizon 4 --action-dim 1 --features reuse-feedback-obs --seed 1 --quiet
+PLUGRL_LEDGER=$tmp/chunks.ledger PLUGRL_LEDGER_LEVEL=full "$client" --envs 8 --episodes 60 --max-steps 60 --seed 1 \
+  --quiet --url "$url" >/dev/null
+stop
+"$plugrl" ledger audit "$tmp/chunks.ledger" >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "audit of H = 4 with reuse"; }
+"$plugrl" ledger dump "$tmp/chunks.ledger" --arrays >"$tmp/chunks.jsonl"
+/usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5 <"$tmp/chunks.jsonl" ||
+  fail "cartpole_ledger_check.py on H = 4 with reuse-feedback-obs"
+grep -q '"reuse":\[[^]]*true' "$tmp/chunks.jsonl" || fail "no infer reused an observation"
+echo "PASS: the cartpole client ends cleanly on SIGINT, and sends what SPEC 5.4 and 10.1 ask with chunks and reuse"

@@ -31,12 +31,25 @@ REST = 0.1  # a new episode's state is within this of rest
 
 
 def rows(record, name):
-    """The record's env indices and each env's row of the named state."""
+    """The record's env indices and each env's row of the named state: in an
+    infer with reuse (SPEC 10.1), only the rows not reused, which are all
+    the observation holds (none, when every row is reused)."""
     state = record["obs"]["states"][name]
     values, shape = state["values"], state["shape"]
-    width = len(values) // shape[0]
     envs = record.get("env_indices") or list(range(shape[0]))
+    reuse = record.get("reuse")
+    if reuse:
+        envs = [env for env, r in zip(envs, reuse) if not r]
+    if shape[0] == 0:
+        return []
+    width = len(values) // shape[0]
     return [(env, values[i * width:(i + 1) * width]) for i, env in enumerate(envs)]
+
+
+def reused(record):
+    """The envs whose observation an infer reuses (SPEC 10.1)."""
+    reuse = record.get("reuse") or []
+    return [env for env, r in zip(record.get("env_indices") or [], reuse) if r]
 
 
 def main():
@@ -62,6 +75,11 @@ def main():
             continue
         kind = record.get("type")
         if kind == "infer":
+            for env in reused(record):
+                if env in ended:
+                    violations.append(f"record {record['seq']}: env {env}'s first infer of an episode reuses "
+                                      f"the terminal observation (SPEC 10.1), not a reset's state")
+                    ended.discard(env)
             for env, row in rows(record, args.state):
                 x, angle = pose(row)
                 if env not in ended:
