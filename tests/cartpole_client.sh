@@ -15,6 +15,7 @@
 #    steps: a full ledger audits clean, and cartpole_ledger_check.py finds
 #    terminal states in terminated feedbacks and a reset's state in each
 #    new episode's first infer (never a reused terminal observation).
+# 4. Metadata without action_horizon: the banner says "horizon ?".
 set -euo pipefail
 
 if [[ $# -ne 3 ]]; then
@@ -95,4 +96,15 @@ stop
 /usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5 <"$tmp/chunks.jsonl" ||
   fail "cartpole_ledger_check.py on H = 4 with reuse-feedback-obs"
 grep -q '"reuse":\[[^]]*true' "$tmp/chunks.jsonl" || fail "no infer reused an observation"
+
+# 4. Metadata without action_horizon (zero-dim-action, whose action is then
+#    refused): the banner says the horizon is unknown, not 0.
+start "$hostile" --scenario zero-dim-action --watch-stdin=false
+rc=0
+"$client" --envs 2 --url "$url" >"$tmp/nohorizon.out" 2>&1 || rc=$?
+stop
+[[ $rc -eq 1 ]] || { cat "$tmp/nohorizon.out" >&2; fail "zero-dim-action: exit $rc, want 1"; }
+grep -q "horizon ?)" "$tmp/nohorizon.out" || { cat "$tmp/nohorizon.out" >&2; fail "the banner does not say the horizon is unknown"; }
+echo "no action_horizon in metadata: $(grep -o 'horizon ?)' "$tmp/nohorizon.out"), exit 1: $(tail -n 1 "$tmp/nohorizon.out" | cut -c1-100)"
+
 echo "PASS: the cartpole client ends cleanly on SIGINT, and sends what SPEC 5.4 and 10.1 ask with chunks and reuse"

@@ -270,7 +270,7 @@ int run(const Args &args) {
             << args.max_steps << " steps, server " << client.metadata_string("server").value_or("?") << " (algorithm "
             << client.metadata_string("algorithm").value_or("?") << ", policy "
             << client.metadata_string("policy").value_or("?") << ", horizon "
-            << client.action_horizon().value_or(0) << ")" << std::endl;
+            << (client.action_horizon() ? std::to_string(*client.action_horizon()) : "?") << ")" << std::endl;
 
   plugrl::Runner runner(client, n);
   const auto start = std::chrono::steady_clock::now();
