@@ -10,7 +10,8 @@
 //
 // The env: a cart on a frictionless slider with a 1 m pole on a hinge, one
 // actuator pushing the cart with up to 10 N (action in [-1, 1], clamped by
-// MuJoCo), 0.01 s per step. Observation: states "qpos" [n, 2] (cart
+// MuJoCo; a NaN or infinite action, which only a broken server sends, is
+// applied as 0), 0.01 s per step. Observation: states "qpos" [n, 2] (cart
 // position in m, pole angle in rad) and "qvel" [n, 2] (their rates), f64.
 // Reward 1 for every step after which the pole is still up; the episode is
 // terminated when the pole tilts past 0.2 rad or the cart leaves the track
@@ -201,7 +202,9 @@ class Cartpoles {
   // done flags.
   double step(std::size_t i, double u, uint8_t &terminated, uint8_t &truncated) {
     mjData *d = data_[i].get();
-    d->ctrl[0] = std::isfinite(u) ? u : 0.0;  // MuJoCo clamps to ctrlrange
+    // MuJoCo clamps to ctrlrange; a NaN would poison the state (and a
+    // warning reset it), so a non-finite action pushes with 0.
+    d->ctrl[0] = std::isfinite(u) ? u : 0.0;
     mj_step(model_.get(), d);
     t_[i]++;
     copy_out(i);
