@@ -226,6 +226,13 @@ func (c *conn) loop() {
 				return
 			}
 		}
+		if why := c.s.actionTooBig(len(in.EnvIndices)); why != "" {
+			rec.Refused = why
+			c.s.record(rec)
+			c.sendClose(int(ws.StatusMessageTooBig), "message too big", why)
+			c.drain()
+			return
+		}
 		// Only an accepted infer takes an exchange number (Stats.Infers, and
 		// the numbering Faults are keyed by): not one refused above, nor one
 		// that crossed a close frame Stop or Close sent meanwhile.
@@ -362,6 +369,25 @@ func receive[T any](c *conn, feedbackBy time.Time, decode func([]byte) (*T, erro
 		return nil
 	}
 	return v
+}
+
+// actionTooBig says why the action answering an infer of n envs would be
+// larger than MaxMessage, or "" when it is not. MaxMessage bounds what the
+// server sends as well as what it takes: an infer costs a client as little
+// as a few bytes an env, and its action H * da elements an env, so without
+// this bound an infer well within MaxMessage could make the server allocate
+// any amount.
+func (s *Server) actionTooBig(n int) string {
+	most := s.cfg.MaxMessage
+	if most <= 0 {
+		return ""
+	}
+	size, err := wire.ByteLen(s.cfg.ActionDType, []int{s.cfg.Horizon, n, s.cfg.ActionDim})
+	if err == nil && int64(size) <= most-8*int64(n) { // and env_ids, 8 bytes an env
+		return ""
+	}
+	return fmt.Sprintf("an infer of %d envs, whose action [%d, %d, %d] would be larger than the %d bytes this server sends or takes (Config.MaxMessage, plugrl serve --max-message)",
+		n, s.cfg.Horizon, n, s.cfg.ActionDim, most)
 }
 
 // act runs the policy on a zeroed [h, n, da] chunk.

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 
+	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
@@ -210,4 +212,50 @@ func TestIdleConnectionMemory(t *testing.T) {
 		t.Fatalf("%d idle connections: %d KB of heap each", n, per>>10)
 	}
 	t.Logf("%d idle connections: %d KB of heap each, both ends", n, per>>10)
+}
+
+// TestMaxMessageBoundsTheAction: an infer within MaxMessage whose action
+// would not be is closed with 1009 before the chunk is allocated. An infer
+// of n envs and no observation costs the client 17 bytes an env, and its
+// action [H, n, da] 224 of them at the defaults: a 5 MiB infer took 230 MiB
+// of server memory, so one infer within the default 256 MiB limit could
+// ask for 11 GiB and take the server down with every client on it. Here,
+// with H = 64, a 1.1 MiB infer asked for 117 MiB.
+func TestMaxMessageBoundsTheAction(t *testing.T) {
+	const most = 2 << 20
+	s, url := start(t, refserver.Config{MaxMessage: most, Horizon: 64, Logf: func(string, ...any) {}})
+	c := dial(t, url)
+	n := 1 << 16
+	envs := make([]int64, n)
+	for i := range envs {
+		envs[i] = int64(i)
+	}
+	var m wire.Message
+	if err := wire.EncodeInfer(&m, &wire.Infer{EnvIndices: envs, StepIDs: make([]int64, n), Obs: &wire.Observation{}}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Len() > most {
+		t.Fatalf("the infer is %d bytes, over MaxMessage itself", m.Len())
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	c.send(m.AppendTo(nil))
+	op, b, err := c.recv()
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatalf("an infer whose action is %d bytes (MaxMessage %d) was answered: op %v, %d bytes", 64*n*7*4, most, op, len(b))
+	}
+	var ce wsutil.ClosedError
+	if !errors.As(err, &ce) || ce.Code != ws.StatusMessageTooBig || ce.Reason != "message too big" {
+		t.Fatalf("got %v, want a close with 1009 \"message too big\"", err)
+	}
+	// Both ends are in this process: the infer's copy, the server's read
+	// and decode of it count too.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8*most {
+		t.Errorf("the refused infer cost %d MiB of allocations, MaxMessage is %d MiB", grew>>20, most>>20)
+	}
+	if st := s.Stats(); st.Actions != 0 {
+		t.Errorf("%d actions sent", st.Actions)
+	}
+	dial(t, url).infer([]int64{0}, nil) // the others are served
 }

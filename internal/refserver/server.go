@@ -117,8 +117,11 @@ type Config struct {
 	// MaxMessage bounds a message's size in bytes, its fragments together;
 	// zero means DefaultMaxMessage, negative no limit. A client whose
 	// message grows past it is closed with 1009 (message too big) as soon
-	// as a frame header says so, before its bytes are read: the server's
-	// memory per connection stays within about twice MaxMessage.
+	// as a frame header says so, before its bytes are read. It bounds the
+	// actions the server sends too: an infer whose action would be larger
+	// (H * n * da elements, and n env_ids) is closed with 1009 before the
+	// chunk is made. So the server's memory per connection stays within
+	// about twice MaxMessage.
 	MaxMessage int64
 	// TLS, when set, makes the server speak wss://: every connection is a
 	// TLS server connection with this configuration (its certificates), and
