@@ -106,13 +106,11 @@ func (s *Server) serve(nc net.Conn) {
 	}
 	c.run()
 	if s.episodes != nil {
-		// Before the connection leaves Stats.Open: once Open says it
-		// ended, its envs are there for the next connection, one opened
-		// after this point (a reconnect), not one already open.
-		s.mu.Lock()
-		last := s.nextID
-		s.mu.Unlock()
-		s.episodes.connClosed(c.id, last)
+		// end has handed the connection's envs over already; this hands
+		// over any that a feedback taken meanwhile (Stop's close, from
+		// another goroutine) added, and those of a connection that ended
+		// without end. Before the connection leaves Stats.Open.
+		s.episodes.connClosed(c.id, s.lastConn())
 	}
 	s.mu.Lock()
 	delete(s.conns, c.id)
@@ -137,6 +135,12 @@ func (c *conn) end(by string, code int, reason, detail string) {
 			st.Resyncs++
 		}
 	})
+	if c.s.episodes != nil {
+		// Now, not once the closing handshake is over: a client reconnects
+		// as soon as it has the close, and its envs go on in the
+		// connection it opens after this point.
+		c.s.episodes.connClosed(c.id, c.s.lastConn())
+	}
 	if code != 0 {
 		c.logf("closed by %s with %d %q: %s", by, code, reason, detail)
 	} else {

@@ -22,8 +22,9 @@ import (
 //
 // Env indices are connection-scoped (SPEC 4.4): clients connected at once
 // each have their own env 0, and each connection keeps its envs' episodes
-// apart. A connection that ends leaves its envs' counts to the next
-// connection opened after it that feeds the same index back, which the
+// apart. A connection that ends (its close frame sent or received, or the
+// connection lost, not its closing handshake over) leaves its envs' counts
+// to the next connection opened after it that feeds the same index back, which the
 // server takes for the same client reconnecting: a client's ledger counts
 // an env's episodes, and sums its rewards, across its reconnects, and
 // `plugrl ledger compare` matches one client's ledger with this log by

@@ -129,3 +129,31 @@ func TestEpisodeLogHandOverOnlyToLaterConn(t *testing.T) {
 		t.Fatalf("an env two ended connections left went on in a third:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestEpisodeLogReconnectBeforeCloseEnds: a client that reconnects as soon
+// as it reads the server's close frame, before the closing handshake on the
+// old connection has ended, is still the same client reconnecting: its env
+// goes on in the new connection, as its ledger says. The log used to hand
+// an env over only once the old connection's goroutine had finished its
+// closing handshake, so a reconnect quicker than that (here, one that
+// answers the old close after the new connection's first feedback) started
+// the env afresh, and plugrl ledger compare found the episode differing.
+func TestEpisodeLogReconnectBeforeCloseEnds(t *testing.T) {
+	var log lockedBuffer
+	s, url := start(t, refserver.Config{EpisodeLog: &log, Faults: refserver.Faults{Closes: []refserver.CloseFault{
+		{Exchange: 1, When: refserver.AfterFeedback, Code: 1001, Reason: refserver.ResyncReason},
+	}}})
+	a := dial(t, url)
+	a.infer([]int64{0}, nil)
+	a.feedback([]int64{0}, nil) // 0.5, the episode goes on
+	a.expectClose(1001, refserver.ResyncReason)
+	b := dial(t, url) // a's close not answered yet
+	b.infer([]int64{0}, nil)
+	b.feedback([]int64{0}, []bool{true}) // 0.5 more: the episode's return is 1, over 2 chunks
+	waitFor(t, s, "b's feedback", func(st refserver.Stats) bool { return st.Exchanges == 2 })
+	a.nc.Close()
+	want := "step,slot,episode,return,length,conn\n2,0,0,1,2,2\n"
+	if got := log.String(); got != want {
+		t.Fatalf("episode log:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -544,6 +544,13 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
+// lastConn is the number of the latest connection.
+func (s *Server) lastConn() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextID
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf(format, args...)
