@@ -130,7 +130,11 @@ func (c *conn) end(by string, code int, reason, detail string) {
 		return
 	}
 	c.s.count(func(st *Stats) {
-		st.Closes = append(st.Closes, Closed{Conn: c.id, By: by, Code: code, Reason: reason, Detail: detail})
+		if len(st.Closes) < MaxCloses {
+			st.Closes = append(st.Closes, Closed{Conn: c.id, By: by, Code: code, Reason: reason, Detail: detail})
+		} else {
+			st.ClosesDropped++
+		}
 		if by == "server" && reason == ResyncReason {
 			st.Resyncs++
 		}

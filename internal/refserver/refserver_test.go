@@ -953,3 +953,26 @@ func TestLargeFrames(t *testing.T) {
 		t.Fatal("the policy saw a different image")
 	}
 }
+
+// TestClosesBounded: Stats.Closes keeps the first MaxCloses connections'
+// ends and counts the rest, so that a long `plugrl serve` under
+// connection churn does not grow without bound (it kept one entry per
+// connection ever).
+func TestClosesBounded(t *testing.T) {
+	defer func(was int) { refserver.MaxCloses = was }(refserver.MaxCloses)
+	refserver.MaxCloses = 3
+	s := refserver.New(refserver.Config{Logf: t.Logf})
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 5 {
+		c := dial(t, url)
+		c.nc.Close() // the connection ends, with no close frame
+	}
+	st := waitFor(t, s, "5 ends", func(st refserver.Stats) bool { return len(st.Closes)+st.ClosesDropped == 5 })
+	if len(st.Closes) != 3 || st.ClosesDropped != 2 {
+		t.Fatalf("%d closes kept, %d dropped; want 3 and 2", len(st.Closes), st.ClosesDropped)
+	}
+}

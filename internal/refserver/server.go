@@ -163,9 +163,16 @@ type Stats struct {
 	// Config.MaxLog of them; LogDropped counts the rest).
 	Received   []Received
 	LogDropped int
-	// Closes lists how each connection ended, in order.
-	Closes []Closed
+	// Closes lists how each connection ended, in order: the first
+	// MaxCloses of them (ClosesDropped counts the rest), so that a long
+	// run under connection churn keeps bounded memory.
+	Closes        []Closed
+	ClosesDropped int
 }
+
+// MaxCloses bounds Stats.Closes: about 100 bytes each, 10 MB in all (a
+// variable for tests).
+var MaxCloses = 100000
 
 // Received is one message a client sent.
 type Received struct {
