@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,13 +34,16 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 	verb := args[0]
 	fs := flag.NewFlagSet("plugrl ledger "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, ledgerUsage) }
 	arrays := fs.Bool("arrays", false, "dump: whole arrays, not summaries")
 	npzDir := fs.String("npz", "", "export: the directory to write .npy files into")
 	// Flags may come before or after the file.
 	var pos []string
 	rest := args[1:]
 	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
+		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+			return 0 // asked for: the usage is printed
+		} else if err != nil {
 			return 2
 		}
 		if fs.NArg() == 0 {

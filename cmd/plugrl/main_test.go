@@ -112,6 +112,15 @@ func TestUsage(t *testing.T) {
 	if s := run([]string{"serve", "--action-dtype", "<U4"}, &out, &errs); s != 2 {
 		t.Fatalf("status %d", s)
 	}
+	// A verb's --help is asked for: the usage, status 0 (it was 2, as an
+	// unknown flag is).
+	errs.Reset()
+	if s := run([]string{"ledger", "audit", "--help"}, &out, &errs); s != 0 || !strings.Contains(errs.String(), "usage: plugrl ledger") {
+		t.Fatalf("ledger audit --help: status %d, %q", s, errs.String())
+	}
+	if s := run([]string{"ledger", "audit", "--bogus", "x"}, &out, &errs); s != 2 {
+		t.Fatalf("ledger audit --bogus: status %d", s)
+	}
 }
 
 // TestServeRejectsBadFlags: a value out of range is refused with status 2
