@@ -204,7 +204,9 @@ typedef enum plugrl_status {
   ** interrupted while it waited on the server drops the connection, since
   ** the stream may be in the middle of a message (when the request went out
   ** whole, the server is first sent a close frame, 1000; an interrupt that
-  ** lands while the call is still writing ends it without one): feedback owed on
+  ** lands while the call is still writing waits up to 0.3 ms for the write
+  ** to end whole, and a longer one, to a server that stops reading, ends
+  ** the connection without one): feedback owed on
   ** it is never sent (SPEC 7.6), and the next infer reconnects and returns
   ** PLUGRL_RECONNECTED (the runner rides through that by itself). */
   PLUGRL_INTERRUPTED = 14

@@ -10,7 +10,8 @@
 #    (slow-handshake): it exits 130 at once, saying it was interrupted,
 #    and the waiting act's connection ends with a close frame (SPEC 7.5).
 #    (Not asserted in 1: an interrupt that lands while the infer's write
-#    still holds the connection's write lock leaves no room for one.)
+#    still holds the connection's write lock waits at most 0.3 ms for it,
+#    which a loaded machine may not give the writer.)
 # 3. Chunks of 4 with reuse-feedback-obs and episodes truncated at 60
 #    steps: a full ledger audits clean, and cartpole_ledger_check.py finds
 #    terminal states in terminated feedbacks and a reset's state in each

@@ -105,18 +105,19 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 
 // Interrupt ends the connection from any goroutine, at once: a Receive or
 // WriteMessage blocked on it returns ErrInterrupted (within microseconds:
-// the socket is shut down, which wakes the system call), and so does every
-// later call. Only a close frame (1000) is sent, and only if no write is in
-// progress: a write may be in the middle of a frame. Close or Abort must
-// still be called to release it.
+// the socket is shut down, which wakes the system call; a write under way
+// is given up to interruptCloseWait to end first), and so does every later
+// call. Only a close frame (1000) is sent, and only where it cuts no frame
+// short. Close or Abort must still be called to release it.
 func (c *Conn) Interrupt() {
 	if c.fail(ErrInterrupted) == ErrInterrupted {
-		// The caller stops waiting, and the connection ends here. If no
-		// write is in progress (the message the caller waits on went out
-		// whole), say so with 1000 first, so that the server sees this
-		// client end the connection (SPEC 7.5) rather than lose it; a
-		// writer stopped mid-frame leaves no room for a close frame.
-		c.tryClose(ws.StatusNormalClosure)
+		// The caller stops waiting, and the connection ends here. When
+		// the message the caller waits on went out whole (or a write
+		// under way ends whole within a moment), say so with 1000 first,
+		// so that the server sees this client end the connection (SPEC
+		// 7.5) rather than lose it; a writer stopped mid-frame leaves no
+		// room for a close frame.
+		c.tryCloseAfterWrite(ws.StatusNormalClosure)
 	}
 	c.shutdown()
 }

@@ -218,6 +218,10 @@ type Conn struct {
 	rng      *rand.ChaCha8
 	wtimeout time.Duration
 	sentCls  bool
+	// inFrame: a message's write began and has not ended whole (its
+	// bytes sent, or held whole in wbuf), so the wire may be inside its
+	// frame, where a close frame must not go (tryClose). Guarded by wmu.
+	inFrame bool
 	// sentCode is the close code of the close frame this side began to
 	// send (SentCloseCode), or 0.
 	sentCode atomic.Int32

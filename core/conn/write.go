@@ -117,6 +117,7 @@ func (c *Conn) writeLocked(m *wire.Message, ob CopyObserver, hold bool) error {
 	if c.sentCls {
 		return ErrClosed
 	}
+	c.inFrame = true // until end: an error on the way may leave part of a frame on the wire
 	c.tr.BeginWrite(c.wtimeout)
 	if c.ctl.n > 0 { // control frames that could not go out earlier go first
 		if err := c.flushHeld(); err != nil { // after a held message, though
@@ -217,11 +218,15 @@ func (c *Conn) writeLocked(m *wire.Message, ob CopyObserver, hold bool) error {
 func (c *Conn) end(n int, hold bool) error {
 	if hold {
 		c.hold(n)
+		c.inFrame = false // whole in wbuf: it goes before any control frame
 		return nil
 	}
 	err := c.flushBuf(n)
-	if err == nil && c.heldPath {
-		c.counters.HeldPathSent.Add(1) // one WriteHeldMessage did not hold
+	if err == nil {
+		c.inFrame = false
+		if c.heldPath {
+			c.counters.HeldPathSent.Add(1) // one WriteHeldMessage did not hold
+		}
 	}
 	return c.finish(err)
 }
@@ -521,18 +526,45 @@ func (c *Conn) flushControlLocked() {
 
 // tryClose sends a close frame with code if that needs no waiting (used
 // where the connection is failing anyway: a courtesy, not a handshake).
-func (c *Conn) tryClose(code ws.StatusCode) {
+func (c *Conn) tryClose(code ws.StatusCode) (locked bool) {
 	if !c.wmu.TryLock() {
-		return
+		return false
 	}
 	defer c.wmu.Unlock()
-	if c.sentCls || c.released { // released: the descriptor may be another's now
-		return
+	// released: the descriptor may be another's now; inFrame: a write
+	// that failed partway left the wire inside its frame.
+	if c.sentCls || c.released || c.inFrame {
+		return true
 	}
 	c.sentCls = true
 	var body [2]byte
 	ws.PutCloseFrameBody(body[:], code, "")
 	if c.queueControl(ws.OpClose, body[:]) && c.tryWriteControl() {
 		c.sentCode.Store(int32(code))
+	}
+	return true
+}
+
+// interruptCloseWait bounds Interrupt's wait for a write under way (see
+// tryCloseAfterWrite; a variable for tests).
+var interruptCloseWait = 300 * time.Microsecond
+
+// tryCloseAfterWrite is tryClose for Interrupt, which may land while the
+// caller's message is being written: it waits up to interruptCloseWait,
+// asleep, for that write to end, so that a message that goes out whole
+// (a small one takes microseconds) is followed by the close frame instead
+// of a connection that ends without one (the demo's Ctrl-C in training
+// did so 1 time in 12-30). A write that takes longer (a peer that stops
+// reading, a large message) is cut by the socket's shutdown, as before,
+// and a write that ended partway leaves no room for a close frame.
+func (c *Conn) tryCloseAfterWrite(code ws.StatusCode) {
+	wait := interruptCloseWait
+	// A try after each sleep, the last one too: a sleep that overran the
+	// deadline (a loaded machine) still looks once more.
+	for deadline := time.Now().Add(wait); !c.tryClose(code); {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(min(wait/6, 50*time.Microsecond))
 	}
 }
