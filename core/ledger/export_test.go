@@ -12,3 +12,17 @@ func EncoderOf(w *Writer) any { return w.enc }
 
 // Incompressible is incompressible, for the external tests.
 var Incompressible = incompressible
+
+// incompressible fills a message that zstd cannot shrink, and that no
+// earlier one patches (seed apart).
+func incompressible(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	x := 88172645463325252 + seed
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return b
+}

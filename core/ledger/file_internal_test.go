@@ -36,20 +36,6 @@ func stalled(t *testing.T, readerGone bool, o Options) (*Writer, *os.File) {
 	return w, r
 }
 
-// incompressible fills a message that zstd cannot shrink, and that no
-// earlier one patches (seed apart).
-func incompressible(n int, seed uint64) []byte {
-	b := make([]byte, n)
-	x := 88172645463325252 + seed
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
-}
-
 // TestCloseBoundedByAStalledFile: a file that stops taking writes holds
 // Close for CloseTimeout at most, and Close says what happened.
 func TestCloseBoundedByAStalledFile(t *testing.T) {

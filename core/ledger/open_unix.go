@@ -40,7 +40,9 @@ func openFile(path string, exclusive, invented bool) (f *os.File, unlocked bool,
 	f, err = os.OpenFile(path, flags, 0o644)
 	switch {
 	case err == nil:
-	case invented && errors.Is(err, syscall.ELOOP):
+	case invented && (errors.Is(err, syscall.ELOOP) || isSymlink(path)):
+		// ELOOP on Linux, macOS and OpenBSD; FreeBSD and DragonFly say
+		// EMLINK, NetBSD EFTYPE: a symlink there is skipped all the same.
 		return nil, false, errOccupied
 	case errors.Is(err, syscall.ENXIO):
 		// A FIFO without a reader, or a Unix socket, whose open fails
@@ -82,6 +84,12 @@ func openFile(path string, exclusive, invented bool) (f *os.File, unlocked bool,
 		return nil, false, err
 	}
 	return f, unlocked, nil
+}
+
+// isSymlink reports whether path names a symbolic link.
+func isSymlink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().Type() == fs.ModeSymlink
 }
 
 // fileSizeLimit is the process's file size limit (RLIMIT_FSIZE, ulimit
