@@ -867,10 +867,12 @@ func (w *Writer) writeOut() {
 		if limit, ok := fileSizeLimit(); ok && w.size+int64(len(out)) > limit {
 			out, err = wholeBlocks(out, limit-w.size), errFileSize(limit)
 		}
-		n, werr := w.file.Write(out)
-		w.size += int64(n)
-		if werr != nil {
-			err = werr
+		if len(out) > 0 { // at the limit already: no write at all (a 0-byte one may still signal)
+			n, werr := w.file.Write(out)
+			w.size += int64(n)
+			if werr != nil {
+				err = werr
+			}
 		}
 		// A file deleted under the ledger (a clean-up job, its directory
 		// removed) takes every write and keeps none where anyone can read

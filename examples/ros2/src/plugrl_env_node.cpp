@@ -447,8 +447,10 @@ class EnvNode : public rclcpp::Node {
     // dropped from the client (unanswered, it stayed there for good), and
     // an answer to it already on its way is ignored.
     if (reset_pending_[env]) client->remove_pending_request(*reset_pending_[env]);
-    reset_lost_[env].store(false);
+    // The new request's number first: watch_resets then looks at it, and a
+    // look at the old one can no longer set the flag cleared here.
     const uint64_t seq = ++reset_seq_[env];
+    reset_lost_[env].store(false);
     reset_was_ready_[env] = ready;
     auto request = std::make_shared<std_srvs::srv::Trigger::Request>();
     // The client keeps the request until its answer runs the callback.
