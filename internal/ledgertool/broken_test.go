@@ -110,6 +110,14 @@ func fb(envs, steps []int64, o *wire.Observation, rewards []float32, term []bool
 
 func audit(t *testing.T, b *brokenClient, path string) []ledgertool.Violation {
 	t.Helper()
+	vs, _ := auditNotes(t, b, path)
+	return vs
+}
+
+// auditNotes ends the broken client's ledger and audits it: its
+// violations and its notes.
+func auditNotes(t *testing.T, b *brokenClient, path string) (vs, notes []ledgertool.Violation) {
+	t.Helper()
 	b.cn.Abort()
 	if err := b.led.Close(); err != nil {
 		t.Fatal(err)
@@ -119,7 +127,7 @@ func audit(t *testing.T, b *brokenClient, path string) []ledgertool.Violation {
 	if err != nil || truncated {
 		t.Fatalf("reading the ledger: %v (truncated %v)", err, truncated)
 	}
-	return a.Violations
+	return a.Violations, a.Notes
 }
 
 func wantViolation(t *testing.T, vs []ledgertool.Violation, clause, text string) {
@@ -372,20 +380,6 @@ func TestAuditObsArrayOrder(t *testing.T) {
 			t.Fatalf("%v: the same observation in another key order has violations: %v", level, vs)
 		}
 	}
-}
-
-// auditNotes is audit's notes.
-func auditNotes(t *testing.T, b *brokenClient, path string) (vs, notes []ledgertool.Violation) {
-	t.Helper()
-	b.cn.Abort()
-	if err := b.led.Close(); err != nil {
-		t.Fatal(err)
-	}
-	a := ledgertool.NewAuditor()
-	if _, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { a.Add(ev); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return a.Violations, a.Notes
 }
 
 // TestAuditNoteTerminalObservationCarried: an env whose next episode

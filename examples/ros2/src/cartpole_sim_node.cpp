@@ -152,11 +152,13 @@ class CartpoleSimNode : public rclcpp::Node {
                   e.resets_waiting.size());
       return;
     }
-    if (reset_delay_s_ == 0) return finish_reset(i);
-    start_homing(i);
+    start_reset(i);
   }
 
-  void start_homing(std::size_t i) {
+  // Runs the oldest waiting reset of cartpole i: at once without
+  // reset_delay_s, else after it (homing).
+  void start_reset(std::size_t i) {
+    if (reset_delay_s_ == 0) return finish_reset(i);
     envs_[i].homing = create_wall_timer(std::chrono::duration<double>(reset_delay_s_), [this, i] {
       envs_[i].homing->cancel();
       finish_reset(i);
@@ -173,9 +175,7 @@ class CartpoleSimNode : public rclcpp::Node {
     response.message = "cartpole " + std::to_string(i) + " reset";
     e.reset->send_response(e.resets_waiting.front(), response);
     e.resets_waiting.pop_front();
-    if (e.resets_waiting.empty()) return;
-    if (reset_delay_s_ == 0) return finish_reset(i);
-    start_homing(i);
+    if (!e.resets_waiting.empty()) start_reset(i);
   }
 
   void on_effort(std::size_t i, double u) {
