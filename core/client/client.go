@@ -500,12 +500,19 @@ var ErrGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // it in order, as always. A feedback sent before then that leaves nothing
 // owed cancels it, and so does the end of the connection. The
 // ErrReconnected of the reconnect it causes wraps ErrGivenUp.
-func (c *Client) GiveUpOwed() {
+//
+// It reports whether it looked at the client: false when Close has begun
+// (which ends the connection, and what was owed with it) or when a call
+// on another goroutine is in progress (misuse: nothing was given up, and
+// a caller that must give up what is owed, as a runner's first Act does,
+// calls again once it can use the client).
+func (c *Client) GiveUpOwed() bool {
 	if !c.tryEnter() {
-		return // Close ends the connection, and what was owed with it
+		return false
 	}
 	defer c.leave()
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true
 	}
+	return true
 }

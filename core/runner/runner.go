@@ -316,9 +316,10 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		// this runner's to feed back: they are given up, as Close gives
 		// up its own, or every infer naming their envs would be refused
 		// (SPEC 4.3: an env asks for a chunk only after its last one is
-		// fed back). The client's next infer then reconnects.
-		r.c.GiveUpOwed()
-		r.adopted = true
+		// fed back). The client's next infer then reconnects. A client
+		// in a call on another goroutine (misuse) gives up nothing: the
+		// infer below is refused as busy, and the next Act tries again.
+		r.adopted = r.c.GiveUpOwed()
 	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)

@@ -205,6 +205,35 @@ func TestRunnerAdoptsOwedChunks(t *testing.T) {
 	}
 }
 
+// TestRunnerAdoptsOnceClientIsFree: a runner's first Act, while a call on
+// another goroutine holds the client (misuse, here the caller's own
+// InferFunc), gives up nothing and is refused as busy; the caller's infer
+// then leaves an action owed. The runner's next Act must still give that
+// up (reconnect) instead of counting itself adopted and being refused as
+// out of order for ever.
+func TestRunnerAdoptsOnceClientIsFree(t *testing.T) {
+	_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
+	obs := stateObs(2)
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}
+	r, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inCall error
+	req := &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs}
+	if err := c.InferFunc(req, func(*wire.Action) error {
+		inCall = r.Act(obs, out)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(inCall, client.ErrBusy) {
+		t.Fatalf("act while the client is in a call: %v, want busy", inCall)
+	}
+	// The caller's action is owed now; the runner takes the client over.
+	steps(t, r, obs, out, 3)
+}
+
 // TestRunnerAdoptedGiveUpIsNoRestart: the reconnect a runner's first act
 // makes to give up chunks an earlier user left on the client is not one
 // of its MaxRestarts: with MaxRestarts 1, that act still rides through
