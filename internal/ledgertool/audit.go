@@ -111,6 +111,9 @@ type Auditor struct {
 	infer     []int64 // the outstanding infer's env_indices
 	inferStep []int64
 	feedbacks int64
+	// stopSeq is the record of the server's plugrl-server-stop that ended
+	// the last connection, or -1: a connect after it is noted (SPEC 7.1).
+	stopSeq int
 	// The connection's last feedback, if it ended no episode: a close
 	// that says it never left the client (unsent) takes it back.
 	lastFbEnvs    []int64
@@ -118,7 +121,7 @@ type Auditor struct {
 }
 
 // NewAuditor returns an empty auditor.
-func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}} }
+func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}, stopSeq: -1} }
 
 // MaxViolations bounds the violations an Auditor keeps; the rest are
 // counted in Unkept. A broken client shows its faults in the first few;
@@ -214,6 +217,9 @@ func (a *Auditor) Add(ev *Event) {
 		a.forgetFeedback()
 	case ledger.KindClose:
 		a.phase = phaseIdle
+		if ev.By == "server" && ev.Reason == wire.ReasonStop {
+			a.stopSeq = ev.Seq
+		}
 		if ev.Unsent > 0 {
 			a.unsend()
 		}
@@ -234,6 +240,12 @@ func (a *Auditor) Add(ev *Event) {
 
 func (a *Auditor) connect(ev *Event) {
 	a.conn, a.phase, a.meta = ev.Conn, phaseIdle, ev.Meta
+	if a.stopSeq >= 0 {
+		// A SHOULD, and a client may be configured to wait for the
+		// next run: a note, not a violation.
+		a.note(ev, "7.1", "a new connection after the server ended the run (%s, record %d): a client should exit rather than reconnect, unless configured to wait for the next run", wire.ReasonStop, a.stopSeq)
+		a.stopSeq = -1
+	}
 	if ev.DecodeErr != nil {
 		a.flag(ev, "5.1", "the server's first message is not metadata: %v", ev.DecodeErr)
 	}

@@ -2,6 +2,7 @@ package ledgertool_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -419,4 +420,50 @@ func TestAuditNoteTerminalObservationCarried(t *testing.T) {
 			t.Fatalf("an env whose observation never changes: violations %v, notes %v", vs, notes)
 		}
 	})
+}
+
+// TestAuditNoteReconnectAfterStop: a client that connects again after the
+// server ended the run with plugrl-server-stop is noted (SPEC 7.1: it
+// should exit, unless configured to wait for the next run, which the
+// ledger cannot know); one that reconnects after a resync is not.
+func TestAuditNoteReconnectAfterStop(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		notes  int
+	}{{wire.ReasonStop, 1}, {wire.ReasonResync, 0}} {
+		t.Run(tc.reason, func(t *testing.T) {
+			b, path := newBroken(t, refserver.Config{Faults: refserver.Faults{Closes: []refserver.CloseFault{
+				{Exchange: 2, When: refserver.AtInfer, Code: 1001, Reason: tc.reason}}}}, ledger.Digest)
+			e := []int64{0}
+			b.infer(e, []int64{0}, obs(1), nil)
+			b.feedback(fb(e, []int64{0}, obs(2), []float32{1}, no, nil))
+			// The server's close comes instead of the second action.
+			if err := wire.EncodeInfer(&b.msg, &wire.Infer{EnvIndices: e, StepIDs: []int64{1}, Obs: obs(2)}); err != nil {
+				t.Fatal(err)
+			}
+			b.cn.ExpectMessage()
+			if err := b.cn.WriteMessage(&b.msg); err != nil {
+				t.Fatal(err)
+			}
+			b.led.Sent(&b.msg, obs(2))
+			_, err := b.cn.Receive(5 * time.Second)
+			var ce *conn.CloseError
+			if !errors.As(err, &ce) || ce.Reason != tc.reason {
+				t.Fatalf("want the server's close %q, got %v", tc.reason, err)
+			}
+			b.led.Closed("server", int(ce.Code), ce.Reason, err.Error(), e, false)
+			b.connect()
+			b.infer(e, []int64{0}, obs(3), nil)
+			vs, notes := auditNotes(t, b, path)
+			if len(vs) != 0 {
+				t.Fatalf("violations: %v", vs)
+			}
+			if len(notes) != tc.notes {
+				t.Fatalf("want %d note(s), got %v", tc.notes, notes)
+			}
+			if tc.notes > 0 && (notes[0].Clause != "7.1" || !strings.Contains(notes[0].Msg, "should exit rather than reconnect")) {
+				t.Fatalf("want a SPEC 7.1 note, got %v", notes[0])
+			}
+		})
+	}
 }
