@@ -54,19 +54,13 @@ stop() {
 }
 
 # interrupt NAME DELAY ARGS...: runs the client with ARGS, SIGINT after
-# DELAY s (timeout runs it in the foreground: a background job of a script
-# ignores SIGINT), SIGKILL 5 s later; fails unless it said it was
-# interrupted and exited 130 in time.
+# DELAY s, SIGKILL 5 s later; fails unless it said it was interrupted and
+# exited 130 in time.
 interrupt() {
-  local name=$1 delay=$2 rc=0
+  local name=$1 delay=$2
   shift 2
-  local t0=$SECONDS
-  timeout --preserve-status -s INT -k 5 "$delay" "$client" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || rc=$?
-  if [[ $rc -ne 130 ]] || ! grep -q "interrupted" "$tmp/$name.out"; then
-    cat "$tmp/$name.out" "$tmp/$name.err" >&2
-    fail "$name: exit $rc after SIGINT (want 130, and a line saying it was interrupted)"
-  fi
-  echo "$name: SIGINT after ${delay} s: exit 130 after $((SECONDS - t0)) s: $(grep interrupted "$tmp/$name.out")"
+  signal_run "$tmp/$name" INT "$delay" 130 "$client" "$@" || fail "$name"
+  echo "$name: SIGINT after ${delay} s: exit 130 after $signal_run_took s: $(grep interrupted "$tmp/$name.out")"
 }
 
 # 1. SIGINT in the middle of training.

@@ -21,3 +21,21 @@ wait_url() {
   done
   return 1
 }
+
+# signal_run OUT SIG DELAY WANT CMD...: runs CMD with stdout in OUT.out and
+# stderr in OUT.err, sends it SIG after DELAY s and SIGKILL 5 s later
+# (timeout runs it in the foreground: a background job of a script ignores
+# SIGINT). Returns 0 if it exited WANT and printed a line saying it was
+# interrupted; else prints its output and returns 1. The elapsed seconds
+# are in $signal_run_took.
+signal_run() {
+  local out=$1 sig=$2 delay=$3 want=$4 rc=0 t0=$SECONDS
+  shift 4
+  timeout --preserve-status -s "$sig" -k 5 "$delay" "$@" >"$out.out" 2>"$out.err" || rc=$?
+  signal_run_took=$((SECONDS - t0))
+  if [[ $rc -ne $want ]] || ! grep -q "interrupted" "$out.out"; then
+    cat "$out.out" "$out.err" >&2
+    echo "exit $rc after SIG$sig (want $want, and a line saying it was interrupted)" >&2
+    return 1
+  fi
+}

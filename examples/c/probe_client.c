@@ -16,13 +16,20 @@
 **
 ** It runs until the server stops the run and then exits 0; on any other
 ** end it prints the library's message (or its own, for an action that does
-** not fit the metadata) and exits 1 (2 for a usage error).
+** not fit the metadata) and exits 1 (2 for a usage error). SIGINT (Ctrl-C)
+** or SIGTERM ends the call that waits on the server at once (connecting
+** included); the client then closes with a close frame (SPEC 7.5) and the
+** program exits 128 + the signal's number (130 for SIGINT).
 ** plugrl-conformance --probe --scenario all --client "probe_client ..."
 ** checks it.
 */
+/* sigaction is POSIX and SA_ONSTACK its XSI option, not C99. */
+#define _XOPEN_SOURCE 700
+
 #include <plugrl.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +205,39 @@ static void gather(probe *p, const int64_t *rows, size_t k, plugrl_observation *
   obs->num_states = 2;
   obs->text = p->sub_text;
   obs->text_as_strings = 0;
+}
+
+/* The signal that asked the program to stop (SIGINT, SIGTERM), or 0. */
+static volatile sig_atomic_t g_signal = 0;
+
+/* Async-signal-safe: a flag, and an interrupt of whatever call waits on the
+** server (or is still connecting), which then returns PLUGRL_INTERRUPTED;
+** a client not in a call gets the interrupt pending, and its next infer
+** returns it at once. */
+static void on_signal(int sig) {
+  g_signal = sig;
+  plugrl_interrupt_all();
+}
+
+/* SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS
+** FACTS). */
+static int install_signal_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
+    fprintf(stderr, PROG ": sigaction: %s\n", strerror(errno));
+    return 0;
+  }
+  return 1;
+}
+
+/* The exit status after a signal ended the run, with a line saying so. */
+static int interrupted(void) {
+  printf(PROG ": interrupted (%s)\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  return 128 + g_signal;
 }
 
 /* Prints the library's message (with the status's name, unless the message
@@ -453,7 +493,12 @@ int main(int argc, char **argv) {
   opts.max_reconnects = max_reconnects == 0 ? -1 : (int32_t)max_reconnects;
   opts.log = log_fn;
 
+  if (!install_signal_handlers()) return 1;
   s = plugrl_open(&opts, &c);
+  if (g_signal) { /* a signal before the client existed did not end the open */
+    plugrl_close(c);
+    return interrupted();
+  }
   if (s == PLUGRL_STOPPED) {
     printf(PROG ": the server stopped the run\n");
     plugrl_close(c);
@@ -478,6 +523,7 @@ int main(int argc, char **argv) {
   probe_init(&p, (int64_t)envs, d, present && d > 0);
 
   for (;;) {
+    if (g_signal) break; /* s is PLUGRL_OK: the signal came between calls */
     s = infer_needed(&p, c);
     if (s == PLUGRL_RECONNECTED) {
       drop_chunks(&p);
@@ -495,7 +541,9 @@ int main(int argc, char **argv) {
       if (p.done[i]) p.t[i] = 0; /* reset the envs that ended */
   }
 
-  if (s == PLUGRL_STOPPED) {
+  if (g_signal) {
+    rc = interrupted();
+  } else if (s == PLUGRL_STOPPED) {
     printf(PROG ": the server stopped the run\n");
     rc = 0;
   } else if (p.own_error) {

@@ -7,14 +7,19 @@
 //                [--max-reconnects N] [--timeout-ms MS]
 //
 // Exits 0 when the server stops the run; on any other end prints the
-// library's message and exits 1 (2 for a usage error).
+// library's message and exits 1 (2 for a usage error). SIGINT (Ctrl-C) or
+// SIGTERM ends the call that waits on the server at once (connecting
+// included); the client then closes with a close frame (SPEC 7.5) and the
+// program exits 128 + the signal's number (130 for SIGINT).
 #include <plugrl.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,6 +28,40 @@
 namespace {
 
 constexpr const char *kProg = "plugrl_probe_client";
+
+// The signal that asked the program to stop (SIGINT, SIGTERM), or 0.
+volatile std::sig_atomic_t g_signal = 0;
+
+// Async-signal-safe: a flag, and an interrupt of whatever call waits on the
+// server (or is still connecting), which then throws
+// Error(PLUGRL_INTERRUPTED); a client not in a call gets it pending, and
+// its next act throws at once.
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  plugrl::interrupt_all();
+}
+
+// SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS FACTS).
+bool install_signal_handlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    if (sigaction(sig, &sa, nullptr) != 0) {
+      std::cerr << kProg << ": sigaction: " << std::strerror(errno) << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// The exit status after a signal ended the run, with a line saying so.
+int interrupted() {
+  std::cout << kProg << ": interrupted (" << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ")" << std::endl;
+  return 128 + g_signal;
+}
 
 struct Args {
   std::string url;
@@ -142,6 +181,7 @@ int run(const Args &args) {
   std::vector<uint8_t> terminated(n, 0), truncated(n, 0);
 
   for (;;) {
+    if (g_signal) return interrupted();  // it came before the client existed, or between calls
     if (!runner.act(obs, actions)) break;
     std::size_t width = actions.size() / n;
     if (width != probe.d) {
@@ -179,9 +219,11 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, args);
   if (rc == -1) return 0;
   if (rc != 0) return rc;
+  if (!install_signal_handlers()) return 1;
   try {
-    return run(args);
+    return run(args);  // the client closes (a close frame) as run returns or throws
   } catch (const plugrl::Error &e) {
+    if (g_signal) return interrupted();
     if (e.status() == PLUGRL_STOPPED) {  // e.g. stopped while connecting
       std::cout << kProg << ": the server stopped the run" << std::endl;
       return 0;

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Ctrl-C and SIGTERM on the probe clients, the examples a user copies first:
+#
+#   probe_signals.sh PLUGRL_BIN HOSTILE_BIN PROBE_CLIENT...
+#
+# For each client:
+# 1. SIGINT in the middle of a run (plugrl serve --policy probe): exit 130,
+#    and a ledger recorded through PLUGRL_LEDGER closed cleanly (the
+#    program closed its client) that audits clean.
+# 2. SIGTERM while an infer waits for an action that does not come
+#    (plugrl-hostile slow-action): exit 143 at once, and the connection
+#    ends with a close frame (SPEC 7.5).
+# 3. SIGINT while the handshake trickles in (slow-handshake): exit 130 at
+#    once.
+set -euo pipefail
+
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 PLUGRL_BIN HOSTILE_BIN PROBE_CLIENT..." >&2
+  exit 2
+fi
+plugrl=$1
+hostile=$2
+shift 2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib.sh
+source "$here/lib.sh"
+tmp=$(mktemp -d)
+spid=
+cleanup() {
+  [[ -n $spid ]] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+start() { # BIN ARGS...: a server on a free port, its URL in $url
+  : >"$tmp/server.out"
+  "$@" --addr 127.0.0.1:0 >"$tmp/server.out" 2>"$tmp/server.err" &
+  spid=$!
+  url=$(wait_url "$tmp/server.out" "$spid") || { cat "$tmp/server.err" >&2; fail "no server"; }
+}
+stop() {
+  kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
+  spid=
+}
+
+for client in "$@"; do
+  name=$(basename "$client")
+
+  start "$plugrl" serve --policy probe --action-dim 2 --horizon 3 --quiet
+  PLUGRL_LEDGER=$tmp/$name.ledger signal_run "$tmp/$name.run" INT 1.5 130 "$client" --envs 3 --url "$url" ||
+    fail "$name: SIGINT in the middle of a run"
+  stop
+  "$plugrl" ledger summary "$tmp/$name.ledger" >"$tmp/summary" || fail "$name: ledger summary"
+  grep -q "closed cleanly" "$tmp/summary" || { head -n 3 "$tmp/summary" >&2; fail "$name: the ledger was not closed after SIGINT"; }
+  grep -Eq '; exchanges: [1-9]' "$tmp/summary" || { cat "$tmp/summary" >&2; fail "$name: no exchange before the SIGINT"; }
+  "$plugrl" ledger audit "$tmp/$name.ledger" >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "$name: the ledger after SIGINT does not audit clean"; }
+  echo "$name: SIGINT mid-run: exit 130 after $signal_run_took s, its ledger closed cleanly and audits clean"
+
+  start "$hostile" --scenario slow-action --action-delay 60s --watch-stdin=false -v
+  signal_run "$tmp/$name.wait" TERM 1 143 "$client" --envs 2 --url "$url" || fail "$name: SIGTERM while waiting for an action"
+  stop
+  grep -q "the client closed" "$tmp/server.err" || { cat "$tmp/server.err" >&2; fail "$name: no close frame after SIGTERM"; }
+  echo "$name: SIGTERM while waiting: exit 143 after $signal_run_took s, with a close frame"
+
+  start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
+  signal_run "$tmp/$name.connect" INT 1 130 "$client" --envs 2 --url "$url" || fail "$name: SIGINT while connecting"
+  stop
+  echo "$name: SIGINT while connecting: exit 130 after $signal_run_took s"
+done
+echo "PASS: the probe clients end cleanly on SIGINT and SIGTERM"
