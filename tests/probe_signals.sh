@@ -27,7 +27,7 @@ source "$here/lib.sh"
 tmp=$(mktemp -d)
 spid=
 cleanup() {
-  [[ -n $spid ]] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
+  stop_server
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -37,16 +37,8 @@ fail() {
   exit 1
 }
 
-start() { # BIN ARGS...: a server on a free port, its URL in $url
-  : >"$tmp/server.out"
-  "$@" --addr 127.0.0.1:0 >"$tmp/server.out" 2>"$tmp/server.err" &
-  spid=$!
-  url=$(wait_url "$tmp/server.out" "$spid") || { cat "$tmp/server.err" >&2; fail "no server"; }
-}
-stop() {
-  kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
-  spid=
-}
+start() { start_server "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
+stop() { stop_server; }
 
 for client in "$@"; do
   name=$(basename "$client")
