@@ -56,15 +56,20 @@ start() {
   url=$(wait_url "$tmp/$1.out" "$!") || fail "server $1 did not start"
 }
 
-# refused WHAT ARGS...: the client must fail to connect (status 1), within
-# 10 s, saying why.
+# refused WHAT WHY ARGS...: the client must fail to connect (status 1,
+# PLUGRL_CONNECT_FAILED), within 10 s, with the library's message saying
+# why (matching the extended regular expression WHY). The client prints
+# "connecting: <status>: <message>" itself: "connect" alone in its output
+# proves nothing about the library's message.
 refused() {
-  local what=$1 rc=0 t0=$SECONDS
-  shift
+  local what=$1 why=$2 rc=0 t0=$SECONDS msg
+  shift 2
   timeout 20 "$client" --envs 2 --max-reconnects 0 --timeout-ms 5000 "$@" >"$tmp/refused.log" 2>&1 || rc=$?
   [[ $rc -eq 1 ]] || fail "$what: the client exited $rc, want 1: $(cat "$tmp/refused.log")"
   ((SECONDS - t0 <= 10)) || fail "$what: took $((SECONDS - t0)) s"
-  grep -qi "connect" "$tmp/refused.log" || fail "$what: no message: $(cat "$tmp/refused.log")"
+  msg=$(sed -n 's/^.*: connecting: connection failed: //p' "$tmp/refused.log")
+  [[ -n $msg ]] || fail "$what: not PLUGRL_CONNECT_FAILED with a message: $(cat "$tmp/refused.log")"
+  grep -Eqi -- "$why" <<<"$msg" || fail "$what: the message does not say why (want /$why/): $msg"
   echo "ok   $what: $(tail -n 1 "$tmp/refused.log")"
 }
 
@@ -74,9 +79,9 @@ start b 50
 url_b=$url
 [[ $url_a == wss://127.0.0.1:* ]] || fail "the server's URL is $url_a, want wss://127.0.0.1:PORT"
 
-refused "system roots only" --url "$url_a"
-refused "another server's certificate" --url "$url_a" --ca-file "$tmp/b.pem"
-refused "ws:// to the TLS port" --url "ws://${url_a#wss://}" --ca-file "$tmp/a.pem"
+refused "system roots only" "certificate" --url "$url_a"
+refused "another server's certificate" "certificate" --url "$url_a" --ca-file "$tmp/b.pem"
+refused "ws:// to the TLS port" "TLS" --url "ws://${url_a#wss://}" --ca-file "$tmp/a.pem"
 
 "$client" --url "$url_a" --envs 3 --ca-file "$tmp/a.pem" --timeout-ms 10000 >"$tmp/client-a.log" 2>&1 ||
   fail "the client trusting a.pem: $(cat "$tmp/client-a.log")"
