@@ -29,14 +29,15 @@
 #
 #   sched_fifo.sh BIN_DIR
 #
-# Skipped (exit 0, with a message) where chrt -f is not permitted.
+# Skipped (exit 77, CTest's SKIP_RETURN_CODE, with a message) where chrt -f
+# is not permitted: an exit 0 there counted as a pass of checks never run.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bin=${1:?usage: sched_fifo.sh BIN_DIR}
 if ! chrt -f 50 true 2>/dev/null; then
   echo "sched_fifo.sh: SKIPPED: chrt -f 50 is not permitted here (needs CAP_SYS_NICE or an rtprio limit)"
-  exit 0
+  exit 77
 fi
 cores=$(nproc)
 tmp=$(mktemp -d)
