@@ -104,7 +104,7 @@ for client in plugrl_probe_client_c plugrl_probe_client; do
 done
 
 run misuse "$root/tests/run_with_server.sh" "$server" --action-dim 2 --features reuse-feedback-obs -- "$bin/misuse"
-run threads "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --features reuse-feedback-obs \
+run threads "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --features reuse-feedback-obs --policy probe \
   -- "$bin/threads"
 run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --action-dtype float64 \
   --features reuse-feedback-obs --policy probe --stop-after 40 -- "$bin/hpp_test"
