@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLedgerExitStatus: `plugrl ledger audit` and `compare` say what they
+// found in their exit status, which is all tests/ledger.sh,
+// tests/cartpole_client.sh and tests/rust.sh look at (a clean audit, equal
+// episodes). With either command's `return 1` made `return 0`, every test
+// still passed: each shell check of a ledger would have passed whatever
+// the ledger held.
+func TestLedgerExitStatus(t *testing.T) {
+	const testdata = "../../core/ledger/testdata/"
+	var out, errs strings.Builder
+	ledger := func(args ...string) int {
+		t.Helper()
+		out.Reset()
+		errs.Reset()
+		return run(append([]string{"ledger"}, args...), &out, &errs)
+	}
+
+	// v4-digest.ledger is a crafted ledger with violations (a feedback
+	// for an env that holds no chunk, and more); v4-same.ledger is clean.
+	if s := ledger("audit", testdata+"v4-digest.ledger"); s != 1 || !strings.Contains(out.String(), "violation(s) in") ||
+		!strings.Contains(out.String(), "SPEC 4.3: feedback for env 1, which holds no action chunk") {
+		t.Fatalf("audit of a ledger with violations: status %d (want 1), output %q", s, tail(out.String()))
+	}
+	if s := ledger("audit", testdata+"v4-same.ledger"); s != 0 || !strings.HasPrefix(out.String(), "clean: ") {
+		t.Fatalf("audit of a clean ledger: status %d (want 0), output %q %q", s, tail(out.String()), errs.String())
+	}
+
+	// compare: the ledger's own episode log is equal; one with a return
+	// changed, or a row left out, is not.
+	if s := ledger("episodes", testdata+"v4-digest.ledger"); s != 0 {
+		t.Fatalf("episodes: status %d: %s", s, errs.String())
+	}
+	csv := out.String()
+	lines := strings.Split(strings.TrimSuffix(csv, "\n"), "\n")
+	if len(lines) < 3 || lines[0] != "step,slot,episode,return,length" {
+		t.Fatalf("episodes: want a header and at least two rows, got %q", csv)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, csv, want string
+		status          int
+	}{
+		{"equal", csv, "0 differences", 0},
+		{"return changed", strings.Replace(csv, lines[1], changeReturn(t, lines[1]), 1), "differs: env", 1},
+		{"row left out", strings.Replace(csv, lines[2]+"\n", "", 1), "extra: env", 1},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".csv")
+		if err := os.WriteFile(path, []byte(c.csv), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if s := ledger("compare", testdata+"v4-digest.ledger", path); s != c.status || !strings.Contains(out.String(), c.want) {
+			t.Errorf("compare with the episode log %s: status %d (want %d), output %q (want %q)", c.name, s, c.status,
+				tail(out.String()), c.want)
+		}
+	}
+}
+
+// changeReturn adds 1 to the return of an episode log's row.
+func changeReturn(t *testing.T, row string) string {
+	f := strings.Split(row, ",")
+	if len(f) != 5 {
+		t.Fatalf("episode row %q", row)
+	}
+	f[3] += "1" // 10 -> 101: another return
+	return strings.Join(f, ",")
+}
+
+// tail is the end of a command's output, for a message.
+func tail(s string) string {
+	if len(s) > 300 {
+		return "..." + s[len(s)-300:]
+	}
+	return s
+}
