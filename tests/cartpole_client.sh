@@ -61,7 +61,8 @@ PLUGRL_LEDGER=$tmp/int.ledger interrupt training 1.5 --envs 8 --seed 1 --quiet -
 stop
 "$plugrl" ledger summary "$tmp/int.ledger" >"$tmp/summary" || fail "ledger summary"
 grep -q "closed cleanly" "$tmp/summary" || { head -n 1 "$tmp/summary" >&2; fail "the ledger was not closed after SIGINT"; }
-"$plugrl" ledger audit "$tmp/int.ledger" >/dev/null || fail "the ledger after SIGINT does not audit clean"
+"$plugrl" ledger audit "$tmp/int.ledger" >"$tmp/audit" && grep -q '^clean: ' "$tmp/audit" ||
+  { cat "$tmp/audit" >&2; fail "the ledger after SIGINT does not audit clean"; }
 echo "training: the ledger closed cleanly and audits clean"
 
 # 2. SIGINT while a call waits on the server.
@@ -78,7 +79,8 @@ start "$plugrl" serve --policy cem --horizon 4 --action-dim 1 --features reuse-f
 PLUGRL_LEDGER=$tmp/chunks.ledger PLUGRL_LEDGER_LEVEL=full "$client" --envs 8 --episodes 60 --max-steps 60 --seed 1 \
   --quiet --url "$url" >/dev/null
 stop
-"$plugrl" ledger audit "$tmp/chunks.ledger" >"$tmp/audit" || { cat "$tmp/audit" >&2; fail "audit of H = 4 with reuse"; }
+"$plugrl" ledger audit "$tmp/chunks.ledger" >"$tmp/audit" && grep -q '^clean: ' "$tmp/audit" ||
+  { cat "$tmp/audit" >&2; fail "audit of H = 4 with reuse"; }
 "$plugrl" ledger dump "$tmp/chunks.ledger" --arrays >"$tmp/chunks.jsonl"
 /usr/bin/python3 "$here/cartpole_ledger_check.py" --min-ends 5 <"$tmp/chunks.jsonl" ||
   fail "cartpole_ledger_check.py on H = 4 with reuse-feedback-obs"

@@ -44,6 +44,13 @@ audit_clean() { # LEDGER
     echo "FAIL: $1 does not audit clean" >&2
     exit 1
   fi
+  # Its verdict too, not only its exit status (which a broken audit could
+  # get wrong while it listed the violations).
+  if ! grep -q '^clean: ' <<<"$out"; then
+    echo "$out" >&2
+    echo "FAIL: $1: the audit does not say clean" >&2
+    exit 1
+  fi
   # Notes are likely faults that may be right; our own clients have none.
   if grep -q '^note:' <<<"$out"; then
     echo "$out" >&2

@@ -78,7 +78,8 @@ ledger_check() {
     "$CARGO_TARGET_DIR/debug/cartpole" --envs 8 --episodes 40 --seed 1 --quiet --url "$url" >/dev/null || rc=$?
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
-  if [[ $rc -eq 0 ]] && ! "$build/bin/plugrl" ledger audit "$tmp/rust.ledger" >"$tmp/audit.txt"; then
+  if [[ $rc -eq 0 ]] && ! { "$build/bin/plugrl" ledger audit "$tmp/rust.ledger" >"$tmp/audit.txt" &&
+    grep -q '^clean: ' "$tmp/audit.txt"; }; then
     head -n 20 "$tmp/audit.txt" >&2
     rc=1
   fi
