@@ -778,6 +778,16 @@ static void test_metadata(plugrl_client *c) {
   EXPECT_C(c, plugrl_metadata_string(c, "server", NULL, 0, &len, &present), PLUGRL_OK);
   CHECK(present == 1 && len > 0);
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, 1, &len, &present), PLUGRL_BUFFER_TOO_SMALL);
+  /* Exactly the string's length leaves no room for its NUL: too small, by
+  ** one byte (an off-by-one in the size check passed the first check above
+  ** and wrote the NUL one past the buffer); one more byte fits. */
+  {
+    size_t need = len;
+    EXPECT_C(c, plugrl_metadata_string(c, "server", buf, need, &len, &present), PLUGRL_BUFFER_TOO_SMALL);
+    CHECK(strstr(plugrl_errmsg(c), "buffer too small") != NULL);
+    EXPECT_C(c, plugrl_metadata_string(c, "server", buf, need + 1, &len, &present), PLUGRL_OK);
+    CHECK(len == need && strlen(buf) == need);
+  }
   /* A size no buffer can have (a negative number passed as a size). */
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, SIZE_MAX, &len, &present), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, &present), PLUGRL_OK);
@@ -868,6 +878,11 @@ static void test_infer_args(plugrl_client *c) {
   STATE_CASE((ox.obs.text = bad_utf8, ox.obs.text_as_strings = 1));
   STATE_CASE(ox.states[0].name = "\xc3(");         /* a name that is not UTF-8 */
   STATE_CASE(ox.obs.num_images = 1);               /* images NULL */
+  /* Garbage counts (a negative number passed as a size_t): refused before
+  ** a single array is read, not sliced into a panic or a fault. */
+  STATE_CASE(ox.obs.num_states = (size_t)1 << 62);
+  STATE_CASE(ox.obs.num_states = SIZE_MAX);
+  STATE_CASE((ox.obs.images = ox.states, ox.obs.num_images = (size_t)1 << 62));
   /* ndim > PLUGRL_MAX_DIMS: [2, 1, 1, ...]. */
   for (i = 0; i < PLUGRL_MAX_DIMS + 2; i++) shape[i] = i == 0 ? 2 : 1;
   STATE_CASE((ox.states[0].shape = shape, ox.states[0].ndim = PLUGRL_MAX_DIMS + 1));
@@ -947,13 +962,27 @@ static void test_order(plugrl_client *c) {
     CHECK(need <= sizeof out);
     EXPECT_C(c, plugrl_action_copy(c, NULL, need, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
     EXPECT_C(c, plugrl_action_copy(c, out, need, (plugrl_dtype)42), PLUGRL_INVALID_ARGUMENT);
+    /* 0 is below the enum (1..12), not a dtype of size 0: the message says so. */
+    EXPECT_C(c, plugrl_action_copy(c, out, need, (plugrl_dtype)0), PLUGRL_INVALID_ARGUMENT);
+    CHECK(strstr(plugrl_errmsg(c), "is not a plugrl_dtype") != NULL);
     EXPECT_C(c, plugrl_action_copy(c, out, 8, PLUGRL_DTYPE_F64), PLUGRL_BUFFER_TOO_SMALL);
+    /* One byte or one element short is too small too: a size check off by
+    ** an element would write the last one past the caller's buffer. The
+    ** message is this call's (the one before, for dtype 42, was still
+    ** there when a refusal set none). */
+    EXPECT_C(c, plugrl_action_copy(c, out, need - 1, PLUGRL_DTYPE_F64), PLUGRL_BUFFER_TOO_SMALL);
+    CHECK(strstr(plugrl_errmsg(c), "buffer too small") != NULL);
+    EXPECT_C(c, plugrl_action_copy(c, out, need - sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_BUFFER_TOO_SMALL);
     EXPECT_C(c, plugrl_action_copy(c, out, SIZE_MAX, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
     EXPECT_C(c, plugrl_action_copy(c, out, need, PLUGRL_DTYPE_F64), PLUGRL_OK);
   }
 
   /* Infer twice. */
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_OUT_OF_ORDER);
+  /* Any infer ends the last action's life, a refused one too: a refused
+  ** infer may have reconnected, freeing the buffer the action viewed, so
+  ** copying it now is out of order, not a copy of freed memory. */
+  EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_OUT_OF_ORDER);
 
   /* Feedback arguments, each wrong in one way. */
   EXPECT_C(c, plugrl_feedback(c, other, sid, 1, make_obs(&ox, 1), rew, no, no, NULL), PLUGRL_INVALID_ARGUMENT);
@@ -968,6 +997,18 @@ static void test_order(plugrl_client *c) {
   {
     plugrl_episode ep = {NULL, NULL, NULL, NULL};
     EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, yes, no, &ep), PLUGRL_INVALID_ARGUMENT);
+  }
+  {
+    /* One of the three NULL at a time (all NULL at once passed with a
+    ** check that had forgotten one, which then panicked: INTERNAL). */
+    double ret[2] = {0, 0};
+    int64_t lens[2] = {0, 0};
+    uint8_t mask[2] = {1, 1};
+    plugrl_episode no_ret = {NULL, lens, NULL, mask}, no_len = {ret, NULL, NULL, mask}, no_mask = {ret, lens, NULL, NULL};
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, yes, no, &no_ret), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, yes, no, &no_len), PLUGRL_INVALID_ARGUMENT);
+    EXPECT_C(c, plugrl_feedback(c, env, sid, 2, make_obs(&ox, 2), rew, yes, no, &no_mask), PLUGRL_INVALID_ARGUMENT);
+    CHECK(strstr(plugrl_errmsg(c), "mask") != NULL);
   }
   /* Feedback for env 0 only, ending its episode: env 1 still holds its chunk. */
   {
@@ -1025,6 +1066,20 @@ static void test_runner(plugrl_client *c) {
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), (plugrl_dtype)77),
            PLUGRL_INVALID_ARGUMENT);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, SIZE_MAX, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
+  {
+    /* A buffer larger than num_envs * step_size is a wrong size too
+    ** (plugrl.h), and with the step size known (metadata action_dim) it
+    ** is refused before anything is sent; a size of 0 is named as such. */
+    plugrl_statistics before, after;
+    before.size = after.size = sizeof before;
+    EXPECT_R(r, plugrl_runner_stats(r, &before), PLUGRL_OK);
+    EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 5 * sizeof(double), PLUGRL_DTYPE_F64),
+             PLUGRL_INVALID_ARGUMENT);
+    EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 0, PLUGRL_DTYPE_F64), PLUGRL_INVALID_ARGUMENT);
+    CHECK(strstr(plugrl_runner_errmsg(r), "actions_size is 0") != NULL);
+    EXPECT_R(r, plugrl_runner_stats(r, &after), PLUGRL_OK);
+    CHECK(after.exchanges == before.exchanges && after.bytes_sent == before.bytes_sent);
+  }
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, 4 * sizeof(double), PLUGRL_DTYPE_F64),
            PLUGRL_OUT_OF_ORDER);
@@ -1165,6 +1220,12 @@ static void test_runner_after_close(const char *url) {
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
   EXPECT_R(r, plugrl_runner_step_size(r, &step, &known), PLUGRL_CLOSED);
+  {
+    /* Stats too: the runner's numbers are its client's, which is gone. */
+    plugrl_statistics st;
+    st.size = sizeof st;
+    EXPECT_N(plugrl_runner_stats(r, &st), PLUGRL_CLOSED);
+  }
   EXPECT_R(r, plugrl_runner_free(r), PLUGRL_OK);
   EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
 }
@@ -1318,6 +1379,17 @@ static void test_connected(const char *url) {
   test_dead_handle(c, (plugrl_runner *)0x5678);
   EXPECT_C(c2, open_client(url, 1, 10000, &c2), PLUGRL_OK);
   CHECK(c2 != c);
+  /* c2 took c's slot (freed slots are reused last in, first out, and no
+  ** handle was made in between): c's token, of the slot's older
+  ** generation, must still name nothing, and above all not c2. */
+  {
+    int64_t v = 0;
+    int present = 0;
+    EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_CLOSED);
+    EXPECT_C(c, plugrl_close(c), PLUGRL_CLOSED);
+    EXPECT_C(c2, plugrl_metadata_int(c2, "action_dim", &v, &present), PLUGRL_OK);
+    CHECK(present == 1 && v == 2);
+  }
   /* Reuse when the client was told not to use the feature. */
   {
     float rew = 1;
