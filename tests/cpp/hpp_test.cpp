@@ -57,6 +57,28 @@ void expect_error(plugrl_status want, F f, const char *what, int line) {
 }
 #define EXPECT_ERROR(want, stmt) expect_error((want), [&] { stmt; }, #stmt, __LINE__)
 
+/* f throws PLUGRL_INVALID_ARGUMENT from the wrapper's own check, whose
+** message has part: a check the library would make too is not the one
+** being tested. */
+template <class F>
+void expect_message(const char *part, F f, int line) {
+  checks++;
+  try {
+    f();
+  } catch (const plugrl::Error &e) {
+    if (e.status() != PLUGRL_INVALID_ARGUMENT || e.message().find(part) == std::string::npos) {
+      failures++;
+      std::cerr << "hpp_test.cpp:" << line << ": FAIL: threw " << e.what() << ", want invalid argument with \""
+                << part << "\"\n";
+    } else {
+      std::cout << "ok   threw " << e.what() << "\n";
+    }
+    return;
+  }
+  failures++;
+  std::cerr << "hpp_test.cpp:" << line << ": FAIL: did not throw\n";
+}
+
 double probe_value(int64_t k, int64_t env, int64_t d) { return 10000.0 * k + 10.0 * env + d; }
 
 void test_offline() {
@@ -159,6 +181,16 @@ void test_low_level(const std::string &url) {
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, client.infer({0, 1}, {0}, obs, a));
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
                client.feedback({0, 1}, {0, 0}, obs, {1.f}, {uint8_t(0), uint8_t(0)}, {uint8_t(0), uint8_t(0)}));
+  /* Each length checked, not only the first that differs: the C call reads
+  ** n of each, past the end of a shorter one. The wrapper's own message
+  ** says which (the library, reading past the end, might answer anything). */
+  {
+    const std::vector<uint8_t> two = {0, 0};
+    const plugrl::Span<const uint8_t> one(two.data(), 1); /* two[1] is there to be read, and says "no" */
+    expect_message("reuse flags", [&] { client.infer({0, 1}, {0, 0}, obs, one, a); }, __LINE__);
+    expect_message("the same length", [&] { client.feedback({0, 1}, {0, 0}, obs, {1.f, 1.f}, two, one); }, __LINE__);
+    expect_message("the same length", [&] { client.feedback({0, 1}, {0, 0}, obs, {1.f, 1.f}, one, two); }, __LINE__);
+  }
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT,
                client.feedback({9}, {0}, plugrl::Observation().state("t", t.data(), {1, 1}), {1.f}, {uint8_t(0)},
                                {uint8_t(0)}));  // env 9 holds no chunk
@@ -248,6 +280,8 @@ void test_runner(const std::string &url) {
   obs.state("t", t, {static_cast<int64_t>(n), 1}).state("a", a, {static_cast<int64_t>(n), 3});
   std::vector<double> actions;
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, runner.report(obs, rewards, term, std::vector<uint8_t>(2, 0)));
+  /* Success flags are optional, but when given, one per env. */
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, runner.report(obs, rewards, term, trunc, std::vector<uint8_t>(n - 1, 0)));
   bool thrown = false;
   for (;;) {
     if (!runner.act(obs, actions)) break;
