@@ -825,8 +825,12 @@ static void test_infer_args(plugrl_client *c) {
   int i;
 
   /* NULL arguments. */
+  /* The message names the NULL pointers (without the C layer's check the
+  ** core still refuses them, for their length, saying nothing of NULL). */
   EXPECT_C(c, plugrl_infer(c, NULL, sid, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  CHECK(strstr(plugrl_errmsg(c), "env_indices and step_ids must point to") != NULL);
   EXPECT_C(c, plugrl_infer(c, env, NULL, 2, make_obs(&ox, 2), NULL, &a), PLUGRL_INVALID_ARGUMENT);
+  CHECK(strstr(plugrl_errmsg(c), "env_indices and step_ids must point to") != NULL);
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, NULL, NULL, &a), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_infer(c, env, sid, 2, make_obs(&ox, 2), NULL, NULL), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_infer(c, env, sid, 0, make_obs(&ox, 0), NULL, &a), PLUGRL_INVALID_ARGUMENT);
