@@ -99,3 +99,32 @@ func TestActionDecodeSameStructure(t *testing.T) {
 		}
 	}
 }
+
+// TestActionDecodeSameTail: the shortcut compares the bytes after the chunk
+// data too, not only those before it. A server may put env_ids after the
+// action key (map order is the sender's), and then a message of the same
+// length and the same prefix that names other envs must come back with
+// those envs: reporting the last message's env_ids would route a chunk to
+// the wrong envs, or pass checkAction's SPEC 4.3 test with ids the server
+// never sent. A mutant that dropped the tail comparison survived every
+// other test, all of which put env_ids first.
+func TestActionDecodeSameTail(t *testing.T) {
+	msg := func(ids ...byte) []byte {
+		return actionMsg(mp(nil).m(2).s("action").val(nd("<f4", make([]byte, 8), 1, 2)).s("env_ids").val(nd("|u1", ids, int64(len(ids)))))
+	}
+	var a Action
+	for _, c := range []struct {
+		ids  []byte
+		want []int64
+	}{{[]byte{3, 4}, []int64{3, 4}}, {[]byte{3, 4}, []int64{3, 4}}, {[]byte{5, 6}, []int64{5, 6}}, {[]byte{4, 3}, []int64{4, 3}}} {
+		if err := a.Decode(msg(c.ids...)); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.EnvIDs) != len(c.want) || a.EnvIDs[0] != c.want[0] || a.EnvIDs[1] != c.want[1] {
+			t.Fatalf("env_ids sent after the action as %v decode as %v", c.want, a.EnvIDs)
+		}
+	}
+	if !a.same {
+		t.Fatal("the shortcut was never set up, so this test tests nothing")
+	}
+}
