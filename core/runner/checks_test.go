@@ -1,10 +1,16 @@
 package runner_test
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/runner"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -102,5 +108,77 @@ func TestStepIDsAndSuccess(t *testing.T) {
 	}
 	if want := []int64{0, 1, 2, 0, 1}; !slices.Equal(ids, want) {
 		t.Fatalf("feedback step_ids %v, want %v", ids, want)
+	}
+}
+
+// TestWidthChangeMidChunk: a server that changes the per-step action shape
+// on one connection, while another env is in the middle of a chunk of the
+// old shape, is a protocol error: that env's steps cannot be read at the
+// new width (with a wider one its next step runs past its chunk's end).
+// The hostile WidthChange scenario changes width across a reconnect only,
+// where every chunk is forgotten, and a mutant that dropped the mid-chunk
+// check survived. The server here is a few lines over the wire package: it
+// declares no action_dim, so the client's metadata check cannot catch the
+// change first, and answers the first infer with [3, n, 1] chunks and
+// every later one with [3, n, 2].
+func TestWidthChangeMidChunk(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nc, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		var m wire.Message
+		if err := wire.EncodeMetadata(&m, &wire.Metadata{}); err != nil {
+			t.Error(err)
+			return
+		}
+		if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+			return
+		}
+		for infers := 0; ; {
+			msg, err := wsutil.ReadClientBinary(nc)
+			if err != nil {
+				return
+			}
+			in, err := wire.DecodeInfer(msg)
+			if err != nil {
+				continue // a feedback
+			}
+			infers++
+			da := 1
+			if infers > 1 {
+				da = 2
+			}
+			n := len(in.EnvIndices)
+			chunk := wire.Array{DType: wire.Float64, Shape: []int{3, n, da}, Data: make([]byte, 8*3*n*da)}
+			if err := wire.EncodeAction(&m, in.EnvIndices, &chunk); err != nil {
+				t.Error(err)
+				return
+			}
+			if wsutil.WriteServerBinary(nc, m.AppendTo(nil)) != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http"), ReceiveTimeout: 5 * time.Second, MaxReconnects: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, _ := runner.New(c, runner.Config{Envs: 2})
+	obs := stateObs(2)
+	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 2*8)}
+	if err := r.Act(obs, out); err != nil {
+		t.Fatal(err)
+	}
+	// Env 0's episode ends at its first step; env 1 has 2 steps of its
+	// chunk left.
+	if err := r.Report(obs, []float64{1, 1}, []bool{true, false}, []bool{false, false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Act(obs, out); client.KindOf(err) != client.KindProtocol {
+		t.Fatalf("an action 2 wide while env 1 holds a chunk 1 wide: %v, want a protocol error", err)
 	}
 }
