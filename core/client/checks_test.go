@@ -86,3 +86,29 @@ func TestActionCapAdmitsFloat64(t *testing.T) {
 		t.Fatalf("action %s %v", a.Chunk.DType, a.Chunk.Shape)
 	}
 }
+
+// TestDisableReuse: Options.DisableReuse keeps the client from using
+// reuse-feedback-obs even when the server lists it: ReuseOffered and
+// CanReuse say no, so a runner never sets a reuse flag, and an infer that
+// sets one is refused before anything is sent. A mutant ignoring the
+// option survived every other test.
+func TestDisableReuse(t *testing.T) {
+	s, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1, Features: []string{client.FeatureReuse}})
+	c := dial(t, url, func(o *client.Options) { o.DisableReuse = true })
+	w := newWorld()
+	if _, err := w.infer(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.feedback(c); err != nil {
+		t.Fatal(err)
+	}
+	if c.ReuseOffered() || c.CanReuse(0) {
+		t.Fatalf("DisableReuse: ReuseOffered %v, CanReuse(0) %v; want both false", c.ReuseOffered(), c.CanReuse(0))
+	}
+	if _, err := c.Infer(&wire.Infer{EnvIndices: w.env, StepIDs: w.steps, Obs: &w.obs, Reuse: []bool{true}}); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("an infer reusing with DisableReuse: %v, want invalid", err)
+	}
+	if st := s.Stats(); st.ReusedRows != 0 {
+		t.Fatalf("the server took %d reused rows", st.ReusedRows)
+	}
+}
