@@ -3,6 +3,7 @@ package conn
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -131,5 +132,40 @@ func TestHugeTimeout(t *testing.T) {
 	}
 	if !<-ahead {
 		t.Fatal("Receive(MaxInt64) set a deadline that had already passed")
+	}
+}
+
+// TestBadControlFrameWhileIdle: a control frame that breaks RFC 6455 (a
+// fragmented ping, a masked one, one with reserved bits) fails the
+// connection when the poll between calls finds it, as it does when
+// Receive reads it. A mutant that dropped that check on the poll path
+// survived: the frame was answered as a ping. The loop waits for the
+// frame to arrive; its limit is against a hang, not a timing assertion.
+func TestBadControlFrameWhileIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    ws.Header
+	}{
+		{"fragmented ping", ws.Header{Fin: false, OpCode: ws.OpPing, Length: 1}},
+		{"masked ping", ws.Header{Fin: true, OpCode: ws.OpPing, Length: 1, Masked: true, Mask: [4]byte{1, 2, 3, 4}}},
+		{"ping with RSV1", ws.Header{Fin: true, Rsv: 4, OpCode: ws.OpPing, Length: 1}},
+	} {
+		url := rawServer(t, func(c net.Conn, _ *http.Request) {
+			_ = wsutil.WriteServerBinary(c, []byte("metadata"))
+			_ = ws.WriteHeader(c, tc.h)
+			_, _ = c.Write([]byte{'p'})
+			_, _ = io.Copy(io.Discard, c)
+		})
+		c := dialT(t, Options{URL: url})
+		if _, err := c.Receive(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(5 * time.Second); c.Err() == nil && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+			c.PollNow()
+		}
+		if !errors.Is(c.Err(), ErrProtocol) {
+			t.Errorf("%s between calls: the connection's error is %v, want a protocol violation", tc.name, c.Err())
+		}
 	}
 }
