@@ -2,8 +2,15 @@ package client_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
@@ -110,5 +117,67 @@ func TestDisableReuse(t *testing.T) {
 	}
 	if st := s.Stats(); st.ReusedRows != 0 {
 		t.Fatalf("the server took %d reused rows", st.ReusedRows)
+	}
+}
+
+// TestLongEnvIDsTakeNoMemory: an action whose env_ids list is longer than
+// the infer's env count is refused before memory is taken for it. The
+// wire decoder does so only when told the count (Action.MaxEnvIDs); a
+// mutant in which Infer no longer told it survived, since the reply is
+// refused as a protocol error either way, only later: after 8 bytes of
+// heap per claimed id, 32 MiB for this 4 MiB message, 512 MiB for one at
+// the 64 MiB default cap (DESIGN: memory follows bytes received, never
+// numbers a server claims).
+func TestLongEnvIDsTakeNoMemory(t *testing.T) {
+	const ids = 4 << 20
+	var act wire.Message
+	act.Map(2)
+	act.Str("message_type")
+	act.Str(wire.TypeAction)
+	act.Str("data")
+	act.Map(2)
+	act.Str("env_ids")
+	if err := act.Array(&wire.Array{DType: wire.Uint8, Shape: []int{ids}, Data: make([]byte, ids)}); err != nil {
+		t.Fatal(err)
+	}
+	act.Str("action")
+	if err := act.Array(&wire.Array{DType: wire.Float32, Shape: []int{1, 1, 1}, Data: make([]byte, 4)}); err != nil {
+		t.Fatal(err)
+	}
+	act.Finish()
+	actBytes := act.AppendTo(nil)
+	var meta wire.Message
+	if err := wire.EncodeMetadata(&meta, &wire.Metadata{}); err != nil { // no shape: the 64 MiB default cap
+		t.Fatal(err)
+	}
+	metaBytes := meta.AppendTo(nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nc, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if wsutil.WriteServerBinary(nc, metaBytes) != nil {
+			return
+		}
+		if _, err := wsutil.ReadClientBinary(nc); err != nil {
+			return
+		}
+		_ = wsutil.WriteServerBinary(nc, actBytes)
+		_, _ = io.Copy(io.Discard, nc)
+	}))
+	defer srv.Close()
+	c := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"), func(o *client.Options) { o.MaxReconnects = -1 })
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := newWorld().infer(c)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, client.ErrProtocol) {
+		t.Fatalf("env_ids of %d entries for an infer of 1 env: %v, want a protocol error", ids, err)
+	}
+	// Receiving it takes about 12 MiB (the buffer grows by doubling as
+	// bytes arrive); the ids would take 32 MiB more.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 24<<20 {
+		t.Errorf("refusing a %d-byte action with %d env_ids took %d bytes of heap", len(actBytes), ids, grew)
 	}
 }
