@@ -1,13 +1,17 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -179,5 +183,79 @@ func TestLongEnvIDsTakeNoMemory(t *testing.T) {
 	// bytes arrive); the ids would take 32 MiB more.
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 24<<20 {
 		t.Errorf("refusing a %d-byte action with %d env_ids took %d bytes of heap", len(actBytes), ids, grew)
+	}
+}
+
+// wsServer starts a WebSocket server on 127.0.0.1 whose connections, numbered
+// from 1, are handed to script; it returns the ws:// URL and the count of
+// connections so far.
+func wsServer(t *testing.T, script func(k int, nc net.Conn)) (string, *atomic.Int32) {
+	t.Helper()
+	conns := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nc, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		script(int(conns.Add(1)), nc)
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http"), conns
+}
+
+// TestMetadataCapByDefault: with MaxMessageSize zero the metadata message
+// is capped at DefaultMaxMetadataSize, refused from its frame header. A
+// mutant that left metadata uncapped survived: every other test's server
+// sends small metadata, or lies in an action. Uncapped, this client would
+// wait for (and take memory for) whatever a server sends first.
+func TestMetadataCapByDefault(t *testing.T) {
+	url, _ := wsServer(t, func(_ int, nc net.Conn) {
+		_ = ws.WriteHeader(nc, ws.Header{Fin: true, OpCode: ws.OpBinary, Length: client.DefaultMaxMetadataSize + 1})
+		_, _ = nc.Write(make([]byte, 1024))
+		_, _ = io.Copy(io.Discard, nc)
+	})
+	_, err := client.Dial(context.Background(), client.Options{URL: url, MetadataTimeout: 10 * time.Second})
+	if !errors.Is(err, client.ErrProtocol) {
+		t.Fatalf("metadata of %d bytes: %v, want a protocol error (message too big)", client.DefaultMaxMetadataSize+1, err)
+	}
+}
+
+// TestStopWhileReconnecting: a server whose fresh connection ends the run
+// (1001 plugrl-server-stop) before its metadata stops the client's
+// reconnect there: SPEC 7.1, exit rather than reconnect. A mutant that
+// went on to its next attempt survived, since every other test's server
+// sends its metadata before its stop.
+func TestStopWhileReconnecting(t *testing.T) {
+	url, conns := wsServer(t, func(k int, nc net.Conn) {
+		if k > 1 {
+			_ = ws.WriteFrame(nc, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, client.ReasonStop)))
+			_, _ = io.Copy(io.Discard, nc)
+			return
+		}
+		var m wire.Message
+		if err := wire.EncodeMetadata(&m, &wire.Metadata{}); err != nil {
+			t.Error(err)
+			return
+		}
+		_ = wsutil.WriteServerBinary(nc, m.AppendTo(nil))
+		if _, err := wsutil.ReadClientBinary(nc); err != nil { // the infer
+			return
+		}
+		_ = ws.WriteFrame(nc, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, client.ReasonResync)))
+		_, _ = io.Copy(io.Discard, nc)
+	})
+	c := dial(t, url, func(o *client.Options) { o.MaxReconnects = 4 })
+	// KindOf, not errors.Is: a KindConnect that gave up after attempts
+	// that each met the stop wraps a KindStopped, which errors.Is finds.
+	_, err := newWorld().infer(c)
+	if client.KindOf(err) != client.KindStopped {
+		t.Fatalf("a resync, then a stop on the reconnect: %v, want stopped", err)
+	}
+	if _, err := newWorld().infer(c); client.KindOf(err) != client.KindStopped {
+		t.Fatalf("an infer after the stop: %v, want stopped again, with no reconnect", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("the client opened %d connections; want 2, none after the stop", n)
 	}
 }
