@@ -31,7 +31,7 @@ func TestReportFailsAfterMaxRestartsEnds(t *testing.T) {
 	for k := 1; k <= 60; k++ {
 		closes = append(closes, refserver.CloseFault{Exchange: k, When: refserver.AfterAction, Code: 1001, Reason: client.ReasonResync})
 	}
-	_, c := dialRef(t, refserver.Config{Horizon: 1, ActionDim: 1, Faults: refserver.Faults{Closes: closes}})
+	s, c := dialRef(t, refserver.Config{Horizon: 1, ActionDim: 1, Faults: refserver.Faults{Closes: closes}})
 	r, _ := runner.New(c, runner.Config{Envs: 1, MaxRestarts: maxRestarts})
 	obs := stateObs(1)
 	out := &wire.Array{DType: wire.Float64, Data: make([]byte, 8)}
@@ -43,7 +43,15 @@ func TestReportFailsAfterMaxRestartsEnds(t *testing.T) {
 			t.Fatalf("step %d: Act: %v", step, err)
 		}
 		streak += r.Restarts() - before
-		time.Sleep(2 * time.Millisecond) // the env steps; the server's close arrives
+		// The env steps while the server's close arrives: wait until the
+		// server has ended this connection (it counts the close just
+		// before writing it), then a moment for the frame. A loaded
+		// machine may still let a feedback through first: the streak
+		// then starts again, and there are steps to spare.
+		for end := time.Now().Add(5 * time.Second); s.Stats().Resyncs < r.Restarts()+1 && time.Now().Before(end); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(2 * time.Millisecond)
 		before = r.Restarts()
 		err := r.Report(obs, []float64{1}, f, f, nil)
 		streak += r.Restarts() - before
