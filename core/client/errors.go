@@ -101,7 +101,12 @@ func (e *Error) detail() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches an *Error of the same Kind, so errors.Is(err, client.ErrStopped)
-// works for any message.
+// works for any message. errors.Is also looks at the causes an error wraps:
+// an ErrReconnected whose connection ended in a timeout Is ErrTimeout too,
+// and so is a KindConnect that gave up reconnecting after timeouts. What a
+// call's outcome is, and what to do next, is its outermost Kind: switch on
+// KindOf(err), as the C API's status does, and keep errors.Is for a cause
+// (ErrGivenUp, a ledger's error).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.Msg == "" && t.Err == nil && t.Kind == e.Kind
