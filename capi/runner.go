@@ -10,6 +10,7 @@ import (
 	"errors"
 	"unsafe"
 
+	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/runner"
 	"github.com/plugrl/libplugrl/core/wire"
 )
@@ -45,7 +46,7 @@ func useRunner(p *C.plugrl_runner) (*runnerHandle, C.plugrl_status) {
 		return nil, st
 	}
 	if h.client.closed.Load() {
-		h.setMsg("closed: this runner's client was closed; free the runner")
+		h.setMsg(client.KindClosed.String() + ": this runner's client was closed; free the runner")
 		h.leave()
 		return nil, C.PLUGRL_CLOSED
 	}
@@ -219,7 +220,7 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 		case C.PLUGRL_BUSY:
 			h.setMsg("busy: the runner's client is in use by another call")
 		case C.PLUGRL_CLOSED:
-			h.setMsg("closed: the runner's client is closing or closed; free the runner")
+			h.setMsg(client.KindClosed.String() + ": the runner's client is closing or closed; free the runner")
 		}
 		return st
 	}

@@ -69,6 +69,15 @@ static void expect_status(int line, const char *what, plugrl_status got, plugrl_
           msg ? "empty" : "NULL");
     return;
   }
+  /* Every message starts with its status's name: a message left over from
+  ** an earlier call with another status does not. (A NULL or dead handle
+  ** has its static sentence instead, plugrl_errmsg says.) */
+  if (want != PLUGRL_OK && has_msg && strncmp(msg, plugrl_status_str(got), strlen(plugrl_status_str(got))) != 0 &&
+      !(got == PLUGRL_CLOSED && strncmp(msg, "not an open handle", 18) == 0)) {
+    failf(line, "%s\n    returned %s as it should, but errmsg does not start with \"%s\": %s", what,
+          plugrl_status_str(got), plugrl_status_str(got), msg);
+    return;
+  }
   if (want == PLUGRL_OK)
     printf("ok   %s\n", what);
   else
