@@ -727,7 +727,7 @@ func TestOtherVersions(t *testing.T) {
 	for _, tc := range []struct {
 		version uint16
 		want    string
-	}{{1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows versions 2 to %d", ledger.Version+1, ledger.Version)}} {
+	}{{0, "format version 0, this reader knows"}, {1, "format version 1 (CRC-32C"}, {ledger.Version + 1, fmt.Sprintf("format version %d, this reader knows versions 2 to %d", ledger.Version+1, ledger.Version)}} {
 		head := append([]byte("plugrl-ledger\x00"), byte(tc.version), byte(tc.version>>8))
 		_, err := ledger.NewReader(bytes.NewReader(head))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

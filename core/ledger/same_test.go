@@ -139,6 +139,8 @@ func TestSameLayoutHostile(t *testing.T) {
 		{"an empty run", "a run of 0 bytes at 2", oneBlock(enc, whole(0, 2, 0), 0)},
 		{"runs out of order", "a run of 1 bytes at 1", oneBlock(enc, whole(0, 4, 2, 1, 1), 0)},
 		{"a run past the message", "a run of 8 bytes at 10", oneBlock(enc, whole(0, 10, 8), 0)},
+		{"a run a byte past the message", "a run of 7 bytes at 10", oneBlock(enc, whole(0, 10, 7), 0)},
+		{"runs overlapping by a byte", "a run of 2 bytes at 4", oneBlock(enc, whole(0, 2, 3, 4, 2), 0)},
 		{"a run's offset near 2^32", "a run of 8 bytes at 4294967295", oneBlock(enc, whole(0, 1<<32-1, 8), 0)},
 		{"half a run", "5 bytes of runs", oneBlock(enc, wholeRuns(0, []byte{1, 0, 0, 0, 1}), 0)},
 		// Version 4: the time and values in the record.
