@@ -107,7 +107,8 @@ func TestExportHostileLedger(t *testing.T) {
 
 // TestCompareEpisodesNaN: a NaN return on one side is a difference (every
 // comparison with NaN is false, and hid it); NaN against NaN and equal
-// infinities are not.
+// infinities are not, nor a return of 0 against a rounding's 1e-9 (the
+// tolerance is absolute near zero, not relative to 0).
 func TestCompareEpisodesNaN(t *testing.T) {
 	row := func(ret float64) []ledgertool.EpisodeRow {
 		return []ledgertool.EpisodeRow{{Slot: 0, Episode: 1, Return: ret, Length: 5}}
@@ -116,7 +117,7 @@ func TestCompareEpisodesNaN(t *testing.T) {
 	for _, tc := range []struct {
 		client, server float64
 		differ         bool
-	}{{nan, 1, true}, {1, nan, true}, {nan, nan, false}, {inf, inf, false}, {inf, 1, true}, {1, 1 + 1e-9, false}} {
+	}{{nan, 1, true}, {1, nan, true}, {nan, nan, false}, {inf, inf, false}, {inf, 1, true}, {1, 1 + 1e-9, false}, {1e-9, 0, false}} {
 		if got := len(ledgertool.CompareEpisodes(row(tc.client), row(tc.server))) > 0; got != tc.differ {
 			t.Errorf("client %v, server %v: differ %v, want %v", tc.client, tc.server, got, tc.differ)
 		}

@@ -32,6 +32,18 @@ func TestLatencies(t *testing.T) {
 			t.Errorf("scale %v: max %v n %d, want %v %d", scale, l.max, l.n, all[len(all)-1], len(all))
 		}
 	}
+	// Values under 128 ns have a bucket each, so a few of them show the
+	// rank exactly: p50 of four values is the second (rank 1.5, rounded
+	// down, as a sorted list's index), not the third.
+	var small latencies
+	for _, v := range []time.Duration{10, 20, 30, 40} {
+		small.add(v)
+	}
+	for p, want := range map[float64]time.Duration{0: 10, 50: 20, 90: 30, 100: 40} {
+		if got := small.percentile(p); got != want {
+			t.Errorf("10, 20, 30, 40 ns: p%g = %v, want %v", p, got, want)
+		}
+	}
 	for _, v := range []time.Duration{0, 1, 127, 128, 129, 1<<62 + 12345, 1<<63 - 1} {
 		if i := latencyBucket(v); i >= len(latencies{}.buckets) || bucketTop(i) < v || (i > 0 && bucketTop(i-1) >= v) {
 			t.Errorf("value %d: bucket %d of [%d, %d]", v, i, bucketTop(i-1)+1, bucketTop(i))

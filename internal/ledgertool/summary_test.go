@@ -2,6 +2,7 @@ package ledgertool_test
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/ledgertool"
 )
 
@@ -50,5 +52,50 @@ func TestWriterCPUShown(t *testing.T) {
 	}
 	if s.Exchanges != 5000 || (measured && (s.WriterCPU <= 0 || s.WriterCPU > s.Duration)) {
 		t.Errorf("%d exchanges, writer CPU %v over %v; want 5000, and more than 0 and at most the ledger's time", s.Exchanges, s.WriterCPU, s.Duration)
+	}
+}
+
+// TestSummaryEpisodes: the episode lines' arithmetic: the returns' mean,
+// min and max (all positive here, so a min that started from zero would
+// show), the lengths' mean, and the last ten episodes, in order.
+func TestSummaryEpisodes(t *testing.T) {
+	s := ledgertool.NewSummary()
+	for i := 0; i < 15; i++ {
+		s.AddEpisode(ledgertool.EpisodeRow{Slot: 1, Episode: int64(i), Return: float64(10 + i), Length: int64(i + 1)})
+	}
+	if s.Episodes != 15 || s.ReturnSum != 255 || s.ReturnMin != 10 || s.ReturnMax != 24 || s.LengthSum != 120 {
+		t.Errorf("%d episodes, returns sum %v min %v max %v, lengths sum %v; want 15, 255, 10, 24, 120",
+			s.Episodes, s.ReturnSum, s.ReturnMin, s.ReturnMax, s.LengthSum)
+	}
+	var last []int64
+	for _, e := range s.LastEpisodes {
+		last = append(last, e.Episode)
+	}
+	if fmt.Sprint(last) != "[5 6 7 8 9 10 11 12 13 14]" {
+		t.Errorf("last episodes %v, want 5 to 14", last)
+	}
+	var out bytes.Buffer
+	s.Print(&out)
+	if want := "return: mean 17  min 10  max 24; length: mean 8\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant a line with %q", out.String(), want)
+	}
+}
+
+// TestSummaryLatencyPairs: a latency is an infer's time to the next
+// action, one per infer: an action with no infer before it since the last
+// action (a second reply, or one after a reconnect) adds none.
+func TestSummaryLatencyPairs(t *testing.T) {
+	s := ledgertool.NewSummary()
+	for _, ev := range []*ledgertool.Event{
+		{Record: &ledger.Record{Kind: ledger.KindSend, Time: 100}, Infer: &wire.InferMsg{}},
+		{Record: &ledger.Record{Kind: ledger.KindRecv, Time: 150}},
+		{Record: &ledger.Record{Kind: ledger.KindRecv, Time: 5000}},
+	} {
+		s.Add(ev)
+	}
+	var out bytes.Buffer
+	s.Print(&out)
+	if want := "max 50ns  (n=1)"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant a latency line ending %q", out.String(), want)
 	}
 }
