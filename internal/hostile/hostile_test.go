@@ -568,6 +568,7 @@ func testNoRead(t *testing.T) {
 	s := start(t, Config{Scenario: NoRead})
 	c := dial(t, s.URL())
 	c.metadata()
+	checkSmallRecvBuffer(t, s)
 	read := s.Stats().BytesRead
 	chunk := make([]byte, 1<<20)
 	_ = c.nc.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
@@ -593,12 +594,36 @@ func testNoRead(t *testing.T) {
 	t.Logf("the client's writes blocked after %d KiB", written>>10)
 }
 
+// checkSmallRecvBuffer checks that the server's side of its one connection
+// has the tiny receive buffer NoRead and PingFlood promise. Without it the
+// server still reads nothing, but the kernel's default buffer (128 KiB and
+// more) takes what a client sends, and a client test meant to see its send
+// block waits for an action instead: the write limit above cannot tell,
+// because the client's own send buffer dwarfs the difference.
+func checkSmallRecvBuffer(t *testing.T, s *Server) {
+	t.Helper()
+	n := serverRecvBuffer(t, s)
+	if n < 0 {
+		t.Log("SO_RCVBUF cannot be read on this system; not checked")
+		return
+	}
+	// Linux doubles the size asked for; 4 times leaves room for a kernel
+	// that rounds up, and is far below its default.
+	if n > 4*s.cfg.RecvBuffer {
+		t.Fatalf("the server's SO_RCVBUF is %d bytes; the scenario sets %d", n, s.cfg.RecvBuffer)
+	}
+}
+
 func TestPingFlood(t *testing.T) { overBoth(t, testPingFlood) }
 
 func testPingFlood(t *testing.T) {
 	s := start(t, Config{Scenario: PingFlood})
 	c := dial(t, s.URL())
 	c.metadata()
+	checkSmallRecvBuffer(t, s)
+	// The upgrade request is all the server ever reads: the dial returned
+	// after its 101, so it has been read, and nothing more has been sent.
+	read := s.Stats().BytesRead
 	c.infer(0)
 	pings := 0
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
@@ -616,6 +641,12 @@ func testPingFlood(t *testing.T) {
 	}
 	if st := s.Stats(); st.Pings < int64(pings) || st.Infers != 0 {
 		t.Fatalf("stats %+v after reading %d pings", st, pings)
+	}
+	// Never reading is the point: the client's pongs and infer must pile
+	// up unread. A flood that read and discarded them would pass every
+	// other check here (no infer is parsed either way).
+	if st := s.Stats(); st.BytesRead != read {
+		t.Fatalf("the server read %d bytes after the handshake", st.BytesRead-read)
 	}
 }
 
