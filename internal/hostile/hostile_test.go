@@ -713,6 +713,49 @@ func TestSlowActionEvery(t *testing.T) {
 	}
 }
 
+// TestDoubleAction checks that every infer is answered twice with the same
+// action: the clients' tests only see a protocol error, which a server
+// that sent one action and something else could cause as well.
+func TestDoubleAction(t *testing.T) { overBoth(t, testDoubleAction) }
+
+func testDoubleAction(t *testing.T) {
+	s := start(t, Config{Scenario: DoubleAction, H: 2, D: 3})
+	c := dial(t, s.URL())
+	c.metadata()
+	for i := 0; i < 2; i++ {
+		c.infer(4, 6)
+		a, first := c.action()
+		if !slices.Equal(a.Chunk.Shape, []int{2, 2, 3}) || !slices.Equal(a.EnvIDs, []int64{4, 6}) {
+			t.Fatalf("action shape %v env_ids %v", a.Chunk.Shape, a.EnvIDs)
+		}
+		if _, stray := c.action(); !bytes.Equal(stray, first) {
+			t.Fatalf("the second action differs from the first:\n%x\n%x", stray, first)
+		}
+		c.feedback(4, 6)
+	}
+	waitFor(t, "4 actions", func() bool { return s.Stats().Actions == 4 })
+}
+
+// TestDoubleActionGap checks that with a StrayGap the stray comes apart
+// from its action, after it: a ping sent once the action has been read is
+// answered before a stray an hour late. The clients' "later" case cannot
+// tell a gap from none, since either way the stray is out of turn.
+func TestDoubleActionGap(t *testing.T) { overBoth(t, testDoubleActionGap) }
+
+func testDoubleActionGap(t *testing.T) {
+	s := start(t, Config{Scenario: DoubleAction, StrayGap: time.Hour})
+	c := dial(t, s.URL())
+	c.metadata()
+	c.infer(0)
+	c.action()
+	c.mustSend(ws.OpPing, []byte("after the action"))
+	h, p, err := c.frame()
+	if err != nil || h.OpCode != ws.OpPong || string(p) != "after the action" {
+		t.Fatalf("want the pong before the stray, got %+v %q %v", h, p, err)
+	}
+	// Close (in Cleanup) ends the hour's wait.
+}
+
 func TestCloseNoReply(t *testing.T) { overBoth(t, testCloseNoReply) }
 
 func testCloseNoReply(t *testing.T) {
