@@ -886,6 +886,45 @@ func TestFaultFragmentsAndPings(t *testing.T) {
 	waitFor(t, s, "3 exchanges", func(st refserver.Stats) bool { return st.Exchanges == 3 })
 }
 
+// TestFaultFragmentsOnTheWire reads the frames themselves: the storm's
+// pings, then the action as a binary frame and continuations, Fin on the
+// last only, a ping between each two. TestFaultFragmentsAndPings reads
+// through a reader that joins fragments, so an action sent whole, with the
+// same number of pings around it, passed it (and every client test that
+// uses Fragments): a mutation that stopped fragmenting survived.
+func TestFaultFragmentsOnTheWire(t *testing.T) {
+	const parts, storm = 3, 2
+	_, url := start(t, refserver.Config{Horizon: 4, ActionDim: 5, Faults: refserver.Faults{Fragments: parts, PingStorm: storm}})
+	c := dial(t, url)
+	c.sendInfer([]int64{7}, nil)
+	var ops []ws.OpCode
+	var fins []bool
+	var msg []byte
+	for len(fins) == 0 || !fins[len(fins)-1] {
+		f, err := ws.ReadFrame(c.br)
+		if err != nil {
+			t.Fatalf("after frames %v: %v", ops, err)
+		}
+		ops = append(ops, f.Header.OpCode)
+		if f.Header.OpCode.IsControl() {
+			continue
+		}
+		fins = append(fins, f.Header.Fin)
+		msg = append(msg, f.Payload...)
+		if len(fins) > parts {
+			t.Fatalf("more than %d data frames: %v", parts, ops)
+		}
+	}
+	want := []ws.OpCode{ws.OpPing, ws.OpPing, ws.OpBinary, ws.OpPing, ws.OpContinuation, ws.OpPing, ws.OpContinuation}
+	if !slices.Equal(ops, want) || !slices.Equal(fins, []bool{false, false, true}) {
+		t.Fatalf("frames %v with Fin %v; want %v, Fin on the last only", ops, fins, want)
+	}
+	var a wire.Action
+	if err := a.Decode(msg); err != nil || !slices.Equal(a.Chunk.Shape, []int{4, 1, 5}) {
+		t.Fatalf("the joined fragments: shape %v, %v", a.Chunk.Shape, err)
+	}
+}
+
 func TestFaultMetadataDelay(t *testing.T) {
 	s, url := start(t, refserver.Config{Faults: refserver.Faults{MetadataDelay: 300 * time.Millisecond}})
 	// A patient client is served.
