@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,5 +235,42 @@ func TestRunnerStepSizeFromMetadata(t *testing.T) {
 		}
 		c.Close()
 		s.Close()
+	}
+}
+
+// TestRunnerRefusesWrongBufferOnceWidthLearned: with no usable action_dim
+// in metadata, Act cannot check the caller's buffer before it sends; it
+// learns the step's size from the first action, and then refuses a buffer
+// of another size, a larger one too (a check that refused only a smaller
+// buffer survived mutation testing: the caller's buffer would be left
+// partly unwritten, with no error).
+func TestRunnerRefusesWrongBufferOnceWidthLearned(t *testing.T) {
+	s := refserver.New(refserver.Config{Horizon: 2, ActionDim: 3, ExtraMetadata: map[string]any{"action_dim": "three"}})
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := runner.New(c, runner.Config{Envs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, known := r.StepSize(); known {
+		t.Fatal("the step size is known before any action; the test needs it unknown")
+	}
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{2, 1}, Data: make([]byte, 16)}}}}
+	big := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*(2*3+1))}
+	err = r.Act(obs, big)
+	if client.KindOf(err) != client.KindInvalid || !strings.Contains(err.Error(), "need 48") {
+		t.Fatalf("Act with a buffer of 7 values for 2 envs x 3: %v; want invalid argument naming the 48 bytes needed", err)
+	}
+	if got, known := r.StepSize(); !known || got != 3 {
+		t.Fatalf("after the first action StepSize() = %d, %v; want 3, true", got, known)
 	}
 }
