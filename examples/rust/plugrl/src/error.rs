@@ -234,6 +234,35 @@ mod tests {
         assert_eq!(e.status_name(), "unknown status");
     }
 
+    /// Each status gives the variant of its own name. The round trip above
+    /// cannot see two variants swapped in both directions at once.
+    #[test]
+    fn every_status_maps_to_its_own_variant() {
+        type S = sys::plugrl_status;
+        let table = [
+            (S::PLUGRL_STOPPED, "Stopped"),
+            (S::PLUGRL_RECONNECTED, "Reconnected"),
+            (S::PLUGRL_TIMEOUT, "Timeout"),
+            (S::PLUGRL_SERVER_ERROR, "ServerError"),
+            (S::PLUGRL_PROTOCOL_ERROR, "ProtocolError"),
+            (S::PLUGRL_INVALID_ARGUMENT, "InvalidArgument"),
+            (S::PLUGRL_OUT_OF_ORDER, "OutOfOrder"),
+            (S::PLUGRL_CONNECT_FAILED, "ConnectFailed"),
+            (S::PLUGRL_CLOSED, "Closed"),
+            (S::PLUGRL_BUSY, "Busy"),
+            (S::PLUGRL_BUFFER_TOO_SMALL, "BufferTooSmall"),
+            (S::PLUGRL_NO_MEMORY, "NoMemory"),
+            (S::PLUGRL_INTERNAL, "Internal"),
+            (S::PLUGRL_INTERRUPTED, "Interrupted"),
+        ];
+        for (status, variant) in table {
+            let e = Error::new(status, "m".into());
+            assert_eq!(format!("{e:?}"), format!("{variant}(\"m\")"));
+            assert_eq!(e.status_code(), status.0, "{e:?}");
+            assert_eq!(e.status_name(), status_name(status), "{e:?}");
+        }
+    }
+
     #[test]
     fn display_names_the_status_once() {
         let name = Error::Timeout(String::new()).status_name();
