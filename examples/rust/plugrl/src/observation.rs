@@ -292,6 +292,17 @@ mod tests {
     }
 
     #[test]
+    fn more_dimensions_than_the_library_takes_are_refused() {
+        let d = [0.0f64; 1];
+        let max = sys::PLUGRL_MAX_DIMS as usize;
+        let mut obs = Observation::new();
+        assert!(obs.state("x", &d, &vec![1; max]).is_ok());
+        let e = obs.state("y", &d, &vec![1; max + 1]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert_eq!(obs.num_states(), 1);
+    }
+
+    #[test]
     fn same_name_replaces() {
         let (a, b) = ([1.0f32; 2], [2i32; 4]);
         let mut obs = Observation::new();
