@@ -1106,6 +1106,28 @@ mod tests {
             .open()
             .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        // Paths too: C would read one cut at the NUL, another file. (For
+        // the ledger that is a usable path; the library may refuse a CA
+        // file that does not exist, but must not be asked: hence "NUL".)
+        let cut = std::env::temp_dir().join("plugrl-rust-nul-test");
+        let mut with_nul = cut.into_os_string();
+        with_nul.push("\0tail");
+        let builders = [
+            (
+                "tls_ca_file",
+                Client::builder("ws://127.0.0.1:1").tls_ca_file(&with_nul),
+            ),
+            (
+                "ledger_path",
+                Client::builder("ws://127.0.0.1:1").ledger_path(&with_nul),
+            ),
+        ];
+        for (what, b) in builders {
+            let e = b.max_reconnects(0).open().unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{what}: {e}");
+            let said = e.message();
+            assert!(said.contains(what) && said.contains("NUL"), "{what}: {e}");
+        }
     }
 
     /// A panic value whose own drop panics.
