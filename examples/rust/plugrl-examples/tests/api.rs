@@ -66,7 +66,10 @@ fn metadata_getters() {
         Some(r#"["reuse-feedback-obs"]"#)
     );
     assert_eq!(client.metadata_json("no-such-key").unwrap(), None);
-    assert!(client.metadata_json("with\0nul").is_err());
+    assert!(matches!(
+        client.metadata_json("with\0nul"),
+        Err(Error::InvalidArgument(_))
+    ));
     let all = client.metadata_json_all().unwrap();
     assert!(
         all.starts_with('{') && all.contains("\"action_horizon\""),
@@ -108,9 +111,19 @@ fn low_level_infer_view_copy_and_feedback() {
         view.step::<f32>(4, 0),
         Err(Error::InvalidArgument(_))
     ));
-    // Another element type is refused without a copy, converted with one.
+    // Env 2 of 2 is outside too, though its start is inside the data.
+    assert!(matches!(
+        view.step::<f32>(0, 2),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Another element type is refused without a copy, converted with one;
+    // also one of the same size (the bits of an f32 are not an i32).
     assert!(matches!(
         view.as_slice::<f64>(),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        view.as_slice::<i32>(),
         Err(Error::InvalidArgument(_))
     ));
     let as_f64 = view.to_vec::<f64>().unwrap();
