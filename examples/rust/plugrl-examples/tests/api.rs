@@ -5,7 +5,9 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use plugrl::{Client, Dtype, Error, Feedback, FeedbackOutcome, Flow, Infer, Observation, Runner};
+use plugrl::{
+    Client, Dtype, EpisodeStats, Error, Feedback, FeedbackOutcome, Flow, Infer, Observation, Runner,
+};
 use plugrl_examples::probe::ProbeEnvs;
 use plugrl_examples::testing::{bin_dir, say, Server};
 
@@ -176,6 +178,132 @@ fn low_level_infer_view_copy_and_feedback() {
         panic!("no action");
     };
     assert_eq!(view.env_ids(), &envs);
+}
+
+/// Every slice that plugrl_infer and plugrl_feedback read `n` values from
+/// is checked against `n` first. Each short slice here is the front of a
+/// longer array, so a call that skipped a check would read valid memory and
+/// go through, and the test would see it succeed.
+#[test]
+fn infer_and_feedback_refuse_short_slices_before_the_library_reads_them() {
+    let server = probe_server("float32");
+    let mut client = connect(&server);
+    let t = [0.0f64, 0.0];
+    let mut obs = Observation::new();
+    obs.state("t", &t, &[2, 1]).unwrap();
+    let (envs, zeros, flags) = ([0i64, 1], [0i64, 0], [false, false]);
+
+    let e = client.infer(&envs, &zeros[..1], &obs, None).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "step_ids: {e}");
+    let e = client
+        .infer(&envs, &zeros, &obs, Some(&flags[..1]))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "reuse: {e}");
+    // Nothing was sent: the connection takes the infer.
+    assert!(matches!(
+        client.infer(&envs, &zeros, &obs, None).unwrap(),
+        Infer::Action(_)
+    ));
+
+    let (rewards, returns, lengths) = ([1.0f32, 1.0], [1.0f64, 1.0], [1i64, 1]);
+    let good = Feedback {
+        env_indices: &envs,
+        step_ids: &zeros,
+        next_obs: &obs,
+        rewards: &rewards,
+        terminated: &flags,
+        truncated: &flags,
+        episode: None,
+    };
+    let stats = EpisodeStats {
+        returns: &returns,
+        lengths: &lengths,
+        success: Some(&flags),
+        mask: &flags,
+    };
+    let short = [
+        (
+            "step_ids",
+            Feedback {
+                step_ids: &zeros[..1],
+                ..good
+            },
+        ),
+        (
+            "rewards",
+            Feedback {
+                rewards: &rewards[..1],
+                ..good
+            },
+        ),
+        (
+            "terminated",
+            Feedback {
+                terminated: &flags[..1],
+                ..good
+            },
+        ),
+        (
+            "truncated",
+            Feedback {
+                truncated: &flags[..1],
+                ..good
+            },
+        ),
+        (
+            "returns",
+            Feedback {
+                episode: Some(EpisodeStats {
+                    returns: &returns[..1],
+                    ..stats
+                }),
+                ..good
+            },
+        ),
+        (
+            "lengths",
+            Feedback {
+                episode: Some(EpisodeStats {
+                    lengths: &lengths[..1],
+                    ..stats
+                }),
+                ..good
+            },
+        ),
+        (
+            "success",
+            Feedback {
+                episode: Some(EpisodeStats {
+                    success: Some(&flags[..1]),
+                    ..stats
+                }),
+                ..good
+            },
+        ),
+        (
+            "mask",
+            Feedback {
+                episode: Some(EpisodeStats {
+                    mask: &flags[..1],
+                    ..stats
+                }),
+                ..good
+            },
+        ),
+    ];
+    for (what, fb) in short {
+        let e = client.feedback(&fb).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{what}: {e}");
+    }
+    assert_eq!(
+        client
+            .feedback(&Feedback {
+                episode: Some(stats),
+                ..good
+            })
+            .unwrap(),
+        FeedbackOutcome::Sent
+    );
 }
 
 #[test]
