@@ -306,6 +306,54 @@ fn infer_and_feedback_refuse_short_slices_before_the_library_reads_them() {
     );
 }
 
+/// report checks each slice against num_envs before the library reads
+/// num_envs values from it (each short slice is the front of a longer
+/// array, as above), and keeps every episode when all envs end at once.
+#[test]
+fn report_refuses_short_slices_and_keeps_episodes_that_end_together() {
+    let server = probe_server("float64");
+    let mut client = connect(&server);
+    let n = 2;
+    let mut runner = Runner::new(&mut client, n).unwrap();
+    let t = [0.0f64; 2];
+    let mut obs = Observation::new();
+    obs.state("t", &t, &[2, 1]).unwrap();
+    let mut actions: Vec<f64> = Vec::new();
+    assert_eq!(runner.act(&obs, &mut actions).unwrap(), Flow::Continue);
+    let (rewards, no, yes) = ([1.0f64; 2], [false; 2], [true; 2]);
+    // What is short, then rewards, terminated, truncated and success.
+    type Args<'a> = (
+        &'a str,
+        &'a [f64],
+        &'a [bool],
+        &'a [bool],
+        Option<&'a [bool]>,
+    );
+    let short: [Args; 4] = [
+        ("rewards", &rewards[..1], &yes, &no, None),
+        ("terminated", &rewards, &yes[..1], &no, None),
+        ("truncated", &rewards, &yes, &no[..1], None),
+        ("success", &rewards, &yes, &no, Some(&yes[..1])),
+    ];
+    for (what, r, term, trunc, success) in short {
+        let e = runner.report(&obs, r, term, trunc, success).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{what}: {e}");
+    }
+    let flow = runner
+        .report(&obs, &rewards, &yes, &no, Some(&yes))
+        .unwrap();
+    assert_eq!(flow, Flow::Continue);
+    let mut ended = runner.episodes().to_vec();
+    ended.sort_by_key(|e| e.env);
+    let want = |env| plugrl::Episode {
+        env,
+        episode_return: 1.0,
+        length: 1,
+        success: true,
+    };
+    assert_eq!(ended, [want(0), want(1)]);
+}
+
 #[test]
 fn runner_steps_probe_envs_and_reports_episodes() {
     let server = probe_server("float64");
