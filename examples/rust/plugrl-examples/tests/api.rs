@@ -354,6 +354,39 @@ fn report_refuses_short_slices_and_keeps_episodes_that_end_together() {
     assert_eq!(ended, [want(0), want(1)]);
 }
 
+/// An open that fails still gets its handle closed (plugrl.h: as with
+/// sqlite3_open, the caller must close it): the ledger the open began then
+/// ends with its end record, which a handle left open never writes.
+#[test]
+fn a_failed_open_closes_its_handle() {
+    let dir = std::env::temp_dir().join(format!("plugrl-rust-failed-open-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Port 1 on loopback: nothing listens, the connection is refused.
+    let e = Client::builder("ws://127.0.0.1:1")
+        .connect_timeout(Duration::from_millis(500))
+        .max_reconnects(0)
+        .ledger_path(&dir)
+        .open()
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::ConnectFailed(_) | Error::Timeout(_)),
+        "{e}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let summary = std::process::Command::new(plugrl_examples::testing::require_bin("plugrl"))
+        .args(["ledger", "summary"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&summary.stdout);
+    assert!(summary.contains("closed cleanly"), "{summary}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn runner_steps_probe_envs_and_reports_episodes() {
     let server = probe_server("float64");
