@@ -75,8 +75,10 @@ func (h *clientHandle) interruptBlocked() {
 	}
 }
 
+// interruptsAtEntry is plugrl_interrupt_all's count when plugrl_open began.
+//
 //export plugrl__go_open
-func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_status) {
+func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEntry C.uint64_t) (st C.plugrl_status) {
 	defer recoverPlain(&st)
 	tameGC()
 	if out == nil {
@@ -99,6 +101,13 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client) (st C.plugrl_s
 	}
 	*out = C.plugrl__client_token(C.uintptr_t(id))
 	defer h.recoverTo(&st)
+	if C.plugrl__interrupt_all_count() != interruptsAtEntry {
+		// A plugrl_interrupt_all (a SIGINT handler's) came after this open
+		// began but before its handle was there to raise: it ends the
+		// open all the same, as one a moment later would. Those from now
+		// on raise the handle.
+		h.early.Store(true)
+	}
 
 	var logf func(client.Level, string)
 	if o != nil && uintptr(o.size) >= unsafe.Offsetof(o.log_user)+unsafe.Sizeof(o.log_user) && o.log != nil {

@@ -82,8 +82,12 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
   if (plugrl__forked) {
     return PLUGRL_CLOSED;
   }
+  /* Read before anything that may wait (enter, the Go runtime's start):
+  ** a plugrl_interrupt_all from here on ends this open, though it finds
+  ** no handle to raise until the open has registered one. */
+  uint64_t interrupts = plugrl__interrupt_all_count();
   enter();
-  plugrl_status result = plugrl__go_open(options, client);
+  plugrl_status result = plugrl__go_open(options, client, interrupts);
   leave();
   return result;
 }

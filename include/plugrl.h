@@ -498,9 +498,12 @@ plugrl_status plugrl_interrupt(plugrl_client *client);
 
 /*
 ** plugrl_interrupt for every client of the process (and so every runner
-** over them), including one that plugrl_open is still connecting, and
-** one that plugrl_close is closing (its wait for the server's close frame
-** ends at once): for a SIGINT handler that has no handle at hand.
+** over them), including one that plugrl_open is still connecting (from
+** the moment plugrl_open is called: one that begins after this call
+** returned is not interrupted, so a handler's program checks its own flag
+** just before plugrl_open), and one that plugrl_close is closing (its
+** wait for the server's close frame ends at once): for a SIGINT handler
+** that has no handle at hand.
 ** Async-signal-safe, like
 ** plugrl_interrupt. Each client that is not in a call gets the interrupt
 ** pending, as plugrl_interrupt says. Returns PLUGRL_OK (PLUGRL_CLOSED in a

@@ -12,6 +12,11 @@
 #    ends with a close frame (SPEC 7.5).
 # 3. SIGINT while the handshake trickles in (slow-handshake): exit 130 at
 #    once.
+# 4. SIGINT in the program's first milliseconds, while the library starts
+#    and plugrl_open begins, at several delays: never a hang (a signal
+#    that came before the open had a handle to raise was lost, and the
+#    open waited out its 30 s timeouts). Before the handler is installed
+#    the signal's default action ends the program: 130 either way.
 set -euo pipefail
 
 if [[ $# -lt 3 ]]; then
@@ -64,5 +69,14 @@ for client in "$@"; do
   signal_run "$tmp/$name.connect" INT 1 130 "$client" --envs 2 --url "$url" || fail "$name: SIGINT while connecting"
   stop
   echo "$name: SIGINT while connecting: exit 130 after $signal_run_took s"
+
+  start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
+  for delay in 0.002 0.005 0.01 0.02 0.03 0.05 0.08 0.12; do
+    rc=0
+    timeout --preserve-status -s INT -k 3 "$delay" "$client" --envs 2 --url "$url" >"$tmp/early.out" 2>&1 || rc=$?
+    [[ $rc -eq 130 ]] || { cat "$tmp/early.out" >&2; fail "$name: SIGINT after $delay s: exit $rc, want 130 (137: it hung until killed)"; }
+  done
+  stop
+  echo "$name: SIGINT in its first 2-120 ms: exit 130 each time"
 done
 echo "PASS: the probe clients end cleanly on SIGINT and SIGTERM"

@@ -19,7 +19,8 @@
 ** not fit the metadata) and exits 1 (2 for a usage error). SIGINT (Ctrl-C)
 ** or SIGTERM ends the call that waits on the server at once (connecting
 ** included); the client then closes with a close frame (SPEC 7.5) and the
-** program exits 128 + the signal's number (130 for SIGINT).
+** program ends by that signal (a shell sees 130 for SIGINT), so that a
+** script running it in a loop stops too.
 ** plugrl-conformance --probe --scenario all --client "probe_client ..."
 ** checks it.
 */
@@ -234,10 +235,16 @@ static int install_signal_handlers(void) {
   return 1;
 }
 
-/* The exit status after a signal ended the run, with a line saying so. */
-static int interrupted(void) {
+/* Ends the program by the signal that asked it to stop, with a line
+** saying so, once the client (if any) is closed: a process that exits
+** with a status instead leaves the shell that started it to go on, as if
+** the user had not pressed Ctrl-C. */
+static int die_by_signal(void) {
   printf(PROG ": interrupted (%s)\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
-  return 128 + g_signal;
+  fflush(stdout);
+  signal(g_signal, SIG_DFL);
+  raise(g_signal);
+  return 128 + g_signal; /* not reached */
 }
 
 /* Prints the library's message (with the status's name, unless the message
@@ -494,10 +501,13 @@ int main(int argc, char **argv) {
   opts.log = log_fn;
 
   if (!install_signal_handlers()) return 1;
+  /* A signal from here on ends plugrl_open, but not one that came before
+  ** it began: look first. */
+  if (g_signal) return die_by_signal();
   s = plugrl_open(&opts, &c);
-  if (g_signal) { /* a signal before the client existed did not end the open */
+  if (g_signal) {
     plugrl_close(c);
-    return interrupted();
+    return die_by_signal();
   }
   if (s == PLUGRL_STOPPED) {
     printf(PROG ": the server stopped the run\n");
@@ -523,7 +533,7 @@ int main(int argc, char **argv) {
   probe_init(&p, (int64_t)envs, d, present && d > 0);
 
   for (;;) {
-    if (g_signal) break; /* s is PLUGRL_OK: the signal came between calls */
+    if (g_signal) break; /* the signal came between calls */
     s = infer_needed(&p, c);
     if (s == PLUGRL_RECONNECTED) {
       drop_chunks(&p);
@@ -542,7 +552,7 @@ int main(int argc, char **argv) {
   }
 
   if (g_signal) {
-    rc = interrupted();
+    rc = 128 + g_signal; /* ends by the signal below, once the client is closed */
   } else if (s == PLUGRL_STOPPED) {
     printf(PROG ": the server stopped the run\n");
     rc = 0;
@@ -553,5 +563,6 @@ int main(int argc, char **argv) {
   }
   probe_free(&p);
   plugrl_close(c);
+  if (g_signal) return die_by_signal();
   return rc;
 }

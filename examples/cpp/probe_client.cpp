@@ -10,7 +10,8 @@
 // library's message and exits 1 (2 for a usage error). SIGINT (Ctrl-C) or
 // SIGTERM ends the call that waits on the server at once (connecting
 // included); the client then closes with a close frame (SPEC 7.5) and the
-// program exits 128 + the signal's number (130 for SIGINT).
+// program ends by that signal (a shell sees 130 for SIGINT), so that a
+// script running it in a loop stops too.
 #include <plugrl.hpp>
 
 #include <algorithm>
@@ -57,10 +58,15 @@ bool install_signal_handlers() {
   return true;
 }
 
-// The exit status after a signal ended the run, with a line saying so.
-int interrupted() {
+// Ends the program by the signal that asked it to stop, with a line saying
+// so, once the client is closed: a process that exits with a status
+// instead leaves the shell that started it to go on, as if the user had
+// not pressed Ctrl-C.
+int die_by_signal() {
   std::cout << kProg << ": interrupted (" << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ")" << std::endl;
-  return 128 + g_signal;
+  std::signal(g_signal, SIG_DFL);
+  std::raise(g_signal);
+  return 128 + g_signal;  // not reached
 }
 
 struct Args {
@@ -161,6 +167,9 @@ int run(const Args &args) {
       });
   if (!args.api_key.empty()) opts.api_key(args.api_key);
 
+  // A signal from here on ends the open, but not one that came before it
+  // began: look first.
+  if (g_signal) return 128 + g_signal;
   plugrl::Client client(opts);  // declared before the runner: it outlives it
   std::optional<int64_t> dim = client.action_dim();
   bool width_known = dim && *dim > 0;
@@ -181,7 +190,7 @@ int run(const Args &args) {
   std::vector<uint8_t> terminated(n, 0), truncated(n, 0);
 
   for (;;) {
-    if (g_signal) return interrupted();  // it came before the client existed, or between calls
+    if (g_signal) return 128 + g_signal;  // it came between calls
     if (!runner.act(obs, actions)) break;
     std::size_t width = actions.size() / n;
     if (width != probe.d) {
@@ -221,17 +230,19 @@ int main(int argc, char **argv) {
   if (rc != 0) return rc;
   if (!install_signal_handlers()) return 1;
   try {
-    return run(args);  // the client closes (a close frame) as run returns or throws
+    rc = run(args);  // the client closes (a close frame) as run returns or throws
   } catch (const plugrl::Error &e) {
-    if (g_signal) return interrupted();
     if (e.status() == PLUGRL_STOPPED) {  // e.g. stopped while connecting
       std::cout << kProg << ": the server stopped the run" << std::endl;
-      return 0;
+      rc = 0;
+    } else if (!g_signal) {
+      std::cerr << kProg << ": " << e.what() << std::endl;
+      rc = 1;
     }
-    std::cerr << kProg << ": " << e.what() << std::endl;
-    return 1;
   } catch (const std::exception &e) {
     std::cerr << kProg << ": " << e.what() << std::endl;
-    return 1;
+    rc = 1;
   }
+  if (g_signal) return die_by_signal();
+  return rc;
 }
