@@ -26,7 +26,8 @@
 // usage error). SIGINT (Ctrl-C) or SIGTERM at any point ends the call that
 // waits on the server (plugrl::interrupt_all), closes the connection (a
 // close frame, SPEC 7.5) and the ledger, prints the summary so far and
-// exits 128 + the signal's number (130 for SIGINT).
+// ends the program by that signal (a shell sees 130 for SIGINT), so that a
+// script running it in a loop stops too.
 #include <plugrl.hpp>
 
 #include <mujoco/mujoco.h>
@@ -265,6 +266,12 @@ int run(const Args &args) {
       .log([](int level, const char *msg) {
         if (level >= PLUGRL_LOG_INFO) std::cerr << kProg << ": " << msg << "\n";
       });
+  // A signal from here on ends the open, but not one that came before it
+  // began: look first.
+  if (g_signal) {
+    std::cout << kProg << ": interrupted" << std::endl;
+    return 128 + g_signal;
+  }
   plugrl::Client client(opts);  // declared before the runner: it outlives it
   if (auto dim = client.action_dim(); dim && static_cast<std::size_t>(*dim) != Cartpoles::action_width())
     throw plugrl::Error(PLUGRL_INVALID_ARGUMENT, "the server's action_dim is " + std::to_string(*dim) +
@@ -370,20 +377,28 @@ int main(int argc, char **argv) {
   if (rc != 0) return rc;
   try {
     install_signal_handlers();
-    return run(args);
+    rc = run(args);  // the client and its ledger close as run returns or throws
   } catch (const plugrl::Error &e) {
     if (interrupted(e)) {  // e.g. while connecting
       std::cout << kProg << ": interrupted" << std::endl;
-      return 128 + g_signal;
-    }
-    if (e.status() == PLUGRL_STOPPED) {  // e.g. stopped while connecting
+    } else if (e.status() == PLUGRL_STOPPED) {  // e.g. stopped while connecting
       std::cout << kProg << ": the server stopped the run" << std::endl;
-      return 0;
+      rc = 0;
+    } else {
+      std::cerr << kProg << ": " << e.what() << std::endl;
+      rc = 1;
     }
-    std::cerr << kProg << ": " << e.what() << std::endl;
-    return 1;
   } catch (const std::exception &e) {
     std::cerr << kProg << ": " << e.what() << std::endl;
-    return 1;
+    rc = 1;
   }
+  if (g_signal) {
+    // End by the signal, now that the client is closed: a process that
+    // exits with a status leaves the shell that started it to go on, as
+    // if the user had not pressed Ctrl-C.
+    std::cout << std::flush;
+    std::signal(g_signal, SIG_DFL);
+    std::raise(g_signal);
+  }
+  return rc;
 }
