@@ -32,7 +32,7 @@ source "$here/lib.sh"
 tmp=$(mktemp -d)
 spid=
 cleanup() {
-  stop_server
+  bg_server_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -42,8 +42,8 @@ fail() {
   exit 1
 }
 
-start() { start_server "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
-stop() { stop_server; }
+start() { bg_server_start "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
+stop() { bg_server_stop; }
 
 # interrupt NAME DELAY ARGS...: runs the client with ARGS, SIGINT after
 # DELAY s, SIGKILL 5 s later; fails unless it said it was interrupted and

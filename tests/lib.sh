@@ -40,11 +40,11 @@ signal_run() {
   fi
 }
 
-# start_server DIR BIN ARGS...: runs BIN ARGS --addr 127.0.0.1:0 in the
+# bg_server_start DIR BIN ARGS...: runs BIN ARGS --addr 127.0.0.1:0 in the
 # background, its stdout in DIR/server.out and stderr in DIR/server.err;
 # sets $spid to its pid and $url to the URL it prints. Returns 1, after
 # printing its stderr, if it never prints one.
-start_server() {
+bg_server_start() {
   local dir=$1
   shift
   : >"$dir/server.out"
@@ -53,8 +53,8 @@ start_server() {
   url=$(wait_url "$dir/server.out" "$spid") || { cat "$dir/server.err" >&2; return 1; }
 }
 
-# stop_server: ends the server start_server started, if one runs.
-stop_server() {
+# bg_server_stop: ends the server bg_server_start started, if one runs.
+bg_server_stop() {
   if [[ -n ${spid:-} ]]; then
     kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
   fi

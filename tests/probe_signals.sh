@@ -17,6 +17,7 @@
 #    that came before the open had a handle to raise was lost, and the
 #    open waited out its 30 s timeouts). Before the handler is installed
 #    the signal's default action ends the program: 130 either way.
+# Native only: tests/cross_arm64.sh does not run it under qemu.
 set -euo pipefail
 
 if [[ $# -lt 3 ]]; then
@@ -32,7 +33,7 @@ source "$here/lib.sh"
 tmp=$(mktemp -d)
 spid=
 cleanup() {
-  stop_server
+  bg_server_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -42,8 +43,8 @@ fail() {
   exit 1
 }
 
-start() { start_server "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
-stop() { stop_server; }
+start() { bg_server_start "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
+stop() { bg_server_stop; }
 
 for client in "$@"; do
   name=$(basename "$client")

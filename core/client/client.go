@@ -501,18 +501,22 @@ var ErrGivenUp = errors.New("the feedback owed on it was given up (a runner clos
 // owed cancels it, and so does the end of the connection. The
 // ErrReconnected of the reconnect it causes wraps ErrGivenUp.
 //
-// It reports whether it looked at the client: false when Close has begun
-// (which ends the connection, and what was owed with it) or when a call
-// on another goroutine is in progress (misuse: nothing was given up, and
-// a caller that must give up what is owed, as a runner's first Act does,
-// calls again once it can use the client).
-func (c *Client) GiveUpOwed() bool {
+// It returns nil once it has looked at the client, and otherwise the error
+// a call would get: KindClosed once Close has begun (which ends the
+// connection, and what was owed with it), KindBusy while a call on another
+// goroutine is in progress (misuse: nothing was given up, and a caller
+// that must give up what is owed, as a runner's first Act does, tries
+// again once it can use the client).
+func (c *Client) GiveUpOwed() error {
 	if !c.tryEnter() {
-		return false
+		if c.closing.Load() {
+			return newErr(KindClosed, nil, "the client is closing")
+		}
+		return newErr(KindBusy, nil, "another call on this client is in progress; a client serves one thread at a time")
 	}
 	defer c.leave()
 	if c.phase == phaseHolding || c.envs.outstanding() > 0 {
 		c.givenUp = true
 	}
-	return true
+	return nil
 }

@@ -179,7 +179,9 @@ const EnvStateBytes = int(unsafe.Sizeof(envState{}))
 // goroutine; the runner must not be used afterwards.
 func (r *Runner) Close() {
 	if r.owes() {
-		r.c.GiveUpOwed()
+		// A closing client drops what was owed with its connection; a
+		// busy one is misuse, which the doc above rules out.
+		_ = r.c.GiveUpOwed()
 	}
 	r.FreeChunks()
 }
@@ -317,9 +319,12 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		// up its own, or every infer naming their envs would be refused
 		// (SPEC 4.3: an env asks for a chunk only after its last one is
 		// fed back). The client's next infer then reconnects. A client
-		// in a call on another goroutine (misuse) gives up nothing: the
-		// infer below is refused as busy, and the next Act tries again.
-		r.adopted = r.c.GiveUpOwed()
+		// in a call on another goroutine (misuse) gives up nothing: Act
+		// sends nothing either, and the next Act tries again.
+		if err := r.c.GiveUpOwed(); err != nil {
+			return err
+		}
+		r.adopted = true
 	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)

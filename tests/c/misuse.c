@@ -1394,7 +1394,9 @@ static void test_connected(const char *url) {
   CHECK(c2 != c);
   /* c2 took c's slot (freed slots are reused last in, first out, and no
   ** handle was made in between): c's token, of the slot's older
-  ** generation, must still name nothing, and above all not c2. */
+  ** generation, must still name nothing, and above all not c2. (The
+  ** slot is not visible from C: should the registry stop reusing the
+  ** last slot freed, this still passes, without testing the reuse.) */
   {
     int64_t v = 0;
     int present = 0;

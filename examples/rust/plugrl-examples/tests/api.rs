@@ -360,6 +360,9 @@ fn report_refuses_short_slices_and_keeps_episodes_that_end_together() {
 #[test]
 fn a_failed_open_closes_its_handle() {
     let dir = std::env::temp_dir().join(format!("plugrl-rust-failed-open-{}", std::process::id()));
+    // A run that failed before its cleanup, under a process id reused
+    // since (fresh containers start from the same ids), left its files.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // Port 1 on loopback: nothing listens, the connection is refused.
     let e = Client::builder("ws://127.0.0.1:1")
