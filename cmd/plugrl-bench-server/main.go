@@ -237,6 +237,9 @@ type window struct {
 	baseMono   int64 // CLOCK_MONOTONIC at base, in ns
 	start, end time.Duration
 	length     time.Duration
+	// clock, when set, replaces time.Since(base): the tests' fake clock,
+	// which makes the window's counting and the latencies exact numbers.
+	clock func() time.Duration
 }
 
 func newWindow(warmup, length time.Duration) *window {
@@ -247,7 +250,12 @@ func newWindow(warmup, length time.Duration) *window {
 	return &window{base: time.Now(), baseMono: m, start: warmup, end: warmup + length, length: length}
 }
 
-func (w *window) since() time.Duration { return time.Since(w.base) }
+func (w *window) since() time.Duration {
+	if w.clock != nil {
+		return w.clock()
+	}
+	return time.Since(w.base)
+}
 func (w *window) mono(d time.Duration) int64 {
 	return w.baseMono + int64(d)
 }

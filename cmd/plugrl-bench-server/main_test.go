@@ -87,6 +87,14 @@ func TestServesAndStops(t *testing.T) {
 	if _, err := fmt.Sscanf(o[w:], "window_ns %d %d", &start, &end); err != nil || end-start != int64(200*time.Millisecond) {
 		t.Fatalf("window %d..%d (%v) in %q", start, end, err, o)
 	}
+	// The rate is the count over the window's length, not over the run's
+	// (which has the warm-up besides).
+	var count int
+	var secs, rate float64
+	if _, err := fmt.Sscanf(o[strings.LastIndex(o[:strings.Index(o, " exchanges in ")], "\n")+1:], "%d exchanges in %f s\nexchanges/s %f", &count, &secs, &rate); err != nil ||
+		secs != 0.2 || count == 0 || math.Abs(rate-float64(count)/0.2) > 0.05 {
+		t.Fatalf("%d exchanges in %v s at %v/s (%v) in %q", count, secs, rate, err, o)
+	}
 }
 
 // TestConns: with --conns N the server serves N clients at once, counts
@@ -166,7 +174,12 @@ func TestPercentiles(t *testing.T) {
 		{100_000, "n 100000 p50 50000.0 p90 90000.0 p99 99000.0 p99.9 99900.0 p99.99 99990.0 max 100000.0"},
 		{99_999, "n 99999 p50 50000.0 p90 90000.0 p99 99000.0 p99.9 99900.0 p99.99 - max 99999.0"},
 		{10_000, "n 10000 p50 5000.0 p90 9000.0 p99 9900.0 p99.9 9990.0 p99.99 - max 10000.0"},
+		{1000, "n 1000 p50 500.0 p90 900.0 p99 990.0 p99.9 - p99.99 - max 1000.0"},
+		{999, "n 999 p50 500.0 p90 900.0 p99 - p99.9 - p99.99 - max 999.0"},
 		{400, "n 400 p50 200.0 p90 360.0 p99 - p99.9 - p99.99 - max 400.0"},
+		{100, "n 100 p50 50.0 p90 90.0 p99 - p99.9 - p99.99 - max 100.0"},
+		{99, "n 99 p50 50.0 p90 - p99 - p99.9 - p99.99 - max 99.0"},
+		{20, "n 20 p50 10.0 p90 - p99 - p99.9 - p99.99 - max 20.0"},
 		{19, "n 19 p50 - p90 - p99 - p99.9 - p99.99 - max 19.0"},
 		{0, "n 0 p50 - p90 - p99 - p99.9 - p99.99 - max -"},
 	} {
@@ -296,5 +309,130 @@ func TestActionsVary(t *testing.T) {
 			}
 		}
 		prev = vals
+	}
+}
+
+// rawPair is a server on one end of a loopback connection whose other end
+// a goroutine drives as a client would: an infer frame, the action read,
+// a feedback frame, over and over, until the connection closes.
+func rawPair(t *testing.T) (*server, *actions) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
+		turn: make([]uint32, 0, 1<<10), inferFeedback: make([]uint32, 0, 1<<10)}
+	action, data, err := actionMessage(1, 8, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newActions(action, data, 1)
+	msg := append([]byte{0x82, 0x80 | 126, 400 >> 8, 400 & 0xff, 0, 0, 0, 0}, make([]byte, 400)...)
+	reply := make([]byte, len(a.frame))
+	go func() {
+		for {
+			if _, err := cc.Write(msg); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(cc, reply); err != nil {
+				return
+			}
+			if _, err := cc.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	return s, a
+}
+
+// fakeClock advances by the next of steps at each reading: serve reads the
+// clock three times an exchange (infer read, action written, feedback
+// read), so steps {5, 1, 3} us make every exchange's times exact.
+func fakeClock(steps ...time.Duration) func() time.Duration {
+	var now time.Duration
+	k := 0
+	return func() time.Duration {
+		now += steps[k%len(steps)]
+		k++
+		return now
+	}
+}
+
+// TestServeWindow: an exchange counts when its feedback is read in
+// [start, end) (both ends exact); turnaround is from the previous action's
+// write to this infer's read, infer_feedback from the infer's read to the
+// feedback's; the first exchange, with no previous action, is counted but
+// not timed. With readings 5, 1, 3 us apart exchange i (0-based) reads its
+// infer at 9i+5, writes its action at 9i+6 and reads its feedback at 9i+9:
+// turnaround 8 us, infer_feedback 4 us.
+func TestServeWindow(t *testing.T) {
+	const us = time.Microsecond
+	for _, c := range []struct {
+		start, end      time.Duration
+		count, timed    int
+		dropped, stopAt int
+	}{
+		// Feedbacks at 36, 45, 54, 63 are in [36, 72); the one at 72 stops.
+		{36 * us, 72 * us, 4, 4, 0, 8},
+		// From 0: the first exchange (feedback at 9) counts, untimed.
+		{0, 27 * us, 2, 1, 1, 3},
+	} {
+		s, a := rawPair(t)
+		w := &window{start: c.start, end: c.end, length: c.end - c.start, clock: fakeClock(5*us, 1*us, 3*us)}
+		stops := 0
+		if err := s.serve(a, w, func() { stops++ }); err != nil {
+			t.Fatal(err)
+		}
+		if s.count != c.count || len(s.turn) != c.timed || len(s.inferFeedback) != c.timed || s.dropped != c.dropped || stops != 1 {
+			t.Fatalf("window %v..%v: count %d, timed %d/%d, dropped %d, stops %d; want %d, %d, %d, 1",
+				c.start, c.end, s.count, len(s.turn), len(s.inferFeedback), s.dropped, stops, c.count, c.timed, c.dropped)
+		}
+		if now := w.since(); now != time.Duration(9*c.stopAt+5)*us {
+			t.Fatalf("window %v..%v: served until %v; want it to stop at the feedback at %v", c.start, c.end, now-5*us,
+				time.Duration(9*c.stopAt)*us)
+		}
+		for i := range s.turn {
+			if s.turn[i] != 8000 || s.inferFeedback[i] != 4000 {
+				t.Fatalf("exchange %d: turnaround %d ns, infer_feedback %d ns; want 8000, 4000", i, s.turn[i], s.inferFeedback[i])
+			}
+		}
+	}
+}
+
+// TestReport: totals over the window's length, the fewest and most
+// exchanges of one connection, each latency column from its own samples,
+// and the unrecorded latencies beyond the one per connection expected.
+func TestReport(t *testing.T) {
+	a := &server{count: 7, turn: []uint32{3000, 1000}, inferFeedback: []uint32{9000, 8000}, dropped: 1}
+	b := &server{count: 3, turn: []uint32{2000}, inferFeedback: []uint32{7000}, dropped: 3}
+	c := &server{count: 5, dropped: 0}
+	var out strings.Builder
+	report(&out, []*server{a, b, c}, 4*time.Second)
+	want := "15 exchanges in 4.000 s\n" +
+		"exchanges/s 3.8\n" +
+		"conn_exchanges min 3 max 7\n" +
+		"latency_us turnaround n 3 p50 - p90 - p99 - p99.9 - p99.99 - max 3.0\n" +
+		"latency_us infer_feedback n 3 p50 - p90 - p99 - p99.9 - p99.99 - max 9.0\n" +
+		"latency_unrecorded 4\n"
+	if got := out.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	out.Reset()
+	a.dropped, b.dropped, c.dropped = 1, 1, 1 // one a connection: expected, not reported
+	report(&out, []*server{a, b, c}, 4*time.Second)
+	if strings.Contains(out.String(), "latency_unrecorded") {
+		t.Fatalf("got %q", out.String())
 	}
 }
