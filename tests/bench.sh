@@ -120,6 +120,10 @@
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The arithmetic of the tables (medians, ratios, pairing, bootstrap), apart so
+# that tests/bench_stats_test.sh can feed it fixed numbers.
+# shellcheck source=tests/bench_stats.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench_stats.sh"
 
 bin=${1:?usage: tests/bench.sh BIN_DIR}
 reps=${PLUGRL_BENCH_REPS:-5}
@@ -239,8 +243,6 @@ trap cleanup EXIT
 # A run that hangs (a real-time process starving another) is killed.
 limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
 
-# isnum VALUE: a plain non-negative number (not nan, not "-").
-isnum() { [[ $1 =~ ^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 
 # The run's fields, in the order run_one prints them:
 #   status  ok; failed (under SCHED_FIFO: a finding); refused (the kernel
@@ -258,13 +260,6 @@ nan_fields() { # STATUS: a run with no numbers
   echo "$out -"
 }
 
-# lat_fields FILE KIND: "n p50 p90 p99 p99.9 p99.99 max" from the server's
-# "latency_us KIND n N p50 X ..." line, by label; nan for what is absent.
-lat_fields() {
-  awk -v k="$2" '$1 == "latency_us" && $2 == k { for (i = 3; i < NF; i += 2) v[$i] = $(i + 1); seen = 1 }
-    END { n = split("n p50 p90 p99 p99.9 p99.99 max", l, " ")
-          for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), ((l[i] in v) ? v[l[i]] : "nan"); print "" }' "$1"
-}
 
 # ledger_lost: the records the ledger(s) of the last run did not record,
 # summed over its files (one per handle: bench.ledger, bench.ledger.2, ...)
@@ -445,16 +440,6 @@ run_one() {
   echo "ok $rate $cpu $turn $ifb $conn $lost"
 }
 
-# median: of the numbers on stdin (space- or line-separated); nan and "-"
-# are left out; "-" when there is none.
-median() {
-  tr ' ' '\n' | awk '/^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/' | sort -g |
-    awk '{v[NR]=$1} END {if (NR == 0) print "-"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'
-}
-spread() {
-  tr ' ' '\n' | awk '/^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/' | sort -g |
-    awk 'NR==1 {lo=$1} {hi=$1} END {if (NR == 0) print "-"; else printf "%.6g-%.6g", lo, hi}'
-}
 
 # The order of the clients in repetition REP (1-based), as indices into
 # clients: the rows of a Williams design for n clients (0 1 n-1 2 n-2 ...,
@@ -530,9 +515,7 @@ done
 med() { median <<<"${runs[$1/$2]}"; }
 # medq KEY METRIC: a percentile's median; "-" when any run that succeeded
 # had too few samples for it (the server printed "-").
-medq() {
-  if [[ " ${runs[$1/$2]} " == *" - "* ]]; then echo -; else med "$1" "$2"; fi
-}
+medq() { medq_of "${runs[$1/$2]}"; }
 # oks KEY: "k/N", the runs of the cell that succeeded of those made.
 oks() { awk '{k = 0; for (i = 1; i <= NF; i++) k += ($i == "ok"); printf "%d/%d", k, NF}' <<<"${runs[$1/status]}"; }
 # notes KEY: what the cell's runs did not do: FAILED (a finding, under
@@ -560,47 +543,7 @@ lat() {
   done
   echo "${out%/}"
 }
-ratio() { if isnum "$1" && isnum "$2"; then awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "-"}'; else echo -; fi; }
-# num FORMAT VALUE: VALUE printed with FORMAT, or "-" when not a number.
-num() {
-  # shellcheck disable=SC2059 # the format is the argument
-  if isnum "$2"; then printf "$1" "$2"; else echo -; fi
-}
 
-# paired A B [MODE [SPREAD]]: the median of A[i]/B[i] (MODE ratio, the
-# default) or A[i]-B[i] (MODE diff) over the pairs where both are numbers
-# (a failed run's are not), with its spread: the min-max of the pairs
-# (SPREAD range, the default) or a 90 % bootstrap interval of the median
-# (SPREAD boot: 2000 resamples, a fixed seed); " [k/N]" after it when only
-# k of the N pairs were numbers.
-paired() {
-  awk -v a="$1" -v b="$2" -v mode="${3:-ratio}" -v spread="${4:-range}" '
-    function med(v, n,   i, j, t) { # sorts v[1..n]
-      for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
-      return (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
-    BEGIN {
-      n = split(a, x, " "); nb = split(b, y, " "); if (nb > n) n = nb; k = 0
-      num = "^[0-9]+(\\.[0-9]*)?([eE][-+]?[0-9]+)?$"
-      for (i = 1; i <= n; i++) if (x[i] ~ num && y[i] ~ num && y[i] > 0)
-        r[++k] = (mode == "ratio") ? x[i] / y[i] : x[i] - y[i]
-      if (k == 0) { printf "- [0/%d]", n; exit }
-      m = med(r, k)
-      lo = r[1]; hi = r[k]
-      if (spread == "boot") {
-        srand(1)
-        for (s = 1; s <= 2000; s++) {
-          for (i = 1; i <= k; i++) c[i] = r[int(rand() * k) + 1]
-          ms[s] = med(c, k)
-        }
-        med(ms, 2000)
-        lo = ms[101]; hi = ms[1900]
-      }
-      fmt = (mode == "ratio") ? "%.3f (%.3f-%.3f)" : "%+.2f (%+.2f..%+.2f)"
-      printf fmt, m, lo, hi
-      if (k < n) printf " [%d/%d]", k, n
-    }'
-}
 
 echo
 printf '%-9s %-5s %-10s %-13s %-5s %9s %-17s %6s %8s %-13s %6s  %6s %-34s %6s %-34s %-19s %s\n' workload pin sched client ok \
