@@ -417,6 +417,14 @@ run_one() {
     turn=$(lat_fields "$tmp/server.out" turnaround)
     ifb=$(lat_fields "$tmp/server.out" infer_feedback)
     conn=$(sed -n 's/^conn_exchanges min \([0-9]*\) max \([0-9]*\)$/\1 \2/p' "$tmp/server.out" | tail -n 1)
+    # The CPU figure is over the server's window only if the client found
+    # it in the server's output; otherwise it silently falls back to the
+    # client's own guess of the warm-up (bench_cpu.hpp), a different measure.
+    if [[ $rc -eq 0 ]] && ! grep -q '^cpu_measured_over server-window ' "$tmp/client.out"; then
+      echo "tests/bench.sh: $client $pin $sched: the client did not measure its CPU over the server's window:" \
+        "$(grep '^cpu_measured_over' "$tmp/client.out" || echo 'no cpu_measured_over line')" >&2
+      rc=1
+    fi
     if ! isnum "$rate" || ! isnum "$cpu" || [[ -z $conn || $turn == *nan* || $ifb == *nan* ]]; then
       echo "tests/bench.sh: $client $pin $sched: the run's output is incomplete (exchanges/s \"$rate\"," \
         "cpu_us_per_exchange \"$cpu\", conn_exchanges \"$conn\", latency \"$turn\" / \"$ifb\")" >&2
