@@ -82,6 +82,7 @@ usage() {
 
 debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-websockets python3-msgpack python3-numpy)
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
+debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
