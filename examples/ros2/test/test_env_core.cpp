@@ -346,6 +346,28 @@ TEST(Inputs, DrainMovesSignalsAndCopiesRows) {
   EXPECT_TRUE(mine.signals(1).reset_ok);
 }
 
+// The step's final observation is the env's state from its first done
+// flag on (Signals::ended_at): a later flag, in the same drain or the
+// next (a robot that repeats its flags until reset), must not move it, or
+// the report waits for a state after each repeat. A false flag is no end:
+// counted as one, every step whose flags came before its state waited
+// for a state after them.
+TEST(Inputs, EndedAtIsTheFirstTrueFlag) {
+  InputState shared(cartpole_sources(), 1), mine;
+  const TimePoint t = Clock::now();
+  shared.put_terminated(0, false, t);
+  shared.put_truncated(0, false, t);
+  shared.drain_into(mine);
+  EXPECT_FALSE(mine.signals(0).ended_at) << "a false flag is no end";
+  shared.put_terminated(0, true, t + 1ms);
+  shared.drain_into(mine);
+  shared.put_terminated(0, true, t + 2ms);
+  shared.put_truncated(0, true, t + 3ms);
+  shared.drain_into(mine);
+  ASSERT_TRUE(mine.signals(0).ended_at);
+  EXPECT_EQ(*mine.signals(0).ended_at, t + 1ms);
+}
+
 TEST(Readiness, MissingStaleAndNewer) {
   InputState in(cartpole_sources(), 1);
   const TimePoint t = Clock::now();
