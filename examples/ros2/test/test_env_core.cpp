@@ -1740,6 +1740,160 @@ TEST(Controller, TimerModeTheNextEpisodeStartsOnTheResetsState) {
   }
 }
 
+// A reset request the robot never answers (lost on the way, a service
+// that was down) is asked again after reset_timeout, and not before:
+// without it the envs held for good. Each end asks for one reset.
+TEST(Controller, TimerModeAnUnansweredResetIsAskedAgainAfterTheTimeout) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  cfg.reset_timeout = 2s;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();  // the request goes out at about t
+  h.start(c, t);
+  h.state(0, 0.9, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets, (std::vector<std::size_t>{0}));
+  h.state(0, 0.9, t + 1s);  // the robot publishes all along
+  EXPECT_EQ(c.wake(t + 1s), Controller::Result::Waiting);
+  EXPECT_EQ(h.resets.size(), 1u) << "asked again before reset_timeout";
+  h.state(0, 0.9, t + 3s);
+  EXPECT_EQ(c.wake(t + 3s), Controller::Result::Waiting);
+  EXPECT_EQ(h.resets, (std::vector<std::size_t>{0, 0})) << "an unanswered reset was never asked again";
+  EXPECT_EQ(h.warnings, 1);
+  // The second request is answered: the step is reported, the run goes on.
+  h.shared.put_reset_answer(0, true, t + 3s + 100ms);
+  h.state(0, 0.0, t + 3s + 101ms);
+  EXPECT_EQ(c.wake(t + 3s + 110ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 0.9);
+  EXPECT_EQ(h.acted_qpos0.back(), 0.0);
+  EXPECT_EQ(h.resets.size(), 2u);
+}
+
+// A reset that fails (its service says so) is asked again, but at most
+// once a second: a robot whose reset fails at once was otherwise sent a
+// request at every tick.
+TEST(Controller, TimerModeAFailedResetIsAskedAgainOnceASecond) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();  // the request goes out at about t
+  h.start(c, t);
+  h.state(0, 0.9, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets.size(), 1u);
+  h.shared.put_reset_answer(0, false, t + 50ms);
+  for (int tick = 0; tick < 5; tick++) {
+    h.state(0, 0.9, t + 60ms + tick * 10ms);
+    EXPECT_EQ(c.wake(t + 60ms + tick * 10ms), Controller::Result::Waiting);
+  }
+  EXPECT_EQ(h.resets.size(), 1u) << "a failed reset was asked again in a tight loop";
+  EXPECT_EQ(h.acts, 1);
+  h.state(0, 0.9, t + 3s);
+  EXPECT_EQ(c.wake(t + 3s), Controller::Result::Waiting);
+  EXPECT_EQ(h.resets.size(), 2u);
+  EXPECT_EQ(h.errors, 1);
+  EXPECT_EQ(h.acts, 1);
+}
+
+// Each episode's reset waits for its own answer: the answer to the last
+// episode's reset is no answer to this one's (the env would start its
+// next episode in the state that ended this one, never reset).
+TEST(Controller, TimerModeTheLastResetsAnswerIsNotThisOnes) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.start(c, t);
+  // Episode 1 ends and resets.
+  h.state(0, 0.9, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  h.shared.put_reset_answer(0, true, t + 20ms);
+  h.state(0, 0.0, t + 21ms);
+  ASSERT_EQ(c.wake(t + 30ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.acts, 2);
+  // Episode 2 ends: its reset is asked for and not answered yet.
+  h.state(0, 0.8, t + 40ms);
+  h.shared.put_terminated(0, true, t + 40ms);
+  ASSERT_EQ(c.wake(t + 50ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets.size(), 2u);
+  for (int tick = 0; tick < 5; tick++) {
+    h.state(0, 0.8, t + 60ms + tick * 10ms);  // still the ended episode's pose
+    EXPECT_EQ(c.wake(t + 60ms + tick * 10ms), Controller::Result::Waiting) << tick;
+  }
+  EXPECT_EQ(h.acts, 2) << "acted on episode 2's terminal state as if it had reset";
+  EXPECT_EQ(h.reports.size(), 1u);
+}
+
+// A robot may repeat its done flags until it is reset (cartpole_sim
+// answers a done env with its flags again). Those that come while the env
+// resets belong to the ended episode: the first step of the next one must
+// not report them again, as a second, one-step episode (and a second
+// reset).
+TEST(Controller, TimerModeFlagsRepeatedDuringAResetEndNoNewEpisode) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Timer, 1s);
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.start(c, t);
+  h.state(0, 0.9, t + 5ms);
+  h.shared.put_terminated(0, true, t + 5ms);
+  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.resets.size(), 1u);
+  h.shared.put_terminated(0, true, t + 20ms);  // repeated while it resets
+  h.shared.add_reward(0, 0, t + 20ms);
+  h.state(0, 0.9, t + 20ms);
+  h.shared.put_reset_answer(0, true, t + 30ms);
+  h.state(0, 0.0, t + 31ms);
+  ASSERT_EQ(c.wake(t + 40ms), Controller::Result::Stepped);  // reported, then acts
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].terminated, (std::vector<uint8_t>{1}));
+  // The next episode's first step.
+  h.state(0, 0.01, t + 50ms);
+  h.shared.add_reward(0, 1, t + 50ms);
+  h.shared.put_terminated(0, false, t + 50ms);
+  EXPECT_EQ(c.wake(t + 60ms), Controller::Result::Stepped);
+  ASSERT_EQ(h.reports.size(), 2u);
+  EXPECT_EQ(h.reports[1].terminated, (std::vector<uint8_t>{0}));
+  EXPECT_EQ(h.reports[1].rewards, (std::vector<double>{1}));
+  EXPECT_EQ(h.episodes.size(), 1u);
+  EXPECT_EQ(h.resets.size(), 1u);
+}
+
+// An env's done flag can come while the node holds in the Act phase (here:
+// the server's call failed) from a robot that then goes quiet until its
+// reset. The act takes its last state however old, and the step after
+// reports the end and asks for the reset; judged stale, it held every env
+// for good, its reset never asked for.
+TEST(Controller, TimerModeAnEnvThatEndedBeforeTheActIsNotWaitedFor) {
+  Harness h(2);
+  Controller::Config cfg = config(2, Mode::Timer, 100ms);
+  cfg.state_after_signal_wait = 5ms;
+  Controller c = h.make(cfg);
+  const TimePoint t = Clock::now();
+  h.start(c, t);
+  h.state(0, 0.1, t + 8ms);
+  h.state(1, 0.1, t + 8ms);
+  h.in_act = [] { throw plugrl::Error(PLUGRL_SERVER_ERROR, "server error"); };
+  EXPECT_THROW(c.wake(t + 10ms), plugrl::Error);  // reported; no action
+  ASSERT_EQ(c.phase(), Controller::Phase::Act);
+  h.in_act = nullptr;
+  h.state(0, 0.9, t + 20ms);  // env 0 ends and goes quiet
+  h.shared.put_terminated(0, true, t + 20ms);
+  h.state(1, 0.2, t + 300ms);
+  EXPECT_EQ(c.wake(t + 300ms), Controller::Result::Stepped) << "held for env 0's state, which never comes";
+  h.state(1, 0.3, t + 310ms);
+  EXPECT_EQ(c.wake(t + 320ms), Controller::Result::Waiting);  // the end is taken; env 0 resets
+  EXPECT_EQ(h.resets, (std::vector<std::size_t>{0}));
+}
+
 namespace {
 
 // The cartpole's sources and an instruction (source 2).
