@@ -1408,6 +1408,38 @@ TEST(Controller, LockstepALostRewardIsRecoveredDespiteIdleRepublishes) {
   EXPECT_EQ(h.published.back().command, (std::vector<double>{0.2}));
 }
 
+// The same for a robot that repeats its done flags while it idles (a
+// status publisher on its own clock): a flag topic that is already ahead
+// of the env's answers brings none, however often it repeats.
+TEST(Controller, LockstepALostRewardIsRecoveredDespiteRepeatedFlags) {
+  Harness h(1);
+  Controller::Config cfg = config(1, Mode::Lockstep, 100ms);
+  Controller c = h.make(cfg, HoldMode::Zeros);
+  h.state(0, 0, Clock::now());
+  h.actions = {{0.1}, {0.2}};
+  const TimePoint t = Clock::now();
+  ASSERT_EQ(c.wake(t), Controller::Result::Stepped);  // 0.1
+  h.state(0, 1.0, t + 10ms);  // its answer, but the reward is lost
+  h.shared.put_terminated(0, false, t + 10ms);
+  h.shared.put_truncated(0, false, t + 10ms);
+  EXPECT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
+  EXPECT_EQ(c.wake(t + 110ms), Controller::Result::Waiting);  // no reward: a hold
+  ASSERT_EQ(h.published.size(), 2u);
+  ASSERT_TRUE(h.published[1].hold);
+  h.step(0, 2.0, 1, false, false);  // the hold's whole answer
+  const TimePoint answered = Clock::now();
+  bool stepped = false;
+  for (int k = 1; k <= 25 && !stepped; k++) {
+    const TimePoint at = answered + k * 40ms;
+    h.shared.put_terminated(0, false, at);
+    h.shared.put_truncated(0, false, at);
+    stepped = c.wake(at) == Controller::Result::Stepped;
+  }
+  EXPECT_TRUE(stepped) << "the step was never reported: 1 s of repeated flags";
+  ASSERT_EQ(h.reports.size(), 1u);
+  EXPECT_EQ(h.reports[0].qpos0, 2.0);
+}
+
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   Harness h(2);
   Controller::Config cfg = config(2, Mode::Timer, 1s);
