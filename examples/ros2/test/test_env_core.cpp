@@ -140,6 +140,7 @@ TEST(Parameters, EachUnusableValueIsNamed) {
       {[](NumericParameters &p) { p.control_rate_hz = 1e5; }, "control_rate_hz"},
       {[](NumericParameters &p) { p.control_rate_hz = 1e-300; }, "control_rate_hz"},
       {[](NumericParameters &p) { p.control_rate_hz = -50; }, "control_rate_hz"},  // was lockstep
+      {[](NumericParameters &p) { p.control_rate_hz = -1e-3; }, "control_rate_hz"},  // any negative
       {[](NumericParameters &p) { p.max_obs_age_s = 0; }, "max_obs_age_s"},
       {[](NumericParameters &p) { p.max_obs_age_s = -0.5; }, "max_obs_age_s"},
       {[&](NumericParameters &p) { p.max_obs_age_s = nan; }, "max_obs_age_s"},
