@@ -1707,6 +1707,15 @@ TEST(Controller, TimerModeASlowResetDoesNotHoldTheFeedbackPastTheServersTimeout)
   EXPECT_EQ(h.episodes.size(), 1u);
   EXPECT_EQ(c.phase(), Controller::Phase::Reset);
   EXPECT_EQ(h.acts, 1);
+  // Reported, the step's commands no longer stand: every env holds until
+  // the reset is done, as before the report.
+  h.published.clear();
+  h.state(0, 0.9, t + 40s + 500ms);
+  h.state(1, 0.25, t + 40s + 500ms);
+  EXPECT_EQ(c.wake(t + 40s + 500ms), Controller::Result::Waiting);
+  ASSERT_EQ(h.published.size(), 2u) << "no hold while env 0 resets, after the report";
+  EXPECT_TRUE(h.published[0].hold);
+  EXPECT_TRUE(h.published[1].hold);
   // The reset completes: the next act follows, with no second report.
   const TimePoint answered = t + 41s;
   h.shared.put_reset_answer(0, true, answered);
