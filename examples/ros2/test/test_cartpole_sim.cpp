@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 using plugrl_ros2::CartpoleSim;
 
@@ -54,4 +55,54 @@ TEST(CartpoleSim, TruncatedAtMaxSteps) {
   EXPECT_TRUE(s.truncated);
   EXPECT_FALSE(s.terminated);
   EXPECT_EQ(s.reward, 1.0);
+}
+
+// A truncated env, like a terminated one, does not move until reset: the
+// robot's last state is the episode's final observation, however many
+// commands (holds) come while its reset is on the way.
+TEST(CartpoleSim, ATruncatedEnvWaitsForAReset) {
+  CartpoleSim sim(1, 2, 1);
+  sim.step(0, 0.5);
+  ASSERT_TRUE(sim.step(0, 0.5).truncated);
+  const double x = sim.qpos(0, 0), v = sim.qvel(0, 0);
+  const CartpoleSim::Step again = sim.step(0, 1.0);
+  EXPECT_TRUE(again.truncated);
+  EXPECT_EQ(again.reward, 0.0);
+  EXPECT_EQ(sim.qpos(0, 0), x);
+  EXPECT_EQ(sim.qvel(0, 0), v);
+  EXPECT_EQ(sim.steps(0), 2);
+}
+
+// An episode that ends by the pole falling on its last allowed step is
+// terminated, not truncated: success (truncated and not terminated) would
+// otherwise count a fall as an episode that lasted.
+TEST(CartpoleSim, AFallOnTheLastStepIsNotATruncation) {
+  int64_t fall = 0;
+  {
+    CartpoleSim sim(1, 500, 1);
+    while (fall < 500 && !sim.step(0, 1.0).terminated) fall++;
+    fall++;  // the step that fell
+  }
+  ASSERT_LT(fall, 200);
+  CartpoleSim sim(1, fall, 1);  // the same start: the fall is the last step
+  CartpoleSim::Step s{};
+  for (int64_t k = 0; k < fall; k++) s = sim.step(0, 1.0);
+  EXPECT_TRUE(s.terminated);
+  EXPECT_FALSE(s.truncated);
+}
+
+// A non-finite command is no push: it moves the cart as 0 does, and never
+// reaches MuJoCo (whose state a NaN control would poison).
+TEST(CartpoleSim, ANonFiniteCommandIsZero) {
+  CartpoleSim a(1, 500, 3), b(1, 500, 3);
+  for (int k = 0; k < 5; k++) {
+    a.step(0, std::nan(""));
+    b.step(0, 0.0);
+  }
+  a.step(0, std::numeric_limits<double>::infinity());
+  b.step(0, 0.0);
+  for (int j = 0; j < 2; j++) {
+    EXPECT_EQ(a.qpos(0, j), b.qpos(0, j));
+    EXPECT_EQ(a.qvel(0, j), b.qvel(0, j));
+  }
 }
