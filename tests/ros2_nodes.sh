@@ -403,6 +403,10 @@ refused() {
 echo "== configurations refused at start"
 refused "a negative control_rate_hz" 'control_rate_hz' -p control_rate_hz:=-5.0
 refused "two envs commanding one topic" 'env_namespaces: envs' -p 'env_namespaces:=[cart_0, cart_0]'
+# The same topic written two ways (relative and absolute): only the
+# resolved names tell, which the check compares.
+refused "two envs commanding one topic, written two ways" 'env_namespaces: envs' \
+  -p 'env_namespaces:=[cart_0, /cart_0]'
 echo "PASS: bad configurations are refused before connecting, naming the parameter"
 
 times=()
