@@ -1441,6 +1441,27 @@ TEST(Controller, LockstepALostRewardIsRecoveredDespiteRepeatedFlags) {
   EXPECT_EQ(h.reports[0].qpos0, 2.0);
 }
 
+// An episode is a success when it lasted: truncated and not terminated.
+// A robot may send both flags at one step (a fall on the last allowed
+// step): that is a fall, not a success, in the report and the CSV.
+TEST(Controller, LockstepBothFlagsAreNoSuccess) {
+  Harness h(1);
+  Controller c = h.make(config(1, Mode::Lockstep));
+  h.state(0, 0, Clock::now());
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  h.step(0, 0.9, 0, true, true);
+  EXPECT_EQ(c.wake(Clock::now()), Controller::Result::Waiting);  // reported; reset asked
+  ASSERT_EQ(h.episodes.size(), 1u);
+  EXPECT_FALSE(h.episodes[0].success);
+  h.shared.put_reset_answer(0, true, Clock::now());
+  h.state(0, 0, Clock::now());
+  ASSERT_EQ(c.wake(Clock::now()), Controller::Result::Stepped);
+  h.step(0, 0.1, 1, false, true);  // truncated alone: it lasted
+  c.wake(Clock::now());
+  ASSERT_EQ(h.episodes.size(), 2u);
+  EXPECT_TRUE(h.episodes[1].success);
+}
+
 TEST(Controller, TimerModeHoldsWhileAnEnvResetsWithoutWarning) {
   Harness h(2);
   Controller::Config cfg = config(2, Mode::Timer, 1s);
