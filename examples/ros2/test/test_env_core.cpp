@@ -2170,6 +2170,26 @@ TEST(Controller, AHoldsTrajectoryIsTheHoldAlone) {
   EXPECT_EQ(c.trajectories[0].points[0].time_from_start, std::chrono::duration_cast<Duration>(10ms));
 }
 
+// With hold: zeros, a hold's trajectory is zeros too: a trajectory
+// controller that follows the trajectory topic must stop with the
+// command topic, not go on with the last action.
+TEST(Controller, AZerosHoldsTrajectoryIsZeros) {
+  ChunkHarness c(1, 1, {{0.5, 0.6, 0.7, 0.8}});
+  Controller::Config cfg = config(1, Mode::Timer, 100ms);
+  cfg.trajectory_period = 10ms;
+  Controller ctl = c.make(cfg, true, CommandBook(1, HoldMode::Zeros));
+  const TimePoint t = Clock::now();
+  c.h.state(0, 0, t);
+  ASSERT_EQ(ctl.wake(t), Controller::Result::Stepped);
+  c.trajectories.clear();
+  EXPECT_EQ(ctl.wake(t + 500ms), Controller::Result::Waiting);  // stale: hold
+  ASSERT_EQ(c.trajectories.size(), 1u);
+  EXPECT_TRUE(c.trajectories[0].hold);
+  ASSERT_EQ(c.trajectories[0].points.size(), 1u);
+  EXPECT_EQ(c.trajectories[0].points[0].values, (std::vector<double>{0.0}));
+  EXPECT_EQ(ctl.trajectory(0)[0].values, (std::vector<double>{0.0}));
+}
+
 TEST(Controller, TrajectoryWithoutAChunkIsTheCommand) {
   // No chunk hook (or one that fails): the command alone, and a warning
   // when reading the chunk failed.
