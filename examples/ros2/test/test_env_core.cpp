@@ -1863,37 +1863,6 @@ TEST(Controller, TimerModeAFailedResetIsAskedAgainOnceASecond) {
   EXPECT_EQ(h.acts, 1);
 }
 
-// Each episode's reset waits for its own answer: the answer to the last
-// episode's reset is no answer to this one's (the env would start its
-// next episode in the state that ended this one, never reset).
-TEST(Controller, TimerModeTheLastResetsAnswerIsNotThisOnes) {
-  Harness h(1);
-  Controller::Config cfg = config(1, Mode::Timer, 1s);
-  cfg.state_after_signal_wait = 5ms;
-  Controller c = h.make(cfg);
-  const TimePoint t = Clock::now();
-  h.start(c, t);
-  // Episode 1 ends and resets.
-  h.state(0, 0.9, t + 5ms);
-  h.shared.put_terminated(0, true, t + 5ms);
-  ASSERT_EQ(c.wake(t + 10ms), Controller::Result::Waiting);
-  h.shared.put_reset_answer(0, true, t + 20ms);
-  h.state(0, 0.0, t + 21ms);
-  ASSERT_EQ(c.wake(t + 30ms), Controller::Result::Stepped);
-  ASSERT_EQ(h.acts, 2);
-  // Episode 2 ends: its reset is asked for and not answered yet.
-  h.state(0, 0.8, t + 40ms);
-  h.shared.put_terminated(0, true, t + 40ms);
-  ASSERT_EQ(c.wake(t + 50ms), Controller::Result::Waiting);
-  ASSERT_EQ(h.resets.size(), 2u);
-  for (int tick = 0; tick < 5; tick++) {
-    h.state(0, 0.8, t + 60ms + tick * 10ms);  // still the ended episode's pose
-    EXPECT_EQ(c.wake(t + 60ms + tick * 10ms), Controller::Result::Waiting) << tick;
-  }
-  EXPECT_EQ(h.acts, 2) << "acted on episode 2's terminal state as if it had reset";
-  EXPECT_EQ(h.reports.size(), 1u);
-}
-
 // A robot may repeat its done flags until it is reset (cartpole_sim
 // answers a done env with its flags again). Those that come while the env
 // resets belong to the ended episode: the first step of the next one must
