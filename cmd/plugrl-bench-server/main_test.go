@@ -200,45 +200,7 @@ func TestPercentiles(t *testing.T) {
 // recording included (a raw client that allocates nothing either drives
 // the server's loop over a window on a real socket).
 func TestServeAllocs(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
-		turn: make([]uint32, 0, 1<<20), inferFeedback: make([]uint32, 0, 1<<20)}
-	action, data, err := actionMessage(1, 8, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	actions := newActions(action, data, 1)
-	// A masked client frame of 400 bytes (the key is zero: the server does
-	// not unmask).
-	msg := append([]byte{0x82, 0x80 | 126, 400 >> 8, 400 & 0xff, 0, 0, 0, 0}, make([]byte, 400)...)
-	reply := make([]byte, len(actions.frame))
-	go func() {
-		for {
-			if _, err := cc.Write(msg); err != nil {
-				return
-			}
-			if _, err := io.ReadFull(cc, reply); err != nil {
-				return
-			}
-			if _, err := cc.Write(msg); err != nil {
-				return
-			}
-		}
-	}()
+	s, actions := rawPair(t, 1<<20) // room for every latency: no append grows
 	w := newWindow(50*time.Millisecond, 300*time.Millisecond)
 	// Warm the loop up (buffers, the poller) before counting.
 	var before, after runtime.MemStats
@@ -314,8 +276,9 @@ func TestActionsVary(t *testing.T) {
 
 // rawPair is a server on one end of a loopback connection whose other end
 // a goroutine drives as a client would: an infer frame, the action read,
-// a feedback frame, over and over, until the connection closes.
-func rawPair(t *testing.T) (*server, *actions) {
+// a feedback frame, over and over, until the connection closes. The
+// server's latency slices hold latencies values before they grow.
+func rawPair(t *testing.T, latencies int) (*server, *actions) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -333,7 +296,7 @@ func rawPair(t *testing.T) (*server, *actions) {
 	}
 	t.Cleanup(func() { nc.Close() })
 	s := &server{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), sink: make([]byte, 256<<10),
-		turn: make([]uint32, 0, 1<<10), inferFeedback: make([]uint32, 0, 1<<10)}
+		turn: make([]uint32, 0, latencies), inferFeedback: make([]uint32, 0, latencies)}
 	action, data, err := actionMessage(1, 8, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +352,7 @@ func TestServeWindow(t *testing.T) {
 		// From 0: the first exchange (feedback at 9) counts, untimed.
 		{0, 27 * us, 2, 1, 1, 3},
 	} {
-		s, a := rawPair(t)
+		s, a := rawPair(t, 1<<10)
 		w := &window{start: c.start, end: c.end, length: c.end - c.start, clock: fakeClock(5*us, 1*us, 3*us)}
 		stops := 0
 		if err := s.serve(a, w, func() { stops++ }); err != nil {
