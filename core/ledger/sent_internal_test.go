@@ -140,26 +140,9 @@ func rebuiltAt(m *wire.Message, obs *wire.Observation, level Level) []byte {
 // order, and the records it says were lost.
 func readBack(t *testing.T, path, kind string) ([][]byte, int64) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	var msgs [][]byte
 	var lost int64
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return msgs, lost
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachRecord(t, path, func(r *Reader, rec *Record) {
 		switch rec.Kind {
 		case KindLost:
 			lost += rec.Count
@@ -170,6 +153,33 @@ func readBack(t *testing.T, path, kind string) ([][]byte, int64) {
 			}
 			msgs = append(msgs, bytes.Clone(m))
 		}
+	})
+	return msgs, lost
+}
+
+// eachRecord reads the ledger at path and calls fn with each record, in
+// order (valid during the call only).
+func eachRecord(t *testing.T, path string, fn func(r *Reader, rec *Record)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(r, rec)
 	}
 }
 

@@ -3,9 +3,6 @@ package ledger
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,31 +45,14 @@ func TestLostRecordMarksTheGap(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	var kinds []string
 	var lost Record
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachRecord(t, path, func(_ *Reader, rec *Record) {
 		kinds = append(kinds, rec.Kind)
 		if rec.Kind == KindLost {
 			lost = *rec
 		}
-	}
+	})
 	want := []string{KindOpen, KindRecv, KindRecv, KindRecv, KindLost, KindInterrupt, KindEnd}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("records %v, want %v: the lost record where the gap is", kinds, want)

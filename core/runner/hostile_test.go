@@ -245,17 +245,7 @@ func TestRunnerStepSizeFromMetadata(t *testing.T) {
 // buffer survived mutation testing: the caller's buffer would be left
 // partly unwritten, with no error).
 func TestRunnerRefusesWrongBufferOnceWidthLearned(t *testing.T) {
-	s := refserver.New(refserver.Config{Horizon: 2, ActionDim: 3, ExtraMetadata: map[string]any{"action_dim": "three"}})
-	url, err := s.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := client.Dial(context.Background(), client.Options{URL: url, ReceiveTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialRef(t, refserver.Config{Horizon: 2, ActionDim: 3, ExtraMetadata: map[string]any{"action_dim": "three"}})
 	r, err := runner.New(c, runner.Config{Envs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +254,7 @@ func TestRunnerRefusesWrongBufferOnceWidthLearned(t *testing.T) {
 	if _, known := r.StepSize(); known {
 		t.Fatal("the step size is known before any action; the test needs it unknown")
 	}
-	obs := &wire.Observation{States: []wire.NamedArray{{Name: "x", Array: wire.Array{DType: wire.Float64, Shape: []int{2, 1}, Data: make([]byte, 16)}}}}
+	obs := stateObs(2)
 	big := &wire.Array{DType: wire.Float64, Data: make([]byte, 8*(2*3+1))}
 	err = r.Act(obs, big)
 	if client.KindOf(err) != client.KindInvalid || !strings.Contains(err.Error(), "need 48") {
