@@ -263,3 +263,17 @@ func TestStopWhileReconnecting(t *testing.T) {
 		t.Fatalf("the client opened %d connections; want 2, none after the stop", n)
 	}
 }
+
+// TestGiveUpOwedAfterClose: GiveUpOwed on a closed client gives nothing up
+// and says why (KindClosed), as a runner's first Act then returns it.
+func TestGiveUpOwedAfterClose(t *testing.T) {
+	_, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 3})
+	c := dial(t, url, nil)
+	if err := c.GiveUpOwed(); err != nil {
+		t.Fatalf("GiveUpOwed on an open client: %v", err)
+	}
+	_ = c.Close()
+	if err := c.GiveUpOwed(); client.KindOf(err) != client.KindClosed {
+		t.Fatalf("GiveUpOwed after Close: %v; want KindClosed", err)
+	}
+}
