@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The C boundary under the sanitizers: libplugrl built instrumented, and
+# the C and C++ tests run through it against the real servers.
+#
+#   sanitizers.sh race|asan REPO_ROOT BIN_DIR CONFORMANCE
+#
+# race: the library built with Go's race detector, so that C threads
+#   calling in at once (threads.c, churn.c, signals.cpp's handlers, the
+#   runner's and the client's calls from other threads) are checked for
+#   data races inside the library, which `go test -race` cannot reach: its
+#   callers are Go. The race runtime cannot map the shadow of a library
+#   loaded high in the address space (Go's c-shared build fails at start
+#   with "ThreadSanitizer failed to allocate"), so the library is built as
+#   a c-archive and linked into non-PIE programs.
+# asan: the library built with Go's -asan, which checks the Go code's every
+#   load and store against AddressSanitizer's shadow: a read of a caller's
+#   array or a write to a caller's buffer one byte past its end is caught
+#   where a plain build would read or corrupt the caller's memory
+#   silently. With the purego tag, so that the copies of observation
+#   arrays run in instrumented Go instead of the unchecked AVX2 assembly.
+#   The programs are built with -fsanitize=address,undefined.
+#
+# Each run's sanitizer reports go to files (log_path); any report fails the
+# run, whatever the program's exit status. The memory, CPU and time bounds
+# of churn.c and of some hostile cases are the sanitizers' own there, and
+# are skipped (listed below). Needs Go, cc, c++ and the servers in BIN_DIR
+# (plugrl, plugrl-hostile: ./build.sh). Exits 77 (skipped) where the toolchain
+# cannot build a sanitized program.
+set -euo pipefail
+
+if [[ $# -ne 4 || ($1 != race && $1 != asan) ]]; then
+  echo "usage: $0 race|asan REPO_ROOT BIN_DIR CONFORMANCE" >&2
+  exit 2
+fi
+mode=$1
+root=$(cd "$2" && pwd)
+native=$(cd "$3" && pwd)
+checker=$4
+for exe in plugrl plugrl-hostile; do
+  [[ -x $native/$exe ]] || {
+    echo "$0: $native/$exe is not built (./build.sh)" >&2
+    exit 1
+  }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bin=$tmp/bin
+reports=$tmp/reports
+mkdir -p "$bin" "$reports"
+
+# cgo's objects are cached by the flags, not by headers outside the
+# package: the headers' hash keys them, as build.sh does.
+headers=$(cat "$root/include/plugrl.h" "$root"/capi/*.h | sha256sum | cut -c1-16)
+export CGO_CFLAGS="-O1 -g -DPLUGRL_HEADERS_HASH=$headers"
+
+case $mode in
+race)
+  cflags=(-O1 -g -no-pie)
+  lib=("$tmp/libplugrl.a" -lpthread -lm)
+  build_lib() {
+    (cd "$root" && go build -race -p 2 -buildmode=c-archive -o "$tmp/libplugrl.a" ./capi)
+  }
+  export GORACE="log_path=$reports/race"
+  ;;
+asan)
+  cflags=(-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+  lib=(-L"$tmp" -l:libplugrl.so -Wl,-rpath,"$tmp" -lpthread -lm)
+  build_lib() {
+    (cd "$root" && go build -asan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
+  }
+  # Leaks are not checked: the Go runtime's threads and heap live until
+  # the process ends, by design.
+  export ASAN_OPTIONS="detect_leaks=0:log_path=$reports/asan"
+  export UBSAN_OPTIONS="print_stacktrace=1:log_path=$reports/ubsan"
+  ;;
+esac
+
+# Skipped, not failed, where this toolchain has no such sanitizer (a
+# compiler without libtsan/libasan, a Go without cgo).
+probe=$tmp/probe.c
+echo 'int main(void) { return 0; }' >"$probe"
+if ! cc "${cflags[@]}" "$probe" -o "$tmp/probe" 2>"$tmp/probe.err"; then
+  echo "SKIPPED: sanitizers.sh $mode: cc cannot build with ${cflags[*]}: $(head -n 3 "$tmp/probe.err")"
+  exit 77
+fi
+
+echo "== libplugrl ($mode)"
+if ! build_lib >"$tmp/build.log" 2>&1; then
+  if grep -q -e 'not supported' -e 'requires cgo' "$tmp/build.log"; then
+    echo "SKIPPED: sanitizers.sh $mode: $(head -n 3 "$tmp/build.log")"
+    exit 77
+  fi
+  cat "$tmp/build.log" >&2
+  exit 1
+fi
+
+echo "== the C and C++ programs ($mode)"
+compile() { # NAME SOURCE: the program, as CMakeLists.txt builds it, with the sanitizer
+  local name=$1 src=$2 cc_=cc std=-std=c99
+  if [[ $src == *.cpp ]]; then
+    cc_=c++ std=-std=c++17
+  fi
+  "$cc_" "$std" -Wall -Wextra -pedantic -Werror "${cflags[@]}" -I"$root/include" "$root/$src" "${lib[@]}" -o "$bin/$name"
+}
+compile misuse tests/c/misuse.c
+compile threads tests/c/threads.c
+compile churn tests/c/churn.c
+compile hostile tests/c/hostile.c
+compile hpp_test tests/cpp/hpp_test.cpp
+compile signals tests/cpp/signals.cpp
+compile plugrl_probe_client_c examples/c/probe_client.c
+compile plugrl_probe_client examples/cpp/probe_client.cpp
+for exe in plugrl plugrl-hostile; do
+  ln -sfn "$native/$exe" "$bin/$exe"
+done
+server=$native/plugrl
+
+failed=()
+# run NAME CMD...: CMD must succeed and leave no sanitizer report.
+run() {
+  local name=$1 found
+  shift
+  echo "== $name"
+  if ! "$@"; then
+    failed+=("$name")
+  fi
+  found=$(find "$reports" -type f ! -name '*.seen' | sort)
+  if [[ -n $found ]]; then
+    echo "FAIL: $name: the $mode sanitizer reported:" >&2
+    while read -r f; do
+      cat "$f" >&2
+      mv "$f" "$f.seen"
+    done <<<"$found"
+    failed+=("$name (report)")
+  fi
+}
+
+run misuse "$root/tests/run_with_server.sh" "$server" --action-dim 2 --features reuse-feedback-obs -- "$bin/misuse"
+run threads "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --features reuse-feedback-obs \
+  --policy probe -- "$bin/threads"
+run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --action-dtype float64 \
+  --features reuse-feedback-obs --policy probe --stop-after 40 -- "$bin/hpp_test"
+run "hpp width-change" "$root/tests/run_with_server.sh" "$native/plugrl-hostile" --scenario width-change -d 3 \
+  -- "$bin/hpp_test" --width-change
+# churn's bounds on resident memory measure the sanitizer's shadow and
+# per-thread state, not the library: --no-memory-bound.
+run churn "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 --features reuse-feedback-obs \
+  -- "$bin/churn" --quick --no-memory-bound
+run "churn reconnects" "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 --feedback-timeout 10ms \
+  -- "$bin/churn" --no-memory-bound --reconnects 240
+run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
+if [[ -e $checker ]]; then
+  for client in plugrl_probe_client_c plugrl_probe_client; do
+    run "conformance $client" "$root/tests/conformance.sh" "$checker" "$bin/$client" \
+      --features reuse-feedback-obs --action-dtype float64
+  done
+else
+  echo "== conformance: skipped, plugrl-conformance not found at $checker"
+fi
+
+# The hostile cases but for those that bound memory or CPU, which are the
+# sanitizer's there: rlimit (AddressSanitizer reserves terabytes of
+# address space, over any RLIMIT_AS), idle-cpu, and tokens (4.2 million
+# opens, minutes instrumented).
+cases=()
+"$bin/hostile" --list >"$tmp/cases" || failed+=("hostile --list")
+while read -r name _; do
+  case $name in
+  rlimit | idle-cpu | tokens) ;;
+  ?*) cases+=("$name") ;;
+  esac
+done <"$tmp/cases"
+if [[ ${#cases[@]} -lt 10 ]]; then
+  echo "FAIL: the hostile program lists ${#cases[@]} cases to run" >&2
+  failed+=(hostile)
+else
+  run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+fi
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  printf 'FAIL: under the %s sanitizer: %s\n' "$mode" "${failed[*]}" >&2
+  exit 1
+fi
+echo "PASS: misuse, threads, hpp, churn, signals, the probe clients and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
