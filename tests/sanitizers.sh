@@ -43,7 +43,7 @@ for exe in plugrl plugrl-hostile; do
   }
 done
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'bg_server_stop; rm -rf "$tmp"' EXIT
 bin=$tmp/bin
 reports=$tmp/reports
 mkdir -p "$bin" "$reports"
@@ -110,7 +110,8 @@ compile hpp_test tests/cpp/hpp_test.cpp
 compile signals tests/cpp/signals.cpp
 compile plugrl_probe_client_c examples/c/probe_client.c
 compile plugrl_probe_client examples/cpp/probe_client.cpp
-for exe in plugrl plugrl-hostile; do
+compile plugrl_bench_client bench/bench_client.cpp
+for exe in plugrl plugrl-hostile plugrl-bench-server; do
   ln -sfn "$native/$exe" "$bin/$exe"
 done
 server=$native/plugrl
@@ -158,6 +159,51 @@ else
   echo "== conformance: skipped, plugrl-conformance not found at $checker"
 fi
 
+# bench NAME LEDGER_LEVEL CONNS ENVS CAMS IMG STATE: the bench client
+# against the bench server for a 1 s window, CONNS handles on as many
+# threads, recording a ledger at LEDGER_LEVEL (or none for -), which the
+# reference server's audit then reads back clean.
+. "$root/tests/lib.sh"
+bench() {
+  local level=$2 conns=$3 envs=$4 cams=$5 img=$6 state=$7 rc=0 ledger=()
+  bg_server_start "$tmp" "$native/plugrl-bench-server" --envs "$envs" --conns "$conns" \
+    --warmup 0.2s --seconds 1s || return 1
+  rm -f "$tmp"/bench.ledger*
+  if [[ $level != - ]]; then
+    ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="$level")
+  fi
+  timeout -s KILL 120 "${ledger[@]}" "$bin/plugrl_bench_client" --url "$url" --envs "$envs" --cams "$cams" \
+    --img "$img" --state "$state" --handles "$conns" --window-file "$tmp/server.out" >"$tmp/client.out" 2>&1 || rc=$?
+  wait "$spid" 2>/dev/null || rc=1
+  spid=
+  if [[ $rc -ne 0 ]]; then
+    cat "$tmp/client.out" "$tmp/server.err" >&2
+    return 1
+  fi
+  local said=
+  if [[ $level != - ]]; then
+    local f n=0
+    for f in "$tmp"/bench.ledger*; do
+      "$native/plugrl" ledger audit "$f" >"$tmp/audit.out" 2>&1 || {
+        cat "$tmp/audit.out" >&2
+        return 1
+      }
+      n=$((n + 1))
+    done
+    if [[ $n -ne $conns ]]; then
+      echo "FAIL: $conns handles wrote $n ledgers" >&2
+      return 1
+    fi
+    said="; $n $level ledgers audit clean"
+  fi
+  echo "$1: $(grep '^exchanges/s' "$tmp/server.out")$said"
+}
+# LARGE: 16 envs of two 224x224 cameras, 4.8 MB an infer through the
+# instrumented copy; 16 handles on 16 threads, each with a ledger (the
+# caller's records and the writer's thread).
+run "bench LARGE" bench "LARGE" - 1 16 2 224 32
+run "bench 16 handles, full ledgers" bench "16 handles" full 16 1 0 0 8
+
 # The hostile cases but for those that bound memory or CPU, which are the
 # sanitizer's there: rlimit (AddressSanitizer reserves terabytes of
 # address space, over any RLIMIT_AS), idle-cpu, and tokens (4.2 million
@@ -181,4 +227,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAIL: under the %s sanitizer: %s\n' "$mode" "${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: misuse, threads, hpp, churn, signals, the probe clients and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
+echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, the bench client and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
