@@ -501,7 +501,9 @@ plugrl_status plugrl_interrupt(plugrl_client *client);
 ** over them), including one that plugrl_open is still connecting (from
 ** the moment plugrl_open is called: one that begins after this call
 ** returned is not interrupted, so a handler's program checks its own flag
-** just before plugrl_open), and one that plugrl_close is closing (its
+** just before plugrl_open, with no other call into the library in
+** between: a thread's first call attaches it to the Go runtime, which can
+** take milliseconds), and one that plugrl_close is closing (its
 ** wait for the server's close frame ends at once): for a SIGINT handler
 ** that has no handle at hand.
 ** Async-signal-safe, like

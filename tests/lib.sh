@@ -25,13 +25,16 @@ wait_url() {
 # signal_run OUT SIG DELAY WANT CMD...: runs CMD with stdout in OUT.out and
 # stderr in OUT.err, sends it SIG after DELAY s and SIGKILL 5 s later
 # (timeout runs it in the foreground: a background job of a script ignores
-# SIGINT). Returns 0 if it exited WANT and printed a line saying it was
+# SIGINT), with SIG's default action restored first (env --default-signal):
+# the examples leave a signal ignored that they were started with ignored,
+# as a shell expects, and a test started from a background job must not
+# depend on that. Returns 0 if it exited WANT and printed a line saying it was
 # interrupted; else prints its output and returns 1. The elapsed seconds
 # are in $signal_run_took.
 signal_run() {
   local out=$1 sig=$2 delay=$3 want=$4 rc=0 t0=$SECONDS
   shift 4
-  timeout --preserve-status -s "$sig" -k 5 "$delay" "$@" >"$out.out" 2>"$out.err" || rc=$?
+  timeout --preserve-status -s "$sig" -k 5 "$delay" env --default-signal="$sig" "$@" >"$out.out" 2>"$out.err" || rc=$?
   signal_run_took=$((SECONDS - t0))
   if [[ $rc -ne $want ]] || ! grep -q "interrupted" "$out.out"; then
     cat "$out.out" "$out.err" >&2

@@ -12,11 +12,16 @@
 #    ends with a close frame (SPEC 7.5).
 # 3. SIGINT while the handshake trickles in (slow-handshake): exit 130 at
 #    once.
-# 4. SIGINT in the program's first milliseconds, while the library starts
+# 4. Started with SIGINT ignored (a script's background job, nohup): the
+#    program leaves it ignored, as the shell asks, and SIGTERM still ends
+#    it cleanly (exit 143).
+# 5. SIGINT in the program's first milliseconds, while the library starts
 #    and plugrl_open begins, at several delays: never a hang (a signal
 #    that came before the open had a handle to raise was lost, and the
 #    open waited out its 30 s timeouts). Before the handler is installed
-#    the signal's default action ends the program: 130 either way.
+#    the signal's default action ends the program: 130 either way. The
+#    signals run with their default actions restored (env
+#    --default-signal), whatever this script was started with.
 # Native only: tests/cross_arm64.sh does not run it under qemu.
 set -euo pipefail
 
@@ -72,9 +77,25 @@ for client in "$@"; do
   echo "$name: SIGINT while connecting: exit 130 after $signal_run_took s"
 
   start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
+  (
+    trap '' INT
+    exec "$client" --envs 2 --url "$url"
+  ) >"$tmp/ignored.out" 2>&1 &
+  cpid=$!
+  sleep 0.5
+  kill -INT "$cpid" 2>/dev/null || true
+  sleep 0.5
+  kill -0 "$cpid" 2>/dev/null || { cat "$tmp/ignored.out" >&2; fail "$name: started with SIGINT ignored, SIGINT ended it"; }
+  kill -TERM "$cpid"
+  rc=0
+  wait "$cpid" || rc=$?
+  [[ $rc -eq 143 ]] && grep -q "interrupted (SIGTERM)" "$tmp/ignored.out" ||
+    { cat "$tmp/ignored.out" >&2; fail "$name: started with SIGINT ignored, SIGTERM gave exit $rc, want 143"; }
+  echo "$name: started with SIGINT ignored: SIGINT left it running, SIGTERM ended it (143)"
   for delay in 0.002 0.005 0.01 0.02 0.03 0.05 0.08 0.12; do
     rc=0
-    timeout --preserve-status -s INT -k 3 "$delay" "$client" --envs 2 --url "$url" >"$tmp/early.out" 2>&1 || rc=$?
+    timeout --preserve-status -s INT -k 3 "$delay" env --default-signal=INT "$client" --envs 2 --url "$url" >"$tmp/early.out" 2>&1 ||
+      rc=$?
     [[ $rc -eq 130 ]] || { cat "$tmp/early.out" >&2; fail "$name: SIGINT after $delay s: exit $rc, want 130 (137: it hung until killed)"; }
   done
   stop

@@ -6,7 +6,8 @@
 # runs, in examples/rust, `cargo fmt --check`, `cargo clippy --all-targets
 # -- -D warnings` and `cargo test` (unit tests, doctests, the Rust probe
 # client under plugrl-conformance four times, the cartpole learning test),
-# then checks the Rust cartpole's full step ledger (ledger_check below).
+# then checks the Rust cartpole's full step ledger (ledger_check below) and
+# the Rust probe client on SIGINT and SIGTERM (tests/probe_signals.sh).
 # The build goes to build/rust-target (cached between runs, out of the
 # source tree), two jobs at a time. plugrl-sys finds the library through
 # build/lib/pkgconfig/plugrl.pc; the tests find `plugrl` in build/bin.
@@ -93,3 +94,4 @@ ledger_check() {
   echo "PASS: the Rust cartpole's full ledger audits clean, with terminal and reset states where they belong"
 }
 step ledger_check
+step "$root/tests/probe_signals.sh" "$build/bin/plugrl" "$build/bin/plugrl-hostile" "$CARGO_TARGET_DIR/debug/probe_client"

@@ -20,7 +20,9 @@
 ** or SIGTERM ends the call that waits on the server at once (connecting
 ** included); the client then closes with a close frame (SPEC 7.5) and the
 ** program ends by that signal (a shell sees 130 for SIGINT), so that a
-** script running it in a loop stops too.
+** script running it in a loop stops too. A signal the program was started
+** with ignored (SIGINT in a script's background job, or under nohup)
+** stays ignored, as the shell that started it asks.
 ** plugrl-conformance --probe --scenario all --client "probe_client ..."
 ** checks it.
 */
@@ -221,16 +223,20 @@ static void on_signal(int sig) {
 }
 
 /* SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS
-** FACTS). */
+** FACTS). A signal ignored at start keeps its SIG_IGN (above). */
 static int install_signal_handlers(void) {
-  struct sigaction sa;
+  static const int sigs[] = {SIGINT, SIGTERM};
+  struct sigaction sa, old;
+  size_t i;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
-    fprintf(stderr, PROG ": sigaction: %s\n", strerror(errno));
-    return 0;
+  for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    if (sigaction(sigs[i], NULL, &old) != 0 || (old.sa_handler != SIG_IGN && sigaction(sigs[i], &sa, NULL) != 0)) {
+      fprintf(stderr, PROG ": sigaction: %s\n", strerror(errno));
+      return 0;
+    }
   }
   return 1;
 }

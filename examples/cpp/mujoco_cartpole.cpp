@@ -27,7 +27,9 @@
 // waits on the server (plugrl::interrupt_all), closes the connection (a
 // close frame, SPEC 7.5) and the ledger, prints the summary so far and
 // ends the program by that signal (a shell sees 130 for SIGINT), so that a
-// script running it in a loop stops too.
+// script running it in a loop stops too. A signal the program was started
+// with ignored (SIGINT in a script's background job, or under nohup) stays
+// ignored, as the shell that started it asks.
 #include <plugrl.hpp>
 
 #include <mujoco/mujoco.h>
@@ -68,14 +70,16 @@ extern "C" void on_signal(int sig) {
 }
 
 // SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS FACTS).
+// A signal ignored at start keeps its SIG_IGN (above).
 void install_signal_handlers() {
-  struct sigaction sa;
+  struct sigaction sa, old;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM})
-    if (sigaction(sig, &sa, nullptr) != 0) throw std::runtime_error("sigaction: " + std::string(std::strerror(errno)));
+    if (sigaction(sig, nullptr, &old) != 0 || (old.sa_handler != SIG_IGN && sigaction(sig, &sa, nullptr) != 0))
+      throw std::runtime_error("sigaction: " + std::string(std::strerror(errno)));
 }
 
 bool interrupted(const plugrl::Error &e) { return e.status() == PLUGRL_INTERRUPTED && g_signal != 0; }

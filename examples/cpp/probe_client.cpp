@@ -11,7 +11,9 @@
 // SIGTERM ends the call that waits on the server at once (connecting
 // included); the client then closes with a close frame (SPEC 7.5) and the
 // program ends by that signal (a shell sees 130 for SIGINT), so that a
-// script running it in a loop stops too.
+// script running it in a loop stops too. A signal the program was started
+// with ignored (SIGINT in a script's background job, or under nohup) stays
+// ignored, as the shell that started it asks.
 #include <plugrl.hpp>
 
 #include <algorithm>
@@ -43,14 +45,15 @@ extern "C" void on_signal(int sig) {
 }
 
 // SA_ONSTACK: the Go runtime in libplugrl needs it (plugrl.h, PROCESS FACTS).
+// A signal ignored at start keeps its SIG_IGN (above).
 bool install_signal_handlers() {
-  struct sigaction sa;
+  struct sigaction sa, old;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM}) {
-    if (sigaction(sig, &sa, nullptr) != 0) {
+    if (sigaction(sig, nullptr, &old) != 0 || (old.sa_handler != SIG_IGN && sigaction(sig, &sa, nullptr) != 0)) {
       std::cerr << kProg << ": sigaction: " << std::strerror(errno) << "\n";
       return false;
     }

@@ -352,15 +352,19 @@ impl ClientBuilder {
             self.ledger_cpus.as_deref().map(str::as_bytes),
         )?;
 
-        let mut o = sys::plugrl_options::default();
-        // SAFETY: o is a valid, writable plugrl_options of that many bytes
-        // (the library writes exactly them: C's plugrl_options_init macro).
-        let status = unsafe {
-            sys::plugrl_options_init_size(&mut o, std::mem::size_of::<sys::plugrl_options>())
+        // Every field zero (its default: the builder sets each one below,
+        // 0 where the caller chose nothing) and the size, which is what
+        // plugrl_options_init gives once the fields are set. Not that call:
+        // it is a call into the library, and the first one from a thread
+        // attaches the thread to the Go runtime, hundreds of microseconds
+        // or more in which a program's SIGINT handler could call
+        // interrupt_all after the program's last look at its flag and
+        // before plugrl_open, which honours only those from its start on.
+        // plugrl_open is now the first call.
+        let mut o = sys::plugrl_options {
+            size: std::mem::size_of::<sys::plugrl_options>(),
+            ..Default::default()
         };
-        if status != OK {
-            return Err(Error::new(status, "plugrl_options_init_size failed".into()));
-        }
         o.url = url.as_ptr();
         o.api_key = opt_ptr(&api_key);
         o.tls_ca_file = opt_ptr(&ca);

@@ -10,8 +10,20 @@
 //! server stops the run; on any other end prints the library's message and
 //! exits 1 (2 for a usage error). `plugrl-conformance --probe --scenario
 //! all --client "probe_client --url ..."` checks it.
+//!
+//! SIGINT (Ctrl-C) or SIGTERM ends the call that waits on the server at
+//! once (connecting included), the client is dropped (which closes the
+//! connection with a close frame and ends a ledger cleanly), and the
+//! program ends by that signal, as the C and C++ probe clients do (a shell
+//! sees 130 for SIGINT). A signal the program was started with ignored
+//! (SIGINT in a script's background job, or under nohup) stays ignored, as
+//! the shell that started it asks. The handler needs only the C library,
+//! which std links already: `signal(3)`, then `plugrl::fix_signal_handlers`
+//! for the `SA_ONSTACK` flag the Go runtime inside wants.
 
+use std::os::raw::c_int;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use plugrl::{Client, Error, Flow, LogLevel, Runner};
@@ -53,7 +65,76 @@ fn parse() -> Result<Config, CliError> {
     })
 }
 
-/// Runs until the server stops the run; returns the episodes finished.
+const SIGINT: c_int = 2; // the same on every Linux architecture
+const SIGTERM: c_int = 15;
+const SIG_DFL: usize = 0;
+const SIG_IGN: usize = 1;
+const SIG_ERR: usize = usize::MAX;
+
+extern "C" {
+    // From the C library; the handler is passed as its address, so that
+    // SIG_DFL (0) can be passed too.
+    fn signal(signum: c_int, handler: usize) -> usize;
+    fn raise(sig: c_int) -> c_int;
+}
+
+/// The signal that asked the program to stop (SIGINT, SIGTERM), or 0.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Async-signal-safe: an atomic store, and an interrupt of whatever call
+/// waits on the server (`plugrl::interrupt_all` allocates nothing); a
+/// client not in a call gets it pending, and its next call returns at once.
+extern "C" fn on_signal(sig: c_int) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+    let _ = plugrl::interrupt_all();
+}
+
+fn stop_signal() -> c_int {
+    STOP_SIGNAL.load(Ordering::SeqCst)
+}
+
+fn install_signal_handlers() -> Result<(), String> {
+    for sig in [SIGINT, SIGTERM] {
+        // SAFETY: on_signal is async-signal-safe (above), and no other
+        // thread changes signal handlers while main installs them.
+        let old = unsafe { signal(sig, on_signal as extern "C" fn(c_int) as usize) };
+        if old == SIG_IGN {
+            // Ignored at start: put SIG_IGN back (see the top). A signal
+            // in between was caught, which the loop then honours.
+            // SAFETY: as above.
+            unsafe { signal(sig, SIG_IGN) };
+            continue;
+        }
+        if old == SIG_ERR {
+            return Err(format!(
+                "cannot install a handler for signal {sig}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    // SAFETY: as above, no other thread changes signal handlers now.
+    unsafe { plugrl::fix_signal_handlers() };
+    Ok(())
+}
+
+/// Ends the program by the signal that asked it to stop, with a line
+/// saying so, once the client is dropped (closed).
+fn die_by_signal(sig: c_int) -> ExitCode {
+    use std::io::Write;
+    let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+    println!("{PROG}: interrupted ({name})");
+    let _ = std::io::stdout().flush();
+    // SAFETY: restores the default action and raises it in this thread;
+    // the default action ends the process.
+    unsafe {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    ExitCode::from(128 + sig as u8) // not reached
+}
+
+/// Runs until the server stops the run, or a signal asks it to stop;
+/// returns the episodes finished.
 fn run(cfg: &Config) -> Result<usize, Error> {
     let n = cfg.envs;
     let mut builder = Client::builder(&cfg.url)
@@ -70,6 +151,11 @@ fn run(cfg: &Config) -> Result<usize, Error> {
     if let Some(key) = &cfg.api_key {
         builder = builder.api_key(key);
     }
+    // A signal from here on ends the open, but not one that came before it
+    // began: look first.
+    if stop_signal() != 0 {
+        return Ok(0);
+    }
     let mut client = builder.open()?;
 
     let dim = client.action_dim().filter(|&d| d > 0);
@@ -83,6 +169,9 @@ fn run(cfg: &Config) -> Result<usize, Error> {
     let mut terminated = vec![false; n];
     let mut episodes = 0;
     loop {
+        if stop_signal() != 0 {
+            break; // the signal came between calls
+        }
         if runner.act(&probe.observation()?, &mut actions)? == Flow::Stopped {
             break;
         }
@@ -122,7 +211,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&cfg) {
+    if let Err(msg) = install_signal_handlers() {
+        eprintln!("{PROG}: {msg}");
+        return ExitCode::FAILURE;
+    }
+    let result = run(&cfg); // the client is dropped, so closed, by now
+    if stop_signal() != 0 {
+        return die_by_signal(stop_signal());
+    }
+    match result {
         Ok(episodes) => {
             println!("{PROG}: the server stopped the run after {episodes} episodes");
             ExitCode::SUCCESS
