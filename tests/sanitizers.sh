@@ -111,6 +111,14 @@ compile signals tests/cpp/signals.cpp
 compile plugrl_probe_client_c examples/c/probe_client.c
 compile plugrl_probe_client examples/cpp/probe_client.cpp
 compile plugrl_bench_client bench/bench_client.cpp
+# The MuJoCo cartpole, the template users copy, where MuJoCo is installed
+# (Debian's libmujoco-dev; MuJoCo itself is not instrumented).
+mujoco=
+if [[ -e /usr/include/mujoco/mujoco.h ]]; then
+  lib+=(-lmujoco)
+  compile plugrl_mujoco_cartpole examples/cpp/mujoco_cartpole.cpp
+  mujoco=$bin/plugrl_mujoco_cartpole
+fi
 for exe in plugrl plugrl-hostile plugrl-bench-server; do
   ln -sfn "$native/$exe" "$bin/$exe"
 done
@@ -150,6 +158,13 @@ run churn "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 
 run "churn reconnects" "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 --feedback-timeout 10ms \
   -- "$bin/churn" --no-memory-bound --reconnects 240
 run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
+run "probe clients on SIGINT and SIGTERM" "$root/tests/probe_signals.sh" "$server" "$native/plugrl-hostile" \
+  "$bin/plugrl_probe_client_c" "$bin/plugrl_probe_client"
+if [[ -n $mujoco ]]; then
+  run "the MuJoCo cartpole" "$root/tests/cartpole_client.sh" "$server" "$native/plugrl-hostile" "$mujoco"
+else
+  echo "== the MuJoCo cartpole: skipped, /usr/include/mujoco/mujoco.h not found (Debian: libmujoco-dev)"
+fi
 if [[ -e $checker ]]; then
   for client in plugrl_probe_client_c plugrl_probe_client; do
     run "conformance $client" "$root/tests/conformance.sh" "$checker" "$bin/$client" \
@@ -227,4 +242,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAIL: under the %s sanitizer: %s\n' "$mode" "${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, the bench client and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
+echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, ${mujoco:+the MuJoCo cartpole, }the bench client and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
