@@ -236,10 +236,12 @@ if [[ ${#cases[@]} -lt 10 ]]; then
   failed+=(hostile)
 else
   run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+  # Over wss://: the TLS transport's own read and write paths.
+  run "hostile over wss:// (${#cases[@]} cases)" "$root/tests/hostile.sh" --tls "$bin" "${cases[@]}"
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAIL: under the %s sanitizer: %s\n' "$mode" "${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, ${mujoco:+the MuJoCo cartpole, }the bench client and ${#cases[@]} hostile cases under the $mode sanitizer, no report"
+echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, ${mujoco:+the MuJoCo cartpole, }the bench client and ${#cases[@]} hostile cases (ws:// and wss://) under the $mode sanitizer, no report"
