@@ -39,12 +39,9 @@ for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ qemu-aarch64 "$sysroot/i
   fi
 done
 native=$root/build/bin
-for exe in plugrl plugrl-hostile; do
-  [[ -x $native/$exe ]] || {
-    echo "$0: $native/$exe is not built (./build.sh)" >&2
-    exit 1
-  }
-done
+# shellcheck source=tests/lib.sh
+. "$root/tests/lib.sh"
+require_built "$native" plugrl plugrl-hostile
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

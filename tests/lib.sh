@@ -43,6 +43,19 @@ signal_run() {
   fi
 }
 
+# require_built DIR EXE...: each EXE is an executable in DIR, or the
+# calling script says which is missing and exits 1.
+require_built() {
+  local dir=$1 exe
+  shift
+  for exe in "$@"; do
+    [[ -x $dir/$exe ]] || {
+      echo "$0: $dir/$exe is not built (./build.sh)" >&2
+      exit 1
+    }
+  done
+}
+
 # bg_server_start DIR BIN ARGS...: runs BIN ARGS --addr 127.0.0.1:0 in the
 # background, its stdout in DIR/server.out and stderr in DIR/server.err;
 # sets $spid to its pid and $url to the URL it prints. Returns 1, after

@@ -36,12 +36,9 @@ mode=$1
 root=$(cd "$2" && pwd)
 native=$(cd "$3" && pwd)
 checker=$4
-for exe in plugrl plugrl-hostile; do
-  [[ -x $native/$exe ]] || {
-    echo "$0: $native/$exe is not built (./build.sh)" >&2
-    exit 1
-  }
-done
+# shellcheck source=tests/lib.sh
+. "$root/tests/lib.sh"
+require_built "$native" plugrl plugrl-hostile plugrl-bench-server
 tmp=$(mktemp -d)
 trap 'bg_server_stop; rm -rf "$tmp"' EXIT
 bin=$tmp/bin
@@ -178,7 +175,6 @@ fi
 # against the bench server for a 1 s window, CONNS handles on as many
 # threads, recording a ledger at LEDGER_LEVEL (or none for -), which the
 # reference server's audit then reads back clean.
-. "$root/tests/lib.sh"
 bench() {
   local level=$2 conns=$3 envs=$4 cams=$5 img=$6 state=$7 rc=0 ledger=()
   bg_server_start "$tmp" "$native/plugrl-bench-server" --envs "$envs" --conns "$conns" \
