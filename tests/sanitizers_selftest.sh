@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# tests/sanitizers.sh's own failure paths, which its runs never take:
+#
+#   sanitizers_selftest.sh REPO_ROOT BIN_DIR
+#
+# 1. A C compiler that cannot build a sanitized program: sanitizers.sh
+#    skips (exit 77, what CTest's SKIP_RETURN_CODE takes) and leaves no
+#    temporary directory behind. (Its EXIT trap called a function defined
+#    only further down: exit 127, a failure, and the directory left.)
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 REPO_ROOT BIN_DIR" >&2
+  exit 2
+fi
+root=$(cd "$1" && pwd)
+native=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+mkdir -p "$work/fakecc" "$work/tmp"
+printf '#!/bin/sh\necho "cc: error: unrecognized argument to -fsanitize=" >&2\nexit 1\n' >"$work/fakecc/cc"
+chmod +x "$work/fakecc/cc"
+for mode in race asan; do
+  rc=0
+  PATH=$work/fakecc:$PATH TMPDIR=$work/tmp "$root/tests/sanitizers.sh" "$mode" "$root" "$native" /nonexistent \
+    >"$work/out" 2>&1 || rc=$?
+  [[ $rc -eq 77 ]] || { cat "$work/out" >&2; fail "$mode: a compiler without the sanitizer gave exit $rc, want 77 (skipped)"; }
+  left=$(ls -A "$work/tmp")
+  [[ -z $left ]] || fail "$mode: the skip left $left in TMPDIR"
+  echo "$mode: a compiler without the sanitizer: skipped (77), nothing left behind"
+done
+echo "PASS: sanitizers.sh skips cleanly"
