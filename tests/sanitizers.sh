@@ -61,7 +61,12 @@ race)
   ;;
 asan)
   cflags=(-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-  lib=(-L"$tmp" -l:libplugrl.so -Wl,-rpath,"$tmp" -lpthread -lm)
+  # By its path: the library has no soname, so the programs name this file
+  # and no other. (-l:libplugrl.so with an rpath left it to the search,
+  # in which LD_LIBRARY_PATH comes before the rpath: with build/lib in it,
+  # as tests/rust.sh sets it, the programs ran the plain library, and the
+  # run passed unchecked.)
+  lib=("$tmp/libplugrl.so" -lpthread -lm)
   build_lib() {
     (cd "$root" && go build -asan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
   }
@@ -120,6 +125,28 @@ for exe in plugrl plugrl-hostile plugrl-bench-server; do
   ln -sfn "$native/$exe" "$bin/$exe"
 done
 server=$native/plugrl
+
+# The positive control (tests/c/sanitizer_canary.c): a misuse that the
+# instrumented library must report. If it is not reported where run looks,
+# the sanitizer is not watching (its runtime not loaded, a plain libplugrl
+# loaded instead, reports not written there) and would report nothing
+# below either: that fails, it does not pass.
+compile sanitizer_canary tests/c/sanitizer_canary.c
+case $mode in
+race) canary='WARNING: DATA RACE' ;;
+asan) canary='ERROR: AddressSanitizer' ;;
+esac
+"$bin/sanitizer_canary" "$mode" >"$tmp/canary.out" 2>&1 || true
+if ! grep -qs "$canary" "$reports"/*; then
+  cat "$tmp/canary.out" >&2
+  echo "FAIL: the $mode sanitizer did not report the canary (tests/c/sanitizer_canary.c) in $reports: it is not watching" >&2
+  exit 1
+fi
+rm -f "$reports"/*
+echo "== the canary: reported, as it must be"
+if [[ ${PLUGRL_SANITIZERS_CANARY_ONLY:-0} == 1 ]]; then
+  exit 0 # tests/sanitizers_selftest.sh
+fi
 
 failed=()
 # run NAME CMD...: CMD must succeed and leave no sanitizer report.

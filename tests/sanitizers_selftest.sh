@@ -7,6 +7,11 @@
 #    skips (exit 77, what CTest's SKIP_RETURN_CODE takes) and leaves no
 #    temporary directory behind. (Its EXIT trap called a function defined
 #    only further down: exit 127, a failure, and the directory left.)
+# 2. Under asan, with an uninstrumented libplugrl.so (BIN_DIR/../lib, the
+#    plain build) first on LD_LIBRARY_PATH: the programs still load the
+#    instrumented one, and its canary is reported. (Linked with
+#    -l:libplugrl.so and an rpath, they loaded the plain one, and every
+#    run passed with nothing checked.)
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -34,4 +39,20 @@ for mode in race asan; do
   [[ -z $left ]] || fail "$mode: the skip left $left in TMPDIR"
   echo "$mode: a compiler without the sanitizer: skipped (77), nothing left behind"
 done
-echo "PASS: sanitizers.sh skips cleanly"
+
+plain=$native/../lib
+if [[ -e $plain/libplugrl.so ]]; then
+  rc=0
+  LD_LIBRARY_PATH=$(cd "$plain" && pwd) PLUGRL_SANITIZERS_CANARY_ONLY=1 \
+    "$root/tests/sanitizers.sh" asan "$root" "$native" /nonexistent >"$work/out" 2>&1 || rc=$?
+  if [[ $rc -ne 77 ]]; then
+    [[ $rc -eq 0 ]] && grep -q "the canary: reported" "$work/out" || {
+      cat "$work/out" >&2
+      fail "asan with a plain libplugrl.so on LD_LIBRARY_PATH: exit $rc and no canary report"
+    }
+    echo "asan with a plain libplugrl.so on LD_LIBRARY_PATH: the instrumented one ran, the canary was reported"
+  fi
+else
+  echo "asan with a plain libplugrl.so on LD_LIBRARY_PATH: skipped, no $plain/libplugrl.so"
+fi
+echo "PASS: sanitizers.sh skips cleanly and sees its canary"
