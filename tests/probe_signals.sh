@@ -12,7 +12,7 @@
 #    ends with a close frame (SPEC 7.5).
 # 3. SIGINT while the handshake trickles in (slow-handshake): exit 130 at
 #    once.
-# 4. Started with SIGINT ignored (a script's background job, nohup): the
+# 4. Started with SIGINT ignored (a script's background job): the
 #    program leaves it ignored, as the shell asks, and SIGTERM still ends
 #    it cleanly (exit 143).
 # 5. SIGINT in the program's first milliseconds, while the library starts

@@ -8,7 +8,12 @@
 #   calling in at once (threads.c, churn.c, signals.cpp's handlers, the
 #   runner's and the client's calls from other threads) are checked for
 #   data races inside the library, which `go test -race` cannot reach: its
-#   callers are Go. The race runtime cannot map the shadow of a library
+#   callers are Go. The detector takes every crossing between Go and C as
+#   a synchronisation (runtime/cgocall.go), so it sees a race between two
+#   calls that overlap, and only between accesses with no call into C
+#   between them in either thread: what two C threads calling in at once
+#   do to the library's shared state, not what a C caller's own missing
+#   lock does to its calls in turn. The race runtime cannot map the shadow of a library
 #   loaded high in the address space (Go's c-shared build fails at start
 #   with "ThreadSanitizer failed to allocate"), so the library is built as
 #   a c-archive and linked into non-PIE programs.
@@ -41,6 +46,10 @@ checker=$4
 require_built "$native" plugrl plugrl-hostile plugrl-bench-server
 tmp=$(mktemp -d)
 trap 'bg_server_stop; rm -rf "$tmp"' EXIT
+# Ctrl-C ends the whole run (a child that catches it and exits would
+# otherwise count as one failed step, and the run would go on).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 bin=$tmp/bin
 reports=$tmp/reports
 mkdir -p "$bin" "$reports"
@@ -116,7 +125,7 @@ compile plugrl_bench_client bench/bench_client.cpp
 # The MuJoCo cartpole, the template users copy, where MuJoCo is installed
 # (Debian's libmujoco-dev; MuJoCo itself is not instrumented).
 mujoco=
-if [[ -e /usr/include/mujoco/mujoco.h ]]; then
+if echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
   lib+=(-lmujoco)
   compile plugrl_mujoco_cartpole examples/cpp/mujoco_cartpole.cpp
   mujoco=$bin/plugrl_mujoco_cartpole
@@ -187,7 +196,7 @@ run "probe clients on SIGINT and SIGTERM" "$root/tests/probe_signals.sh" "$serve
 if [[ -n $mujoco ]]; then
   run "the MuJoCo cartpole" "$root/tests/cartpole_client.sh" "$server" "$native/plugrl-hostile" "$mujoco"
 else
-  echo "== the MuJoCo cartpole: skipped, /usr/include/mujoco/mujoco.h not found (Debian: libmujoco-dev)"
+  echo "== the MuJoCo cartpole: skipped, c++ finds no <mujoco/mujoco.h> (Debian: libmujoco-dev)"
 fi
 if [[ -e $checker ]]; then
   for client in plugrl_probe_client_c plugrl_probe_client; do

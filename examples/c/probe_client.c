@@ -21,8 +21,8 @@
 ** included); the client then closes with a close frame (SPEC 7.5) and the
 ** program ends by that signal (a shell sees 130 for SIGINT), so that a
 ** script running it in a loop stops too. A signal the program was started
-** with ignored (SIGINT in a script's background job, or under nohup)
-** stays ignored, as the shell that started it asks.
+** with ignored (SIGINT in a script's background job) stays ignored, as the
+** shell that started it asks: stop such a program with SIGTERM.
 ** plugrl-conformance --probe --scenario all --client "probe_client ..."
 ** checks it.
 */

@@ -28,8 +28,8 @@
 // close frame, SPEC 7.5) and the ledger, prints the summary so far and
 // ends the program by that signal (a shell sees 130 for SIGINT), so that a
 // script running it in a loop stops too. A signal the program was started
-// with ignored (SIGINT in a script's background job, or under nohup) stays
-// ignored, as the shell that started it asks.
+// with ignored (SIGINT in a script's background job) stays ignored, as the
+// shell that started it asks: stop such a program with SIGTERM.
 #include <plugrl.hpp>
 
 #include <mujoco/mujoco.h>

@@ -16,8 +16,8 @@
 //! connection with a close frame and ends a ledger cleanly), and the
 //! program ends by that signal, as the C and C++ probe clients do (a shell
 //! sees 130 for SIGINT). A signal the program was started with ignored
-//! (SIGINT in a script's background job, or under nohup) stays ignored, as
-//! the shell that started it asks. The handler needs only the C library,
+//! (SIGINT in a script's background job) stays ignored, as the shell that
+//! started it asks: stop such a program with SIGTERM. The handler needs only the C library,
 //! which std links already: `signal(3)`, then `plugrl::fix_signal_handlers`
 //! for the `SA_ONSTACK` flag the Go runtime inside wants.
 
