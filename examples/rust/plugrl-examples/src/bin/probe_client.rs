@@ -17,9 +17,11 @@
 //! program ends by that signal, as the C and C++ probe clients do (a shell
 //! sees 130 for SIGINT). A signal the program was started with ignored
 //! (SIGINT in a script's background job) stays ignored, as the shell that
-//! started it asks: stop such a program with SIGTERM. The handler needs only the C library,
-//! which std links already: `signal(3)`, then `plugrl::fix_signal_handlers`
-//! for the `SA_ONSTACK` flag the Go runtime inside wants.
+//! started it asks: stop such a program with SIGTERM. The handler needs
+//! only the C library, which std links already: `sigaction(2)`, with the
+//! `SA_ONSTACK` flag the Go runtime inside wants from the first instant
+//! (a handler without it that runs on one of the runtime's threads writes
+//! the signal frame on a goroutine's small stack).
 
 use std::os::raw::c_int;
 use std::process::ExitCode;
@@ -69,12 +71,40 @@ const SIGINT: c_int = 2; // the same on every Linux architecture
 const SIGTERM: c_int = 15;
 const SIG_DFL: usize = 0;
 const SIG_IGN: usize = 1;
-const SIG_ERR: usize = usize::MAX;
+const SA_ONSTACK: c_int = 0x0800_0000;
+
+/// The C library's `struct sigaction` on Linux, the same in glibc and musl
+/// on x86_64 and aarch64 (the library's platforms): the handler's address
+/// (or SIG_DFL, SIG_IGN), a 1024-bit mask, the flags, the restorer (which
+/// the C library fills in). Another platform needs its own layout.
+#[repr(C)]
+struct SigAction {
+    handler: usize,
+    mask: [u64; 16],
+    flags: c_int,
+    restorer: usize,
+}
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+compile_error!("probe_client's SigAction is struct sigaction of Linux on x86_64 and aarch64 only");
+const _: () = assert!(std::mem::size_of::<SigAction>() == 152);
+
+impl SigAction {
+    fn new(handler: usize, flags: c_int) -> SigAction {
+        SigAction {
+            handler,
+            mask: [0; 16],
+            flags,
+            restorer: 0,
+        }
+    }
+}
 
 extern "C" {
-    // From the C library; the handler is passed as its address, so that
-    // SIG_DFL (0) can be passed too.
-    fn signal(signum: c_int, handler: usize) -> usize;
+    // From the C library.
+    fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     fn raise(sig: c_int) -> c_int;
 }
 
@@ -94,26 +124,24 @@ fn stop_signal() -> c_int {
 }
 
 fn install_signal_handlers() -> Result<(), String> {
+    let handler = SigAction::new(on_signal as extern "C" fn(c_int) as usize, SA_ONSTACK);
     for sig in [SIGINT, SIGTERM] {
-        // SAFETY: on_signal is async-signal-safe (above), and no other
+        let mut old = SigAction::new(SIG_DFL, 0);
+        // SAFETY: both point to SigActions of the C library's layout (see
+        // SigAction); on_signal is async-signal-safe (above); no other
         // thread changes signal handlers while main installs them.
-        let old = unsafe { signal(sig, on_signal as extern "C" fn(c_int) as usize) };
-        if old == SIG_IGN {
-            // Ignored at start: put SIG_IGN back (see the top). A signal
-            // in between was caught, which the loop then honours.
-            // SAFETY: as above.
-            unsafe { signal(sig, SIG_IGN) };
-            continue;
-        }
-        if old == SIG_ERR {
+        let ok = unsafe {
+            sigaction(sig, std::ptr::null(), &mut old) == 0
+                && (old.handler == SIG_IGN // ignored at start: left so (see the top)
+                    || sigaction(sig, &handler, std::ptr::null_mut()) == 0)
+        };
+        if !ok {
             return Err(format!(
-                "cannot install a handler for signal {sig}: {}",
+                "sigaction for signal {sig}: {}",
                 std::io::Error::last_os_error()
             ));
         }
     }
-    // SAFETY: as above, no other thread changes signal handlers now.
-    unsafe { plugrl::fix_signal_handlers() };
     Ok(())
 }
 
@@ -127,7 +155,7 @@ fn die_by_signal(sig: c_int) -> ExitCode {
     // SAFETY: restores the default action and raises it in this thread;
     // the default action ends the process.
     unsafe {
-        signal(sig, SIG_DFL);
+        sigaction(sig, &SigAction::new(SIG_DFL, 0), std::ptr::null_mut());
         raise(sig);
     }
     ExitCode::from(128 + sig as u8) // not reached
