@@ -178,8 +178,14 @@ if ((figures)); then
     printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f["case"], f["status"], dl, f["took_ms"], f["overshoot_ms"], rss, f["result"], notes
   }' "$results"
   echo
-  grep -o 'case=interrupt-[a-z]*\|interrupt_us_median=[0-9]* p99=[0-9]* max=[0-9]*' "$results" | paste -d' ' - - |
-    sed 's/^case=/interrupt latency (/; s/ interrupt_us_median=/): median /; s/ p99=/ us, p99 /; s/ max=/ us, max /; s/$/ us/'
+  # The cases that measure interrupt latency (grep's pairs of case and
+  # figures went out of step at the other interrupt-* cases).
+  awk '{
+    delete f
+    for (i = 1; i <= NF; i++) { eq = index($i, "="); if (eq) f[substr($i, 1, eq - 1)] = substr($i, eq + 1) }
+    if ("interrupt_us_median" in f)
+      printf "interrupt latency (%s): median %s us, p99 %s us, max %s us\n", f["case"], f["interrupt_us_median"], f["p99"], f["max"]
+  }' "$results"
 fi
 echo
 over=
