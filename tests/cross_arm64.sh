@@ -107,19 +107,11 @@ run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --
   --features reuse-feedback-obs --policy probe --stop-after 40 -- "$bin/hpp_test"
 run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
 
-cases=()
-"$bin/hostile" --list >"$tmp/cases" || failed+=("hostile --list")
-while read -r name _; do
-  case $name in
-  rlimit | interrupt-latency | interrupt-signal | tokens | idle-cpu) ;;
-  ?*) cases+=("$name") ;;
-  esac
-done <"$tmp/cases"
-if [[ ${#cases[@]} -lt 10 ]]; then
-  echo "FAIL: the arm64 hostile program lists ${#cases[@]} cases to run" >&2
-  failed+=(hostile)
-else
+if list=$(hostile_cases "$bin/hostile" rlimit interrupt-latency interrupt-signal tokens idle-cpu); then
+  mapfile -t cases <<<"$list"
   run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+else
+  failed+=(hostile)
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then

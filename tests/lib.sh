@@ -56,6 +56,31 @@ require_built() {
   done
 }
 
+# hostile_cases HOSTILE SKIP...: the cases HOSTILE --list names, one a
+# line, but for the SKIP ones. Returns 1, saying why, if the list fails or
+# leaves fewer than 10: a program that no longer lists its cases must not
+# pass by running none.
+hostile_cases() {
+  local hostile=$1 list name skip kept=()
+  shift
+  list=$("$hostile" --list) || {
+    echo "FAIL: $hostile --list failed" >&2
+    return 1
+  }
+  while read -r name _; do
+    [[ -n $name ]] || continue
+    for skip in "$@"; do
+      [[ $name == "$skip" ]] && continue 2
+    done
+    kept+=("$name")
+  done <<<"$list"
+  if ((${#kept[@]} < 10)); then
+    echo "FAIL: $hostile lists ${#kept[@]} cases to run" >&2
+    return 1
+  fi
+  printf '%s\n' "${kept[@]}"
+}
+
 # bg_server_start DIR BIN ARGS...: runs BIN ARGS --addr 127.0.0.1:0 in the
 # background, its stdout in DIR/server.out and stderr in DIR/server.err;
 # sets $spid to its pid and $url to the URL it prints. Returns 1, after

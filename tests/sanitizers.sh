@@ -105,7 +105,6 @@ if ! build_lib >"$tmp/build.log" 2>&1; then
   exit 1
 fi
 
-echo "== the C and C++ programs ($mode)"
 compile() { # NAME SOURCE: the program, as CMakeLists.txt builds it, with the sanitizer
   local name=$1 src=$2 cc_=cc std=-std=c99
   if [[ $src == *.cpp ]]; then
@@ -113,28 +112,6 @@ compile() { # NAME SOURCE: the program, as CMakeLists.txt builds it, with the sa
   fi
   "$cc_" "$std" -Wall -Wextra -pedantic -Werror "${cflags[@]}" -I"$root/include" "$root/$src" "${lib[@]}" -o "$bin/$name"
 }
-compile misuse tests/c/misuse.c
-compile threads tests/c/threads.c
-compile churn tests/c/churn.c
-compile hostile tests/c/hostile.c
-compile hpp_test tests/cpp/hpp_test.cpp
-compile signals tests/cpp/signals.cpp
-compile plugrl_probe_client_c examples/c/probe_client.c
-compile plugrl_probe_client examples/cpp/probe_client.cpp
-compile plugrl_bench_client bench/bench_client.cpp
-# The MuJoCo cartpole, the template users copy, where MuJoCo is installed
-# (Debian's libmujoco-dev; MuJoCo itself is not instrumented).
-mujoco=
-if echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
-  lib+=(-lmujoco)
-  compile plugrl_mujoco_cartpole examples/cpp/mujoco_cartpole.cpp
-  mujoco=$bin/plugrl_mujoco_cartpole
-fi
-for exe in plugrl plugrl-hostile plugrl-bench-server; do
-  ln -sfn "$native/$exe" "$bin/$exe"
-done
-server=$native/plugrl
-
 # The positive control (tests/c/sanitizer_canary.c): a misuse that the
 # instrumented library must report. If it is not reported where run looks,
 # the sanitizer is not watching (its runtime not loaded, a plain libplugrl
@@ -156,6 +133,29 @@ echo "== the canary: reported, as it must be"
 if [[ ${PLUGRL_SANITIZERS_CANARY_ONLY:-0} == 1 ]]; then
   exit 0 # tests/sanitizers_selftest.sh
 fi
+
+echo "== the C and C++ programs ($mode)"
+compile misuse tests/c/misuse.c
+compile threads tests/c/threads.c
+compile churn tests/c/churn.c
+compile hostile tests/c/hostile.c
+compile hpp_test tests/cpp/hpp_test.cpp
+compile signals tests/cpp/signals.cpp
+compile plugrl_probe_client_c examples/c/probe_client.c
+compile plugrl_probe_client examples/cpp/probe_client.cpp
+compile plugrl_bench_client bench/bench_client.cpp
+# The MuJoCo cartpole, the template users copy, where MuJoCo is installed
+# (Debian's libmujoco-dev; MuJoCo itself is not instrumented).
+mujoco=
+if echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
+  lib+=(-lmujoco)
+  compile plugrl_mujoco_cartpole examples/cpp/mujoco_cartpole.cpp
+  mujoco=$bin/plugrl_mujoco_cartpole
+fi
+for exe in plugrl plugrl-hostile plugrl-bench-server; do
+  ln -sfn "$native/$exe" "$bin/$exe"
+done
+server=$native/plugrl
 
 failed=()
 # run NAME CMD...: CMD must succeed and leave no sanitizer report.
@@ -256,20 +256,13 @@ run "bench 16 handles, full ledgers" bench "16 handles" full 16 1 0 0 8
 # address space, over any RLIMIT_AS), idle-cpu, and tokens (4.2 million
 # opens, minutes instrumented).
 cases=()
-"$bin/hostile" --list >"$tmp/cases" || failed+=("hostile --list")
-while read -r name _; do
-  case $name in
-  rlimit | idle-cpu | tokens) ;;
-  ?*) cases+=("$name") ;;
-  esac
-done <"$tmp/cases"
-if [[ ${#cases[@]} -lt 10 ]]; then
-  echo "FAIL: the hostile program lists ${#cases[@]} cases to run" >&2
-  failed+=(hostile)
-else
+if list=$(hostile_cases "$bin/hostile" rlimit idle-cpu tokens); then
+  mapfile -t cases <<<"$list"
   run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
   # Over wss://: the TLS transport's own read and write paths.
   run "hostile over wss:// (${#cases[@]} cases)" "$root/tests/hostile.sh" --tls "$bin" "${cases[@]}"
+else
+  failed+=(hostile)
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
