@@ -30,7 +30,13 @@ func TestQueuedPongDuringReceive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			filled := make(chan struct{})
 			pong := make(chan time.Duration, 1)
+			// Closed when the handler has returned, its last log written:
+			// srv.Close does not wait for a hijacked connection's handler,
+			// and a t.Logf after the subtest ended is a data race (go test
+			// -race blamed the next test, TestReceiveTimeouts, once in CI).
+			handled := make(chan struct{})
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(handled)
 				c, _, _, err := ws.UpgradeHTTP(r, w)
 				if err != nil {
 					return
@@ -110,6 +116,11 @@ func TestQueuedPongDuringReceive(t *testing.T) {
 				t.Errorf("%s: no pong 4 s after the server read everything (queued=%v owed=%v)", name, c.ctlQueued.Load(), c.pongOwed.Load())
 			}
 			c.Abort()
+			select {
+			case <-handled:
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s: the server's handler did not return 5 s after the client's abort", name)
+			}
 		})
 	}
 }
