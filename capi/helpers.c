@@ -349,6 +349,11 @@ static int runtime_cpus(cpu_set_t *set) {
     return 0;
   }
   cpu_set_t own;
+  /* Zeroed first, though glibc clears what the kernel leaves: a
+  ** MemorySanitizer whose runtime does not intercept
+  ** pthread_getaffinity_np (clang 14's) sees the masks as never written. */
+  CPU_ZERO(set);
+  CPU_ZERO(&own);
   if (pthread_getaffinity_np(sysmon_thread, sizeof *set, set) != 0 ||
       pthread_getaffinity_np(pthread_self(), sizeof own, &own) != 0) {
     return 0; /* more CPUs than a cpu_set_t holds: as the creator's */
