@@ -84,6 +84,7 @@ debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-webso
 debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
 debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
+debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then

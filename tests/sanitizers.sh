@@ -2,7 +2,7 @@
 # The C boundary under the sanitizers: libplugrl built instrumented, and
 # the C and C++ tests run through it against the real servers.
 #
-#   sanitizers.sh race|asan REPO_ROOT BIN_DIR CONFORMANCE
+#   sanitizers.sh race|asan|msan REPO_ROOT BIN_DIR CONFORMANCE
 #
 # race: the library built with Go's race detector, so that C threads
 #   calling in at once (threads.c, churn.c, signals.cpp's handlers, the
@@ -24,6 +24,16 @@
 #   silently. With the purego tag, so that the copies of observation
 #   arrays run in instrumented Go instead of the unchecked AVX2 assembly.
 #   The programs are built with -fsanitize=address,undefined.
+# msan: the library built with Go's -msan (and purego) and the C programs
+#   with clang's -fsanitize=memory: the library's every read of a caller's
+#   memory is checked for bytes the caller never wrote (options, arrays,
+#   names), and the programs' every use of what the library returned
+#   (statuses, actions, flags, metadata, statistics, messages) for bytes
+#   the library never wrote. MemorySanitizer needs every part of a
+#   program instrumented but the C library, which it intercepts; Debian's
+#   libstdc++ is not, so only the C programs run (misuse, threads, churn,
+#   the C probe client, hostile): the C++ wrapper is header-only over the
+#   same calls.
 #
 # Each run's sanitizer reports go to files (log_path); any report fails the
 # run, whatever the program's exit status. The memory, CPU and time bounds
@@ -33,8 +43,8 @@
 # cannot build a sanitized program.
 set -euo pipefail
 
-if [[ $# -ne 4 || ($1 != race && $1 != asan) ]]; then
-  echo "usage: $0 race|asan REPO_ROOT BIN_DIR CONFORMANCE" >&2
+if [[ $# -ne 4 || ($1 != race && $1 != asan && $1 != msan) ]]; then
+  echo "usage: $0 race|asan|msan REPO_ROOT BIN_DIR CONFORMANCE" >&2
   exit 2
 fi
 mode=$1
@@ -59,6 +69,7 @@ mkdir -p "$bin" "$reports"
 headers=$(cat "$root/include/plugrl.h" "$root"/capi/*.h | sha256sum | cut -c1-16)
 export CGO_CFLAGS="-O1 -g -DPLUGRL_HEADERS_HASH=$headers"
 
+cc=cc cxx=c++
 case $mode in
 race)
   cflags=(-O1 -g -no-pie)
@@ -84,14 +95,31 @@ asan)
   export ASAN_OPTIONS="detect_leaks=0:log_path=$reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:log_path=$reports/ubsan"
   ;;
+msan)
+  # Go's -msan needs clang, for the library's own C (capi/helpers.c,
+  # runtime/cgo) as for the programs. Origins tracked, so that a report
+  # names where the bytes came from.
+  cc=clang cxx=clang++
+  export CC=clang
+  cflags=(-O1 -g -fno-omit-frame-pointer -fsanitize=memory -fsanitize-memory-track-origins)
+  lib=("$tmp/libplugrl.so" -lpthread -lm)
+  build_lib() {
+    (cd "$root" && go build -msan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
+  }
+  export MSAN_OPTIONS="log_path=$reports/msan"
+  # The shadow and origins of an 8 MiB action are 16 MiB more: the hostile
+  # memory cases' 64 MB bound would measure MemorySanitizer.
+  export HOSTILE_NO_MEMORY_BOUND=1
+  ;;
 esac
 
 # Skipped, not failed, where this toolchain has no such sanitizer (a
-# compiler without libtsan/libasan, a Go without cgo).
+# compiler without libtsan/libasan, no clang or no MemorySanitizer runtime
+# (Debian: clang libclang-rt-dev), a Go without cgo).
 probe=$tmp/probe.c
 echo 'int main(void) { return 0; }' >"$probe"
-if ! cc "${cflags[@]}" "$probe" -o "$tmp/probe" 2>"$tmp/probe.err"; then
-  echo "SKIPPED: sanitizers.sh $mode: cc cannot build with ${cflags[*]}: $(head -n 3 "$tmp/probe.err")"
+if ! "$cc" "${cflags[@]}" "$probe" -o "$tmp/probe" 2>"$tmp/probe.err"; then
+  echo "SKIPPED: sanitizers.sh $mode: $cc cannot build with ${cflags[*]}: $(head -n 3 "$tmp/probe.err")"
   exit 77
 fi
 
@@ -106,9 +134,9 @@ if ! build_lib >"$tmp/build.log" 2>&1; then
 fi
 
 compile() { # NAME SOURCE: the program, as CMakeLists.txt builds it, with the sanitizer
-  local name=$1 src=$2 cc_=cc std=-std=c99
+  local name=$1 src=$2 cc_=$cc std=-std=c99
   if [[ $src == *.cpp ]]; then
-    cc_=c++ std=-std=c++17
+    cc_=$cxx std=-std=c++17
   fi
   "$cc_" "$std" -Wall -Wextra -pedantic -Werror "${cflags[@]}" -I"$root/include" "$root/$src" "${lib[@]}" -o "$bin/$name"
 }
@@ -121,6 +149,7 @@ compile sanitizer_canary tests/c/sanitizer_canary.c
 case $mode in
 race) canary='WARNING: DATA RACE' ;;
 asan) canary='ERROR: AddressSanitizer' ;;
+msan) canary='WARNING: MemorySanitizer' ;;
 esac
 "$bin/sanitizer_canary" "$mode" >"$tmp/canary.out" 2>&1 || true
 if ! grep -qs "$canary" "$reports"/*; then
@@ -139,15 +168,23 @@ compile misuse tests/c/misuse.c
 compile threads tests/c/threads.c
 compile churn tests/c/churn.c
 compile hostile tests/c/hostile.c
-compile hpp_test tests/cpp/hpp_test.cpp
-compile signals tests/cpp/signals.cpp
 compile plugrl_probe_client_c examples/c/probe_client.c
-compile plugrl_probe_client examples/cpp/probe_client.cpp
-compile plugrl_bench_client bench/bench_client.cpp
+probe_clients=(plugrl_probe_client_c)
+# The C++ programs, but under msan (an uninstrumented libstdc++: its
+# reports would be its own, as streaming a std::string).
+cpp=1
+[[ $mode == msan ]] && cpp=
+if [[ -n $cpp ]]; then
+  compile hpp_test tests/cpp/hpp_test.cpp
+  compile signals tests/cpp/signals.cpp
+  compile plugrl_probe_client examples/cpp/probe_client.cpp
+  compile plugrl_bench_client bench/bench_client.cpp
+  probe_clients+=(plugrl_probe_client)
+fi
 # The MuJoCo cartpole, the template users copy, where MuJoCo is installed
 # (Debian's libmujoco-dev; MuJoCo itself is not instrumented).
 mujoco=
-if echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
+if [[ -n $cpp ]] && echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
   lib+=(-lmujoco)
   compile plugrl_mujoco_cartpole examples/cpp/mujoco_cartpole.cpp
   mujoco=$bin/plugrl_mujoco_cartpole
@@ -180,26 +217,28 @@ run() {
 run misuse "$root/tests/run_with_server.sh" "$server" --action-dim 2 --features reuse-feedback-obs -- "$bin/misuse"
 run threads "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --features reuse-feedback-obs \
   --policy probe -- "$bin/threads"
-run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --action-dtype float64 \
-  --features reuse-feedback-obs --policy probe --stop-after 40 -- "$bin/hpp_test"
-run "hpp width-change" "$root/tests/run_with_server.sh" "$native/plugrl-hostile" --scenario width-change -d 3 \
-  -- "$bin/hpp_test" --width-change
+if [[ -n $cpp ]]; then
+  run hpp "$root/tests/run_with_server.sh" "$server" --action-dim 3 --horizon 4 --action-dtype float64 \
+    --features reuse-feedback-obs --policy probe --stop-after 40 -- "$bin/hpp_test"
+  run "hpp width-change" "$root/tests/run_with_server.sh" "$native/plugrl-hostile" --scenario width-change -d 3 \
+    -- "$bin/hpp_test" --width-change
+fi
 # churn's bounds on resident memory measure the sanitizer's shadow and
 # per-thread state, not the library: --no-memory-bound.
 run churn "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 --features reuse-feedback-obs \
   -- "$bin/churn" --quick --no-memory-bound
 run "churn reconnects" "$root/tests/run_with_server.sh" "$server" --action-dim 2 --horizon 1 --feedback-timeout 10ms \
   -- "$bin/churn" --no-memory-bound --reconnects 240
-run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
+[[ -n $cpp ]] && run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
 run "probe clients on SIGINT and SIGTERM" "$root/tests/probe_signals.sh" "$server" "$native/plugrl-hostile" \
-  "$bin/plugrl_probe_client_c" "$bin/plugrl_probe_client"
+  "${probe_clients[@]/#/$bin/}"
 if [[ -n $mujoco ]]; then
   run "the MuJoCo cartpole" "$root/tests/cartpole_client.sh" "$server" "$native/plugrl-hostile" "$mujoco"
-else
+elif [[ -n $cpp ]]; then
   echo "== the MuJoCo cartpole: skipped, c++ finds no <mujoco/mujoco.h> (Debian: libmujoco-dev)"
 fi
 if [[ -e $checker ]]; then
-  for client in plugrl_probe_client_c plugrl_probe_client; do
+  for client in "${probe_clients[@]}"; do
     run "conformance $client" "$root/tests/conformance.sh" "$checker" "$bin/$client" \
       --features reuse-feedback-obs --action-dtype float64
   done
@@ -248,8 +287,10 @@ bench() {
 # LARGE: 16 envs of two 224x224 cameras, 4.8 MB an infer through the
 # instrumented copy; 16 handles on 16 threads, each with a ledger (the
 # caller's records and the writer's thread).
-run "bench LARGE" bench "LARGE" - 1 16 2 224 32
-run "bench 16 handles, full ledgers" bench "16 handles" full 16 1 0 0 8
+if [[ -n $cpp ]]; then
+  run "bench LARGE" bench "LARGE" - 1 16 2 224 32
+  run "bench 16 handles, full ledgers" bench "16 handles" full 16 1 0 0 8
+fi
 
 # The hostile cases but for those that bound memory or CPU, which are the
 # sanitizer's there: rlimit (AddressSanitizer reserves terabytes of
@@ -269,4 +310,8 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAIL: under the %s sanitizer: %s\n' "$mode" "${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, ${mujoco:+the MuJoCo cartpole, }the bench client and ${#cases[@]} hostile cases (ws:// and wss://) under the $mode sanitizer, no report"
+if [[ -n $cpp ]]; then
+  echo "PASS: misuse, threads, hpp, churn, signals, the probe clients, ${mujoco:+the MuJoCo cartpole, }the bench client and ${#cases[@]} hostile cases (ws:// and wss://) under the $mode sanitizer, no report"
+else
+  echo "PASS: misuse, threads, churn, the C probe client and ${#cases[@]} hostile cases (ws:// and wss://) under the $mode sanitizer, no report"
+fi

@@ -7,7 +7,7 @@
 #    skips (exit 77, what CTest's SKIP_RETURN_CODE takes) and leaves no
 #    temporary directory behind. (Its EXIT trap called a function defined
 #    only further down: exit 127, a failure, and the directory left.)
-# 2. Under asan, with an uninstrumented libplugrl.so (BIN_DIR/../lib, the
+# 2. Under asan and msan, with an uninstrumented libplugrl.so (BIN_DIR/../lib, the
 #    plain build) first on LD_LIBRARY_PATH: the programs still load the
 #    instrumented one, and its canary is reported. (Linked with
 #    -l:libplugrl.so and an rpath, they loaded the plain one, and every
@@ -28,9 +28,11 @@ fail() {
 }
 
 mkdir -p "$work/fakecc" "$work/tmp"
-printf '#!/bin/sh\necho "cc: error: unrecognized argument to -fsanitize=" >&2\nexit 1\n' >"$work/fakecc/cc"
-chmod +x "$work/fakecc/cc"
-for mode in race asan; do
+for c in cc clang; do
+  printf '#!/bin/sh\necho "%s: error: unrecognized argument to -fsanitize=" >&2\nexit 1\n' "$c" >"$work/fakecc/$c"
+  chmod +x "$work/fakecc/$c"
+done
+for mode in race asan msan; do
   rc=0
   PATH=$work/fakecc:$PATH TMPDIR=$work/tmp "$root/tests/sanitizers.sh" "$mode" "$root" "$native" /nonexistent \
     >"$work/out" 2>&1 || rc=$?
@@ -41,18 +43,20 @@ for mode in race asan; do
 done
 
 plain=$native/../lib
-if [[ -e $plain/libplugrl.so ]]; then
+for mode in asan msan; do
+  if [[ ! -e $plain/libplugrl.so ]]; then
+    echo "$mode with a plain libplugrl.so on LD_LIBRARY_PATH: skipped, no $plain/libplugrl.so"
+    continue
+  fi
   rc=0
   LD_LIBRARY_PATH=$(cd "$plain" && pwd) PLUGRL_SANITIZERS_CANARY_ONLY=1 \
-    "$root/tests/sanitizers.sh" asan "$root" "$native" /nonexistent >"$work/out" 2>&1 || rc=$?
+    "$root/tests/sanitizers.sh" "$mode" "$root" "$native" /nonexistent >"$work/out" 2>&1 || rc=$?
   if [[ $rc -ne 77 ]]; then
     [[ $rc -eq 0 ]] && grep -q "the canary: reported" "$work/out" || {
       cat "$work/out" >&2
-      fail "asan with a plain libplugrl.so on LD_LIBRARY_PATH: exit $rc and no canary report"
+      fail "$mode with a plain libplugrl.so on LD_LIBRARY_PATH: exit $rc and no canary report"
     }
-    echo "asan with a plain libplugrl.so on LD_LIBRARY_PATH: the instrumented one ran, the canary was reported"
+    echo "$mode with a plain libplugrl.so on LD_LIBRARY_PATH: the instrumented one ran, the canary was reported"
   fi
-else
-  echo "asan with a plain libplugrl.so on LD_LIBRARY_PATH: skipped, no $plain/libplugrl.so"
-fi
+done
 echo "PASS: sanitizers.sh skips cleanly and sees its canary"

@@ -451,7 +451,7 @@ int main(int argc, char **argv) {
   int64_t d = 1, i;
   int present = 0, rc = 0, argi;
 
-  for (argi = 1; argi < argc; argi++) {
+  for (argi = 1; argi < argc; argi += 2) { /* an option and its value */
     const char *arg = argv[argi];
     const char *val = argi + 1 < argc ? argv[argi + 1] : NULL;
     if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -482,7 +482,6 @@ int main(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
-    argi++;
   }
   if (!url) {
     fprintf(stderr, PROG ": --url is required\n");

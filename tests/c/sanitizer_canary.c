@@ -5,7 +5,7 @@
 ** libplugrl.so found first through LD_LIBRARY_PATH, reports not written
 ** where the script looks) fails the run instead of passing it.
 **
-**   sanitizer_canary race|asan
+**   sanitizer_canary race|asan|msan
 **
 ** race: two threads fill the same plugrl_options (a global: the race
 **   detector watches the program's data) with plugrl_options_init, 200000
@@ -14,6 +14,9 @@
 **   preempted inside the Go code gives one even on a single core.)
 ** asan: plugrl_options_init_size told the struct has twice the bytes of
 **   the heap block it is in: the library's Go code writes past the block.
+** msan: plugrl_open given options whose size and url are set and whose
+**   other fields were never written (a heap block, not filled by
+**   plugrl_options_init): the library's Go code reads them.
 **
 ** Its exit status is not looked at: the script looks for the report.
 */
@@ -55,6 +58,19 @@ int main(int argc, char **argv) {
     free(half);
     return 0;
   }
-  fprintf(stderr, "usage: %s race|asan\n", argv[0]);
+  if (argc == 2 && strcmp(argv[1], "msan") == 0) {
+    plugrl_options *unset = malloc(sizeof *unset);
+    if (unset != NULL) {
+      unset->size = sizeof *unset;
+      unset->url = "ws://127.0.0.1:9";
+      plugrl_client *client = NULL;
+      if (plugrl_open(unset, &client) == PLUGRL_OK) {
+        plugrl_close(client);
+      }
+    }
+    free(unset);
+    return 0;
+  }
+  fprintf(stderr, "usage: %s race|asan|msan\n", argv[0]);
   return 2;
 }
