@@ -237,10 +237,31 @@ if [[ -n $mujoco ]]; then
 elif [[ -n $cpp ]]; then
   echo "== the MuJoCo cartpole: skipped, c++ finds no <mujoco/mujoco.h> (Debian: libmujoco-dev)"
 fi
+# conformance CLIENT: the checker's scenarios, every connection recording
+# a full ledger (the caller's copies of what was sent and received, the
+# writer's thread), each of which must then audit clean.
+conformance() {
+  local client=$1 dir=$tmp/ledgers-$1 f n=0
+  mkdir -p "$dir"
+  PLUGRL_LEDGER=$dir PLUGRL_LEDGER_LEVEL=full "$root/tests/conformance.sh" "$checker" "$bin/$client" \
+    --features reuse-feedback-obs --action-dtype float64 || return 1
+  for f in "$dir"/*.ledger; do
+    [[ -e $f ]] || break
+    "$native/plugrl" ledger audit "$f" >"$tmp/audit.out" 2>&1 || {
+      cat "$tmp/audit.out" >&2
+      return 1
+    }
+    n=$((n + 1))
+  done
+  if [[ $n -eq 0 ]]; then
+    echo "FAIL: $client wrote no ledger in $dir" >&2
+    return 1
+  fi
+  echo "$client: $n full ledgers audit clean"
+}
 if [[ -e $checker ]]; then
   for client in "${probe_clients[@]}"; do
-    run "conformance $client" "$root/tests/conformance.sh" "$checker" "$bin/$client" \
-      --features reuse-feedback-obs --action-dtype float64
+    run "conformance $client, full ledgers" conformance "$client"
   done
 else
   echo "== conformance: skipped, plugrl-conformance not found at $checker"
