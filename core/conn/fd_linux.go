@@ -122,7 +122,7 @@ func (f *fdConn) recv(p []byte, wait bool) (int, error) {
 		case e == 0 && n == 0:
 			return 0, io.EOF
 		case e == 0:
-			kernelWrote(p[:n])
+			kernelWrote(p, int(n))
 			return int(n), nil
 		case e == syscall.EINTR && wait:
 			// With a socket timeout set, Linux ends the wait with EINTR
@@ -237,7 +237,7 @@ func (f *fdConn) Write(p []byte) (int, error) {
 			switch e {
 			case 0:
 				done = int(n)
-				kernelRead(p[:done])
+				kernelRead(p, done)
 			case syscall.EAGAIN:
 			default:
 				return 0, os.NewSyscallError("sendto", e)
@@ -257,7 +257,7 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
 		case 0:
-			kernelRead(p[done : done+int(n)])
+			kernelRead(p[done:], int(n))
 			done += int(n)
 			// A server that takes a little in every socket timeout
 			// would otherwise stretch the send past its deadline.
@@ -290,7 +290,7 @@ func (f *fdConn) tryWrite(p []byte) (int, error) {
 		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case 0:
-			kernelRead(p[:n])
+			kernelRead(p, int(n))
 			return int(n), nil
 		case syscall.EINTR:
 		case syscall.EAGAIN:

@@ -9,8 +9,10 @@ package conn
 // and sanitize_asan.go are the instrumented builds' versions (the msan,
 // race and asan build tags are set by go build -msan, -race and -asan).
 
-// kernelWrote notes that the kernel has just written p (a receive).
-func kernelWrote(p []byte) {}
+// kernelWrote notes that the kernel has just written p[:n] (a receive).
+// The length is passed, not p[:n]: an argument sliced at the call would
+// keep its bounds check in the plain build.
+func kernelWrote(p []byte, n int) {}
 
-// kernelRead notes that the kernel has just read p (a send).
-func kernelRead(p []byte) {}
+// kernelRead notes that the kernel has just read p[:n] (a send).
+func kernelRead(p []byte, n int) {}

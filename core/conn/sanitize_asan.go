@@ -24,16 +24,16 @@ import "unsafe"
 // kernelWrote checks, as syscall.Read does under -asan, that the bytes the
 // kernel just wrote (a receive straight into a C buffer among them) are
 // all addressable: the kernel itself writes past a block's end silently.
-func kernelWrote(p []byte) {
-	if len(p) > 0 {
+func kernelWrote(p []byte, n int) {
+	if p = p[:n]; len(p) > 0 {
 		C.plugrl_asan_check(unsafe.Pointer(&p[0]), C.size_t(len(p)), 1)
 	}
 }
 
 // kernelRead checks, as syscall.Write does under -asan, that the bytes the
 // kernel just sent are all addressable.
-func kernelRead(p []byte) {
-	if len(p) > 0 {
+func kernelRead(p []byte, n int) {
+	if p = p[:n]; len(p) > 0 {
 		C.plugrl_asan_check(unsafe.Pointer(&p[0]), C.size_t(len(p)), 0)
 	}
 }

@@ -10,8 +10,8 @@ import (
 // kernelWrote tells the race detector that p was just written, as
 // syscall.Read does: a goroutine touching the receive buffer while a
 // receive fills it is then reported.
-func kernelWrote(p []byte) {
-	if len(p) > 0 {
+func kernelWrote(p []byte, n int) {
+	if p = p[:n]; len(p) > 0 {
 		runtime.RaceWriteRange(unsafe.Pointer(&p[0]), len(p))
 	}
 }
@@ -19,8 +19,8 @@ func kernelWrote(p []byte) {
 // kernelRead tells the race detector that p was just read, as
 // syscall.Write does: a goroutine writing the send buffer while a send
 // reads it is then reported.
-func kernelRead(p []byte) {
-	if len(p) > 0 {
+func kernelRead(p []byte, n int) {
+	if p = p[:n]; len(p) > 0 {
 		runtime.RaceReadRange(unsafe.Pointer(&p[0]), len(p))
 	}
 }
