@@ -231,7 +231,7 @@ run "churn reconnects" "$root/tests/run_with_server.sh" "$server" --action-dim 2
   -- "$bin/churn" --no-memory-bound --reconnects 240
 [[ -n $cpp ]] && run signals "$root/tests/signals.sh" "$server" "$bin/signals" 5
 run "probe clients on SIGINT and SIGTERM" "$root/tests/probe_signals.sh" "$server" "$native/plugrl-hostile" \
-  "${probe_clients[@]/#/$bin/}"
+  "${probe_clients[@]/#/"$bin"/}" # quoted: bash 5.2 takes an & in $bin for the match
 if [[ -n $mujoco ]]; then
   run "the MuJoCo cartpole" "$root/tests/cartpole_client.sh" "$server" "$native/plugrl-hostile" "$mujoco"
 elif [[ -n $cpp ]]; then
