@@ -38,7 +38,7 @@
 # Each run's sanitizer reports go to files (log_path); any report fails the
 # run, whatever the program's exit status. The memory, CPU and time bounds
 # of churn.c and of some hostile cases are the sanitizers' own there, and
-# are skipped (listed below). Needs Go, cc, c++ and the servers in BIN_DIR
+# are skipped (listed below). Needs Go, cc, c++ (msan: clang) and the servers in BIN_DIR
 # (plugrl, plugrl-hostile: ./build.sh). Exits 77 (skipped) where the toolchain
 # cannot build a sanitized program.
 set -euo pipefail
@@ -149,7 +149,7 @@ compile sanitizer_canary tests/c/sanitizer_canary.c
 case $mode in
 race) canary='WARNING: DATA RACE' ;;
 asan) canary='ERROR: AddressSanitizer' ;;
-msan) canary='WARNING: MemorySanitizer' ;;
+msan) canary='in __msan_read_go' ;; # the library's Go code read it
 esac
 "$bin/sanitizer_canary" "$mode" >"$tmp/canary.out" 2>&1 || true
 if ! grep -qs "$canary" "$reports"/*; then
