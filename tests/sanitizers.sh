@@ -35,6 +35,13 @@
 #   the C probe client, hostile): the C++ wrapper is header-only over the
 #   same calls.
 #
+# Each library is also built with GOEXPERIMENT=cgocheck2: every store of a
+# Go pointer into memory that is not Go's (a caller's struct, a C buffer)
+# is a fatal error, which fails the program's run. The design promises that
+# C never holds a Go pointer; this checks it on every path the programs
+# take. No C input can make the library do that, so there is no canary for
+# it: the build's own record (go version -m) must show the experiment.
+#
 # Each run's sanitizer reports go to files (log_path); any report fails the
 # run, whatever the program's exit status. The memory, CPU and time bounds
 # of churn.c and of some hostile cases are the sanitizers' own there, and
@@ -75,7 +82,7 @@ race)
   cflags=(-O1 -g -no-pie)
   lib=("$tmp/libplugrl.a" -lpthread -lm)
   build_lib() {
-    (cd "$root" && go build -race -p 2 -buildmode=c-archive -o "$tmp/libplugrl.a" ./capi)
+    (cd "$root" && GOEXPERIMENT=cgocheck2 go build -race -p 2 -buildmode=c-archive -o "$tmp/libplugrl.a" ./capi)
   }
   export GORACE="log_path=$reports/race"
   ;;
@@ -88,7 +95,7 @@ asan)
   # run passed unchecked.)
   lib=("$tmp/libplugrl.so" -lpthread -lm)
   build_lib() {
-    (cd "$root" && go build -asan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
+    (cd "$root" && GOEXPERIMENT=cgocheck2 go build -asan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
   }
   # Leaks are not checked: the Go runtime's threads and heap live until
   # the process ends, by design.
@@ -104,7 +111,7 @@ msan)
   cflags=(-O1 -g -fno-omit-frame-pointer -fsanitize=memory -fsanitize-memory-track-origins)
   lib=("$tmp/libplugrl.so" -lpthread -lm)
   build_lib() {
-    (cd "$root" && go build -msan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
+    (cd "$root" && GOEXPERIMENT=cgocheck2 go build -msan -tags purego -p 2 -buildmode=c-shared -o "$tmp/libplugrl.so" ./capi)
   }
   export MSAN_OPTIONS="log_path=$reports/msan"
   # The shadow and origins of an 8 MiB action are 16 MiB more: the hostile
@@ -159,6 +166,15 @@ if ! grep -qs "$canary" "$reports"/*; then
 fi
 rm -f "$reports"/*
 echo "== the canary: reported, as it must be"
+# The Go build record of the library (for the race build's archive, in
+# the program linked with it).
+record=$tmp/libplugrl.so
+[[ $mode == race ]] && record=$bin/sanitizer_canary
+if ! go version -m "$record" 2>/dev/null | grep -q 'GOEXPERIMENT=.*cgocheck2'; then
+  echo "FAIL: the $mode library was not built with GOEXPERIMENT=cgocheck2 (go version -m $record)" >&2
+  exit 1
+fi
+echo "== built with cgocheck2: a Go pointer stored in C memory is fatal"
 if [[ ${PLUGRL_SANITIZERS_CANARY_ONLY:-0} == 1 ]]; then
   exit 0 # tests/sanitizers_selftest.sh
 fi
