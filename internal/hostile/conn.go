@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -59,8 +60,9 @@ type conn struct {
 	// WidthChange its close.
 	stalled bool
 	msg     wire.Message
-	d       int // the action_dim declared and sent: Config.D (WidthChange: D+2 on its even connections)
-	infers  int // infers received on this connection
+	d       int        // the action_dim declared and sent: Config.D (WidthChange: D+2 on its even connections)
+	infers  int        // infers received on this connection
+	garble  *rand.Rand // Garble's draws
 }
 
 func (c *conn) run() error {
@@ -221,6 +223,15 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		if c.d == cfg.D && c.infers > 1 {
 			return c.resync()
 		}
+	case Garble:
+		if c.garble == nil {
+			c.garble = rand.New(rand.NewPCG(cfg.Seed, uint64(c.s.garbled.Add(1))))
+		}
+		if err := c.writeFrame(ws.OpBinary, garbleAction(c.garble, in.EnvIndices, cfg.H, c.d)); err != nil {
+			return err
+		}
+		c.s.actions.Add(1)
+		return nil
 	}
 	return c.zeroAction(in.EnvIndices, cfg.H, c.d)
 }

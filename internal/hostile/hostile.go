@@ -189,6 +189,20 @@ const (
 	// when asked again. A client that connects again (a second test in the
 	// same program) meets the narrow server, and the change, again.
 	WidthChange Scenario = "width-change"
+
+	// Garble is Normal (metadata with action_horizon Config.H and
+	// action_dim Config.D), but its actions are drawn by a random generator
+	// seeded with Config.Seed and the connection's number: about one in
+	// five an honest "<f4" action of random values, the others wrong in
+	// their message type, env_ids, ndarray keys, shape, dtype or data
+	// length, or with bytes flipped, cut or added, each in one or several
+	// of a few ways (garble.go). Frames are always whole, and the server
+	// answers every infer at once. A correct client refuses each action it
+	// cannot take whole and true to SPEC 5.3 (a protocol error that says
+	// what, the connection dropped and the next infer on a new one), takes
+	// the rest, and never reads or writes outside what it was given,
+	// whatever the draw.
+	Garble Scenario = "garble"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -196,7 +210,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange,
+		WidthChange, Garble,
 	}
 }
 
@@ -244,6 +258,9 @@ type Config struct {
 	// StrayGap is how long after its action DoubleAction sends the same
 	// action again: 0, in the same write.
 	StrayGap time.Duration
+	// Seed seeds Garble's draws (with each connection's number, counted
+	// from 1): the same seed gives the same actions to the same requests.
+	Seed uint64
 	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
 	ByteEvery time.Duration
 	// HeaderBound ends EndlessHeader's header line: 4 GiB.
@@ -377,7 +394,8 @@ type Server struct {
 	connections, active, read, written atomic.Int64
 	infers, feedbacks, actions, pings  atomic.Int64
 	closeFrames                        atomic.Int64
-	metaSent                           atomic.Int64 // connections that got a metadata (WidthChange's count)
+	metaSent                           atomic.Int64  // connections that got a metadata (WidthChange's count)
+	garbled                            atomic.Uint64 // connections Garble has drawn for: each one's seed
 }
 
 // Listen starts a server for cfg. It serves until Close.

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -924,4 +925,68 @@ func testMaxConnTime(t *testing.T) {
 	if _, err := c.r.ReadByte(); err != io.EOF {
 		t.Fatalf("after MaxConnTime: %v", err)
 	}
+}
+
+// TestGarbleAction checks Garble's draws: the same seed gives the same
+// bytes, another seed others, and of 2000 replies to an infer for 3 envs
+// (H 2, D 3) a good share decode as actions (the honest fifth and the
+// lies that are still true: no env_ids, a per-step shape of [1, 3]) and a
+// good share do not.
+func TestGarbleAction(t *testing.T) {
+	envs := []int64{0, 1, 2}
+	draw := func(seed uint64) [][]byte {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		out := make([][]byte, 2000)
+		for i := range out {
+			out[i] = garbleAction(rng, envs, 2, 3)
+		}
+		return out
+	}
+	a, b, other := draw(1), draw(1), draw(2)
+	same := 0
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Fatalf("draw %d differs under the same seed", i)
+		}
+		if bytes.Equal(a[i], other[i]) {
+			same++
+		}
+	}
+	if same > len(a)/2 {
+		t.Fatalf("%d of %d draws are the same under another seed", same, len(a))
+	}
+	decoded, honest := 0, 0
+	for _, msg := range a {
+		var act wire.Action
+		if act.Decode(msg) != nil {
+			continue
+		}
+		decoded++
+		if act.Chunk.DType.String() == "<f4" && slices.Equal(act.Chunk.Shape, []int{2, 3, 3}) && slices.Equal(act.EnvIDs, envs) {
+			honest++
+		}
+	}
+	if decoded < 300 || decoded > 1700 || honest < 300 {
+		t.Fatalf("of %d draws %d decode, %d of them as the honest [2, 3, 3] <f4 action: want a good share of each", len(a), decoded, honest)
+	}
+	t.Logf("of %d draws %d decode, %d as the honest action", len(a), decoded, honest)
+}
+
+// TestGarble checks the scenario end to end: metadata, then an answer to
+// every infer at once, in a whole binary frame, drawn by garbleAction.
+func TestGarble(t *testing.T) { overBoth(t, testGarble) }
+
+func testGarble(t *testing.T) {
+	s := start(t, Config{Scenario: Garble, H: 2, D: 3, Seed: 7})
+	c := dial(t, s.URL())
+	c.metadata()
+	rng := rand.New(rand.NewPCG(7, 1))
+	for i := 0; i < 50; i++ {
+		c.infer(0, 1, 2)
+		op, p := c.message()
+		if want := garbleAction(rng, []int64{0, 1, 2}, 2, 3); op != ws.OpBinary || !bytes.Equal(p, want) {
+			t.Fatalf("reply %d: opcode %v, %d bytes; want the draw of seed 7, connection 1 (%d bytes)", i, op, len(p), len(want))
+		}
+	}
+	waitFor(t, "50 actions", func() bool { return s.Stats().Actions == 50 })
 }

@@ -25,9 +25,11 @@
 ** the case table). interrupt-once, the reproducer of a fixed bug, is one
 ** of the default cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
-** tokens (4200000), errmsg-threads (200000) and interrupt-once (200);
+** tokens (4200000), errmsg-threads (200000), interrupt-once (200) and
+** garble (1000);
 ** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
-** in the environment traces every infer of the interrupt cases on stderr;
+** in the environment traces every infer of the interrupt cases, and
+** every refusal of garble's, on stderr;
 ** HOSTILE_CA_FILE, when set, is every case's tls_ca_file (the PEM that
 ** plugrl-hostile --tls-self-signed wrote), for a wss:// URL.
 ** HOSTILE_NO_MEMORY_BOUND=1 drops the memory cases' RSS limit (peaks are
@@ -1399,6 +1401,102 @@ static void case_interrupt_once(const char *url) {
   obs_free(&o);
 }
 
+/* garble: N infers (--n, 1000) against a server whose actions are drawn at
+** random, most of them wrong (internal/hostile/garble.go; metadata H 2,
+** D 3), for 3 envs. Each infer returns at once with PLUGRL_OK, or with
+** PLUGRL_PROTOCOL_ERROR and a message (the connection dropped), or
+** PLUGRL_RECONNECTED after one. An action taken is whole and true to SPEC
+** 5.3: env_ids are the request's, the shape [2, 3, 3] (metadata's H and D;
+** a per-step shape of [1, 3] or [3, 1] is D too), a known dtype; its every byte is read (under the sanitizers,
+** a view past the message, or of bytes never received, is reported),
+** copied out as float64, and fed back. Both outcomes must occur: a library
+** that refused everything, or took everything, fails. */
+static void case_garble(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  long i, n = opt_n > 0 ? opt_n : 1000, ok = 0, refused = 0, reconnected = 0, not_f32 = 0, multi_axis = 0;
+  double slowest = 0, t0, took;
+  unsigned sum = 0;
+  double copy[2 * 3 * 3];
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.receive_timeout_ms = 5000;
+  opt.max_reconnects = 3;
+  opt.reconnect_backoff_ms = 1; /* a third of the actions end their connection */
+  opt.max_backoff_ms = 1;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 3, 1)) return;
+  for (i = 0; i < n && !R.failed; i++) {
+    t0 = now_ms();
+    plugrl_status st = infer(c, &o, &a);
+    took = now_ms() - t0;
+    if (took > slowest) slowest = took;
+    if (st == PLUGRL_RECONNECTED) {
+      reconnected++;
+      continue;
+    }
+    if (st == PLUGRL_PROTOCOL_ERROR) {
+      const char *msg = plugrl_errmsg(c);
+      if (msg == NULL || strlen(msg) < 10) fail("infer %ld: a protocol error with no message that says why", i);
+      if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
+      refused++;
+      continue;
+    }
+    if (st != PLUGRL_OK) {
+      fail("infer %ld returned %s, want PLUGRL_OK, PLUGRL_PROTOCOL_ERROR or PLUGRL_RECONNECTED; errmsg: %s", i,
+           status_name(st), plugrl_errmsg(c));
+      break;
+    }
+    ok++;
+    int64_t size = plugrl_dtype_size(a.dtype);
+    if (size <= 0 || a.data == NULL || a.shape == NULL || a.env_ids == NULL) {
+      fail("infer %ld: an action taken with dtype %d, data %p, shape %p, env_ids %p", i, (int)a.dtype, a.data,
+           (const void *)a.shape, (const void *)a.env_ids);
+      break;
+    }
+    if (a.num_envs != 3 || a.step_size != 3 || a.horizon != 2 || a.ndim < 3 || a.shape[0] != a.horizon ||
+        a.shape[1] != a.num_envs) {
+      fail("infer %ld: an action taken with horizon %lld, num_envs %lld, step_size %lld, ndim %d; want [2, 3, 3]",
+           i, (long long)a.horizon, (long long)a.num_envs, (long long)a.step_size, (int)a.ndim);
+      break;
+    }
+    int64_t steps = 1;
+    for (int32_t k = 2; k < a.ndim; k++) steps *= a.shape[k];
+    if (steps != a.step_size) {
+      fail("infer %ld: shape[2:] holds %lld values, step_size says %lld", i, (long long)steps, (long long)a.step_size);
+      break;
+    }
+    for (int k = 0; k < 3; k++)
+      if (a.env_ids[k] != o.idx[k]) {
+        fail("infer %ld: env_ids[%d] is %lld, the request's env %lld (SPEC 5.3)", i, k, (long long)a.env_ids[k],
+             (long long)o.idx[k]);
+        return;
+      }
+    const unsigned char *bytes = a.data;
+    for (int64_t b = 0; b < a.horizon * a.num_envs * a.step_size * size; b++) sum += bytes[b];
+    not_f32 += a.dtype != PLUGRL_DTYPE_F32;
+    multi_axis += a.ndim > 3;
+    if (!expect("plugrl_action_copy", plugrl_action_copy(c, copy, sizeof copy,
+                                                         PLUGRL_DTYPE_F64),
+                PLUGRL_OK, c))
+      break;
+    st = feedback(c, &o);
+    if (st != PLUGRL_OK && st != PLUGRL_PROTOCOL_ERROR && st != PLUGRL_RECONNECTED) {
+      fail("plugrl_feedback after infer %ld returned %s; errmsg: %s", i, status_name(st), plugrl_errmsg(c));
+      break;
+    }
+  }
+  R.took_ms = slowest;
+  extra("n=%ld taken=%ld refused=%ld reconnected=%ld taken_not_f4=%ld taken_multi_axis=%ld slowest_ms=%.1f sum=%u", n, ok,
+        refused, reconnected, not_f32, multi_axis, slowest, sum);
+  if (!R.failed && (ok == 0 || refused == 0))
+    fail("%ld of %ld garbled actions taken and %ld refused: want some of each", ok, n, refused);
+  if (slowest > 1000) fail("an infer took %.1f ms; each is answered at once", slowest);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* main                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1435,6 +1533,7 @@ static const struct kase {
     {"errmsg-threads", "normal", case_errmsg_threads, 0},
     {"idle-cpu", "normal", case_idle_cpu, 0},
     {"interrupt-once", "slow-action --action-delay 60s", case_interrupt_once, 0},
+    {"garble", "garble --h 2 --d 3 --seed 1", case_garble, 0},
 };
 
 static int usage(const char *argv0) {
