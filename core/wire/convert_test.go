@@ -3,6 +3,7 @@ package wire
 import (
 	"math"
 	"testing"
+	"unsafe"
 )
 
 func TestConvert(t *testing.T) {
@@ -60,3 +61,38 @@ func TestFloat16RoundTrip(t *testing.T) {
 		t.Fatalf("NaN -> %#x", h)
 	}
 }
+
+// TestConvertUint64 checks the range past int64's: a uint64 of 2^63 or more
+// keeps its value into a float (it was written as 2^63), and a float of
+// 2^63 or more saturates at 2^64 - 1 into a uint64 (it saturated at
+// 2^63 - 1).
+func TestConvertUint64(t *testing.T) {
+	u64 := MustParseDType("<u8")
+	big := []uint64{1 << 63, 12814853506554321000, math.MaxUint64, 5}
+	f64 := make([]float64, len(big))
+	if err := Convert(BytesOf(f64), Float64, u64Bytes(big), u64, len(big)); err != nil {
+		t.Fatal(err)
+	}
+	f32 := make([]float32, len(big))
+	if err := Convert(BytesOf(f32), Float32, u64Bytes(big), u64, len(big)); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range big {
+		if f64[i] != float64(v) || f32[i] != float32(v) {
+			t.Fatalf("u8 %d -> f8 %v, f4 %v; want %v, %v", v, f64[i], f32[i], float64(v), float32(v))
+		}
+	}
+	src := []float64{1 << 63, 1.5e19, 1e30, -1, math.NaN(), 7.9}
+	want := []uint64{1 << 63, 15000000000000000000, math.MaxUint64, 0, 0, 7}
+	out := make([]uint64, len(src))
+	if err := Convert(u64Bytes(out), u64, BytesOf(src), Float64, len(src)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range src {
+		if out[i] != want[i] {
+			t.Fatalf("f8 %v -> u8 %d, want %d", src[i], out[i], want[i])
+		}
+	}
+}
+
+func u64Bytes(s []uint64) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 8*len(s)) }

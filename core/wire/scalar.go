@@ -24,16 +24,29 @@ func putScalar(dst []byte, d DType, s Scalar) {
 	case 'i':
 		iv = s.Int
 	case 'u':
-		iv = math.MaxInt64 // only values past MaxInt64 stay 'u'
-		if d.Kind == 'u' && d.Size == 8 {
+		// Only values past MaxInt64 stay 'u': their own value into a
+		// uint64 or a float, the top of the range into any other integer.
+		switch {
+		case d.Kind == 'u' && d.Size == 8:
 			order.PutUint64(dst, s.Uint)
 			return
+		case d.Kind == 'f' && d.Size == 4:
+			order.PutUint32(dst, math.Float32bits(float32(s.Uint)))
+			return
+		case d.Kind == 'f':
+			f, isFloat = float64(s.Uint), true
+		default:
+			iv = math.MaxInt64
 		}
 	case 'f':
 		f, isFloat = s.Float, true
 	}
 	if d.Kind == 'f' {
 		if !isFloat {
+			if d.Size == 4 { // one rounding, as C's (float)int64_t
+				order.PutUint32(dst, math.Float32bits(float32(iv)))
+				return
+			}
 			f = float64(iv)
 		}
 		switch d.Size {
@@ -44,6 +57,15 @@ func putScalar(dst []byte, d DType, s Scalar) {
 		default:
 			order.PutUint64(dst, math.Float64bits(f))
 		}
+		return
+	}
+	// A float of 2^63 or more into a uint64: the range past int64's.
+	if isFloat && d.Kind == 'u' && d.Size == 8 && f >= 1<<63 {
+		u := uint64(math.MaxUint64)
+		if f < 1<<64 {
+			u = uint64(f)
+		}
+		order.PutUint64(dst, u)
 		return
 	}
 	if d.Kind == 'b' {
