@@ -49,6 +49,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1401,16 +1402,58 @@ static void case_interrupt_once(const char *url) {
   obs_free(&o);
 }
 
+/* garble_value is element k of an action's view as a double, as
+** plugrl_action_copy to PLUGRL_DTYPE_F64 must give it; *bad is set for a
+** BOOL byte other than 0 or 1 (plugrl.h: one byte holding 0 or 1). */
+static double garble_value(const plugrl_action *a, int64_t k, int *bad) {
+  const unsigned char *p = a->data;
+  switch (a->dtype) {
+  case PLUGRL_DTYPE_BOOL:
+    if (p[k] > 1) *bad = 1;
+    return p[k];
+  case PLUGRL_DTYPE_U8: return p[k];
+  case PLUGRL_DTYPE_I8: return ((const int8_t *)a->data)[k];
+  case PLUGRL_DTYPE_U16: return ((const uint16_t *)a->data)[k];
+  case PLUGRL_DTYPE_I16: return ((const int16_t *)a->data)[k];
+  case PLUGRL_DTYPE_U32: return ((const uint32_t *)a->data)[k];
+  case PLUGRL_DTYPE_I32: return ((const int32_t *)a->data)[k];
+  case PLUGRL_DTYPE_U64: return (double)((const uint64_t *)a->data)[k];
+  case PLUGRL_DTYPE_I64: return (double)((const int64_t *)a->data)[k];
+  case PLUGRL_DTYPE_F32: return ((const float *)a->data)[k];
+  case PLUGRL_DTYPE_F64: return ((const double *)a->data)[k];
+  case PLUGRL_DTYPE_F16: {
+    uint16_t h = ((const uint16_t *)a->data)[k];
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 31) {
+      v = m ? NAN : INFINITY;
+    } else {
+      /* (e ? 1024 + m : m) x 2^(max(e, 1) - 25), by exact doublings */
+      v = e ? 1024 + m : m;
+      for (int x = (e ? e : 1) - 25; x < 0; x++) v *= 0.5;
+      for (int x = (e ? e : 1) - 25; x > 0; x--) v *= 2;
+    }
+    return (h & 0x8000) ? -v : v;
+  }
+  }
+  *bad = 1;
+  return 0;
+}
+
 /* garble: N infers (--n, 1000) against a server whose actions are drawn at
 ** random, most of them wrong (internal/hostile/garble.go; metadata H 2,
 ** D 3), for 3 envs. Each infer returns at once with PLUGRL_OK, or with
-** PLUGRL_PROTOCOL_ERROR and a message (the connection dropped), or
-** PLUGRL_RECONNECTED after one. An action taken is whole and true to SPEC
-** 5.3: env_ids are the request's, the shape [2, 3, 3] (metadata's H and D;
-** a per-step shape of [1, 3] or [3, 1] is D too), a known dtype; its every byte is read (under the sanitizers,
-** a view past the message, or of bytes never received, is reported),
-** copied out as float64, and fed back. Both outcomes must occur: a library
-** that refused everything, or took everything, fails. */
+** PLUGRL_PROTOCOL_ERROR and a message (the connection dropped); the infer
+** after a refusal, and only that one, returns PLUGRL_RECONNECTED (plugrl.h:
+** the next infer reconnects; the server ends no connection itself). An
+** action taken is whole and true to SPEC 5.3: env_ids are the request's,
+** the shape [2, 3, 3] (metadata's H and D; a per-step shape of [1, 3] or
+** [3, 1] is D too), a known dtype; its every byte is read (under the
+** sanitizers, a view past the message, or of bytes never received, is
+** reported), copied out as float64 and compared with the view (so a
+** byte-swap or conversion gone wrong shows; a BOOL byte must be 0 or 1),
+** and fed back, which must return PLUGRL_OK. Both outcomes must occur: a
+** library that refused everything, or took everything, fails. */
 static void case_garble(const char *url) {
   plugrl_options opt;
   plugrl_client *c;
@@ -1420,18 +1463,31 @@ static void case_garble(const char *url) {
   double slowest = 0, t0, took;
   unsigned sum = 0;
   double copy[2 * 3 * 3];
+  int was_refused = 0;
   R.deadline_ms = -1;
   options(&opt, url);
   opt.receive_timeout_ms = 5000;
   opt.max_reconnects = 3;
   opt.reconnect_backoff_ms = 1; /* a third of the actions end their connection */
   opt.max_backoff_ms = 1;
-  if (!(c = open_ok(&opt)) || !obs_init(&o, 3, 1)) return;
+  if (!(c = open_ok(&opt))) return;
+  if (!obs_init(&o, 3, 1)) {
+    obs_free(&o);
+    plugrl_close(c);
+    return;
+  }
   for (i = 0; i < n && !R.failed; i++) {
     t0 = now_ms();
     plugrl_status st = infer(c, &o, &a);
     took = now_ms() - t0;
     if (took > slowest) slowest = took;
+    if ((st == PLUGRL_RECONNECTED) != was_refused) {
+      R.status = st;
+      fail("infer %ld returned %s %s a refusal; want PLUGRL_RECONNECTED after each refusal, and only then", i,
+           status_name(st), was_refused ? "after" : "not after");
+      break;
+    }
+    was_refused = 0;
     if (st == PLUGRL_RECONNECTED) {
       reconnected++;
       continue;
@@ -1441,49 +1497,68 @@ static void case_garble(const char *url) {
       if (msg == NULL || strlen(msg) < 10) fail("infer %ld: a protocol error with no message that says why", i);
       if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
       refused++;
+      was_refused = 1;
       continue;
     }
     if (st != PLUGRL_OK) {
+      R.status = st;
       fail("infer %ld returned %s, want PLUGRL_OK, PLUGRL_PROTOCOL_ERROR or PLUGRL_RECONNECTED; errmsg: %s", i,
            status_name(st), plugrl_errmsg(c));
       break;
     }
     ok++;
-    int64_t size = plugrl_dtype_size(a.dtype);
+    int64_t size = (int64_t)plugrl_dtype_size(a.dtype);
     if (size <= 0 || a.data == NULL || a.shape == NULL || a.env_ids == NULL) {
       fail("infer %ld: an action taken with dtype %d, data %p, shape %p, env_ids %p", i, (int)a.dtype, a.data,
            (const void *)a.shape, (const void *)a.env_ids);
       break;
     }
-    if (a.num_envs != 3 || a.step_size != 3 || a.horizon != 2 || a.ndim < 3 || a.shape[0] != a.horizon ||
-        a.shape[1] != a.num_envs) {
+    if (a.num_envs != 3 || a.step_size != 3 || a.horizon != 2 || a.ndim < 3 || a.ndim > PLUGRL_MAX_DIMS ||
+        a.shape[0] != a.horizon || a.shape[1] != a.num_envs) {
       fail("infer %ld: an action taken with horizon %lld, num_envs %lld, step_size %lld, ndim %d; want [2, 3, 3]",
            i, (long long)a.horizon, (long long)a.num_envs, (long long)a.step_size, (int)a.ndim);
       break;
     }
+    /* shape[2:] must multiply to step_size (3): each axis 1 to 3, so the
+    ** product cannot overflow whatever a library gets wrong. */
     int64_t steps = 1;
-    for (int32_t k = 2; k < a.ndim; k++) steps *= a.shape[k];
+    for (int32_t k = 2; k < a.ndim && steps <= 3; k++)
+      steps = a.shape[k] >= 1 && a.shape[k] <= 3 ? steps * a.shape[k] : 4;
     if (steps != a.step_size) {
-      fail("infer %ld: shape[2:] holds %lld values, step_size says %lld", i, (long long)steps, (long long)a.step_size);
+      fail("infer %ld: shape[2:] does not multiply to step_size %lld", i, (long long)a.step_size);
       break;
     }
-    for (int k = 0; k < 3; k++)
+    int ids_ok = 1;
+    for (int k = 0; k < 3 && ids_ok; k++)
       if (a.env_ids[k] != o.idx[k]) {
         fail("infer %ld: env_ids[%d] is %lld, the request's env %lld (SPEC 5.3)", i, k, (long long)a.env_ids[k],
              (long long)o.idx[k]);
-        return;
+        ids_ok = 0;
       }
+    if (!ids_ok) break;
     const unsigned char *bytes = a.data;
     for (int64_t b = 0; b < a.horizon * a.num_envs * a.step_size * size; b++) sum += bytes[b];
     not_f32 += a.dtype != PLUGRL_DTYPE_F32;
     multi_axis += a.ndim > 3;
-    if (!expect("plugrl_action_copy", plugrl_action_copy(c, copy, sizeof copy,
-                                                         PLUGRL_DTYPE_F64),
-                PLUGRL_OK, c))
+    if (!expect("plugrl_action_copy", plugrl_action_copy(c, copy, sizeof copy, PLUGRL_DTYPE_F64), PLUGRL_OK, c))
       break;
+    for (int64_t k = 0; k < 2 * 3 * 3; k++) {
+      int bad = 0;
+      double v = garble_value(&a, k, &bad);
+      if (bad || !(v == copy[k] || (isnan(v) && isnan(copy[k])))) {
+        fail("infer %ld: element %lld of the action (dtype %d) reads %.17g in its view, %.17g copied out as "
+             "float64%s",
+             i, (long long)k, (int)a.dtype, v, copy[k], bad ? " (not a value of its dtype)" : "");
+        break;
+      }
+    }
+    if (R.failed) break;
     st = feedback(c, &o);
-    if (st != PLUGRL_OK && st != PLUGRL_PROTOCOL_ERROR && st != PLUGRL_RECONNECTED) {
-      fail("plugrl_feedback after infer %ld returned %s; errmsg: %s", i, status_name(st), plugrl_errmsg(c));
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("plugrl_feedback after infer %ld returned %s, want PLUGRL_OK (the server ends no connection after an "
+           "action taken); errmsg: %s",
+           i, status_name(st), plugrl_errmsg(c));
       break;
     }
   }
