@@ -42,8 +42,13 @@ func garbleDTypeSize(dt string) int {
 // as SPEC 5.3 has them, each field wrong with some chance in one of a few
 // ways (message type, env_ids, the ndarray's keys, shape, dtype, data
 // length, key order); and one in four of those then has a few bytes
-// flipped, is cut short or has bytes added. The frame around it is always
-// whole: the faults are of the message, not of WebSocket.
+// flipped, is cut short or has bytes added. Each lie is drawn on its own,
+// so about one in eight of those others tells none, and some lies are
+// ones SPEC allows (no env_ids, keys in another order, another numeric
+// dtype, a per-step shape of [d, 1] or [1, d], flipped bytes that land in
+// the data): about two in five replies are actions a client may take.
+// The frame around it is always whole: the faults are of the message, not
+// of WebSocket.
 func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 	honest := rng.IntN(5) == 0
 	lie := func(oneIn int) bool { return !honest && rng.IntN(oneIn) == 0 }
@@ -107,7 +112,7 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 	}
 
 	ids := envIDs
-	if lie(5) {
+	if n > 0 && lie(5) { // an infer names at least one env; if not, no lie needs ids[0]
 		ids = append([]int64(nil), envIDs...)
 		switch rng.IntN(5) {
 		case 0:
@@ -147,8 +152,10 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 		b = msgp.AppendMapHeader(b, 2)
 		b = msgp.AppendString(b, "env_ids")
 		idBytes := make([]byte, 0, 8*len(ids))
+		u4Bytes := make([]byte, 0, 4*len(ids))
 		for _, id := range ids {
 			idBytes = binary.LittleEndian.AppendUint64(idBytes, uint64(id))
+			u4Bytes = binary.LittleEndian.AppendUint32(u4Bytes, uint32(id))
 		}
 		switch {
 		case lie(20):
@@ -159,7 +166,9 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 				b = msgp.AppendInt64(b, id)
 			}
 		case lie(20):
-			b = appendNDArray(b, "<u4", []int64{int64(len(ids))}, idBytes[:4*len(ids)])
+			// The same ids as "<u4" (SPEC 5.3 has "<i8"), not the first
+			// 4n bytes of their "<i8" form, which are other values.
+			b = appendNDArray(b, "<u4", []int64{int64(len(ids))}, u4Bytes)
 		default:
 			b = appendNDArray(b, "<i8", []int64{int64(len(ids))}, idBytes)
 		}
@@ -203,6 +212,8 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 		rng.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
 	}
 	if lie(15) {
+		// fields[:i] then fields[j:]: keys missing when i < j, repeated
+		// (each value drawn again) when i > j, none changed when i == j.
 		fields = append(fields[:rng.IntN(len(fields))], fields[rng.IntN(len(fields)):]...)
 	}
 	b = msgp.AppendMapHeader(b, uint32(len(fields)))

@@ -192,8 +192,10 @@ const (
 
 	// Garble is Normal (metadata with action_horizon Config.H and
 	// action_dim Config.D), but its actions are drawn by a random generator
-	// seeded with Config.Seed and the connection's number: about one in
-	// five an honest "<f4" action of random values, the others wrong in
+	// seeded with Config.Seed and the connection's number (counted from 1
+	// in the order of their first infer): about one in five an honest
+	// "<f4" action of random values, the others with lies drawn one by one
+	// (about one in eight tells none, and some are lies SPEC allows) in
 	// their message type, env_ids, ndarray keys, shape, dtype or data
 	// length, or with bytes flipped, cut or added, each in one or several
 	// of a few ways (garble.go). Frames are always whole, and the server
@@ -259,7 +261,8 @@ type Config struct {
 	// action again: 0, in the same write.
 	StrayGap time.Duration
 	// Seed seeds Garble's draws (with each connection's number, counted
-	// from 1): the same seed gives the same actions to the same requests.
+	// from 1 in the order of their first infer): the same seed gives the
+	// same actions to the same requests from one client.
 	Seed uint64
 	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
 	ByteEvery time.Duration

@@ -970,6 +970,15 @@ func TestGarbleAction(t *testing.T) {
 		t.Fatalf("of %d draws %d decode, %d of them as the honest [2, 3, 3] <f4 action: want a good share of each", len(a), decoded, honest)
 	}
 	t.Logf("of %d draws %d decode, %d as the honest action", len(a), decoded, honest)
+
+	// No draw panics for one env or none (the server refuses an infer of
+	// none, but garbleAction must not index ids that are not there).
+	rng := rand.New(rand.NewPCG(3, 1))
+	for _, ids := range [][]int64{{5}, {}} {
+		for i := 0; i < 2000; i++ {
+			garbleAction(rng, ids, 2, 3)
+		}
+	}
 }
 
 // TestGarble checks the scenario end to end: metadata, then an answer to
@@ -978,15 +987,19 @@ func TestGarble(t *testing.T) { overBoth(t, testGarble) }
 
 func testGarble(t *testing.T) {
 	s := start(t, Config{Scenario: Garble, H: 2, D: 3, Seed: 7})
-	c := dial(t, s.URL())
-	c.metadata()
-	rng := rand.New(rand.NewPCG(7, 1))
-	for i := 0; i < 50; i++ {
-		c.infer(0, 1, 2)
-		op, p := c.message()
-		if want := garbleAction(rng, []int64{0, 1, 2}, 2, 3); op != ws.OpBinary || !bytes.Equal(p, want) {
-			t.Fatalf("reply %d: opcode %v, %d bytes; want the draw of seed 7, connection 1 (%d bytes)", i, op, len(p), len(want))
+	// Each connection draws from (Seed, its number): a second one does
+	// not repeat the first's draws.
+	for conn := uint64(1); conn <= 2; conn++ {
+		c := dial(t, s.URL())
+		c.metadata()
+		rng := rand.New(rand.NewPCG(7, conn))
+		for i := 0; i < 50; i++ {
+			c.infer(0, 1, 2)
+			op, p := c.message()
+			if want := garbleAction(rng, []int64{0, 1, 2}, 2, 3); op != ws.OpBinary || !bytes.Equal(p, want) {
+				t.Fatalf("connection %d, reply %d: opcode %v, %d bytes; want the draw of seed 7, connection %d (%d bytes)", conn, i, op, len(p), conn, len(want))
+			}
 		}
 	}
-	waitFor(t, "50 actions", func() bool { return s.Stats().Actions == 50 })
+	waitFor(t, "100 actions", func() bool { return s.Stats().Actions == 100 })
 }
