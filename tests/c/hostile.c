@@ -26,7 +26,7 @@
 ** of the default cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
 ** tokens (4200000), errmsg-threads (200000), interrupt-once (200) and
-** garble (1000);
+** garble and garble-runner (1000);
 ** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
 ** in the environment traces every infer of the interrupt cases, and
 ** every refusal of garble's, on stderr;
@@ -1572,6 +1572,97 @@ static void case_garble(const char *url) {
   obs_free(&o);
 }
 
+/* same_value: a and b are the same double, NaN included. */
+static int same_value(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
+
+/* garble-runner: garble's server through a runner (--n acts, 1000; 3 envs,
+** H 2, D 3), which converts every action it takes into the caller's
+** float64 buffer step by step. Each act returns PLUGRL_OK or
+** PLUGRL_PROTOCOL_ERROR with a message (the next act reconnects by
+** itself); each report PLUGRL_OK. The values must agree three ways: what
+** plugrl_runner_chunk gives for each env's chunk right after an act that
+** inferred (steps 0 and 1), what that act gave (step 0), and what the next
+** act gives (step 1), each through the library's own conversion. */
+static void case_garble_runner(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  plugrl_runner *r = NULL;
+  obsbuf o;
+  long i, n = opt_n > 0 ? opt_n : 1000, ok = 0, refused = 0, chunks = 0;
+  double act[3 * 3], chunk[3][2 * 3], rewards[3] = {0, 0, 0};
+  uint8_t done[3] = {0, 0, 0};
+  int step = 0; /* the step of its chunk the next act gives each env (they move together) */
+  double slowest = 0, t0, took;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.receive_timeout_ms = 5000;
+  opt.reconnect_backoff_ms = 1;
+  opt.max_backoff_ms = 1;
+  if (!(c = open_ok(&opt))) return;
+  if (!obs_init(&o, 3, 1) || !expect("plugrl_runner_new", plugrl_runner_new(c, 3, &r), PLUGRL_OK, c)) {
+    obs_free(&o);
+    plugrl_close(c);
+    return;
+  }
+  for (i = 0; i < n && !R.failed; i++) {
+    t0 = now_ms();
+    plugrl_status st = plugrl_runner_act(r, &o.obs, act, sizeof act, PLUGRL_DTYPE_F64);
+    took = now_ms() - t0;
+    if (took > slowest) slowest = took;
+    if (st == PLUGRL_PROTOCOL_ERROR) {
+      const char *msg = plugrl_runner_errmsg(r);
+      if (msg == NULL || strlen(msg) < 10) fail("act %ld: a protocol error with no message that says why", i);
+      if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
+      refused++;
+      step = 0; /* the chunks went with the connection */
+      continue;
+    }
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("act %ld returned %s, want PLUGRL_OK or PLUGRL_PROTOCOL_ERROR; errmsg: %s", i, status_name(st),
+           plugrl_runner_errmsg(r));
+      break;
+    }
+    ok++;
+    if (step == 0) {
+      chunks++;
+      for (int e = 0; e < 3 && !R.failed; e++) {
+        int64_t steps = 0;
+        st = plugrl_runner_chunk(r, e, chunk[e], sizeof chunk[e], PLUGRL_DTYPE_F64, &steps);
+        if (st != PLUGRL_OK || steps != 2) {
+          R.status = st;
+          fail("act %ld: plugrl_runner_chunk(env %d) returned %s with %lld steps, want PLUGRL_OK and 2; errmsg: %s", i,
+               e, status_name(st), (long long)steps, plugrl_runner_errmsg(r));
+        }
+      }
+    }
+    for (int e = 0; e < 3 && !R.failed; e++)
+      for (int k = 0; k < 3; k++)
+        if (!same_value(act[e * 3 + k], chunk[e][step * 3 + k])) {
+          fail("act %ld: env %d value %d of step %d is %.17g, its chunk said %.17g", i, e, k, step,
+               act[e * 3 + k], chunk[e][step * 3 + k]);
+          break;
+        }
+    if (R.failed) break;
+    st = plugrl_runner_report(r, &o.obs, rewards, done, done, NULL);
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("report after act %ld returned %s, want PLUGRL_OK; errmsg: %s", i, status_name(st),
+           plugrl_runner_errmsg(r));
+      break;
+    }
+    step = (step + 1) % 2;
+  }
+  R.took_ms = slowest;
+  extra("n=%ld acts_ok=%ld refused=%ld chunks=%ld slowest_ms=%.1f", n, ok, refused, chunks, slowest);
+  if (!R.failed && (chunks == 0 || refused == 0))
+    fail("%ld chunks taken and %ld refused in %ld acts: want some of each", chunks, refused, n);
+  if (slowest > 1000) fail("an act took %.1f ms; each infer is answered at once", slowest);
+  expect("plugrl_runner_free", plugrl_runner_free(r), PLUGRL_OK, NULL);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* main                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -1609,6 +1700,7 @@ static const struct kase {
     {"idle-cpu", "normal", case_idle_cpu, 0},
     {"interrupt-once", "slow-action --action-delay 60s", case_interrupt_once, 0},
     {"garble", "garble --h 2 --d 3 --seed 1", case_garble, 0},
+    {"garble-runner", "garble --h 2 --d 3 --seed 2", case_garble_runner, 0},
 };
 
 static int usage(const char *argv0) {
