@@ -4,6 +4,7 @@ package wire
 // written back into an element of any numeric dtype.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,10 @@ import (
 
 func putScalar(dst []byte, d DType, s Scalar) {
 	order := d.byteOrder()
+	if d.Kind == 'f' {
+		putFloat(dst, d.Size, order, s)
+		return
+	}
 	var f float64
 	var iv int64
 	isFloat := false
@@ -25,39 +30,14 @@ func putScalar(dst []byte, d DType, s Scalar) {
 		iv = s.Int
 	case 'u':
 		// Only values past MaxInt64 stay 'u': their own value into a
-		// uint64 or a float, the top of the range into any other integer.
-		switch {
-		case d.Kind == 'u' && d.Size == 8:
+		// uint64, the top of the range into any other integer.
+		if d.Kind == 'u' && d.Size == 8 {
 			order.PutUint64(dst, s.Uint)
 			return
-		case d.Kind == 'f' && d.Size == 4:
-			order.PutUint32(dst, math.Float32bits(float32(s.Uint)))
-			return
-		case d.Kind == 'f':
-			f, isFloat = float64(s.Uint), true
-		default:
-			iv = math.MaxInt64
 		}
+		iv = math.MaxInt64
 	case 'f':
 		f, isFloat = s.Float, true
-	}
-	if d.Kind == 'f' {
-		if !isFloat {
-			if d.Size == 4 { // one rounding, as C's (float)int64_t
-				order.PutUint32(dst, math.Float32bits(float32(iv)))
-				return
-			}
-			f = float64(iv)
-		}
-		switch d.Size {
-		case 2:
-			order.PutUint16(dst, Float32ToFloat16(float32(f)))
-		case 4:
-			order.PutUint32(dst, math.Float32bits(float32(f)))
-		default:
-			order.PutUint64(dst, math.Float64bits(f))
-		}
-		return
 	}
 	// A float of 2^63 or more into a uint64: the range past int64's.
 	if isFloat && d.Kind == 'u' && d.Size == 8 && f >= 1<<63 {
@@ -103,6 +83,35 @@ func putScalar(dst []byte, d DType, s Scalar) {
 		order.PutUint32(dst, uint32(iv))
 	default:
 		order.PutUint64(dst, uint64(iv))
+	}
+}
+
+// putFloat writes s into a float element of size bytes. Each value is
+// rounded once, as C's conversions round: an integer goes to float32
+// directly, not through float64, and a uint64 past int64's range keeps its
+// value.
+func putFloat(dst []byte, size int, order binary.ByteOrder, s Scalar) {
+	var f64 float64
+	var f32 float32
+	switch s.Kind {
+	case 'b':
+		if s.Bool {
+			f64, f32 = 1, 1
+		}
+	case 'i':
+		f64, f32 = float64(s.Int), float32(s.Int)
+	case 'u':
+		f64, f32 = float64(s.Uint), float32(s.Uint)
+	default:
+		f64, f32 = s.Float, float32(s.Float)
+	}
+	switch size {
+	case 2:
+		order.PutUint16(dst, Float32ToFloat16(f32))
+	case 4:
+		order.PutUint32(dst, math.Float32bits(f32))
+	default:
+		order.PutUint64(dst, math.Float64bits(f64))
 	}
 }
 
