@@ -176,38 +176,7 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 	b = msgp.AppendString(b, "action")
 
 	// The ndarray (SPEC 3.2), its keys as bin in numpy's order, or shuffled.
-	type field func([]byte) []byte
-	fields := []field{
-		func(b []byte) []byte {
-			b = msgp.AppendBytes(b, []byte("__ndarray__"))
-			if lie(15) {
-				return msgp.AppendBool(b, false)
-			}
-			return msgp.AppendBool(b, true)
-		},
-		func(b []byte) []byte {
-			b = msgp.AppendBytes(b, []byte("data"))
-			if lie(20) {
-				return msgp.AppendString(b, string(data))
-			}
-			return msgp.AppendBytes(b, data)
-		},
-		func(b []byte) []byte {
-			b = msgp.AppendBytes(b, []byte("dtype"))
-			return msgp.AppendString(b, dtype)
-		},
-		func(b []byte) []byte {
-			b = msgp.AppendBytes(b, []byte("shape"))
-			if lie(20) {
-				return msgp.AppendMapHeader(b, 0)
-			}
-			b = msgp.AppendArrayHeader(b, uint32(len(shape)))
-			for _, v := range shape {
-				b = msgp.AppendInt64(b, v)
-			}
-			return b
-		},
-	}
+	fields := ndarrayFields(dtype, shape, data, lie)
 	if lie(6) {
 		rng.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
 	}
@@ -239,20 +208,51 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 	return b
 }
 
-// appendNDArray appends an honest ndarray (SPEC 3.2): its keys as bin, in
-// numpy's order.
+// ndarrayField appends one key of an ndarray and its value.
+type ndarrayField func([]byte) []byte
+
+// ndarrayFields are an ndarray's keys and values (SPEC 3.2), as bin keys in
+// numpy's order, each appended by its own function so that a garbled
+// action can shuffle, drop or repeat them. lie(k) says, one time in k,
+// whether to write a value wrong (__ndarray__ false, data as str, shape as
+// a map), and is asked as each is written.
+func ndarrayFields(dtype string, shape []int64, data []byte, lie func(oneIn int) bool) []ndarrayField {
+	return []ndarrayField{
+		func(b []byte) []byte {
+			b = msgp.AppendBytes(b, []byte("__ndarray__"))
+			return msgp.AppendBool(b, !lie(15))
+		},
+		func(b []byte) []byte {
+			b = msgp.AppendBytes(b, []byte("data"))
+			if lie(20) {
+				return msgp.AppendString(b, string(data))
+			}
+			return msgp.AppendBytes(b, data)
+		},
+		func(b []byte) []byte {
+			b = msgp.AppendBytes(b, []byte("dtype"))
+			return msgp.AppendString(b, dtype)
+		},
+		func(b []byte) []byte {
+			b = msgp.AppendBytes(b, []byte("shape"))
+			if lie(20) {
+				return msgp.AppendMapHeader(b, 0)
+			}
+			b = msgp.AppendArrayHeader(b, uint32(len(shape)))
+			for _, v := range shape {
+				b = msgp.AppendInt64(b, v)
+			}
+			return b
+		},
+	}
+}
+
+// appendNDArray appends an honest ndarray (SPEC 3.2).
 func appendNDArray(b []byte, dtype string, shape []int64, data []byte) []byte {
+	never := func(int) bool { return false }
 	b = msgp.AppendMapHeader(b, 4)
-	b = msgp.AppendBytes(b, []byte("__ndarray__"))
-	b = msgp.AppendBool(b, true)
-	b = msgp.AppendBytes(b, []byte("data"))
-	b = msgp.AppendBytes(b, data)
-	b = msgp.AppendBytes(b, []byte("dtype"))
-	b = msgp.AppendString(b, dtype)
-	b = msgp.AppendBytes(b, []byte("shape"))
-	b = msgp.AppendArrayHeader(b, uint32(len(shape)))
-	for _, v := range shape {
-		b = msgp.AppendInt64(b, v)
+	for _, f := range ndarrayFields(dtype, shape, data, never) {
+		b = f(b)
 	}
 	return b
 }

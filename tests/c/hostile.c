@@ -1440,6 +1440,44 @@ static double garble_value(const plugrl_action *a, int64_t k, int *bad) {
   return 0;
 }
 
+/* garble_open opens a client for garble's server and an observation of its
+** 3 envs. A third of the actions end their connection, so reconnects wait
+** 1 ms, not 100. NULL (a failure reported, nothing left open) if either
+** fails. */
+static plugrl_client *garble_open(const char *url, obsbuf *o) {
+  plugrl_options opt;
+  plugrl_client *c;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  opt.receive_timeout_ms = 5000;
+  opt.max_reconnects = 3;
+  opt.reconnect_backoff_ms = 1;
+  opt.max_backoff_ms = 1;
+  if (!(c = open_ok(&opt))) return NULL;
+  if (!obs_init(o, 3, 1)) {
+    obs_free(o);
+    plugrl_close(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* garble_refused checks the message of call i's protocol error: it must say
+** why. HOSTILE_TRACE=1 prints it. */
+static void garble_refused(const char *call, long i, const char *msg) {
+  if (msg == NULL || strlen(msg) < 10) fail("%s %ld: a protocol error with no message that says why", call, i);
+  if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
+}
+
+/* garble_end checks what both garble cases need of a whole run: some
+** actions taken, some refused, and every call answered at once. */
+static void garble_end(const char *taken, long ok, long refused, long n, double slowest) {
+  R.took_ms = slowest;
+  if (!R.failed && (ok == 0 || refused == 0))
+    fail("%ld %s and %ld refused in %ld calls: want some of each", ok, taken, refused, n);
+  if (slowest > 1000) fail("a call took %.1f ms; each infer is answered at once", slowest);
+}
+
 /* garble: N infers (--n, 1000) against a server whose actions are drawn at
 ** random, most of them wrong (internal/hostile/garble.go; metadata H 2,
 ** D 3), for 3 envs. Each infer returns at once with PLUGRL_OK, or with
@@ -1455,7 +1493,6 @@ static double garble_value(const plugrl_action *a, int64_t k, int *bad) {
 ** and fed back, which must return PLUGRL_OK. Both outcomes must occur: a
 ** library that refused everything, or took everything, fails. */
 static void case_garble(const char *url) {
-  plugrl_options opt;
   plugrl_client *c;
   obsbuf o;
   plugrl_action a;
@@ -1464,18 +1501,7 @@ static void case_garble(const char *url) {
   unsigned sum = 0;
   double copy[2 * 3 * 3];
   int was_refused = 0;
-  R.deadline_ms = -1;
-  options(&opt, url);
-  opt.receive_timeout_ms = 5000;
-  opt.max_reconnects = 3;
-  opt.reconnect_backoff_ms = 1; /* a third of the actions end their connection */
-  opt.max_backoff_ms = 1;
-  if (!(c = open_ok(&opt))) return;
-  if (!obs_init(&o, 3, 1)) {
-    obs_free(&o);
-    plugrl_close(c);
-    return;
-  }
+  if (!(c = garble_open(url, &o))) return;
   for (i = 0; i < n && !R.failed; i++) {
     t0 = now_ms();
     plugrl_status st = infer(c, &o, &a);
@@ -1493,9 +1519,7 @@ static void case_garble(const char *url) {
       continue;
     }
     if (st == PLUGRL_PROTOCOL_ERROR) {
-      const char *msg = plugrl_errmsg(c);
-      if (msg == NULL || strlen(msg) < 10) fail("infer %ld: a protocol error with no message that says why", i);
-      if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
+      garble_refused("infer", i, plugrl_errmsg(c));
       refused++;
       was_refused = 1;
       continue;
@@ -1562,12 +1586,9 @@ static void case_garble(const char *url) {
       break;
     }
   }
-  R.took_ms = slowest;
   extra("n=%ld taken=%ld refused=%ld reconnected=%ld taken_not_f4=%ld taken_multi_axis=%ld slowest_ms=%.1f sum=%u", n, ok,
         refused, reconnected, not_f32, multi_axis, slowest, sum);
-  if (!R.failed && (ok == 0 || refused == 0))
-    fail("%ld of %ld garbled actions taken and %ld refused: want some of each", ok, n, refused);
-  if (slowest > 1000) fail("an infer took %.1f ms; each is answered at once", slowest);
+  garble_end("actions taken", ok, refused, n, slowest);
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
   obs_free(&o);
 }
@@ -1584,7 +1605,6 @@ static int same_value(double a, double b) { return a == b || (isnan(a) && isnan(
 ** inferred (steps 0 and 1), what that act gave (step 0), and what the next
 ** act gives (step 1), each through the library's own conversion. */
 static void case_garble_runner(const char *url) {
-  plugrl_options opt;
   plugrl_client *c;
   plugrl_runner *r = NULL;
   obsbuf o;
@@ -1593,13 +1613,8 @@ static void case_garble_runner(const char *url) {
   uint8_t done[3] = {0, 0, 0};
   int step = 0; /* the step of its chunk the next act gives each env (they move together) */
   double slowest = 0, t0, took;
-  R.deadline_ms = -1;
-  options(&opt, url);
-  opt.receive_timeout_ms = 5000;
-  opt.reconnect_backoff_ms = 1;
-  opt.max_backoff_ms = 1;
-  if (!(c = open_ok(&opt))) return;
-  if (!obs_init(&o, 3, 1) || !expect("plugrl_runner_new", plugrl_runner_new(c, 3, &r), PLUGRL_OK, c)) {
+  if (!(c = garble_open(url, &o))) return;
+  if (!expect("plugrl_runner_new", plugrl_runner_new(c, 3, &r), PLUGRL_OK, c)) {
     obs_free(&o);
     plugrl_close(c);
     return;
@@ -1610,9 +1625,7 @@ static void case_garble_runner(const char *url) {
     took = now_ms() - t0;
     if (took > slowest) slowest = took;
     if (st == PLUGRL_PROTOCOL_ERROR) {
-      const char *msg = plugrl_runner_errmsg(r);
-      if (msg == NULL || strlen(msg) < 10) fail("act %ld: a protocol error with no message that says why", i);
-      if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
+      garble_refused("act", i, plugrl_runner_errmsg(r));
       refused++;
       step = 0; /* the chunks went with the connection */
       continue;
@@ -1653,11 +1666,8 @@ static void case_garble_runner(const char *url) {
     }
     step = (step + 1) % 2;
   }
-  R.took_ms = slowest;
   extra("n=%ld acts_ok=%ld refused=%ld chunks=%ld slowest_ms=%.1f", n, ok, refused, chunks, slowest);
-  if (!R.failed && (chunks == 0 || refused == 0))
-    fail("%ld chunks taken and %ld refused in %ld acts: want some of each", chunks, refused, n);
-  if (slowest > 1000) fail("an act took %.1f ms; each infer is answered at once", slowest);
+  garble_end("chunks taken", chunks, refused, n, slowest);
   expect("plugrl_runner_free", plugrl_runner_free(r), PLUGRL_OK, NULL);
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
   obs_free(&o);
