@@ -253,22 +253,31 @@ if [[ -n $mujoco ]]; then
 elif [[ -n $cpp ]]; then
   echo "== the MuJoCo cartpole: skipped, c++ finds no <mujoco/mujoco.h> (Debian: libmujoco-dev)"
 fi
-# conformance CLIENT: the checker's scenarios, every connection recording
-# a full ledger (the caller's copies of what was sent and received, the
-# writer's thread), each of which must then audit clean.
-conformance() {
-  local client=$1 dir=$tmp/ledgers-$1 f n=0
-  mkdir -p "$dir"
-  PLUGRL_LEDGER=$dir PLUGRL_LEDGER_LEVEL=full "$root/tests/conformance.sh" "$checker" "$bin/$client" \
-    --features reuse-feedback-obs --action-dtype float64 || return 1
-  for f in "$dir"/*.ledger; do
-    [[ -e $f ]] || break
+# audit_ledgers FILE...: every ledger named must audit clean (the reference
+# server's audit); prints how many there were. A pattern that matched
+# nothing counts none.
+audit_ledgers() {
+  local f n=0
+  for f in "$@"; do
+    [[ -e $f ]] || continue
     "$native/plugrl" ledger audit "$f" >"$tmp/audit.out" 2>&1 || {
       cat "$tmp/audit.out" >&2
       return 1
     }
     n=$((n + 1))
   done
+  echo "$n"
+}
+
+# conformance CLIENT: the checker's scenarios, every connection recording
+# a full ledger (the caller's copies of what was sent and received, the
+# writer's thread), each of which must then audit clean.
+conformance() {
+  local client=$1 dir=$tmp/ledgers-$1 n
+  mkdir -p "$dir"
+  PLUGRL_LEDGER=$dir PLUGRL_LEDGER_LEVEL=full "$root/tests/conformance.sh" "$checker" "$bin/$client" \
+    --features reuse-feedback-obs --action-dtype float64 || return 1
+  n=$(audit_ledgers "$dir"/*.ledger) || return 1
   if [[ $n -eq 0 ]]; then
     echo "FAIL: $client wrote no ledger in $dir" >&2
     return 1
@@ -305,14 +314,8 @@ bench() {
   fi
   local said=
   if [[ $level != - ]]; then
-    local f n=0
-    for f in "$tmp"/bench.ledger*; do
-      "$native/plugrl" ledger audit "$f" >"$tmp/audit.out" 2>&1 || {
-        cat "$tmp/audit.out" >&2
-        return 1
-      }
-      n=$((n + 1))
-    done
+    local n
+    n=$(audit_ledgers "$tmp"/bench.ledger*) || return 1
     if [[ $n -ne $conns ]]; then
       echo "FAIL: $conns handles wrote $n ledgers" >&2
       return 1
