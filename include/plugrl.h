@@ -540,6 +540,10 @@ const char *plugrl_errmsg(plugrl_client *client);
 ** means zero: each getter sets *present to 1 and the value when the key is
 ** there with a value of the right type, and *present to 0 otherwise, and
 ** returns PLUGRL_OK either way. Metadata is re-read on every reconnect.
+** A metadata map that gives a key twice has no one value for it, and is
+** refused like any malformed first message (PLUGRL_PROTOCOL_ERROR from the
+** call that connects): each key the getters show is the value the library
+** itself acts on.
 */
 
 /* An integer key: "protocol_version", "action_horizon", "action_dim", or

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
@@ -349,11 +350,48 @@ func TestDecodeMetadataErrors(t *testing.T) {
 		{"data list", mp(nil).m(2).s("message_type").s("metadata").s("data").a(0), "want a map"},
 		{"int key", mp(nil).m(2).s("message_type").s("metadata").s("data").m(1).i(1).i(2), "map key"},
 		{"not a map", mp(nil).s("metadata"), "want a map"},
+		{"typed key twice", mp(nil).m(2).s("message_type").s("metadata").s("data").m(2).s("action_horizon").i(2).s("action_horizon").i(3), `"action_horizon" appears twice`},
+		{"key twice, str and bin", mp(nil).m(2).s("message_type").s("metadata").s("data").m(3).s("run").i(1).s("x").null().k("run").s("a"), `"run" appears twice`},
+		{"key twice among many", manyKeys(40, 7), `"k07" appears twice`},
 	} {
 		_, err := DecodeMetadata(c.b)
 		errContains(t, err, c.want)
 		if !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v is not ErrMalformed", c.name, err)
+		}
+	}
+}
+
+// manyKeys is a metadata message of n keys "k00", "k01", ..., the last one
+// repeating key dup (-1: none), so that duplicateKey sorts.
+func manyKeys(n, dup int) []byte {
+	data := mp(nil).m(n)
+	for i := 0; i < n; i++ {
+		k := i
+		if i == n-1 && dup >= 0 {
+			k = dup
+		}
+		data = data.s(fmt.Sprintf("k%02d", k)).i(int64(i))
+	}
+	return mp(nil).m(2).s("message_type").s("metadata").s("data").val(data)
+}
+
+// TestMetadataKeysOnce: a metadata map of unique keys, few or many, is
+// taken whole, each key read back with its own value.
+func TestMetadataKeysOnce(t *testing.T) {
+	for _, n := range []int{0, 1, smallNames, smallNames + 1, 200} {
+		md, err := DecodeMetadata(manyKeys(n, -1))
+		if err != nil {
+			t.Fatalf("%d keys: %v", n, err)
+		}
+		if len(md.Keys()) != n {
+			t.Fatalf("%d keys: Keys gives %d", n, len(md.Keys()))
+		}
+		for i := 0; i < n; i++ {
+			raw, ok := md.Lookup(fmt.Sprintf("k%02d", i))
+			if s, _, err := DecodeScalar(raw); !ok || err != nil || s.Int != int64(i) {
+				t.Fatalf("%d keys: key %d reads %v %v %v", n, i, s, ok, err)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -239,6 +240,23 @@ func FuzzDecodeMetadata(f *testing.F) {
 		keys := md.Keys()
 		if len(keys) > len(b) {
 			t.Fatalf("%d keys from %d bytes", len(keys), len(b))
+		}
+		seen := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			if seen[k] {
+				t.Fatalf("key %q taken twice", k)
+			}
+			seen[k] = true
+		}
+		// One truth per key: the typed fields are what Lookup's values decode to.
+		again := Metadata{Raw: md.Raw}
+		for _, f := range &metaKeys {
+			if raw, ok := md.Lookup(f.key); ok {
+				f.decode(&again, raw)
+			}
+		}
+		if !reflect.DeepEqual(&again, md) {
+			t.Fatalf("typed fields %+v, Lookup's values %+v", md, &again)
 		}
 		for _, k := range keys {
 			raw, ok := md.Lookup(k)

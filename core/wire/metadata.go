@@ -44,7 +44,8 @@ func (m *Metadata) Has(feature string) bool {
 // DecodeMetadata decodes a metadata message. It copies what it keeps, so msg
 // may be reused afterwards. A key of an unexpected type is left absent rather
 // than refused (SPEC 5.1: a client must not require any key), but stays
-// readable through Lookup and JSON.
+// readable through Lookup and JSON. A map that gives a key twice is
+// refused, so each key has one value, whichever way it is read.
 func DecodeMetadata(msg []byte) (*Metadata, error) {
 	kind, data, err := Envelope(msg)
 	if err != nil {
@@ -73,6 +74,16 @@ func DecodeMetadata(msg []byte) (*Metadata, error) {
 	}
 	if it.err != nil {
 		return nil, it.malformed("metadata.data")
+	}
+	// A key given twice would have two truths: the typed field (the last
+	// value, which the client checks actions against) and Lookup (the
+	// first, which the getters show the caller). msgpack leaves repeated
+	// keys undefined. A map read once (an action's, an ndarray's) keeps
+	// the last, as Python's dict does; metadata is read by key and whole
+	// (the getters, JSON), so it is refused with the key named, as the
+	// decoders of client messages refuse one.
+	if k, dup := duplicateKey(m.Raw); dup {
+		return nil, malformedf("metadata.data", "key %q appears twice", k)
 	}
 	return m, nil
 }

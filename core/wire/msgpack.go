@@ -4,7 +4,9 @@ package wire
 // checked against the input, and tags.
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -67,6 +69,52 @@ type mapIter struct {
 	n, left  int // entries in the map, and not yet read
 	err      error
 	errKey   []byte // the key whose value is not one msgpack value, or nil
+}
+
+// duplicateKey reports a key that appears twice in the msgpack map m
+// (str and bin keys compared by their bytes, as readKey gives them), or
+// false if there is none or m is not a map whose entries can be read.
+// Up to smallNames keys it compares every pair, with nothing allocated;
+// past that it sorts the keys' offsets (8 bytes a key, against at least 2
+// bytes of the map's), since a peer chooses how many keys it sends.
+func duplicateKey(m []byte) (string, bool) {
+	it, err := iterMap(m)
+	if err != nil {
+		return "", false
+	}
+	if it.n <= smallNames {
+		var keys [smallNames][]byte
+		n := 0
+		for it.next() {
+			for _, k := range keys[:n] {
+				if string(k) == string(it.key) {
+					return string(it.key), true
+				}
+			}
+			keys[n] = it.key
+			n++
+		}
+		return "", false
+	}
+	offs := make([]int, 0, it.n)
+	for {
+		off := len(m) - len(it.rest)
+		if !it.next() {
+			break
+		}
+		offs = append(offs, off)
+	}
+	keyAt := func(off int) []byte {
+		k, _, _ := readKey(m[off:]) // read once above
+		return k
+	}
+	slices.SortFunc(offs, func(a, b int) int { return bytes.Compare(keyAt(a), keyAt(b)) })
+	for i := 1; i < len(offs); i++ {
+		if k := keyAt(offs[i]); bytes.Equal(k, keyAt(offs[i-1])) {
+			return string(k), true
+		}
+	}
+	return "", false
 }
 
 // iterMap reads the map header at b (checked by mapLen).
