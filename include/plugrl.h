@@ -552,7 +552,10 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
 
 /*
 ** A string key: "server", "server_version", "algorithm", "policy", or any
-** other. Copies the UTF-8 value and a NUL into buf (size bytes) and sets
+** other whose value is a msgpack str (a bin value is bytes, as Python reads
+** it, not a string: *present 0; plugrl_metadata_json shows it). Copies the
+** value (its bytes as sent: UTF-8 from an honest server, not checked, and
+** it may hold a NUL of its own) and a NUL into buf (size bytes) and sets
 ** *length (if length is not NULL) to the value's length without the NUL.
 ** If size is not enough, returns PLUGRL_BUFFER_TOO_SMALL with *length set.
 ** buf NULL with size 0 returns PLUGRL_OK and only sets *length: the way to

@@ -415,6 +415,14 @@ func TestMetadataOddValues(t *testing.T) {
 	if !bytes.Equal(md.Raw, data) {
 		t.Errorf("Raw is not the data map")
 	}
+	// plugrl_metadata_string reads any key through StringValue: the same
+	// verdicts as the typed fields.
+	for key, want := range map[string]bool{"server": false, "policy": true, "algorithm": false, "action_dim": false} {
+		raw, _ := md.Lookup(key)
+		if _, ok := StringValue(raw); ok != want {
+			t.Errorf("StringValue(%s) ok = %v, want %v", key, ok, want)
+		}
+	}
 }
 
 // TestMetadataLongFeatures: a features list far longer than any server's

@@ -142,12 +142,14 @@ func optInt(b []byte) Opt[int64] {
 	return Opt[int64]{Value: v, Set: ok}
 }
 
+// optString is StringValue, copied: the typed field and the C API's
+// plugrl_metadata_string take the same values.
 func optString(b []byte) Opt[string] {
-	if msgp.NextType(b) != msgp.StrType {
+	v, ok := StringValue(b)
+	if !ok {
 		return Opt[string]{}
 	}
-	s, _, err := msgp.ReadStringBytes(b)
-	return Opt[string]{Value: s, Set: err == nil}
+	return Opt[string]{Value: string(v), Set: true}
 }
 
 // maxFeatures bounds the features list Metadata keeps typed: a server has

@@ -225,15 +225,14 @@ func IsNDArray(b []byte) bool { return isTagged(b, "__ndarray__") }
 // IsNPGeneric reports whether the msgpack value at b is a numpy scalar map.
 func IsNPGeneric(b []byte) bool { return isTagged(b, "__npgeneric__") }
 
-// StringValue returns the bytes of a msgpack str (or bin) value.
+// StringValue returns the bytes of a msgpack str value, as a view of b. A
+// bin is bytes, not a string (Python's msgpack gives bytes for it, and the
+// vector metadata_wrong_types has an algorithm of b"PPO" absent): it
+// reports false, as for any other type.
 func StringValue(b []byte) ([]byte, bool) {
-	switch msgp.NextType(b) {
-	case msgp.StrType:
-		v, _, err := msgp.ReadStringZC(b)
-		return v, err == nil
-	case msgp.BinType:
-		v, _, err := msgp.ReadBytesZC(b)
-		return v, err == nil
+	if msgp.NextType(b) != msgp.StrType {
+		return nil, false
 	}
-	return nil, false
+	v, _, err := msgp.ReadStringZC(b)
+	return v, err == nil
 }
