@@ -19,8 +19,11 @@ const maxJSONDepth = 64
 // AppendJSON converts one msgpack value to JSON. Numpy values become what a
 // reader wants: an `__npgeneric__` scalar becomes the number, an ndarray
 // becomes {"dtype": ..., "shape": [...], "data": [flat values]} (text arrays
-// as strings). bin becomes a string when it is UTF-8 and base64 otherwise;
-// non-finite floats become null, as JSON has no spelling for them.
+// as strings); either, when it does not decode, the map it is. bin becomes a
+// string when it is UTF-8 and base64 otherwise; non-finite floats and ext
+// values become null, as JSON has no spelling for them. It fails only on
+// bytes that are not msgpack, a value nested deeper than 64 levels, and a
+// map key that is not a string holding another such key.
 func AppendJSON(dst, b []byte) (out, rest []byte, err error) {
 	return appendJSON(dst, b, 0, false)
 }
@@ -66,12 +69,18 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 		}
 		return append(dst, ']'), rest, nil
 	case msgp.MapType:
+		// A map tagged as numpy's that does not decode as one (a dtype
+		// that is none, data of the wrong length) is shown as the map it
+		// is: it has a JSON form, and one odd value must not hide the
+		// rest of a metadata map.
 		if IsNPGeneric(b) {
-			s, rest, err := DecodeScalar(b)
-			return appendScalarJSON(dst, s), rest, err
-		}
-		if IsNDArray(b) {
-			return appendArrayJSON(dst, b)
+			if s, rest, err := DecodeScalar(b); err == nil {
+				return appendScalarJSON(dst, s), rest, nil
+			}
+		} else if IsNDArray(b) {
+			if out, rest, err := appendArrayJSON(dst, b); err == nil {
+				return out, rest, nil
+			}
 		}
 		n, rest, err := mapLen(b)
 		if err != nil {
