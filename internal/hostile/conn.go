@@ -95,6 +95,10 @@ func (c *conn) run() error {
 	if sc == WidthChange && c.s.metaSent.Add(1)%2 == 0 {
 		meta, c.d = c.s.wideMeta, c.s.cfg.D+2
 	}
+	if sc == GarbleMetadata {
+		rng := rand.New(rand.NewPCG(c.s.cfg.Seed, c.s.garbled.Add(1)))
+		meta, _ = garbleMetadata(rng, c.s.cfg.H, c.d)
+	}
 	if err := c.writeFrame(ws.OpBinary, meta); err != nil {
 		return fmt.Errorf("writing metadata: %v", err)
 	}

@@ -205,6 +205,24 @@ const (
 	// the rest, and never reads or writes outside what it was given,
 	// whatever the draw.
 	Garble Scenario = "garble"
+
+	// GarbleMetadata is Normal, but each connection's metadata is drawn by
+	// a random generator seeded with Config.Seed and the connection's
+	// number (counted from 1 in the order their metadata is sent): about
+	// one in five honest (action_horizon Config.H, action_dim Config.D and
+	// every other key of SPEC 5.1), the others with keys absent, in other
+	// encodings of their value, with other values or of other types,
+	// strings empty, long, not UTF-8 or holding a NUL, extra keys of every
+	// msgpack type and numpy's, nested deeper than JSON readers keep, and
+	// some not metadata at all (a message_type, a data, a key twice, a key
+	// that is no string, a map's count, bytes flipped, cut or added;
+	// garble_metadata.go). Actions are honest: [Config.H, n, Config.D]
+	// zeros. A correct client refuses what is not a metadata message (a
+	// protocol error that says what) and takes the rest, reads every key
+	// as SPEC 5.1 has it (an odd type is the key absent), shows every
+	// value as JSON or says why it cannot, and refuses an action that
+	// disagrees with the action_horizon or action_dim it read.
+	GarbleMetadata Scenario = "garble-metadata"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -212,7 +230,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange, Garble,
+		WidthChange, Garble, GarbleMetadata,
 	}
 }
 
@@ -260,9 +278,11 @@ type Config struct {
 	// StrayGap is how long after its action DoubleAction sends the same
 	// action again: 0, in the same write.
 	StrayGap time.Duration
-	// Seed seeds Garble's draws (with each connection's number, counted
-	// from 1 in the order of their first infer): the same seed gives the
-	// same actions to the same requests from one client.
+	// Seed seeds Garble's and GarbleMetadata's draws (with each
+	// connection's number, counted from 1 in the order of their first
+	// infer, or of their metadata): the same seed gives the same actions
+	// to the same requests from one client, and the same metadata to the
+	// same sequence of connections.
 	Seed uint64
 	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
 	ByteEvery time.Duration
@@ -398,7 +418,7 @@ type Server struct {
 	infers, feedbacks, actions, pings  atomic.Int64
 	closeFrames                        atomic.Int64
 	metaSent                           atomic.Int64  // connections that got a metadata (WidthChange's count)
-	garbled                            atomic.Uint64 // connections Garble has drawn for: each one's seed
+	garbled                            atomic.Uint64 // connections Garble or GarbleMetadata drew for: each one's seed
 }
 
 // Listen starts a server for cfg. It serves until Close.

@@ -1003,3 +1003,105 @@ func testGarble(t *testing.T) {
 	}
 	waitFor(t, "100 actions", func() bool { return s.Stats().Actions == 100 })
 }
+
+// TestGarbleMetadata holds the client's metadata decoder to what
+// garbleMetadata drew: a message whose every lie SPEC 5.1 allows is taken
+// with the typed values drawn, one that is no metadata message is
+// refused, and every value of a message taken can be asked for as JSON
+// (an answer or an error, never a panic). The draws must be a mix.
+func TestGarbleMetadata(t *testing.T) {
+	draw := func(seed uint64) ([][]byte, []metaTruth) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		msgs, truths := make([][]byte, 3000), make([]metaTruth, 3000)
+		for i := range msgs {
+			msgs[i], truths[i] = garbleMetadata(rng, 2, 3)
+		}
+		return msgs, truths
+	}
+	msgs, truths := draw(11)
+	again, _ := draw(11)
+	for i := range msgs {
+		if !bytes.Equal(msgs[i], again[i]) {
+			t.Fatalf("draw %d differs under the same seed", i)
+		}
+	}
+	counts := map[garbleVerdict]int{}
+	taken, honest, noJSON := 0, 0, 0
+	for i, msg := range msgs {
+		tr := truths[i]
+		counts[tr.verdict]++
+		md, err := wire.DecodeMetadata(msg)
+		switch {
+		case tr.verdict == metaTaken && err != nil:
+			t.Fatalf("draw %d: refused (%v), but every lie in it is one SPEC 5.1 allows", i, err)
+		case tr.verdict == metaRefused && err == nil:
+			t.Fatalf("draw %d: taken, but it is no metadata message", i)
+		case err != nil:
+			continue
+		}
+		taken++
+		if tr.verdict == metaTaken {
+			checkTruth(t, i, md, tr)
+			if len(tr.ints) == 3 && tr.ints["action_horizon"] == 2 && tr.ints["action_dim"] == 3 {
+				honest++
+			}
+		}
+		for _, k := range md.Keys() {
+			if _, ok, err := md.JSON(k); !ok {
+				t.Fatalf("draw %d: key %q listed but not found", i, k)
+			} else if err != nil {
+				noJSON++
+			}
+		}
+	}
+	t.Logf("of %d draws: %d to take, %d to refuse, %d either; %d taken, %d with the true shape, %d values with no JSON",
+		len(msgs), counts[metaTaken], counts[metaRefused], counts[metaEither], taken, honest, noJSON)
+	if counts[metaTaken] < 1500 || counts[metaRefused] < 150 || counts[metaEither] < 100 || honest < 600 || noJSON < 30 {
+		t.Fatal("want a good share of each")
+	}
+}
+
+// checkTruth compares the typed keys md read with those drawn.
+func checkTruth(t *testing.T, i int, md *wire.Metadata, tr metaTruth) {
+	t.Helper()
+	for key, got := range map[string]wire.Opt[int64]{
+		"protocol_version": md.ProtocolVersion, "action_horizon": md.ActionHorizon, "action_dim": md.ActionDim,
+	} {
+		want, ok := tr.ints[key]
+		if got.Set != ok || got.Value != want {
+			t.Fatalf("draw %d: %s read as %+v, drawn %d (present %v)", i, key, got, want, ok)
+		}
+	}
+	for key, got := range map[string]wire.Opt[string]{
+		"server": md.Server, "server_version": md.ServerVersion, "algorithm": md.Algorithm, "policy": md.Policy,
+	} {
+		want, ok := tr.strs[key]
+		if got.Set != ok || got.Value != want {
+			t.Fatalf("draw %d: %s read as %+v, drawn %q (present %v)", i, key, got, want, ok)
+		}
+	}
+	if md.Features.Set != (tr.features != nil) || !slices.Equal(md.Features.Value, tr.features) {
+		t.Fatalf("draw %d: features read as %+v, drawn %q", i, md.Features, tr.features)
+	}
+}
+
+// TestGarbleMetadataScenario checks the scenario end to end: each
+// connection gets the metadata of its own draw, then honest actions.
+func TestGarbleMetadataScenario(t *testing.T) { overBoth(t, testGarbleMetadataScenario) }
+
+func testGarbleMetadataScenario(t *testing.T) {
+	s := start(t, Config{Scenario: GarbleMetadata, H: 2, D: 3, Seed: 5})
+	for conn := uint64(1); conn <= 3; conn++ {
+		c := dial(t, s.URL())
+		op, p := c.message()
+		want, _ := garbleMetadata(rand.New(rand.NewPCG(5, conn)), 2, 3)
+		if op != ws.OpBinary || !bytes.Equal(p, want) {
+			t.Fatalf("connection %d: opcode %v, %d bytes; want the draw of seed 5, connection %d (%d bytes)", conn, op, len(p), conn, len(want))
+		}
+		c.infer(0, 1)
+		act, _ := c.action()
+		if !slices.Equal(act.Chunk.Shape, []int{2, 2, 3}) {
+			t.Fatalf("connection %d: action of shape %v, want [2 2 3]", conn, act.Chunk.Shape)
+		}
+	}
+}
