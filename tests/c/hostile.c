@@ -26,7 +26,7 @@
 ** of the default cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
 ** tokens (4200000), errmsg-threads (200000), interrupt-once (200) and
-** garble and garble-runner (1000);
+** garble and garble-runner (1000) and garble-metadata (300 opens);
 ** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
 ** in the environment traces every infer of the interrupt cases, and
 ** every refusal of garble's, on stderr;
@@ -1674,6 +1674,279 @@ static void case_garble_runner(const char *url) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* garble-metadata                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Every key garble-metadata's server may send (garble_metadata.go), one
+** it adds at the top level only, one it never sends, and the empty key. */
+static const char *const gm_keys[] = {"protocol_version", "server", "server_version", "algorithm", "policy",
+                                      "action_horizon",   "action_dim", "features",     "x0",        "x1",
+                                      "x2",               "x3",         "x4",           "x5",        "run",
+                                      "absent",           ""};
+
+typedef plugrl_status (*gm_copy_fn)(plugrl_client *, const char *, char *, size_t, size_t *, int *);
+
+/* gm_copy runs the size protocol of a copying getter (plugrl_metadata_string
+** or plugrl_metadata_json) for key: the length first (buf NULL, size 0),
+** then a copy into exactly length + 1 bytes, then one into length bytes,
+** which must be PLUGRL_BUFFER_TOO_SMALL with buf[0] NUL and the length
+** set. Returns the value (malloc'd, NUL-terminated, *len its length; the
+** caller frees it), or NULL: absent, or (json only, *no_json set) a
+** value with no JSON form, for which the status must be
+** PLUGRL_PROTOCOL_ERROR with *present 0 and a message. Each buffer is
+** exactly as large as the call is told (plus, for the copy, one guard
+** byte that must stay as it was), so a write past it is reported by asan
+** or by the guard. */
+static char *gm_copy(plugrl_client *c, gm_copy_fn fn, const char *what, const char *key, size_t *len,
+                     int *no_json) {
+  size_t length = 12345, got = 12345;
+  int present = -1, again = -1;
+  const char *shown = key ? key : "NULL";
+  plugrl_status st = fn(c, key, NULL, 0, &length, &present);
+  *len = 0;
+  if (no_json) *no_json = 0;
+  if (st == PLUGRL_PROTOCOL_ERROR && no_json) {
+    const char *msg = plugrl_errmsg(c);
+    if (present != 0 || strlen(msg) < 10)
+      fail("%s(%s): PLUGRL_PROTOCOL_ERROR with present %d and message \"%s\"; want 0 and a message that says why",
+           what, shown, present, msg);
+    *no_json = 1;
+    return NULL;
+  }
+  if (st != PLUGRL_OK || (present != 0 && present != 1)) {
+    fail("%s(%s, NULL, 0) returned %s with present %d; want PLUGRL_OK and 0 or 1; errmsg: %s", what, shown,
+         status_name(st), present, plugrl_errmsg(c));
+    return NULL;
+  }
+  if (!present) {
+    if (length != 0) fail("%s(%s): absent with length %zu, want 0", what, shown, length);
+    return NULL;
+  }
+  if (length > (64u << 20)) {
+    fail("%s(%s): a length of %zu", what, shown, length);
+    return NULL;
+  }
+  char *buf = malloc(length + 2);
+  if (buf == NULL) {
+    fail("out of memory for %zu bytes", length + 2);
+    return NULL;
+  }
+  memset(buf, 0xa5, length + 2);
+  st = fn(c, key, buf, length + 1, &got, &again);
+  if (st != PLUGRL_OK || again != 1 || got != length || buf[length] != '\0' || (unsigned char)buf[length + 1] != 0xa5) {
+    fail("%s(%s) into %zu bytes returned %s, present %d, length %zu (asked: %zu), NUL %s, guard byte %s", what,
+         shown, length + 1, status_name(st), again, got, length, buf[length] == '\0' ? "written" : "missing",
+         (unsigned char)buf[length + 1] == 0xa5 ? "kept" : "overwritten");
+    free(buf);
+    return NULL;
+  }
+  if (length > 0) {
+    char *small = malloc(length);
+    if (small == NULL) {
+      fail("out of memory for %zu bytes", length);
+      free(buf);
+      return NULL;
+    }
+    memset(small, 0xa5, length);
+    got = 12345;
+    again = -1;
+    st = fn(c, key, small, length, &got, &again);
+    if (st != PLUGRL_BUFFER_TOO_SMALL || got != length || again != 1 || small[0] != '\0')
+      fail("%s(%s) into %zu bytes, one short, returned %s, present %d, length %zu, buf[0] %s; want "
+           "PLUGRL_BUFFER_TOO_SMALL, 1, %zu, NUL",
+           what, shown, length, status_name(st), again, got, small[0] == '\0' ? "NUL" : "not NUL", length);
+    free(small);
+  }
+  *len = length;
+  return buf;
+}
+
+/* gm_number reads js as one JSON number token: 1 and *x if it is one. */
+static int gm_number(const char *js, double *x) {
+  char *end;
+  if (!(js[0] == '-' || (js[0] >= '0' && js[0] <= '9'))) return 0;
+  *x = strtod(js, &end);
+  return *end == '\0';
+}
+
+/* Counts over a garble-metadata run. */
+static struct {
+  long keys, ints, strings, json, no_json, whole_no_json, features;
+} GM;
+
+/* gm_read reads every getter for every key of an open client and checks
+** them against one another: plugrl_metadata_int present when the key's
+** JSON is a number that is an integer below 2^53 (where a double says
+** which), and when present with the JSON's number (a numpy scalar or
+** one-element ndarray is an integer too, with JSON an object: not
+** checked); a string
+** present only when its JSON is a string; each feature present only when
+** the features' JSON names it; the whole map's JSON an object that names
+** every key present, and there only when every key has JSON. Sets *h and
+** *d to action_horizon and action_dim, and *hp and *dp to whether each is
+** present. */
+static void gm_read(plugrl_client *c, long i, int64_t *h, int64_t *d, int *hp, int *dp) {
+  size_t len, wlen;
+  int no_json, whole_no_json;
+  int any_no_json = 0;
+  char *whole = gm_copy(c, plugrl_metadata_json, "plugrl_metadata_json", NULL, &wlen, &whole_no_json);
+  *h = *d = 0;
+  *hp = *dp = 0;
+  if (R.failed) return;
+  if (whole == NULL && !whole_no_json) {
+    fail("open %ld: plugrl_metadata_json(NULL) says the metadata map is absent", i);
+    return;
+  }
+  if (whole != NULL && (wlen < 2 || whole[0] != '{' || whole[wlen - 1] != '}' || strlen(whole) != wlen))
+    fail("open %ld: the metadata map's JSON is not one object of %zu bytes: %.200s", i, wlen, whole);
+  GM.whole_no_json += whole_no_json;
+  for (size_t k = 0; k < sizeof gm_keys / sizeof gm_keys[0] && !R.failed; k++) {
+    const char *key = gm_keys[k];
+    int64_t v = 777;
+    int ip = -1;
+    double x;
+    if (!expect("plugrl_metadata_int", plugrl_metadata_int(c, key, &v, &ip), PLUGRL_OK, c)) break;
+    if (ip != 0 && ip != 1) fail("open %ld: plugrl_metadata_int(%s) sets present to %d", i, key, ip);
+    if (!ip && v != 0) fail("open %ld: plugrl_metadata_int(%s) absent with value %lld, want 0", i, key, (long long)v);
+    char *s = gm_copy(c, plugrl_metadata_string, "plugrl_metadata_string", key, &len, NULL);
+    char *js = gm_copy(c, plugrl_metadata_json, "plugrl_metadata_json", key, &len, &no_json);
+    if (R.failed) {
+      free(s);
+      free(js);
+      break;
+    }
+    GM.keys += js != NULL || no_json;
+    GM.ints += ip;
+    GM.strings += s != NULL;
+    GM.json += js != NULL;
+    GM.no_json += no_json;
+    any_no_json |= no_json;
+    if (js != NULL && strlen(js) != len) fail("open %ld: the JSON of %s holds a NUL: %.200s", i, key, js);
+    if ((ip || s) && !js) fail("open %ld: %s reads as %s but has no JSON", i, key, ip ? "an integer" : "a string");
+    if (s && js && js[0] != '"') fail("open %ld: %s reads as a string, its JSON is %.200s", i, key, js);
+    if (js && gm_number(js, &x)) {
+      int integer = x == floor(x) && fabs(x) < 9007199254740992.0;
+      if ((ip && (double)v != x) || (!ip && integer))
+        fail("open %ld: %s is %s in JSON, plugrl_metadata_int says %s %lld", i, key, js, ip ? "present," : "absent",
+             (long long)v);
+    }
+    if (whole != NULL && js != NULL) {
+      /* the key as JSON spells it: these keys need no escapes */
+      char spelled[64];
+      snprintf(spelled, sizeof spelled, "\"%s\":", key);
+      if (strstr(whole, spelled) == NULL) fail("open %ld: the map's JSON does not name key %s: %.300s", i, key, whole);
+    }
+    if (strcmp(key, "features") == 0) {
+      static const char *const names[] = {"f-a", "f-b", "reuse-feedback-obs", "f-1023", "", "f-1024"};
+      for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        int fp = -1;
+        char quoted[64];
+        if (!expect("plugrl_metadata_has_feature", plugrl_metadata_has_feature(c, names[f], &fp), PLUGRL_OK, c)) break;
+        snprintf(quoted, sizeof quoted, "\"%s\"", names[f]);
+        GM.features += fp == 1;
+        if (fp != 0 && (fp != 1 || js == NULL || js[0] != '[' || strstr(js, quoted) == NULL))
+          fail("open %ld: has_feature(%s) is %d, the features' JSON %.200s", i, names[f], fp, js ? js : "(none)");
+      }
+    }
+    if (strcmp(key, "action_horizon") == 0) *h = v, *hp = ip;
+    if (strcmp(key, "action_dim") == 0) *d = v, *dp = ip;
+    free(s);
+    free(js);
+  }
+  if (!R.failed && whole != NULL && any_no_json)
+    fail("open %ld: a key has no JSON, but the whole map has: %.300s", i, whole);
+  free(whole);
+}
+
+/* garble-metadata: N opens (--n, 300) against a server whose metadata is
+** drawn at random for each connection, much of it odd and some of it no
+** metadata message at all (internal/hostile/garble_metadata.go), its
+** actions honest: [2, n, 3]. Each open returns at once with PLUGRL_OK or
+** with PLUGRL_PROTOCOL_ERROR and a message. On each client opened every
+** getter reads every key, with its size protocol, and they must agree
+** (gm_read); under the sanitizers each byte given is checked as
+** written and each buffer as not overrun. Then one infer of 2 envs: the
+** action must be taken ([2, 2, 3]) unless the action_horizon or
+** action_dim the getters read disagrees with it, and then refused with a
+** protocol error that names metadata: what the caller reads is what the
+** library acts on. Every outcome must occur. */
+static void case_garble_metadata(const char *url) {
+  long i, n = opt_n > 0 ? opt_n : 300, opened = 0, refused = 0, taken = 0, mismatched = 0;
+  double slowest = 0, t0, took;
+  obsbuf o;
+  R.deadline_ms = -1;
+  if (!obs_init(&o, 2, 1)) {
+    obs_free(&o);
+    return;
+  }
+  for (i = 0; i < n && !R.failed; i++) {
+    plugrl_options opt;
+    plugrl_client *c = NULL;
+    plugrl_action a;
+    int64_t h, d;
+    int hp, dp;
+    options(&opt, url);
+    opt.metadata_timeout_ms = 5000;
+    opt.receive_timeout_ms = 5000;
+    t0 = now_ms();
+    plugrl_status st = plugrl_open(&opt, &c);
+    took = now_ms() - t0;
+    if (took > slowest) slowest = took;
+    if (c == NULL) {
+      fail("open %ld: plugrl_open returned %s and no handle", i, status_name(st));
+      break;
+    }
+    if (st == PLUGRL_PROTOCOL_ERROR) {
+      garble_refused("open", i, plugrl_errmsg(c));
+      refused++;
+      expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+      continue;
+    }
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("open %ld returned %s, want PLUGRL_OK or PLUGRL_PROTOCOL_ERROR; errmsg: %s", i, status_name(st),
+           plugrl_errmsg(c));
+      plugrl_close(c);
+      break;
+    }
+    opened++;
+    gm_read(c, i, &h, &d, &hp, &dp);
+    if (!R.failed) {
+      int refuse = (hp && h != 2) || (dp && d != 3);
+      st = infer(c, &o, &a);
+      if (refuse) {
+        const char *msg = plugrl_errmsg(c);
+        if (st != PLUGRL_PROTOCOL_ERROR || strstr(msg, "metadata") == NULL)
+          fail("open %ld: metadata says action_horizon %lld (present %d), action_dim %lld (present %d); an action [2, "
+               "2, 3] returned %s (%s), want PLUGRL_PROTOCOL_ERROR naming metadata",
+               i, (long long)h, hp, (long long)d, dp, status_name(st), msg);
+        mismatched++;
+      } else if (st != PLUGRL_OK || a.horizon != 2 || a.num_envs != 2 || a.step_size != 3) {
+        fail("open %ld: metadata says action_horizon %lld (present %d), action_dim %lld (present %d); an action [2, "
+             "2, 3] returned %s (%s), horizon %lld, envs %lld, step %lld; want it taken",
+             i, (long long)h, hp, (long long)d, dp, status_name(st), plugrl_errmsg(c), (long long)a.horizon,
+             (long long)a.num_envs, (long long)a.step_size);
+      } else {
+        taken++;
+        expect("plugrl_feedback", feedback(c, &o), PLUGRL_OK, c);
+      }
+    }
+    expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  }
+  extra("n=%ld opened=%ld refused=%ld actions_taken=%ld refused_by_metadata=%ld keys=%ld ints=%ld strings=%ld "
+        "json=%ld no_json=%ld whole_no_json=%ld features=%ld slowest_ms=%.1f",
+        n, opened, refused, taken, mismatched, GM.keys, GM.ints, GM.strings, GM.json, GM.no_json, GM.whole_no_json,
+        GM.features, slowest);
+  R.took_ms = slowest;
+  if (!R.failed && (opened == 0 || refused == 0 || taken == 0 || mismatched == 0 || GM.no_json == 0))
+    fail("%ld opened, %ld refused, %ld actions taken, %ld refused by metadata, %ld values with no JSON in %ld opens: "
+         "want some of each",
+         opened, refused, taken, mismatched, GM.no_json, n);
+  if (slowest > 1000) fail("an open took %.1f ms; each is answered at once", slowest);
+  obs_free(&o);
+}
+
+/* ------------------------------------------------------------------------ */
 /* main                                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -1711,6 +1984,7 @@ static const struct kase {
     {"interrupt-once", "slow-action --action-delay 60s", case_interrupt_once, 0},
     {"garble", "garble --h 2 --d 3 --seed 1", case_garble, 0},
     {"garble-runner", "garble --h 2 --d 3 --seed 2", case_garble_runner, 0},
+    {"garble-metadata", "garble-metadata --h 2 --d 3 --seed 3", case_garble_metadata, 0},
 };
 
 static int usage(const char *argv0) {
