@@ -98,7 +98,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&c.ActionDelay, "action-delay", hostile.DefaultActionDelay, "slow-action: delay before each action")
 	fs.IntVar(&c.SlowEvery, "slow-every", 0, "slow-action: delay only every N-th infer of a connection, answer the others at once (0: every one)")
 	fs.DurationVar(&c.StrayGap, "stray-gap", 0, "double-action: delay before the second copy of each action (0: in the same write)")
-	fs.Uint64Var(&c.Seed, "seed", 1, "garble, garble-metadata: the seed of their draws (with each connection's number)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "garble, garble-metadata, garble-frames: the seed of their draws (with each connection's number)")
 	fs.IntVar(&c.TrickleBytes, "trickle-bytes", hostile.DefaultTrickleBytes, "huge-length: payload bytes per trickle")
 	fs.DurationVar(&c.TrickleEvery, "trickle-every", hostile.DefaultTrickleEvery, "huge-length: interval between trickles")
 	fs.DurationVar(&c.ByteEvery, "byte-every", hostile.DefaultByteEvery, "slow-handshake: interval between bytes of the 101 response")

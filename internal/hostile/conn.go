@@ -62,7 +62,14 @@ type conn struct {
 	msg     wire.Message
 	d       int        // the action_dim declared and sent: Config.D (WidthChange: D+2 on its even connections)
 	infers  int        // infers received on this connection
-	garble  *rand.Rand // Garble's draws
+	garble  *rand.Rand // Garble's and GarbleFrames' draws
+
+	// GarbleFrames' pings: the payloads sent and not yet answered, in
+	// order (the reader checks each pong against them), and the number
+	// the next one starts with.
+	pmu      sync.Mutex
+	pingsOut [][]byte
+	pingSeq  uint32
 }
 
 func (c *conn) run() error {
@@ -227,6 +234,8 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		if c.d == cfg.D && c.infers > 1 {
 			return c.resync()
 		}
+	case GarbleFrames:
+		return c.framesAnswer(in)
 	case Garble:
 		if c.garble == nil {
 			c.garble = rand.New(rand.NewPCG(cfg.Seed, uint64(c.s.garbled.Add(1))))
@@ -238,6 +247,98 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		return nil
 	}
 	return c.zeroAction(in.EnvIndices, cfg.H, c.d)
+}
+
+// framesAnswer is GarbleFrames' answer to in: an honest action whose
+// values say in.StepIDs[1] (framesAction), framed as in.StepIDs[0] says
+// (garbleFrames), written in pieces.
+func (c *conn) framesAnswer(in *wire.InferMsg) error {
+	cfg := &c.s.cfg
+	if c.garble == nil {
+		c.garble = rand.New(rand.NewPCG(cfg.Seed, c.s.garbled.Add(1)))
+	}
+	mode, nonce := int64(framesLegal), int64(0)
+	if len(in.StepIDs) >= 2 {
+		mode, nonce = in.StepIDs[0], in.StepIDs[1]
+	}
+	n := len(in.EnvIndices)
+	if int64(cfg.H)*int64(n)*int64(c.d) > maxAction/4 {
+		return fmt.Errorf("an action of [%d, %d, %d] is more than this server builds", cfg.H, n, c.d)
+	}
+	chunk := &wire.Array{DType: f4, Shape: []int{cfg.H, n, c.d}, Data: framesAction(cfg.H, n, c.d, nonce)}
+	if err := wire.EncodeAction(&c.msg, in.EnvIndices, chunk); err != nil {
+		return err
+	}
+	frames, pings := garbleFrames(c.garble, c.msg.AppendTo(nil), mode, &c.pingSeq)
+	c.pmu.Lock()
+	c.pingsOut = append(c.pingsOut, pings...)
+	c.pmu.Unlock()
+	if err := c.writePieces(frames); err != nil {
+		return err
+	}
+	c.s.actions.Add(1)
+	return nil
+}
+
+// writePieces writes b in pieces, half of them 1 to 8 bytes (a frame
+// header split across a client's reads), each flushed on its own (over
+// TLS, a record of its own), with a pause of up to a millisecond after
+// one in sixteen. wmu is held throughout: the reader's pongs and closes
+// must not land inside a frame.
+func (c *conn) writePieces(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent || c.silent {
+		return errClosing
+	}
+	for len(b) > 0 {
+		n := 1 + c.garble.IntN(8)
+		if c.garble.IntN(2) == 0 {
+			n = 1 + c.garble.IntN(len(b))
+		}
+		n = min(n, len(b))
+		if _, err := c.bw.Write(b[:n]); err != nil {
+			return err
+		}
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
+		b = b[n:]
+		if c.garble.IntN(16) == 0 {
+			time.Sleep(time.Duration(c.garble.IntN(1000)) * time.Microsecond)
+		}
+	}
+	return nil
+}
+
+// pongAnswers reports whether p echoes a ping sent and not yet answered,
+// and drops that ping and those before it: a client may answer only the
+// latest of the pings it has read (RFC 6455 5.5.3).
+func (c *conn) pongAnswers(p []byte) bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	for i, ping := range c.pingsOut {
+		if bytes.Equal(ping, p) {
+			c.pingsOut = c.pingsOut[i+1:]
+			return true
+		}
+	}
+	return false
+}
+
+// framesFault ends a GarbleFrames connection whose client broke the ping
+// rules: a close 1002 whose reason (at most 123 bytes) says what, so that
+// the client's error shows it, and the reason as the connection's error.
+func (c *conn) framesFault(reason string) error {
+	c.control(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusProtocolError, reason)))
+	return errors.New(reason)
+}
+
+// pingsOwed counts the pings sent and not answered.
+func (c *conn) pingsOwed() int {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return len(c.pingsOut)
 }
 
 // resync leaves the infer unanswered and closes as a server that found the
@@ -451,6 +552,10 @@ func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 			switch h.OpCode {
 			case ws.OpPing:
 				c.control(ws.NewPongFrame(p))
+			case ws.OpPong:
+				if c.s.cfg.Scenario == GarbleFrames && !c.pongAnswers(p) {
+					return c.framesFault(fmt.Sprintf("garble-frames: a pong of %d bytes echoes no ping sent", len(p)))
+				}
 			case ws.OpClose:
 				c.s.closeFrames.Add(1)
 				if c.s.cfg.Scenario == CloseNoReply {
@@ -495,6 +600,14 @@ func (c *conn) readLoop(msgs chan<- []byte, quit <-chan struct{}) error {
 			continue
 		}
 		started = false
+		if c.s.cfg.Scenario == GarbleFrames {
+			// Every ping went before the last fragment of its action,
+			// and this message came after the action: libplugrl sends
+			// the pongs it owes before its next message.
+			if owed := c.pingsOwed(); owed > 0 {
+				return c.framesFault(fmt.Sprintf("garble-frames: a message before the pongs of %d pings read", owed))
+			}
+		}
 		if op == ws.OpBinary {
 			select {
 			case msgs <- buf:

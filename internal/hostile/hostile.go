@@ -223,6 +223,26 @@ const (
 	// value as JSON or says why it cannot, and refuses an action that
 	// disagrees with the action_horizon or action_dim it read.
 	GarbleMetadata Scenario = "garble-metadata"
+
+	// GarbleFrames is Normal, but each infer's step_ids[0] chooses how its
+	// action is framed (garble_frames.go): 0, as RFC 6455 allows, cut into
+	// 1 to 8 fragments (some empty) with pings and unsolicited pongs
+	// between them; 1 to 8, the same with one fault before the last
+	// fragment (a reserved bit, a masked frame, a reserved opcode, a ping
+	// over 125 bytes, a fragmented ping, a continuation first, a binary
+	// frame inside the message, the action as text). Its step_ids[1] is
+	// the nonce its values start from: "<f4" of shape [Config.H, n,
+	// Config.D], element k being nonce + k. Every answer is written in
+	// pieces, half of them 1 to 8 bytes, with now and then a pause. The
+	// cuts, the control frames and the pieces are drawn by a generator
+	// seeded with Config.Seed and the connection's number (counted from
+	// 1 in the order of their first infer). A pong that echoes no ping
+	// sent ends the connection, and so does a message from the client
+	// before it has answered the pings of the last action (a client may
+	// answer only the latest). A correct client takes every legal action
+	// whole, each byte where it belongs, answers its pings, and refuses
+	// each fault (a protocol error; the text frame a server error).
+	GarbleFrames Scenario = "garble-frames"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -230,7 +250,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange, Garble, GarbleMetadata,
+		WidthChange, Garble, GarbleMetadata, GarbleFrames,
 	}
 }
 
@@ -278,11 +298,11 @@ type Config struct {
 	// StrayGap is how long after its action DoubleAction sends the same
 	// action again: 0, in the same write.
 	StrayGap time.Duration
-	// Seed seeds Garble's and GarbleMetadata's draws (with each
-	// connection's number, counted from 1 in the order of their first
-	// infer, or of their metadata): the same seed gives the same actions
-	// to the same requests from one client, and the same metadata to the
-	// same sequence of connections.
+	// Seed seeds Garble's, GarbleMetadata's and GarbleFrames' draws (with
+	// each connection's number, counted from 1 in the order of their
+	// first infer, or of their metadata): the same seed gives the same
+	// actions to the same requests from one client, and the same metadata
+	// to the same sequence of connections.
 	Seed uint64
 	// ByteEvery paces SlowHandshake's response: 100 ms a byte.
 	ByteEvery time.Duration
@@ -418,7 +438,7 @@ type Server struct {
 	infers, feedbacks, actions, pings  atomic.Int64
 	closeFrames                        atomic.Int64
 	metaSent                           atomic.Int64  // connections that got a metadata (WidthChange's count)
-	garbled                            atomic.Uint64 // connections Garble or GarbleMetadata drew for: each one's seed
+	garbled                            atomic.Uint64 // connections the garble scenarios drew for: each one's seed
 }
 
 // Listen starts a server for cfg. It serves until Close.

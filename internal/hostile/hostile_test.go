@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -1103,5 +1104,145 @@ func testGarbleMetadataScenario(t *testing.T) {
 		if !slices.Equal(act.Chunk.Shape, []int{2, 2, 3}) {
 			t.Fatalf("connection %d: action of shape %v, want [2 2 3]", conn, act.Chunk.Shape)
 		}
+	}
+}
+
+// readFrames parses what garbleFrames wrote as a client would (gobwas's
+// header checks in the client's state), returning the message, its
+// opcode, the pings' payloads, how many data frames carried it, and the
+// first error.
+func readFrames(b []byte) (msg []byte, op ws.OpCode, pings [][]byte, data int, err error) {
+	r := bytes.NewReader(b)
+	fragmented := false
+	for {
+		h, err := ws.ReadHeader(r)
+		if err != nil {
+			return nil, 0, pings, data, err
+		}
+		state := ws.StateClientSide
+		if fragmented {
+			state |= ws.StateFragmented
+		}
+		if err := ws.CheckHeader(h, state); err != nil {
+			return nil, 0, pings, data, err
+		}
+		p := make([]byte, h.Length)
+		if _, err := io.ReadFull(r, p); err != nil {
+			return nil, 0, pings, data, err
+		}
+		switch {
+		case h.OpCode == ws.OpPing:
+			pings = append(pings, p)
+			continue
+		case h.OpCode.IsControl():
+			continue
+		case !fragmented:
+			op = h.OpCode
+		}
+		msg = append(msg, p...)
+		data++
+		fragmented = !h.Fin
+		if h.Fin {
+			if r.Len() != 0 {
+				return nil, 0, pings, data, fmt.Errorf("%d bytes after the message", r.Len())
+			}
+			return msg, op, pings, data, nil
+		}
+	}
+}
+
+// TestGarbleFrames: every legal draw is one message, the payload whole,
+// its pings those garbleFrames says, in fragments and with control
+// frames often enough; every other mode breaks RFC 6455 as its name
+// says, before the message is whole (or, text, is one of the wrong type).
+func TestGarbleFrames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var seq uint32
+	payload := framesAction(2, 3, 5, 9)
+	fragmented, withPings := 0, 0
+	for mode := int64(0); mode < framesModes; mode++ {
+		for i := 0; i < 500; i++ {
+			out, pings := garbleFrames(rng, payload, mode, &seq)
+			msg, op, read, frames, err := readFrames(out)
+			switch mode {
+			case framesLegal:
+				if err != nil || op != ws.OpBinary || !bytes.Equal(msg, payload) {
+					t.Fatalf("legal draw %d: %v, opcode %v, %d of %d bytes", i, err, op, len(msg), len(payload))
+				}
+				if !slices.EqualFunc(read, pings, bytes.Equal) {
+					t.Fatalf("legal draw %d: pings read %d, said %d", i, len(read), len(pings))
+				}
+				if frames > 1 {
+					fragmented++
+				}
+				if len(pings) > 0 {
+					withPings++
+				}
+			case framesText:
+				if err != nil || op != ws.OpText || !bytes.Equal(msg, payload) {
+					t.Fatalf("text draw %d: %v, opcode %v", i, err, op)
+				}
+			default:
+				if err == nil {
+					t.Fatalf("mode %d draw %d: read as a legal message", mode, i)
+				}
+			}
+		}
+	}
+	if fragmented < 250 || withPings < 100 {
+		t.Fatalf("of 500 legal draws %d were fragmented and %d had pings: want many of both", fragmented, withPings)
+	}
+}
+
+// TestGarbleFramesScenario: the scenario end to end: an action framed as
+// the infer asks, its values from the nonce, the pong check, and a
+// connection ended by a pong that echoes nothing.
+func TestGarbleFramesScenario(t *testing.T) { overBoth(t, testGarbleFramesScenario) }
+
+func testGarbleFramesScenario(t *testing.T) {
+	s := start(t, Config{Scenario: GarbleFrames, H: 2, D: 5, Seed: 3})
+	c := dial(t, s.URL())
+	c.metadata()
+	for i := int64(0); i < 20; i++ {
+		err := wire.EncodeInfer(&c.m, &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{framesLegal, 100 + i}, Obs: observation(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mustSend(ws.OpBinary, c.m.AppendTo(nil))
+		var msg []byte
+		for {
+			h, p, err := c.frame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.OpCode == ws.OpPing {
+				c.mustSend(ws.OpPong, p)
+				continue
+			}
+			if h.OpCode.IsControl() {
+				continue
+			}
+			msg = append(msg, p...)
+			if h.Fin {
+				break
+			}
+		}
+		var a wire.Action
+		if err := a.Decode(msg); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Chunk.Shape, []int{2, 2, 5}) || !bytes.Equal(a.Chunk.Data, framesAction(2, 2, 5, 100+i)) {
+			t.Fatalf("action %d: shape %v, values not those of nonce %d", i, a.Chunk.Shape, 100+i)
+		}
+		c.feedback(0, 1)
+	}
+	waitFor(t, "20 feedbacks", func() bool { return s.Stats().Feedbacks == 20 })
+	c.mustSend(ws.OpPong, []byte("no such ping"))
+	h, p, err := c.frame()
+	if code, reason := ws.ParseCloseFrameData(p); err != nil || h.OpCode != ws.OpClose || code != ws.StatusProtocolError || !strings.Contains(reason, "echoes no ping") {
+		t.Fatalf("after a pong that echoes no ping: %v, opcode %v, close %d %q; want a close 1002 saying why", err, h.OpCode, code, reason)
+	}
+	if _, _, err := c.frame(); err == nil {
+		t.Fatal("the connection outlived its close")
 	}
 }
