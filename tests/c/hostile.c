@@ -26,7 +26,8 @@
 ** of the default cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
 ** tokens (4200000), errmsg-threads (200000), interrupt-once (200) and
-** garble and garble-runner (1000) and garble-metadata (300 opens);
+** garble and garble-runner (1000), garble-metadata (300 opens) and
+** garble-frames (600);
 ** --obs-bytes B the observation size of no-read (4 MiB). HOSTILE_TRACE=1
 ** in the environment traces every infer of the interrupt cases, and
 ** every refusal of garble's, on stderr;
@@ -1673,6 +1674,110 @@ static void case_garble_runner(const char *url) {
   obs_free(&o);
 }
 
+/* garble-frames: N infers (--n, 600) of 3 envs against a server that
+** frames each action as the infer's step_ids[0] asks
+** (internal/hostile/garble_frames.go; H 2, D 500: 12 KB actions), writing
+** it in pieces, half of them 1 to 8 bytes. Two infers in three ask for
+** legal framing: 1 to 8 fragments, some empty, with pings and
+** unsolicited pongs between them. Such an action must be taken whole:
+** [2, 3, 500] "<f4", the request's env_ids, and element k equal to the
+** nonce the infer sent in step_ids[1] plus k, so that a byte assembled
+** out of place shows. Its feedback must return PLUGRL_OK, and the server
+** ends the connection if the library sent it before answering the pings
+** it read, or sent a pong that echoes none. The others ask for one
+** fault of RFC 6455 before the last fragment (a reserved bit, a masked
+** frame, a reserved opcode, a ping over 125 bytes, a fragmented ping, a
+** continuation first, a binary frame inside the message): each must be
+** PLUGRL_PROTOCOL_ERROR at once with a message; the action as a text
+** frame PLUGRL_SERVER_ERROR (SPEC 7.1). The next infer after each, and
+** only that one, returns PLUGRL_RECONNECTED. */
+static void case_garble_frames(const char *url) {
+  static const char *const faults[] = {"legal", "rsv", "masked", "reserved-opcode", "long-ping", "fragmented-ping",
+                                       "continuation-first", "new-message-inside", "text"};
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  long i, n = opt_n > 0 ? opt_n : 600, ok = 0, refused = 0, reconnected = 0, by_mode[9] = {0};
+  double slowest = 0, t0, took;
+  unsigned rnd = 20261205;
+  int was_refused = 0;
+  enum { H = 2, ENVS = 3, D = 500 };
+  if (!(c = garble_open(url, &o))) return;
+  for (i = 0; i < n && !R.failed; i++) {
+    rnd = rnd * 1103515245u + 12345u;
+    unsigned m = (rnd >> 16) % 24;
+    int mode = m < 16 ? 0 : 1 + (int)(m - 16);
+    o.steps[0] = mode;
+    o.steps[1] = i;
+    t0 = now_ms();
+    plugrl_status st = infer(c, &o, &a);
+    took = now_ms() - t0;
+    if (took > slowest) slowest = took;
+    if ((st == PLUGRL_RECONNECTED) != was_refused) {
+      R.status = st;
+      fail("infer %ld (%s) returned %s %s a refusal; want PLUGRL_RECONNECTED after each refusal, and only then; "
+           "errmsg: %s",
+           i, faults[mode], status_name(st), was_refused ? "after" : "not after", plugrl_errmsg(c));
+      break;
+    }
+    was_refused = 0;
+    if (st == PLUGRL_RECONNECTED) {
+      reconnected++;
+      continue;
+    }
+    by_mode[mode]++;
+    if (mode != 0) {
+      plugrl_status want = mode == 8 ? PLUGRL_SERVER_ERROR : PLUGRL_PROTOCOL_ERROR;
+      if (st != want) {
+        R.status = st;
+        fail("infer %ld (%s) returned %s, want %s; errmsg: %s", i, faults[mode], status_name(st), status_name(want),
+             plugrl_errmsg(c));
+        break;
+      }
+      garble_refused("infer", i, plugrl_errmsg(c));
+      refused++;
+      was_refused = 1;
+      continue;
+    }
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("infer %ld (legal framing) returned %s, want PLUGRL_OK; errmsg: %s", i, status_name(st), plugrl_errmsg(c));
+      break;
+    }
+    if (a.dtype != PLUGRL_DTYPE_F32 || a.ndim != 3 || a.horizon != H || a.num_envs != ENVS || a.step_size != D ||
+        a.shape[2] != D || a.env_ids == NULL) {
+      fail("infer %ld: an action of dtype %d, ndim %d, [%lld, %lld, %lld]; want <f4 [2, 3, 500]", i, (int)a.dtype,
+           (int)a.ndim, (long long)a.horizon, (long long)a.num_envs, (long long)a.step_size);
+      break;
+    }
+    for (int e = 0; e < ENVS; e++)
+      if (a.env_ids[e] != o.idx[e]) fail("infer %ld: env_ids[%d] is %lld", i, e, (long long)a.env_ids[e]);
+    const float *v = a.data;
+    for (long k = 0; k < H * ENVS * D && !R.failed; k++)
+      if (v[k] != (float)(i + k))
+        fail("infer %ld: element %ld is %.1f, want %.1f (the nonce %ld plus %ld): a byte out of place", i, k, v[k],
+             (float)(i + k), i, k);
+    if (R.failed) break;
+    ok++;
+    st = feedback(c, &o);
+    if (st != PLUGRL_OK) {
+      R.status = st;
+      fail("plugrl_feedback after infer %ld returned %s, want PLUGRL_OK; errmsg: %s", i, status_name(st),
+           plugrl_errmsg(c));
+      break;
+    }
+  }
+  extra("n=%ld taken=%ld refused=%ld reconnected=%ld slowest_ms=%.1f rsv=%ld masked=%ld reserved_op=%ld "
+        "long_ping=%ld fragmented_ping=%ld continuation_first=%ld new_message_inside=%ld text=%ld",
+        n, ok, refused, reconnected, slowest, by_mode[1], by_mode[2], by_mode[3], by_mode[4], by_mode[5], by_mode[6],
+        by_mode[7], by_mode[8]);
+  garble_end("actions taken", ok, refused, n, slowest);
+  for (int m = 1; m < 9 && !R.failed; m++)
+    if (by_mode[m] == 0) fail("no infer asked for fault %s in %ld infers", faults[m], n);
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* garble-metadata                                                          */
 /* ------------------------------------------------------------------------ */
@@ -1985,6 +2090,7 @@ static const struct kase {
     {"garble", "garble --h 2 --d 3 --seed 1", case_garble, 0},
     {"garble-runner", "garble --h 2 --d 3 --seed 2", case_garble_runner, 0},
     {"garble-metadata", "garble-metadata --h 2 --d 3 --seed 3", case_garble_metadata, 0},
+    {"garble-frames", "garble-frames --h 2 --d 500 --seed 4", case_garble_frames, 0},
 };
 
 static int usage(const char *argv0) {
