@@ -571,8 +571,9 @@ plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *fea
 ** Any key as JSON, or the whole metadata map when key is NULL. Copies like
 ** plugrl_metadata_string. numpy scalars become numbers; an ndarray becomes
 ** {"dtype": ..., "shape": [...], "data": [...]} (a map tagged as numpy's
-** that is not a valid one: the map as it is); bin a string (base64 unless
-** UTF-8); non-finite floats and msgpack ext values null.
+** that is not a valid one, or that holds a map or an array of arrays or
+** maps, as numpy's never do: the map as it is); bin a string (base64
+** unless UTF-8); non-finite floats and msgpack ext values null.
 ** A value that has no JSON form (nested more than 64 deep, or a map key
 ** that is not a string holding another such key; metadata may hold
 ** either) returns PLUGRL_PROTOCOL_ERROR with *present 0; unlike that

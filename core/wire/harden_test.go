@@ -306,3 +306,40 @@ func TestMetadataManyKeys(t *testing.T) {
 	_, err := DecodeMetadata(mp(nil).m(2).s("message_type").s("metadata").s("data").val(data))
 	errContains(t, err, `key "\x00\x00\x00" appears twice`)
 }
+
+// TestJSONTaggedNest: a nest of maps tagged as numpy's that are none costs
+// what the same nest untagged does. Each level tried to decode its map,
+// skipping all it held, and then showed it as the map it is, reading that
+// again: 1 MiB 62 levels deep took 310 ms, against 22 ms untagged (4 MiB:
+// 1.2 s). The bound is against the untagged nest, the best of three each.
+func TestJSONTaggedNest(t *testing.T) {
+	nest := func(tag string) []byte {
+		b := mp(nil)
+		for i := 0; i < 62; i++ {
+			b = b.m(2).k(tag).t(true).s("x")
+		}
+		n := 1<<20 - len(b) - 5
+		b = b.raw(0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		return append(b, bytes.Repeat([]byte{0xc0}, n)...)
+	}
+	best := func(b []byte) time.Duration {
+		var least time.Duration
+		for r := 0; r < 3; r++ {
+			start := time.Now()
+			if _, _, err := AppendJSON(nil, b); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); r == 0 || d < least {
+				least = d
+			}
+		}
+		return least
+	}
+	for _, tag := range []string{"__npgeneric__", "__ndarray__"} {
+		tagged, plain := best(nest(tag)), best(nest(strings.ToUpper(tag)))
+		t.Logf("%s: %v, untagged %v", tag, tagged, plain)
+		if tagged > 3*plain {
+			t.Errorf("%s: a nest of 62 tagged maps took %v, %.1f times the same nest untagged", tag, tagged, float64(tagged)/float64(plain))
+		}
+	}
+}

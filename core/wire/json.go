@@ -19,7 +19,8 @@ const maxJSONDepth = 64
 // AppendJSON converts one msgpack value to JSON. Numpy values become what a
 // reader wants: an `__npgeneric__` scalar becomes the number, an ndarray
 // becomes {"dtype": ..., "shape": [...], "data": [flat values]} (text arrays
-// as strings); either, when it does not decode, the map it is. bin becomes a
+// as strings); either, when it does not decode or holds a map or an array
+// of containers (as numpy's never do), the map it is. bin becomes a
 // string when it is UTF-8 and base64 otherwise; non-finite floats and ext
 // values become null, as JSON has no spelling for them. It fails only on
 // bytes that are not msgpack, a value nested deeper than 64 levels, and a
@@ -72,13 +73,16 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 		// A map tagged as numpy's that does not decode as one (a dtype
 		// that is none, data of the wrong length) is shown as the map it
 		// is: it has a JSON form, and one odd value must not hide the
-		// rest of a metadata map.
-		if IsNPGeneric(b) {
-			if s, rest, err := DecodeScalar(b); err == nil {
-				return appendScalarJSON(dst, s), rest, nil
-			}
-		} else if IsNDArray(b) {
-			if out, rest, err := appendArrayJSON(dst, b); err == nil {
+		// rest of a metadata map. So is one holding a map or an array of
+		// containers, as numpy's never do: decoding it skips what it
+		// holds, and showing it then reads that again, at every level of
+		// a nest (1.2 s for 4 MiB 62 tagged maps deep).
+		if generic := IsNPGeneric(b); (generic || IsNDArray(b)) && flatMap(b) {
+			if generic {
+				if s, rest, err := DecodeScalar(b); err == nil {
+					return appendScalarJSON(dst, s), rest, nil
+				}
+			} else if out, rest, err := appendArrayJSON(dst, b); err == nil {
 				return out, rest, nil
 			}
 		}
@@ -123,6 +127,23 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 		return dst, b, msgp.ErrShortBytes
 	}
 	return dst, b, fmt.Errorf("byte 0x%02x starts no msgpack value", b[0])
+}
+
+// flatMap reports whether every value of the map at b is flat (skipFlat):
+// what it reads is the map's own, never a container it holds.
+func flatMap(b []byte) bool {
+	it, err := iterMap(b)
+	if err != nil {
+		return false
+	}
+	for it.nextKey() {
+		rest, ok := skipFlat(it.rest)
+		if !ok {
+			return false
+		}
+		it.rest = rest
+	}
+	return it.err == nil
 }
 
 func appendScalarJSON(dst []byte, s Scalar) []byte {

@@ -43,6 +43,8 @@ func TestAppendJSON(t *testing.T) {
 		{"ndarray false", mp(nil).m(1).k("__ndarray__").t(false), `{"__ndarray__":false}`},
 		{"npgeneric without data", mp(nil).m(1).k("__npgeneric__").t(true), `{"__npgeneric__":true}`},
 		{"npgeneric of a string", mp(nil).m(2).k("__npgeneric__").t(true).k("data").s("x"), `{"__npgeneric__":true,"data":"x"}`},
+		{"npgeneric holding a map", mp(nil).m(3).k("__npgeneric__").t(true).k("data").i(5).s("x").m(0), `{"__npgeneric__":true,"data":5,"x":{}}`},
+		{"npgeneric holding a flat list", mp(nil).m(3).k("__npgeneric__").t(true).k("data").i(5).s("x").a(1).i(1), `5`},
 		{"ndarray text", nd("<U2", []byte{'"', 0, 0, 0, 0, 0, 0, 0, 0xe9, 0, 0, 0, 'x', 0, 0, 0}, 2), `{"dtype":"<U2","shape":[2],"data":["\"","éx"]}`},
 	} {
 		got, rest, err := AppendJSON([]byte("prefix:"), c.b)
