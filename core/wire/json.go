@@ -119,7 +119,9 @@ func appendJSON(dst, b []byte, depth int, inKey bool) ([]byte, []byte, error) {
 			}
 		}
 		return append(dst, '}'), rest, nil
-	case msgp.ExtensionType:
+	case msgp.ExtensionType, msgp.TimeType, msgp.Complex64Type, msgp.Complex128Type:
+		// msgp names an ext by its type byte: -1 (msgpack's timestamp)
+		// and 5 a time, 3 and 4 a complex. Each is an ext all the same.
 		rest, err := msgp.Skip(b)
 		return append(dst, "null"...), rest, err
 	}

@@ -31,6 +31,14 @@ func TestAppendJSON(t *testing.T) {
 		{"list key", mp(nil).m(1).a(2).i(1).s("a").i(0), `{"[1,\"a\"]":0}`},
 		{"map key", mp(nil).m(1).m(1).s("k").i(1).i(0), `{"{\"k\":1}":0}`},
 		{"ext", mp(nil).a(2).raw(0xd4, 1, 2).i(3), `[null,3]`},
+		// Ext types msgp calls a time (-1, msgpack's timestamp; 5) or a
+		// complex (3, 4) when bytes follow them: ext values all the same.
+		{"ext timestamp", mp(nil).a(2).raw(0xd6, 0xff, 0, 0, 0, 1).i(3), `[null,3]`},
+		{"ext 8 timestamp", mp(nil).raw(0xc7, 12, 0xff).raw(make([]byte, 12)...), `null`},
+		{"ext 5", mp(nil).a(2).raw(0xd7, 5, 0, 0, 0, 0, 0, 0, 0, 0).i(3), `[null,3]`},
+		{"ext 3", mp(nil).a(2).raw(0xd7, 3, 0, 0, 0, 0, 0, 0, 0, 0).i(3), `[null,3]`},
+		{"ext 4", mp(nil).a(2).raw(0xd8, 4).raw(make([]byte, 16)...).i(3), `[null,3]`},
+		{"ext 3, of another length", mp(nil).a(2).raw(0xd4, 3, 0).i(3), `[null,3]`},
 		{"npgeneric", mp(nil).m(3).k("__npgeneric__").t(true).k("data").i(5).k("dtype").s("<i8"), `5`},
 		{"npgeneric nan", mp(nil).m(3).k("__npgeneric__").t(true).k("data").f(nan).k("dtype").s("<f4"), `null`},
 		{"ndarray", nd("<i4", []byte{1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff}, 2, 1), `{"dtype":"<i4","shape":[2,1],"data":[1,-2]}`},
