@@ -564,7 +564,9 @@ plugrl_status plugrl_metadata_int(plugrl_client *client, const char *key, int64_
 plugrl_status plugrl_metadata_string(plugrl_client *client, const char *key, char *buf, size_t size, size_t *length, int *present);
 
 /* Whether metadata "features" lists feature (e.g. "reuse-feedback-obs"):
-** *present is 1 if it does, 0 if not or if features is absent. */
+** *present is 1 if it does, 0 if not or if features is absent or is not
+** a list of at most 1024 strings (what the library itself reads, e.g. for
+** reuse; plugrl_metadata_json shows such a value as it is). */
 plugrl_status plugrl_metadata_has_feature(plugrl_client *client, const char *feature, int *present);
 
 /*

@@ -51,7 +51,7 @@ var garbleMetaKeys = []string{"x0", "x1", "x2", "x3", "x4", "x5"}
 // or as a value of another type (which SPEC 5.1 makes the key absent);
 // strings may be empty, long, invalid UTF-8 or hold a NUL; extra keys
 // carry values of every msgpack type, numpy arrays and nests deeper than
-// any JSON reader keeps. About one in six of those then breaks the
+// any JSON reader keeps. About one in four of those then breaks the
 // message itself: its message_type or data, a key given twice or one
 // that is not a string, a map's count, or bytes flipped, cut or added.
 // The frame around it is always whole.

@@ -1882,7 +1882,7 @@ static struct {
 /* gm_read reads every getter for every key of an open client and checks
 ** them against one another: plugrl_metadata_int present when the key's
 ** JSON is a number that is an integer below 2^53 (where a double says
-** which), and when present with the JSON's number (a numpy scalar or
+** which), and when present with the JSON's number (a zero-dimensional or
 ** one-element ndarray is an integer too, with JSON an object: not
 ** checked); a string
 ** present only when its JSON is a string; each feature present only when
