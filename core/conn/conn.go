@@ -323,9 +323,15 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	defer cancel()
 
 	var dc *dialConn
+	var filter *connectionFilter
 	d := ws.Dialer{
 		Timeout:   timeout,
 		TLSConfig: o.TLS,
+		// Above TLS, where the response is text (see connectionFilter).
+		WrapConn: func(c net.Conn) net.Conn {
+			filter = &connectionFilter{Conn: c}
+			return filter
+		},
 		NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := netDial(ctx, network, addr)
 			if err != nil {
@@ -368,10 +374,11 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}
-	if dc == nil { // cannot happen: NetDial made the connection
+	if dc == nil || filter == nil || nc != net.Conn(filter) { // cannot happen: NetDial and WrapConn made it
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: no connection from the dialer", shown)
 	}
+	nc = filter.Conn
 	dc.limit = 0 // the handshake is over: messages have their own cap
 	if err := dc.takeover(); err != nil {
 		nc.Close()
@@ -382,13 +389,16 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		tr = &tlsTransport{Conn: tc, d: dc}
 	}
 	c := newConn(tr, o)
+	// The server may speak in the same packet as its handshake reply: the
+	// bytes the filter read past the reply come first (less than its one
+	// 4 KiB read; rb is 64 KiB), then any the dialer's reader holds (none,
+	// as the filter hands on a line a read).
+	c.rw = copy(c.rb, filter.Rest())
 	if br != nil && br.Buffered() > 0 {
-		// The server spoke before the handshake reply was consumed: those
-		// bytes sit in the dialer's reader and come first.
-		n, _ := br.Read(c.rb)
-		c.rw = n
-		c.counters.Received.Add(uint64(n))
+		n, _ := br.Read(c.rb[c.rw:])
+		c.rw += n
 	}
+	c.counters.Received.Add(uint64(c.rw))
 	c.startPolling()
 	return c, nil
 }

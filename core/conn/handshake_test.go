@@ -1,0 +1,187 @@
+package conn
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// acceptKey is RFC 6455 4.2.2's Sec-WebSocket-Accept for key.
+func acceptKey(key string) string {
+	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// handshakeServer answers one upgrade request with response(accept key),
+// and in the same write a binary frame holding "hi"; it returns the URL
+// and the server's certificate pool when tls is set.
+func handshakeServer(t *testing.T, useTLS bool, response func(accept string) string) (string, *tls.Config) {
+	t.Helper()
+	frame := func() []byte {
+		var b bytes.Buffer
+		_ = ws.WriteFrame(&b, ws.NewBinaryFrame([]byte("hi")))
+		return b.Bytes()
+	}()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = rw.WriteString(response(acceptKey(r.Header.Get("Sec-WebSocket-Key"))))
+		_, _ = rw.Write(frame)
+		_ = rw.Flush()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, _ = bufio.NewReader(c).ReadByte() // until the client goes
+	})
+	if !useTLS {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return "ws" + strings.TrimPrefix(srv.URL, "http"), nil
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: pool}
+}
+
+// TestHandshakeResponses: the responses RFC 6455 4.1 has a client take are
+// taken, with the frame the server sent in the same packet received
+// whole; those it has a client refuse are refused, saying which header.
+// Over TCP and TLS (the filter sits above TLS).
+func TestHandshakeResponses(t *testing.T) {
+	status := "HTTP/1.1 101 Switching Protocols\r\n"
+	rest := func(connection string) func(string) string {
+		return func(a string) string {
+			return status + "Upgrade: websocket\r\n" + connection + "Sec-WebSocket-Accept: " + a + "\r\n\r\n"
+		}
+	}
+	taken := map[string]func(string) string{
+		"exact":               rest("Connection: Upgrade\r\n"),
+		"lower case":          rest("connection: upgrade\r\n"),
+		"keep-alive first":    rest("Connection: keep-alive, Upgrade\r\n"),
+		"keep-alive after":    rest("Connection: Upgrade,keep-alive\r\n"),
+		"whitespace":          rest("Connection:\t keep-alive ,  UPGRADE \r\n"),
+		"bare LF":             func(a string) string { return rest("Connection: keep-alive, Upgrade\n")(a) },
+		"other headers, long": rest("Server: x\r\nX-Long: " + strings.Repeat("y", 5000) + "\r\nConnection: Upgrade\r\n"),
+		"upgrade mixed case": func(a string) string {
+			return strings.Replace(rest("Connection: Upgrade\r\n")(a), "websocket", "WebSocket", 1)
+		},
+		"no reason phrase": func(a string) string {
+			return strings.Replace(rest("Connection: Upgrade\r\n")(a), " Switching Protocols", " ", 1)
+		},
+		"connection header last": func(a string) string {
+			return status + "Upgrade: websocket\r\nSec-WebSocket-Accept: " + a + "\r\nConnection: close, upgrade\r\n\r\n"
+		},
+	}
+	refused := map[string]struct {
+		response func(string) string
+		want     string
+	}{
+		"keep-alive only": {rest("Connection: keep-alive\r\n"), `"Connection"`},
+		"upgrades":        {rest("Connection: upgrades, keep-alive\r\n"), `"Connection"`},
+		"no connection":   {rest(""), `"Connection"`},
+		"wrong accept":    {func(string) string { return rest("Connection: Upgrade\r\n")("x") }, "Sec-WebSocket-Accept"},
+		"status 200":      {func(string) string { return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" }, "200"},
+		"upgrade to h2c": {func(a string) string {
+			return strings.Replace(rest("Connection: Upgrade\r\n")(a), "websocket", "h2c", 1)
+		}, `"Upgrade"`},
+		"extension unasked": {rest("Connection: Upgrade\r\nSec-WebSocket-Extensions: permessage-deflate\r\n"), "xtension"},
+	}
+	for _, useTLS := range []bool{false, true} {
+		for name, response := range taken {
+			url, tc := handshakeServer(t, useTLS, response)
+			c, err := Dial(context.Background(), Options{URL: url, TLS: tc, DialTimeout: 2 * time.Second})
+			if err != nil {
+				t.Errorf("tls %v, %s: %v", useTLS, name, err)
+				continue
+			}
+			msg, err := c.Receive(2 * time.Second)
+			if err != nil || string(msg) != "hi" {
+				t.Errorf("tls %v, %s: the frame sent with the response: %q, %v", useTLS, name, msg, err)
+			}
+			c.Abort()
+		}
+		for name, r := range refused {
+			url, tc := handshakeServer(t, useTLS, r.response)
+			c, err := Dial(context.Background(), Options{URL: url, TLS: tc, DialTimeout: 2 * time.Second})
+			if err == nil {
+				c.Abort()
+				t.Errorf("tls %v, %s: taken", useTLS, name)
+				continue
+			}
+			if !strings.Contains(err.Error(), r.want) {
+				t.Errorf("tls %v, %s: %v; want it to say %s", useTLS, name, err, r.want)
+			}
+		}
+	}
+}
+
+// TestConnectionUpgrade: the rewrite itself, line by line.
+func TestConnectionUpgrade(t *testing.T) {
+	for in, want := range map[string]string{
+		"Connection: keep-alive, Upgrade\r\n":  "Connection: Upgrade\r\n",
+		"CONNECTION:upgrade,x\n":               "Connection: Upgrade\n",
+		"Connection: Upgrade\r\n":              "Connection: Upgrade\r\n",
+		"Connection:  upgrade \r\n":            "Connection:  upgrade \r\n", // gobwas/ws's own: left as it is
+		"Connection: keep-alive\r\n":           "Connection: keep-alive\r\n",
+		"Connection: upgraded, x\r\n":          "Connection: upgraded, x\r\n",
+		"X-Connection: upgrade, x\r\n":         "X-Connection: upgrade, x\r\n",
+		"Connection : upgrade, x\r\n":          "Connection : upgrade, x\r\n", // not a header name gobwas/ws reads
+		"HTTP/1.1 101 Switching Protocols\r\n": "HTTP/1.1 101 Switching Protocols\r\n",
+		"\r\n":                                 "\r\n",
+	} {
+		if got := string(connectionUpgrade([]byte(in))); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestConnectionFilterPieces: the filter hands on whole lines however the
+// response arrives (a byte at a time here), and keeps what follows the
+// blank line for the connection.
+func TestConnectionFilterPieces(t *testing.T) {
+	response := "HTTP/1.1 101 Switching Protocols\r\nConnection: keep-alive, Upgrade\r\n\r\nFRAME"
+	cli, srv := net.Pipe()
+	go func() {
+		for i := 0; i < len(response); i++ {
+			if _, err := srv.Write([]byte{response[i]}); err != nil {
+				return
+			}
+		}
+		srv.Close()
+	}()
+	f := &connectionFilter{Conn: cli}
+	br := bufio.NewReader(f)
+	var lines []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", lines, err)
+		}
+		lines = append(lines, line)
+		if line == "\r\n" {
+			break
+		}
+	}
+	want := []string{"HTTP/1.1 101 Switching Protocols\r\n", "Connection: Upgrade\r\n", "\r\n"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") || br.Buffered() != 0 {
+		t.Fatalf("lines %q (%d bytes buffered), want %q", lines, br.Buffered(), want)
+	}
+	// What follows: what is pending, then the connection's bytes.
+	if rest, err := io.ReadAll(f); err != nil || string(rest) != "FRAME" {
+		t.Fatalf("after the blank line: %q, %v", rest, err)
+	}
+}
