@@ -475,3 +475,41 @@ func TestPollNowWithinGrace(t *testing.T) {
 		t.Fatalf("Poll within the grace: %v (want nil); PollNow: %v (want the server's close 1001)", pollErr, c.Err())
 	}
 }
+
+// TestPongOwedGoesFirst: a ping read while another held the write lock
+// (the poller, or a writer on another thread) leaves its pong owed; the
+// next message must not go out ahead of it (read.go promises the pong
+// before the next message, and the hostile garble-frames server fails a
+// client that sends a message before the pongs of the pings it read).
+func TestPongOwedGoesFirst(t *testing.T) {
+	order := make(chan []ws.OpCode, 1)
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteFrame(c, ws.NewPingFrame([]byte("p1")))
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte{0x80}))
+		var ops []ws.OpCode
+		for len(ops) < 2 {
+			f, err := ws.ReadFrame(c)
+			if err != nil {
+				break
+			}
+			ops = append(ops, f.Header.OpCode)
+		}
+		order <- ops
+	})
+	c := dialT(t, Options{URL: url})
+	c.wmu.Lock() // another holds the write lock while the ping is read
+	_, err := c.Receive(5 * time.Second)
+	c.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m wire.Message
+	m.Str("next")
+	m.Finish()
+	if err := c.WriteMessage(&m); err != nil {
+		t.Fatal(err)
+	}
+	if ops := <-order; len(ops) != 2 || ops[0] != ws.OpPong || ops[1] != ws.OpBinary {
+		t.Fatalf("the server read %v; want the pong, then the message", ops)
+	}
+}

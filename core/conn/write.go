@@ -119,6 +119,11 @@ func (c *Conn) writeLocked(m *wire.Message, ob CopyObserver, hold bool) error {
 	}
 	c.inFrame = true // until end: an error on the way may leave part of a frame on the wire
 	c.tr.BeginWrite(c.wtimeout)
+	if c.pongOwed.Load() {
+		// A pong the reader could not send (another held wmu) goes
+		// first too: read.go promises it before the next message.
+		c.queueOwedPong()
+	}
 	if c.ctl.n > 0 { // control frames that could not go out earlier go first
 		if err := c.flushHeld(); err != nil { // after a held message, though
 			return err
@@ -511,17 +516,24 @@ func (c *Conn) flushControlLocked() {
 	if c.ctl.r < c.ctl.n && !c.tryWriteControl() {
 		return
 	}
-	if !c.pongOwed.Load() {
-		return
+	if c.pongOwed.Load() && c.queueOwedPong() {
+		c.tryWriteControl()
 	}
+}
+
+// queueOwedPong moves the pong owed into c.ctl; false if there was none,
+// or no room. wmu must be held.
+func (c *Conn) queueOwedPong() bool {
 	var p [ws.MaxControlFramePayloadSize]byte
 	c.pmu.Lock()
+	if !c.pongOwed.Load() || !c.ctl.room(ws.MaxHeaderSize+c.pongLen) {
+		c.pmu.Unlock()
+		return false
+	}
 	n := copy(p[:], c.pongData[:c.pongLen])
 	c.pongOwed.Store(false)
 	c.pmu.Unlock()
-	if c.queueControl(ws.OpPong, p[:n]) {
-		c.tryWriteControl()
-	}
+	return c.queueControl(ws.OpPong, p[:n])
 }
 
 // tryClose sends a close frame with code if that needs no waiting (used
