@@ -3,6 +3,7 @@ package conn
 import (
 	"bytes"
 	"net"
+	"slices"
 )
 
 // connectionFilter sits between gobwas/ws and the connection (above TLS)
@@ -26,6 +27,7 @@ import (
 type connectionFilter struct {
 	net.Conn
 	pending []byte // read from Conn, not yet handed on
+	scanned int    // pending[:scanned] holds no '\n': each byte looked at once
 	out     []byte // the part of a line being handed on
 	done    bool   // the blank line has been handed on
 	err     error  // Conn's read error, returned once pending is handed on
@@ -44,7 +46,9 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 			f.out, f.pending = f.pending, nil
 			break
 		}
-		if i := bytes.IndexByte(f.pending, '\n'); i >= 0 {
+		if i := bytes.IndexByte(f.pending[f.scanned:], '\n'); i >= 0 {
+			i += f.scanned
+			f.scanned = 0
 			line := f.pending[:i+1]
 			f.pending = f.pending[i+1:]
 			f.done = len(bytes.TrimRight(line, "\r\n")) == 0
@@ -55,12 +59,15 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 			if len(f.pending) == 0 {
 				return 0, f.err
 			}
-			f.out, f.pending = f.pending, nil
+			f.out, f.pending, f.scanned = f.pending, nil, 0
 			break
 		}
-		var buf [4096]byte
-		n, err := f.Conn.Read(buf[:])
-		f.pending = append(f.pending, buf[:n]...)
+		// At most 4 KiB a read, into pending itself (a buffer of the
+		// read's own escaped to the heap: 4 KiB a read of one byte).
+		f.scanned = len(f.pending)
+		f.pending = slices.Grow(f.pending, 4096)
+		n, err := f.Conn.Read(f.pending[f.scanned : f.scanned+4096])
+		f.pending = f.pending[:f.scanned+n]
 		f.err = err
 	}
 	n := copy(p, f.out)
@@ -84,10 +91,10 @@ func connectionUpgrade(line []byte) []byte {
 	body := bytes.TrimRight(value, "\r\n")
 	ending := value[len(body):]
 	upgrade := false
-	for _, token := range bytes.Split(body, []byte(",")) {
-		if bytes.EqualFold(bytes.Trim(token, " \t"), []byte("upgrade")) {
-			upgrade = true
-		}
+	for rest, more := body, true; more && !upgrade; { // no slice a token: a header may hold many
+		var token []byte
+		token, rest, more = bytes.Cut(rest, []byte(","))
+		upgrade = bytes.EqualFold(bytes.Trim(token, " \t"), []byte("upgrade"))
 	}
 	if !upgrade || bytes.EqualFold(bytes.Trim(body, " \t"), []byte("upgrade")) {
 		return line
