@@ -52,8 +52,9 @@ const framesMaxCuts = 8
 // to two pings and unsolicited pongs of 0 to 125 bytes may precede each
 // fragment (never follow the last, so a client has read every ping by
 // the time it has the message). An illegal mode puts its one fault
-// before the last fragment, so that a client meets it before the
-// message is whole. seq numbers the pings (each payload starts with it),
+// before the last fragment or in its header (a reserved bit or a mask
+// on a data frame may fall on the last: one in three such draws), so
+// that a client meets it before the message is whole. seq numbers the pings (each payload starts with it),
 // so that no two on a connection are alike.
 func garbleFrames(rng *rand.Rand, payload []byte, mode int64, seq *uint32) (out []byte, pings [][]byte) {
 	k := 1 + rng.IntN(framesMaxCuts)
@@ -106,7 +107,8 @@ func garbleFrames(rng *rand.Rand, payload []byte, mode int64, seq *uint32) (out 
 		frames = append(frames, frame{ws.Header{Fin: j == k-1, OpCode: op, Length: int64(len(p))}, p})
 	}
 
-	// The fault, before the last fragment.
+	// The fault, before the last fragment (or, framesRsv and framesMasked,
+	// in any data frame's header).
 	insert := func(f frame) {
 		at := rng.IntN(data[k-1] + 1)
 		frames = append(frames[:at], append([]frame{f}, frames[at:]...)...)

@@ -228,7 +228,7 @@ const (
 	// action is framed (garble_frames.go): 0, as RFC 6455 allows, cut into
 	// 1 to 8 fragments (some empty) with pings and unsolicited pongs
 	// between them; 1 to 8, the same with one fault before the last
-	// fragment (a reserved bit, a masked frame, a reserved opcode, a ping
+	// fragment is whole (a reserved bit, a masked frame, a reserved opcode, a ping
 	// over 125 bytes, a fragmented ping, a continuation first, a binary
 	// frame inside the message, the action as text). Its step_ids[1] is
 	// the nonce its values start from: "<f4" of shape [Config.H, n,

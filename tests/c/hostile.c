@@ -1685,7 +1685,7 @@ static void case_garble_runner(const char *url) {
 ** out of place shows. Its feedback must return PLUGRL_OK, and the server
 ** ends the connection if the library sent it before answering the pings
 ** it read, or sent a pong that echoes none. The others ask for one
-** fault of RFC 6455 before the last fragment (a reserved bit, a masked
+** fault of RFC 6455 before the last fragment is whole (a reserved bit, a masked
 ** frame, a reserved opcode, a ping over 125 bytes, a fragmented ping, a
 ** continuation first, a binary frame inside the message): each must be
 ** PLUGRL_PROTOCOL_ERROR at once with a message; the action as a text
