@@ -17,7 +17,9 @@
 # [flags]` as --list gives them, reads the URL line it prints, runs
 # `hostile --case NAME [counts] URL` (killed after HOSTILE_CASE_TIMEOUT
 # seconds, 120 by default), stops the server, and prints the case's result
-# line. Exit status 1 if any case failed, crashed or hung.
+# line. Exit status 1 if any case failed, crashed or hung. HOSTILE_SHORT=1
+# in the environment (tests/sanitizers.sh sets it) runs the garble cases
+# with fewer draws.
 set -uo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -54,6 +56,11 @@ case_args() {
   case $1 in
   interrupt-latency) if ((figures)); then echo "--n 1000"; else echo "--n 200"; fi ;;
   interrupt-signal) echo "--n 100" ;;
+  # HOSTILE_SHORT (the sanitizer runs, where each is 5-8 times slower):
+  # fewer draws, still every outcome of each case at its seed.
+  garble | garble-runner) if [[ -n ${HOSTILE_SHORT:-} ]]; then echo "--n 300"; fi ;;
+  garble-metadata) if [[ -n ${HOSTILE_SHORT:-} ]]; then echo "--n 100"; fi ;;
+  garble-frames) if [[ -n ${HOSTILE_SHORT:-} ]]; then echo "--n 200"; fi ;;
   esac
 }
 
