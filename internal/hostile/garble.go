@@ -190,19 +190,28 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 		b = f(b)
 	}
 
-	// Bytes: flipped, cut short, added.
-	if lie(4) && len(b) > 0 {
-		switch rng.IntN(3) {
-		case 0:
-			for k := 1 + rng.IntN(3); k > 0; k-- {
-				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
-			}
-		case 1:
-			b = b[:rng.IntN(len(b))]
-		case 2:
-			for k := 1 + rng.IntN(8); k > 0; k-- {
-				b = append(b, byte(rng.Uint32()))
-			}
+	if lie(4) {
+		b = garbleBytes(rng, b)
+	}
+	return b
+}
+
+// garbleBytes lies about a whole message's bytes, one of three ways: 1 to
+// 3 bytes flipped, the message cut short, or 1 to 8 bytes added.
+func garbleBytes(rng *rand.Rand, b []byte) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	switch rng.IntN(3) {
+	case 0:
+		for k := 1 + rng.IntN(3); k > 0; k-- {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+	case 1:
+		b = b[:rng.IntN(len(b))]
+	case 2:
+		for k := 1 + rng.IntN(8); k > 0; k-- {
+			b = append(b, byte(rng.Uint32()))
 		}
 	}
 	return b

@@ -163,18 +163,7 @@ func garbleMetadata(rng *rand.Rand, h, d int) ([]byte, metaTruth) {
 	}
 
 	if lie(10) {
-		switch rng.IntN(3) {
-		case 0:
-			for k := 1 + rng.IntN(3); k > 0; k-- {
-				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
-			}
-		case 1:
-			b = b[:rng.IntN(len(b))]
-		case 2:
-			for k := 1 + rng.IntN(8); k > 0; k-- {
-				b = append(b, byte(rng.Uint32()))
-			}
-		}
+		b = garbleBytes(rng, b)
 		verdict = metaEither
 	}
 	truth.verdict = verdict
