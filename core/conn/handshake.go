@@ -8,35 +8,46 @@ import (
 
 // connectionFilter sits between gobwas/ws and the connection (above TLS)
 // while gobwas/ws reads the handshake response, and hands the response on
-// line by line, a Connection header that lists the token "upgrade" among
-// others rewritten to "Connection: Upgrade".
+// line by line as it arrives (so that a status other than 101 fails at
+// once), but for its Connection header fields: those it holds back until
+// the blank line, and hands on as one "Connection:Upgrade" if any lists
+// the token "upgrade", else the first of them as it came.
 //
 // RFC 6455 4.1 has a client fail the connection only if the response's
 // Connection header does not contain the token "Upgrade", compared
 // case-insensitively: "keep-alive, Upgrade", which a proxy may send, is a
-// valid answer. gobwas/ws (v1.5.0, dialer.go) takes only a header that is
-// exactly "Upgrade", saying that a server's must be; the server's is, but
-// a client must not be stricter than 4.1. Every other check of the
-// response stays gobwas/ws's.
+// valid answer, and so are two fields "Connection: keep-alive" and
+// "Connection: Upgrade" (RFC 7230 3.2.2: fields of one name are one
+// comma-separated list). gobwas/ws (v1.5.0, dialer.go) takes only one
+// field that is exactly "Upgrade", saying that a server's must be; the
+// server's is, but a client must not be stricter than 4.1. Every other
+// check of the response stays gobwas/ws's (it checks that the header is
+// there only at the blank line, so where it comes does not matter).
 //
-// The response's bytes after its blank line (a server may send its first
-// frame in the same packet) stay here, in Rest, for the connection to read
-// first: gobwas/ws reads no further than the blank line, as each Read
-// hands on at most one line. Each line is copied once more than it was:
-// a handshake's few hundred bytes, once per connection.
+// The bytes after the blank line (a server may send its first frame in
+// the same packet) stay here, in Rest, for the connection to read first:
+// what is handed on ends at the blank line, and gobwas/ws reads no
+// further. The response is copied once more than it was: a handshake's
+// few hundred bytes, once per connection, and at most the handshake cap
+// (the connection under the filter stops there).
 type connectionFilter struct {
 	net.Conn
 	pending []byte // read from Conn, not yet handed on
-	scanned int    // pending[:scanned] holds no '\n': each byte looked at once
+	scanned int    // pending[:scanned] has been looked at for '\n': each byte once
 	out     []byte // the part of a line being handed on
 	done    bool   // the blank line has been handed on
 	err     error  // Conn's read error, returned once pending is handed on
+
+	upgrade bool   // a Connection field listed "upgrade"
+	first   []byte // the first Connection field, if none has yet (a copy)
+	last    []byte // what the blank line hands on: the Connection field, then it
 }
 
-// Read hands on the rest of the current line, or the next whole line (a
-// partial one only when Conn's read failed), until the blank line; after
-// it, what is pending, then Conn's bytes as they come (gobwas/ws reads no
-// further than the blank line, so this is a guard).
+// Read hands on the rest of the line being handed on, or the next whole
+// line (a partial one only when Conn's read failed), until the blank line
+// (see connectionFilter); after it, what is pending, then Conn's bytes as
+// they come (gobwas/ws reads no further than the blank line, so this is a
+// guard).
 func (f *connectionFilter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 {
 		if f.done {
@@ -47,14 +58,12 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 			break
 		}
 		if i := bytes.IndexByte(f.pending[f.scanned:], '\n'); i >= 0 {
-			i += f.scanned
-			f.scanned = 0
-			line := f.pending[:i+1]
-			f.pending = f.pending[i+1:]
-			f.done = len(bytes.TrimRight(line, "\r\n")) == 0
-			f.out = connectionUpgrade(line)
-			break
+			line := f.pending[:f.scanned+i+1]
+			f.pending, f.scanned = f.pending[len(line):], 0
+			f.out = f.take(line)
+			continue
 		}
+		f.scanned = len(f.pending)
 		if f.err != nil {
 			if len(f.pending) == 0 {
 				return 0, f.err
@@ -62,12 +71,12 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 			f.out, f.pending, f.scanned = f.pending, nil, 0
 			break
 		}
-		// At most 4 KiB a read, into pending itself (a buffer of the
-		// read's own escaped to the heap: 4 KiB a read of one byte).
-		f.scanned = len(f.pending)
+		// At most 4 KiB a read, so that Rest stays under 4 KiB, and into
+		// pending itself (a buffer of the read's own escaped to the heap:
+		// 4 KiB a read of one byte).
 		f.pending = slices.Grow(f.pending, 4096)
-		n, err := f.Conn.Read(f.pending[f.scanned : f.scanned+4096])
-		f.pending = f.pending[:f.scanned+n]
+		n, err := f.Conn.Read(f.pending[len(f.pending) : len(f.pending)+4096])
+		f.pending = f.pending[:len(f.pending)+n]
 		f.err = err
 	}
 	n := copy(p, f.out)
@@ -75,29 +84,57 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// take returns what to hand on for line, a whole line of the response:
+// line itself, nothing for a Connection field (noted), or, for the blank
+// line (one holding nothing but CR and LF, where gobwas/ws's is CRLF or
+// LF; one it would not take it refuses anyway), the Connection field
+// decided on and then the blank line.
+func (f *connectionFilter) take(line []byte) []byte {
+	if value, ok := connectionValue(line); ok {
+		switch {
+		case f.upgrade:
+		case hasToken(bytes.TrimRight(value, "\r\n"), "upgrade"):
+			f.upgrade, f.first = true, nil
+		case f.first == nil:
+			f.first = bytes.Clone(line)
+		}
+		return nil
+	}
+	if len(bytes.TrimRight(line, "\r\n")) > 0 {
+		return line
+	}
+	f.done = true
+	if f.upgrade {
+		f.last = append(f.last, "Connection:Upgrade\r\n"...)
+	}
+	f.last = append(append(f.last, f.first...), line...)
+	return f.last
+}
+
 // Rest returns the bytes read after the response's blank line and not
 // handed on.
 func (f *connectionFilter) Rest() []byte { return f.pending }
 
-// connectionUpgrade returns line, or "Connection: Upgrade" with line's
-// ending if line is a Connection header whose comma-separated tokens
-// include "upgrade" in any case (RFC 7230 3.2: the name is
-// case-insensitive, optional whitespace around the value and the tokens).
-func connectionUpgrade(line []byte) []byte {
+// hasToken reports whether the comma-separated list v holds token, in any
+// case, with optional whitespace around it; no slice a token, as a field
+// may hold many.
+func hasToken(v []byte, token string) bool {
+	for rest, more := v, true; more; {
+		var t []byte
+		t, rest, more = bytes.Cut(rest, []byte(","))
+		if bytes.EqualFold(bytes.Trim(t, " \t"), []byte(token)) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionValue returns the value of line (with its line ending) if
+// line is a Connection header field.
+func connectionValue(line []byte) ([]byte, bool) {
 	name, value, ok := bytes.Cut(line, []byte(":"))
 	if !ok || !bytes.EqualFold(name, []byte("Connection")) {
-		return line
+		return nil, false
 	}
-	body := bytes.TrimRight(value, "\r\n")
-	ending := value[len(body):]
-	upgrade := false
-	for rest, more := body, true; more && !upgrade; { // no slice a token: a header may hold many
-		var token []byte
-		token, rest, more = bytes.Cut(rest, []byte(","))
-		upgrade = bytes.EqualFold(bytes.Trim(token, " \t"), []byte("upgrade"))
-	}
-	if !upgrade || bytes.EqualFold(bytes.Trim(body, " \t"), []byte("upgrade")) {
-		return line
-	}
-	return append([]byte("Connection: Upgrade"), ending...)
+	return value, true
 }

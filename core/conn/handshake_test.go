@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -86,12 +87,15 @@ func TestHandshakeResponses(t *testing.T) {
 		"connection header last": func(a string) string {
 			return status + "Upgrade: websocket\r\nSec-WebSocket-Accept: " + a + "\r\nConnection: close, upgrade\r\n\r\n"
 		},
+		"two fields":                rest("Connection: keep-alive\r\nConnection: Upgrade\r\n"),
+		"two fields, upgrade first": rest("Connection: upgrade\r\nX: y\r\nConnection: keep-alive\r\n"),
 	}
 	refused := map[string]struct {
 		response func(string) string
 		want     string
 	}{
 		"keep-alive only": {rest("Connection: keep-alive\r\n"), `"Connection"`},
+		"two, neither":    {rest("Connection: keep-alive\r\nConnection: close\r\n"), `"Connection"`},
 		"upgrades":        {rest("Connection: upgrades, keep-alive\r\n"), `"Connection"`},
 		"no connection":   {rest(""), `"Connection"`},
 		"wrong accept":    {func(string) string { return rest("Connection: Upgrade\r\n")("x") }, "Sec-WebSocket-Accept"},
@@ -130,21 +134,40 @@ func TestHandshakeResponses(t *testing.T) {
 	}
 }
 
-// TestConnectionUpgrade: the rewrite itself, line by line.
+// filterHeader is what a connectionFilter hands on of the header fields
+// in (the lines after a status line, up to and with the blank line).
+func filterHeader(in string) string {
+	f := &connectionFilter{Conn: &byteConn{b: []byte("HTTP/1.1 101 OK\r\n" + in), chunk: len(in) + 20}}
+	br := bufio.NewReader(f)
+	var out strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		out.WriteString(line)
+		if err != nil || strings.TrimRight(line, "\r\n") == "" {
+			return strings.TrimPrefix(out.String(), "HTTP/1.1 101 OK\r\n")
+		}
+	}
+}
+
+// TestConnectionUpgrade: the Connection fields, one or several, as handed
+// on: one "Connection:Upgrade" at the blank line if any lists the token,
+// else the first as it came; every other line at once, as it came.
 func TestConnectionUpgrade(t *testing.T) {
 	for in, want := range map[string]string{
-		"Connection: keep-alive, Upgrade\r\n":  "Connection: Upgrade\r\n",
-		"CONNECTION:upgrade,x\n":               "Connection: Upgrade\n",
-		"Connection: Upgrade\r\n":              "Connection: Upgrade\r\n",
-		"Connection:  upgrade \r\n":            "Connection:  upgrade \r\n", // gobwas/ws's own: left as it is
-		"Connection: keep-alive\r\n":           "Connection: keep-alive\r\n",
-		"Connection: upgraded, x\r\n":          "Connection: upgraded, x\r\n",
-		"X-Connection: upgrade, x\r\n":         "X-Connection: upgrade, x\r\n",
-		"Connection : upgrade, x\r\n":          "Connection : upgrade, x\r\n", // space before the colon (RFC 7230 3.2.4): gobwas/ws trims it and refuses the value
-		"HTTP/1.1 101 Switching Protocols\r\n": "HTTP/1.1 101 Switching Protocols\r\n",
-		"\r\n":                                 "\r\n",
+		"A: b\r\nConnection: keep-alive\r\nC: d\r\nconnection: x, upgrade\n\r\n": "A: b\r\nC: d\r\nConnection:Upgrade\r\n\r\n",
+		"Connection: Upgrade\r\nConnection: keep-alive\r\n\r\n":                  "Connection:Upgrade\r\n\r\n",
+		"Connection: keep-alive\r\nConnection: close\r\n\r\n":                    "Connection: keep-alive\r\n\r\n",
+		"Connection: keep-alive, Upgrade\r\n\r\n":                                "Connection:Upgrade\r\n\r\n",
+		"CONNECTION:upgrade,x\n\n":                                               "Connection:Upgrade\r\n\n",
+		"Connection:\t keep-alive ,  UPGRADE \r\n\r\n":                           "Connection:Upgrade\r\n\r\n",
+		"Connection: upgraded, x\r\n\r\n":                                        "Connection: upgraded, x\r\n\r\n",
+		"X-Connection: upgrade, x\r\n\r\n":                                       "X-Connection: upgrade, x\r\n\r\n",
+		// A space before the colon (RFC 7230 3.2.4): not a field of that
+		// name here; gobwas/ws trims it and refuses the value.
+		"Connection : upgrade, x\r\n\r\n": "Connection : upgrade, x\r\n\r\n",
+		"\r\n":                            "\r\n",
 	} {
-		if got := string(connectionUpgrade([]byte(in))); got != want {
+		if got := filterHeader(in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
@@ -177,7 +200,7 @@ func TestConnectionFilterPieces(t *testing.T) {
 			break
 		}
 	}
-	want := []string{"HTTP/1.1 101 Switching Protocols\r\n", "Connection: Upgrade\r\n", "\r\n"}
+	want := []string{"HTTP/1.1 101 Switching Protocols\r\n", "Connection:Upgrade\r\n", "\r\n"}
 	if strings.Join(lines, "|") != strings.Join(want, "|") || br.Buffered() != 0 {
 		t.Fatalf("lines %q (%d bytes buffered), want %q", lines, br.Buffered(), want)
 	}
@@ -187,20 +210,21 @@ func TestConnectionFilterPieces(t *testing.T) {
 	}
 }
 
-// byteConn hands out b one byte a read, then errHandshakeTooBig (what
-// dialConn returns at the cap).
+// byteConn hands out b chunk bytes a read (one if chunk is 0), then
+// errHandshakeTooBig (what dialConn returns at the cap).
 type byteConn struct {
 	net.Conn
-	b []byte
+	b     []byte
+	chunk int // bytes a read: 1 if 0
 }
 
 func (c *byteConn) Read(p []byte) (int, error) {
 	if len(c.b) == 0 {
 		return 0, errHandshakeTooBig
 	}
-	p[0] = c.b[0]
-	c.b = c.b[1:]
-	return 1, nil
+	n := copy(p[:min(len(p), max(c.chunk, 1))], c.b)
+	c.b = c.b[n:]
+	return n, nil
 }
 
 // TestConnectionFilterTrickle: a server that sends a long header line a
@@ -237,20 +261,42 @@ func TestConnectionFilterTrickle(t *testing.T) {
 	}
 }
 
-// TestConnectionUpgradeMemory: a Connection header of many tokens costs
+// TestConnectionUpgradeMemory: a Connection field of many tokens costs
 // no memory in proportion to their number (bytes.Split allocated 24
 // bytes a token: 6.3 MB for a 256 KiB line of commas).
 func TestConnectionUpgradeMemory(t *testing.T) {
-	line := append([]byte("Connection: upgrade"), bytes.Repeat([]byte(","), 256<<10)...)
-	line = append(line, "\r\n"...)
+	line := append([]byte("Connection: "), bytes.Repeat([]byte(","), 256<<10)...)
+	line = append(line, "upgrade\r\n"...)
+	f := &connectionFilter{}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	got := connectionUpgrade(line)
+	got := f.take(line)
 	runtime.ReadMemStats(&after)
-	if string(got) != "Connection: Upgrade\r\n" {
-		t.Fatalf("got %.40q", got)
+	if got != nil || !f.upgrade {
+		t.Fatalf("handed on %.40q, upgrade %v", got, f.upgrade)
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
 		t.Fatalf("%d bytes allocated for a line of %d", n, len(line))
+	}
+}
+
+// TestHandshakeStatusAtOnce: a response whose status is not 101 is
+// refused for its status line, though the server sends nothing more: the
+// filter hands each line on as it comes (only Connection fields wait for
+// the blank line), so gobwas/ws sees the status at once instead of a
+// timeout when the dial's deadline passes.
+func TestHandshakeStatusAtOnce(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		url, tc := handshakeServer(t, useTLS, func(string) string {
+			return "HTTP/1.1 404 Not Found\r\nConnection: keep-alive\r\n" // and no blank line
+		})
+		c, err := Dial(context.Background(), Options{URL: url, TLS: tc, DialTimeout: 3 * time.Second})
+		if err == nil {
+			c.Abort()
+			t.Fatalf("tls %v: taken", useTLS)
+		}
+		if !strings.Contains(err.Error(), "404") || errors.Is(err, ErrTimeout) {
+			t.Errorf("tls %v: %v; want the status, not a timeout", useTLS, err)
+		}
 	}
 }
