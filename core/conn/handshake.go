@@ -35,6 +35,7 @@ type connectionFilter struct {
 	pending []byte // read from Conn, not yet handed on
 	scanned int    // pending[:scanned] has been looked at for '\n': each byte once
 	out     []byte // the part of a line being handed on
+	status  bool   // the status line has been handed on
 	done    bool   // the blank line has been handed on
 	err     error  // Conn's read error, returned once pending is handed on
 
@@ -60,6 +61,13 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 		if i := bytes.IndexByte(f.pending[f.scanned:], '\n'); i >= 0 {
 			line := f.pending[:f.scanned+i+1]
 			f.pending, f.scanned = f.pending[len(line):], 0
+			if !f.status {
+				// The status line, as it came, whatever it holds: a
+				// "Connection:" line in its place is no header field,
+				// and gobwas/ws refuses it.
+				f.status, f.out = true, line
+				continue
+			}
 			f.out = f.take(line)
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -298,5 +299,62 @@ func TestHandshakeStatusAtOnce(t *testing.T) {
 		if !strings.Contains(err.Error(), "404") || errors.Is(err, ErrTimeout) {
 			t.Errorf("tls %v: %v; want the status, not a timeout", useTLS, err)
 		}
+	}
+}
+
+// upgradeConn answers the upgrade request written to it with response,
+// where ACCEPT stands for the request's Sec-WebSocket-Accept, a byte a
+// read, then io.EOF.
+type upgradeConn struct {
+	net.Conn
+	req      bytes.Buffer
+	response string
+	answer   []byte
+	answered bool
+}
+
+func (c *upgradeConn) Write(p []byte) (int, error) { return c.req.Write(p) }
+
+func (c *upgradeConn) Read(p []byte) (int, error) {
+	if !c.answered {
+		c.answered = true
+		r, _ := http.ReadRequest(bufio.NewReader(&c.req))
+		accept := acceptKey(r.Header.Get("Sec-WebSocket-Key"))
+		c.answer = []byte(strings.ReplaceAll(c.response, "ACCEPT", accept))
+	}
+	if len(c.answer) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:1], c.answer)
+	c.answer = c.answer[n:]
+	return n, nil
+}
+
+// TestConnectionFilterRefusals: responses gobwas/ws refuses for anything
+// but a Connection field with more than the token "Upgrade" in it are
+// refused through the filter too: the filter changes nothing else.
+func TestConnectionFilterRefusals(t *testing.T) {
+	status := "HTTP/1.1 101 Switching Protocols\r\n"
+	rest := "Upgrade: websocket\r\nSec-WebSocket-Accept: ACCEPT\r\n"
+	u, _ := url.Parse("ws://example.com/")
+	for _, response := range []string{
+		// A Connection field in the status line's place: no status line.
+		"Connection: Upgrade\r\n" + status + rest + "\r\n",
+		"Connection: keep-alive, upgrade\r\n" + status + rest + "\r\n",
+	} {
+		for _, filter := range []bool{false, true} {
+			var c net.Conn = &upgradeConn{response: response}
+			if filter {
+				c = &connectionFilter{Conn: c}
+			}
+			if _, _, err := (ws.Dialer{}).Upgrade(c, u); err == nil {
+				t.Errorf("%q taken (filter %v)", response, filter)
+			}
+		}
+	}
+	// And what the filter is for is taken.
+	c := &connectionFilter{Conn: &upgradeConn{response: status + rest + "Connection: keep-alive, upgrade\r\n\r\n"}}
+	if _, _, err := (ws.Dialer{}).Upgrade(c, u); err != nil {
+		t.Errorf("a Connection field listing upgrade: %v", err)
 	}
 }
