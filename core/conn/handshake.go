@@ -94,21 +94,20 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 
 // take returns what to hand on for line, a whole line of the response:
 // line itself, nothing for a Connection field (noted), or, for the blank
-// line (one holding nothing but CR and LF, where gobwas/ws's is CRLF or
-// LF; one it would not take it refuses anyway), the Connection field
-// decided on and then the blank line.
+// line (CRLF or LF, as gobwas/ws's), the Connection field decided on and
+// then the blank line.
 func (f *connectionFilter) take(line []byte) []byte {
 	if value, ok := connectionValue(line); ok {
 		switch {
 		case f.upgrade:
-		case hasToken(bytes.TrimRight(value, "\r\n"), "upgrade"):
+		case hasToken(lineText(value), "upgrade"):
 			f.upgrade, f.first = true, nil
 		case f.first == nil:
 			f.first = bytes.Clone(line)
 		}
 		return nil
 	}
-	if len(bytes.TrimRight(line, "\r\n")) > 0 {
+	if len(lineText(line)) > 0 {
 		return line
 	}
 	f.done = true
@@ -117,6 +116,15 @@ func (f *connectionFilter) take(line []byte) []byte {
 	}
 	f.last = append(append(f.last, f.first...), line...)
 	return f.last
+}
+
+// lineText is line without its line ending, cut as gobwas/ws cuts it: the
+// LF, and one CR before it. A CR more is the line's, as it is gobwas/ws's
+// ("Connection: upgrade\r\r\n" is not the token "upgrade", nor "\r\r\n"
+// a blank line).
+func lineText(line []byte) []byte {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r"))
 }
 
 // Rest returns the bytes read after the response's blank line and not

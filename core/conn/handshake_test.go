@@ -167,6 +167,10 @@ func TestConnectionUpgrade(t *testing.T) {
 		// name here; gobwas/ws trims it and refuses the value.
 		"Connection : upgrade, x\r\n\r\n": "Connection : upgrade, x\r\n\r\n",
 		"\r\n":                            "\r\n",
+		// A CR more than the line ending's is the value's, as it is
+		// gobwas/ws's: not the token, and refused.
+		"Connection: upgrade\r\r\n\r\n":             "Connection: upgrade\r\r\n\r\n",
+		"Connection: keep-alive, upgrade\r\r\n\r\n": "Connection: keep-alive, upgrade\r\r\n\r\n",
 	} {
 		if got := filterHeader(in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
@@ -341,6 +345,11 @@ func TestConnectionFilterRefusals(t *testing.T) {
 		// A Connection field in the status line's place: no status line.
 		"Connection: Upgrade\r\n" + status + rest + "\r\n",
 		"Connection: keep-alive, upgrade\r\n" + status + rest + "\r\n",
+		// A CR before the line ending: the value is "upgrade\r".
+		status + rest + "Connection: upgrade\r\r\n\r\n",
+		status + rest + "Connection: keep-alive, upgrade\r\r\n\r\n",
+		// "\r\r\n" is no blank line.
+		status + rest + "Connection: upgrade\r\n\r\r\n",
 	} {
 		for _, filter := range []bool{false, true} {
 			var c net.Conn = &upgradeConn{response: response}
