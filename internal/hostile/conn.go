@@ -103,8 +103,7 @@ func (c *conn) run() error {
 		meta, c.d = c.s.wideMeta, c.s.cfg.D+2
 	}
 	if sc == GarbleMetadata {
-		rng := rand.New(rand.NewPCG(c.s.cfg.Seed, c.s.garbled.Add(1)))
-		meta, _ = garbleMetadata(rng, c.s.cfg.H, c.d)
+		meta, _ = garbleMetadata(c.s.draws(), c.s.cfg.H, c.d)
 	}
 	if err := c.writeFrame(ws.OpBinary, meta); err != nil {
 		return fmt.Errorf("writing metadata: %v", err)
@@ -238,7 +237,7 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		return c.framesAnswer(in)
 	case Garble:
 		if c.garble == nil {
-			c.garble = rand.New(rand.NewPCG(cfg.Seed, uint64(c.s.garbled.Add(1))))
+			c.garble = c.s.draws()
 		}
 		if err := c.writeFrame(ws.OpBinary, garbleAction(c.garble, in.EnvIndices, cfg.H, c.d)); err != nil {
 			return err
@@ -255,7 +254,7 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 func (c *conn) framesAnswer(in *wire.InferMsg) error {
 	cfg := &c.s.cfg
 	if c.garble == nil {
-		c.garble = rand.New(rand.NewPCG(cfg.Seed, c.s.garbled.Add(1)))
+		c.garble = c.s.draws()
 	}
 	mode, nonce := int64(framesLegal), int64(0)
 	if len(in.StepIDs) >= 2 {

@@ -106,10 +106,7 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 	if lie(5) {
 		dataLen = max(0, dataLen+[]int{-1, 1, -size, size, -dataLen / 2}[rng.IntN(5)])
 	}
-	data := make([]byte, dataLen)
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
+	data := randomBytes(rng, dataLen)
 
 	ids := envIDs
 	if n > 0 && lie(5) { // an infer names at least one env; if not, no lie needs ids[0]
@@ -185,10 +182,7 @@ func garbleAction(rng *rand.Rand, envIDs []int64, h, d int) []byte {
 		// (each value drawn again) when i > j, none changed when i == j.
 		fields = append(fields[:rng.IntN(len(fields))], fields[rng.IntN(len(fields)):]...)
 	}
-	b = msgp.AppendMapHeader(b, uint32(len(fields)))
-	for _, f := range fields {
-		b = f(b)
-	}
+	b = appendFields(b, fields)
 
 	if lie(4) {
 		b = garbleBytes(rng, b)
@@ -259,9 +253,29 @@ func ndarrayFields(dtype string, shape []int64, data []byte, lie func(oneIn int)
 // appendNDArray appends an honest ndarray (SPEC 3.2).
 func appendNDArray(b []byte, dtype string, shape []int64, data []byte) []byte {
 	never := func(int) bool { return false }
-	b = msgp.AppendMapHeader(b, 4)
-	for _, f := range ndarrayFields(dtype, shape, data, never) {
+	return appendFields(b, ndarrayFields(dtype, shape, data, never))
+}
+
+// appendFields appends a map of fields, as many entries as there are.
+func appendFields(b []byte, fields []ndarrayField) []byte {
+	b = msgp.AppendMapHeader(b, uint32(len(fields)))
+	for _, f := range fields {
 		b = f(b)
 	}
 	return b
+}
+
+// randomBytes is n bytes of rng's, one draw a byte.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	return p
+}
+
+// draws is the generator of the garble scenarios for one connection: the
+// seed, and the connection's number among those drawn for.
+func (s *Server) draws() *rand.Rand {
+	return rand.New(rand.NewPCG(s.cfg.Seed, s.garbled.Add(1)))
 }

@@ -76,23 +76,16 @@ func garbleFrames(rng *rand.Rand, payload []byte, mode int64, seq *uint32) (out 
 	control := func(op ws.OpCode, p []byte) frame {
 		return frame{ws.Header{Fin: true, OpCode: op, Length: int64(len(p))}, p}
 	}
-	randomBytes := func(n int) []byte {
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(rng.Uint32())
-		}
-		return p
-	}
 	data := make([]int, 0, k) // indices of the data frames in frames
 	for j := 0; j < k; j++ {
 		for c := rng.IntN(3); c > 0 && rng.IntN(3) == 0; c-- {
 			if rng.IntN(2) == 0 {
 				p := binary.BigEndian.AppendUint32(nil, *seq)
 				*seq++
-				p = append(p, randomBytes(rng.IntN(122))...)
+				p = append(p, randomBytes(rng, rng.IntN(122))...)
 				frames = append(frames, control(ws.OpPing, p))
 			} else {
-				frames = append(frames, control(ws.OpPong, randomBytes(rng.IntN(126))))
+				frames = append(frames, control(ws.OpPong, randomBytes(rng, rng.IntN(126))))
 			}
 		}
 		op := ws.OpContinuation
@@ -128,16 +121,16 @@ func garbleFrames(rng *rand.Rand, payload []byte, mode int64, seq *uint32) (out 
 		ws.Cipher(f.p, f.h.Mask, 0)
 	case framesReservedOp:
 		ops := []ws.OpCode{3, 4, 5, 6, 7, 0xb, 0xc, 0xd, 0xe, 0xf}
-		p := randomBytes(rng.IntN(11))
+		p := randomBytes(rng, rng.IntN(11))
 		insert(frame{ws.Header{Fin: true, OpCode: ops[rng.IntN(len(ops))], Length: int64(len(p))}, p})
 	case framesLongPing:
-		insert(control(ws.OpPing, randomBytes(126+rng.IntN(75))))
+		insert(control(ws.OpPing, randomBytes(rng, 126+rng.IntN(75))))
 	case framesFragmentedPing:
-		f := control(ws.OpPing, randomBytes(rng.IntN(11)))
+		f := control(ws.OpPing, randomBytes(rng, rng.IntN(11)))
 		f.h.Fin = false
 		insert(f)
 	case framesContinuationFirst:
-		f := frame{ws.Header{Fin: rng.IntN(2) == 0, OpCode: ws.OpContinuation}, randomBytes(rng.IntN(11))}
+		f := frame{ws.Header{Fin: rng.IntN(2) == 0, OpCode: ws.OpContinuation}, randomBytes(rng, rng.IntN(11))}
 		f.h.Length = int64(len(f.p))
 		frames = append([]frame{f}, frames...)
 	case framesNewMessageInside:

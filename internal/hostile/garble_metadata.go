@@ -338,19 +338,13 @@ func garbleValue(rng *rand.Rand, b []byte, depth int) []byte {
 	case k == 5:
 		return msgp.AppendFloat32(b, math.Float32frombits(rng.Uint32()))
 	case k == 6, k == 7:
-		s := make([]byte, rng.IntN(40))
-		for i := range s {
-			s[i] = byte(rng.Uint32()) // control characters, quotes, invalid UTF-8
-		}
+		s := randomBytes(rng, rng.IntN(40)) // control characters, quotes, invalid UTF-8
 		if k == 6 {
 			return msgp.AppendString(b, string(s))
 		}
 		return msgp.AppendBytes(b, s)
 	case k == 8:
-		data := make([]byte, rng.IntN(17))
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
+		data := randomBytes(rng, rng.IntN(17))
 		// An ext of any type and length: fixext, ext 8, the timestamp's -1.
 		ext, err := msgp.AppendExtension(b, &msgp.RawExtension{Type: int8(rng.IntN(256) - 128), Data: data})
 		if err != nil { // RawExtension marshals by copying: it cannot fail
@@ -365,16 +359,8 @@ func garbleValue(rng *rand.Rand, b []byte, depth int) []byte {
 		for _, v := range shape {
 			n *= int(v)
 		}
-		data := make([]byte, n*size+[]int{0, 0, 0, 1, -1}[rng.IntN(5)]*min(1, n))
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
-		fields := ndarrayFields(dtype, shape, data, func(oneIn int) bool { return rng.IntN(oneIn) == 0 })
-		b = msgp.AppendMapHeader(b, uint32(len(fields)))
-		for _, f := range fields {
-			b = f(b)
-		}
-		return b
+		data := randomBytes(rng, n*size+[]int{0, 0, 0, 1, -1}[rng.IntN(5)]*min(1, n))
+		return appendFields(b, ndarrayFields(dtype, shape, data, func(oneIn int) bool { return rng.IntN(oneIn) == 0 }))
 	case k == 10: // a numpy scalar, its data a number or not
 		b = msgp.AppendMapHeader(b, 3)
 		b = msgp.AppendBytes(b, []byte("__npgeneric__"))

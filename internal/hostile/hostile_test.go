@@ -1204,29 +1204,7 @@ func testGarbleFramesScenario(t *testing.T) {
 	c := dial(t, s.URL())
 	c.metadata()
 	for i := int64(0); i < 20; i++ {
-		err := wire.EncodeInfer(&c.m, &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{framesLegal, 100 + i}, Obs: observation(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.mustSend(ws.OpBinary, c.m.AppendTo(nil))
-		var msg []byte
-		for {
-			h, p, err := c.frame()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if h.OpCode == ws.OpPing {
-				c.mustSend(ws.OpPong, p)
-				continue
-			}
-			if h.OpCode.IsControl() {
-				continue
-			}
-			msg = append(msg, p...)
-			if h.Fin {
-				break
-			}
-		}
+		msg, _ := c.framesExchange(100+i, true)
 		var a wire.Action
 		if err := a.Decode(msg); err != nil {
 			t.Fatal(err)
@@ -1238,11 +1216,65 @@ func testGarbleFramesScenario(t *testing.T) {
 	}
 	waitFor(t, "20 feedbacks", func() bool { return s.Stats().Feedbacks == 20 })
 	c.mustSend(ws.OpPong, []byte("no such ping"))
+	c.closedFor("echoes no ping")
+
+	// A client that reads an action's pings and sends its next message
+	// without answering them.
+	c = dial(t, s.URL())
+	c.metadata()
+	for i := int64(0); ; i++ {
+		if i == 50 {
+			t.Fatal("50 actions and not one ping among their frames")
+		}
+		_, pings := c.framesExchange(i, false)
+		c.feedback(0, 1)
+		if pings > 0 {
+			break
+		}
+	}
+	c.closedFor("before the pongs")
+}
+
+// framesExchange sends a GarbleFrames infer of envs 0 and 1 asking for
+// legal framing with nonce, and reads the action's frames, answering its
+// pings if pong is set; it returns the message and how many pings came.
+func (c *client) framesExchange(nonce int64, pong bool) (msg []byte, pings int) {
+	c.t.Helper()
+	err := wire.EncodeInfer(&c.m, &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{framesLegal, nonce}, Obs: observation(2)})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mustSend(ws.OpBinary, c.m.AppendTo(nil))
+	for {
+		h, p, err := c.frame()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		switch {
+		case h.OpCode == ws.OpPing:
+			pings++
+			if pong {
+				c.mustSend(ws.OpPong, p)
+			}
+		case h.OpCode.IsControl():
+		default:
+			msg = append(msg, p...)
+			if h.Fin {
+				return msg, pings
+			}
+		}
+	}
+}
+
+// closedFor reads a close 1002 whose reason holds why, then the end of
+// the connection.
+func (c *client) closedFor(why string) {
+	c.t.Helper()
 	h, p, err := c.frame()
-	if code, reason := ws.ParseCloseFrameData(p); err != nil || h.OpCode != ws.OpClose || code != ws.StatusProtocolError || !strings.Contains(reason, "echoes no ping") {
-		t.Fatalf("after a pong that echoes no ping: %v, opcode %v, close %d %q; want a close 1002 saying why", err, h.OpCode, code, reason)
+	if code, reason := ws.ParseCloseFrameData(p); err != nil || h.OpCode != ws.OpClose || code != ws.StatusProtocolError || !strings.Contains(reason, why) {
+		c.t.Fatalf("%v, opcode %v, close %d %q; want a close 1002 saying %q", err, h.OpCode, code, reason, why)
 	}
 	if _, _, err := c.frame(); err == nil {
-		t.Fatal("the connection outlived its close")
+		c.t.Fatal("the connection outlived its close")
 	}
 }

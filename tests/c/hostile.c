@@ -1470,6 +1470,28 @@ static void garble_refused(const char *call, long i, const char *msg) {
   if (getenv("HOSTILE_TRACE")) fprintf(stderr, "trace %ld: refused: %s\n", i, msg);
 }
 
+/* garble_reconnect applies the rule of the infer loops of garble and
+** garble-frames: the infer after a refusal, and only that one, returns
+** PLUGRL_RECONNECTED (plugrl.h: the next infer reconnects; the server ends
+** no connection itself). what names the infer's kind in a failure ("" for
+** none). It clears *was_refused and returns -1 (a failure reported: stop),
+** 1 (reconnected, counted: on to the next infer) or 0 (go on with st). */
+static int garble_reconnect(long i, const char *what, plugrl_status st, plugrl_client *c, int *was_refused,
+                            long *reconnected) {
+  if ((st == PLUGRL_RECONNECTED) != *was_refused) {
+    R.status = st;
+    fail("infer %ld%s%s%s returned %s %s a refusal; want PLUGRL_RECONNECTED after each refusal, and only then; "
+         "errmsg: %s",
+         i, *what ? " (" : "", what, *what ? ")" : "", status_name(st), *was_refused ? "after" : "not after",
+         plugrl_errmsg(c));
+    return -1;
+  }
+  *was_refused = 0;
+  if (st != PLUGRL_RECONNECTED) return 0;
+  (*reconnected)++;
+  return 1;
+}
+
 /* garble_end checks what both garble cases need of a whole run: some
 ** actions taken, some refused, and every call answered at once. */
 static void garble_end(const char *taken, long ok, long refused, long n, double slowest) {
@@ -1508,17 +1530,9 @@ static void case_garble(const char *url) {
     plugrl_status st = infer(c, &o, &a);
     took = now_ms() - t0;
     if (took > slowest) slowest = took;
-    if ((st == PLUGRL_RECONNECTED) != was_refused) {
-      R.status = st;
-      fail("infer %ld returned %s %s a refusal; want PLUGRL_RECONNECTED after each refusal, and only then", i,
-           status_name(st), was_refused ? "after" : "not after");
-      break;
-    }
-    was_refused = 0;
-    if (st == PLUGRL_RECONNECTED) {
-      reconnected++;
-      continue;
-    }
+    int after = garble_reconnect(i, "", st, c, &was_refused, &reconnected);
+    if (after < 0) break;
+    if (after > 0) continue;
     if (st == PLUGRL_PROTOCOL_ERROR) {
       garble_refused("infer", i, plugrl_errmsg(c));
       refused++;
@@ -1713,18 +1727,9 @@ static void case_garble_frames(const char *url) {
     plugrl_status st = infer(c, &o, &a);
     took = now_ms() - t0;
     if (took > slowest) slowest = took;
-    if ((st == PLUGRL_RECONNECTED) != was_refused) {
-      R.status = st;
-      fail("infer %ld (%s) returned %s %s a refusal; want PLUGRL_RECONNECTED after each refusal, and only then; "
-           "errmsg: %s",
-           i, faults[mode], status_name(st), was_refused ? "after" : "not after", plugrl_errmsg(c));
-      break;
-    }
-    was_refused = 0;
-    if (st == PLUGRL_RECONNECTED) {
-      reconnected++;
-      continue;
-    }
+    int after = garble_reconnect(i, faults[mode], st, c, &was_refused, &reconnected);
+    if (after < 0) break;
+    if (after > 0) continue;
     by_mode[mode]++;
     if (mode != 0) {
       plugrl_status want = mode == 8 ? PLUGRL_SERVER_ERROR : PLUGRL_PROTOCOL_ERROR;
