@@ -65,7 +65,15 @@
 **     from Go (-buildmode=c-shared or c-archive), and do not load it into
 **     a Go program through cgo: Go does not support two runtimes in one
 **     process.
-**   - Never dlclose() libplugrl: the Go runtime cannot be unloaded.
+**   - libplugrl is never unloaded: the Go runtime cannot be, so Go links
+**     it NODELETE and dlclose() leaves it loaded, with its threads and any
+**     handle still open, until the process exits. A plugin that links it
+**     (a controller, a component, a simulator's plugin) may be loaded
+**     late, unloaded and loaded again. Close the plugin's handles before
+**     unloading it: one left open can no longer be reached, though it is
+**     harmless (its connection is answered and then ended by its server;
+**     the library calls a log or episode callback only during a call on
+**     its handle, so it never calls into the unloaded plugin).
 **   - Do not fork() without exec() after the library is loaded and has
 **     started its threads; the child would have a broken Go runtime. In
 **     such a child every handle is dead (PLUGRL_CLOSED, the parent's
