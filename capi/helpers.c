@@ -361,8 +361,10 @@ static int runtime_cpus(cpu_set_t *set) {
   return !CPU_EQUAL(set, &own);
 }
 
-__attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                                                         void *(*start)(void *), void *arg) {
+/* create_thread creates the runtime's thread numbered number (see
+** thread_number), SCHED_OTHER and on the runtime's CPUs (above). */
+static int create_thread(int number, pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                         void *arg) {
   static _Atomic(pthread_create_fn) real;
   pthread_create_fn create = atomic_load(&real);
   if (create == NULL) {
@@ -376,7 +378,6 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
     }
     atomic_store(&real, create);
   }
-  const int number = thread_number();
   int policy;
   struct sched_param param;
   cpu_set_t cpus;
@@ -425,6 +426,39 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   if (err == 0) {
     created(number, *thread);
   }
+  return err;
+}
+
+/* ------------------------------------------------------------------------
+** The host's signals stay the host's. A control process often blocks
+** SIGINT and SIGTERM (and the rest) in every thread and takes them in one
+** thread of its own, with sigwait or a signalfd, to stop the robot in
+** order. The kernel hands a signal sent to the process to any thread that
+** does not block it. Every thread the Go runtime creates takes its signal
+** mask from the thread that started the runtime (runtime.initSigmask,
+** saved in schedinit), and that thread is created as the library loads,
+** usually before main has blocked anything: so the runtime's threads took
+** SIGINT, whose default action ended the process (a Ctrl-C killed the
+** host instead of reaching its sigwait, tests/c/sigmask.c).
+**
+** So the thread that starts the runtime (the first created here) is
+** created with every signal blocked, and with it all the runtime's
+** threads. Go unblocks on them what it needs: SIGURG (preemption) and
+** the synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP), and
+** also SIGCHLD and SIGPROF (runtime.blockableSig), which the library cannot
+** keep blocked. A caller's thread keeps its own mask but for that same
+** set, which Go unblocks at the thread's first call. glibc's own signals
+** (SIGCANCEL, SIGSETXID) are never blocked: sigfillset leaves them out.
+*/
+__attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                         void *(*start)(void *), void *arg) {
+  const int number = thread_number();
+  sigset_t all, loader;
+  if (number != 0 || sigfillset(&all) != 0 || pthread_sigmask(SIG_SETMASK, &all, &loader) != 0) {
+    return create_thread(number, thread, attr, start, arg);
+  }
+  int err = create_thread(number, thread, attr, start, arg);
+  pthread_sigmask(SIG_SETMASK, &loader, NULL);
   return err;
 }
 

@@ -127,6 +127,16 @@
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
 **     32 KiB. A thread may install its own larger sigaltstack before its
 **     first call into the library, and the runtime then uses that one.
+**   - Signals blocked in every thread stay blocked: a host that takes
+**     SIGINT, SIGTERM and the like in a thread of its own (sigwait, a
+**     signalfd) gets them there, since the runtime's threads block every
+**     signal, as the loading thread may not have at load time. Go unblocks
+**     a few on every thread it runs on, a caller's included from its first
+**     call: SIGURG (it preempts with it), the faults (SIGSEGV, SIGBUS,
+**     SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT), SIGPROF and SIGCHLD. So a
+**     SIGCHLD sent to the process can land on any thread and be lost to a
+**     sigwait (its default action is to ignore it): learn of children's
+**     ends with waitpid, a pidfd or a SIGCHLD handler instead.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
