@@ -3,7 +3,7 @@
 //
 // Usage:
 //   plugrl_bench_client --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]
-//                       [--handles H] [--window-file PATH]
+//                       [--handles H] [--window-file PATH] [--mlockall 1]
 //   plugrl_bench_client --url ws://HOST:PORT --calls K
 //   plugrl_bench_client --url ws://HOST:PORT --idle K
 //
@@ -63,20 +63,22 @@ constexpr const char *kProg = "plugrl_bench_client";
 
 struct Args {
   std::string url, window_file;
-  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0, handles = 1, idle = 0;
+  long long envs = 1, cams = 0, img = 0, state = 8, calls = 0, handles = 1, idle = 0, mlockall = 0;
 };
 
 void usage(FILE *out) {
   std::fprintf(out,
                "usage: %s --url ws://HOST:PORT [--envs N] [--cams C] [--img S] [--state D]\n"
-               "                 [--handles H] [--window-file PATH]\n"
+               "                 [--handles H] [--window-file PATH] [--mlockall 1]\n"
                "       %s --url ws://HOST:PORT --calls K\n"
                "       %s --url ws://HOST:PORT --idle K\n"
                "Sends N envs' observation (C u8 [N,S,S,3] images, f64 [N,D] state, text) on\n"
                "every infer and feedback until the server stops the run, then prints\n"
                "exchanges/s and CPU time per exchange (over the window the server printed to\n"
                "PATH). --handles: H threads, a client each. With --calls, times K calls of\n"
-               "cheap library functions. With --idle, the resident memory of K idle clients.\n",
+               "cheap library functions. With --idle, the resident memory of K idle clients.\n"
+               "--mlockall 1: lock all memory first (mlockall MCL_CURRENT | MCL_FUTURE), as a\n"
+               "real-time process does, and print the memory locked and resident at the end.\n",
                kProg, kProg, kProg);
 }
 
@@ -125,6 +127,8 @@ int parse(int argc, char **argv, Args &a) {
       ok = parse_int(arg, val, 1, 1LL << 40, a.calls);
     } else if (!std::strcmp(arg, "--idle")) {
       ok = parse_int(arg, val, 1, 100000, a.idle);
+    } else if (!std::strcmp(arg, "--mlockall")) {
+      ok = parse_int(arg, val, 0, 1, a.mlockall);
     } else {
       std::fprintf(stderr, "%s: unknown option: %s\n", kProg, arg);
       usage(stderr);
@@ -328,6 +332,7 @@ int main(int argc, char **argv) {
   int rc = parse(argc, argv, args);
   if (rc != 0) return rc < 0 ? 0 : rc;
 
+  if (args.mlockall && !bench::lock_memory(kProg)) return 1;
   if (args.idle > 0) return measure_idle(args);
   if (args.calls > 0) {
     plugrl_client *c = open_client(args);
@@ -364,5 +369,6 @@ int main(int argc, char **argv) {
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
   std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
   meter.print(args.window_file);
+  if (args.mlockall) bench::print_memory();
   return 0;
 }

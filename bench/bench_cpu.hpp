@@ -5,8 +5,9 @@
 // connection and stopped after its last close, wakes every 5 ms
 // (clock_nanosleep on absolute CLOCK_MONOTONIC deadlines) and takes a
 // sample (monotonic time, the process's CPU time CLOCK_PROCESS_CPUTIME_ID,
-// the exchanges so far: the sum of the client threads' counters) into a
-// ring allocated before the run. The
+// the exchanges so far: the sum of the client threads' counters; and the
+// process's page faults, from getrusage) into a ring allocated before the
+// run. The
 // client's main thread creates it, so it runs with the client's CPU
 // affinity and scheduling policy (taskset, chrt -f: a new thread inherits
 // both), in both clients alike.
@@ -45,6 +46,10 @@
 #include <time.h>
 
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
 
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +81,48 @@ inline long long total(const std::vector<Counter> &c) {
   long long s = 0;
   for (const Counter &k : c) s += k.n.load(std::memory_order_relaxed);
   return s;
+}
+
+// status_kib reads a "Field: N kB" line of /proc/self/status; -1 if absent.
+inline long long status_kib(const char *field) {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long long v = -1;
+  size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f)) {
+    if (!std::strncmp(line, field, n) && line[n] == ':') {
+      std::sscanf(line + n + 1, "%lld", &v);
+      break;
+    }
+  }
+  std::fclose(f);
+  return v;
+}
+
+// lock_memory locks the process's memory as a real-time process does
+// (mlockall(MCL_CURRENT | MCL_FUTURE): every page mapped now and later is
+// resident and stays so, and no page fault reaches the disk or the page
+// allocator's slow path), for --mlockall 1. It says why when the kernel
+// refuses: RLIMIT_MEMLOCK (without CAP_IPC_LOCK) must then cover the whole
+// address space mapped, reservations included.
+inline bool lock_memory(const char *prog) {
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0) return true;
+  int err = errno;
+  rlimit rl{};
+  getrlimit(RLIMIT_MEMLOCK, &rl);
+  std::fprintf(stderr,
+               "%s: mlockall(MCL_CURRENT | MCL_FUTURE): %s (RLIMIT_MEMLOCK %lld KiB, VmSize %lld KiB: without "
+               "CAP_IPC_LOCK the limit must cover all the address space mapped, reservations included)\n",
+               prog, std::strerror(err), rl.rlim_cur == RLIM_INFINITY ? -1LL : (long long)(rl.rlim_cur / 1024),
+               status_kib("VmSize"));
+  return false;
+}
+
+// print_memory prints the process's memory at the end of a run.
+inline void print_memory() {
+  std::printf("memory vm_locked_kib %lld rss_kib %lld vm_size_kib %lld\n", status_kib("VmLck"), status_kib("VmRSS"),
+              status_kib("VmSize"));
 }
 
 class CpuMeter {
@@ -143,13 +190,21 @@ class CpuMeter {
     std::printf("cpu_sampler samples %zu max_gap_us %.0f own_cpu_us_per_exchange %.4f own_cpu_share %.3f%%\n", taken_,
                 r.max_gap_us, ex > 0 ? double(own_cpu_) / 1e3 / ex : 0.0,
                 process > 0 ? 100.0 * double(own_cpu_) / process : 0.0);
+    // The process's page faults between the first sample inside the window
+    // and the last (a steady state takes none): the samples around it would
+    // count the run's start or its closes.
+    int64_t start = 0, end = 0;
+    window(path, start, end);
+    const Sample &fa = at(bracket(start).second), &fb = at(bracket(end).first);
+    std::printf("page_faults_window minor %ld major %ld\n", fb.minflt - fa.minflt, fb.majflt - fa.majflt);
   }
 
  private:
   struct Sample {
     int64_t mono = 0, cpu = 0;
     long long exchanges = 0;
-    double frac = 0;  // the interpolated fraction of an exchange
+    double frac = 0;            // the interpolated fraction of an exchange
+    long minflt = 0, majflt = 0;  // the process's page faults so far
   };
   const std::vector<Counter> &counts_;
   std::vector<Sample> ring_;
@@ -159,7 +214,10 @@ class CpuMeter {
   int64_t own_cpu_ = 0;  // the sampler thread's CPU time at its end, ns
 
   void sample(int64_t t) {
-    ring_[taken_ % ring_.size()] = Sample{t, clock_ns(CLOCK_PROCESS_CPUTIME_ID), total(counts_), 0};
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    ring_[taken_ % ring_.size()] =
+        Sample{t, clock_ns(CLOCK_PROCESS_CPUTIME_ID), total(counts_), 0, ru.ru_minflt, ru.ru_majflt};
     taken_++;
   }
   void loop() {
@@ -200,7 +258,7 @@ class CpuMeter {
     const Sample &a = at(lo), &b = at(hi);
     double f = double(t - a.mono) / double(b.mono - a.mono);
     double ex = double(b.exchanges - a.exchanges) * f;
-    Sample s{t, a.cpu + int64_t(double(b.cpu - a.cpu) * f), a.exchanges, 0};
+    Sample s{t, a.cpu + int64_t(double(b.cpu - a.cpu) * f), a.exchanges, 0, a.minflt, a.majflt};
     s.exchanges += (long long)ex;
     s.frac = ex - double((long long)ex);
     return s;

@@ -4,7 +4,7 @@
 //
 // Usage:
 //   plugrl_bench_floor --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]
-//                      [--hold 1] [--handles N] [--window-file PATH]
+//                      [--hold 1] [--handles N] [--window-file PATH] [--mlockall 1]
 //
 // It connects with a hand-written WebSocket handshake (TCP_NODELAY), reads
 // the server's first frame (metadata) and then, until the server closes the
@@ -349,12 +349,12 @@ void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk
 
 int main(int argc, char **argv) {
   std::string url, window_file;
-  size_t infer = 0, feedback = 0, chunk = 0, handles = 1, hold = 0;
+  size_t infer = 0, feedback = 0, chunk = 0, handles = 1, hold = 0, lock = 0;
   for (int i = 1; i < argc; i++) {
     if (i + 1 >= argc) {
       std::fprintf(stderr,
                    "usage: %s --url ws://HOST:PORT --infer-bytes I --feedback-bytes F [--chunk B]\n"
-                   "       [--hold 1] [--handles N] [--window-file PATH]\n",
+                   "       [--hold 1] [--handles N] [--window-file PATH] [--mlockall 1]\n",
                    kProg);
       return 2;
     }
@@ -376,6 +376,9 @@ int main(int argc, char **argv) {
       if (!ok) std::fprintf(stderr, "%s: --handles wants 1..4096\n", kProg);
     } else if (!std::strcmp(arg, "--window-file")) {
       window_file = val;
+    } else if (!std::strcmp(arg, "--mlockall")) {
+      ok = parse_size(arg, val, lock) && lock <= 1;
+      if (!ok) std::fprintf(stderr, "%s: --mlockall wants 0 or 1\n", kProg);
     } else {
       std::fprintf(stderr, "%s: unknown option: %s\n", kProg, arg);
       return 2;
@@ -390,6 +393,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "%s: --chunk must be 0 or a multiple of 8 of at least 64\n", kProg);
     return 2;
   }
+
+  if (lock && !bench::lock_memory(kProg)) return 1;
 
   std::vector<bench::Counter> counts(handles);
   bench::CpuMeter meter(counts);
@@ -410,5 +415,6 @@ int main(int argc, char **argv) {
   std::printf("%lld exchanges in %.3f s\n", exchanges, elapsed);
   std::printf("exchanges/s %.1f\n", elapsed > 0 ? double(exchanges) / elapsed : 0.0);
   meter.print(window_file);
+  if (lock) bench::print_memory();
   return 0;
 }

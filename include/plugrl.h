@@ -127,6 +127,15 @@
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
 **     32 KiB. A thread may install its own larger sigaltstack before its
 **     first call into the library, and the runtime then uses that one.
+**   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
+**     runtime maps about 2 GB of address space, nearly all of it never
+**     touched, and the kernel counts it all against that limit. Under a
+**     smaller limit, mlockall(MCL_CURRENT) fails with ENOMEM, and
+**     MCL_FUTURE makes the runtime's next mapping fail, which ends the
+**     process inside the runtime. Locked, each runtime thread's whole
+**     stack (ulimit -s) is resident too: the bench client held 150-180 MB
+**     with 8 MiB stacks, 105 MB with 1 MiB ones, against 10 MB unlocked
+**     (README "Real-time callers").
 **   - Signals blocked in every thread stay blocked: a host that takes
 **     SIGINT, SIGTERM and the like in a thread of its own (sigwait, a
 **     signalfd) gets them there, since the runtime's threads block every

@@ -23,6 +23,12 @@
 #                             real-time loop's latency should not care what
 #                             low-priority work shares the machine; the cells
 #                             say other+load and fifo+load; 0 or 1
+#   PLUGRL_BENCH_MLOCKALL=1   both clients lock their memory first
+#                             (--mlockall 1: mlockall(MCL_CURRENT |
+#                             MCL_FUTURE), as a real-time process does) and
+#                             print what they locked (client.out's memory
+#                             line); a kernel that refuses fails the run,
+#                             saying why; 0 (the default) or 1
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
 #                             clients (libplugrl recording a step ledger); 0
 #                             or 1 (the default)
@@ -159,6 +165,8 @@ switch() {
 fifo=$(switch PLUGRL_BENCH_FIFO 0)
 load=$(switch PLUGRL_BENCH_LOAD 0)
 with_ledger=$(switch PLUGRL_BENCH_LEDGER 1)
+lock=()
+[[ $(switch PLUGRL_BENCH_MLOCKALL 0) == 1 ]] && lock=(--mlockall 1)
 handles=${PLUGRL_BENCH_HANDLES:-}
 lpairs=${PLUGRL_BENCH_LEDGER_PAIRS:-0}
 [[ $lpairs =~ ^[0-9]+$ ]] || {
@@ -391,11 +399,11 @@ run_one() {
     [[ $client == floor-held ]] && hold=1
     timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
       --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --hold "$hold" --handles "$conns" \
-      --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   else
     timeout -s KILL "$limit" "${ledger[@]}" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
       --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
-      --window-file "$tmp/server.out" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
   fi
   [[ $sched == *+load ]] && check_load
   if [[ $rc -ne 0 ]] && [[ ${#rt[@]} -gt 0 ]] && grep -q '^chrt: failed to set' "$tmp/client.err"; then
