@@ -36,6 +36,9 @@ extern volatile int plugrl__forked;
 
 /* The interrupt mailbox (helpers.c): an eventfd, and the slot table. */
 int plugrl__interrupt_fd(void);
+/* 0 if n (at most 8) more descriptors can be made now (they are made and
+** closed again), else the errno that refused one (EMFILE, ENFILE). */
+int plugrl__spare_descriptors(int n);
 int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target);
 void plugrl__slot_retire(uint32_t index);
 uint64_t plugrl__slot_take(uint32_t index);

@@ -8,8 +8,10 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
@@ -123,9 +125,22 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 			C.free(unsafe.Pointer(cs))
 		}
 	}
+	if err := startInterruptWatcher(); err != nil {
+		// Out of descriptors, most likely: the connection would need one
+		// more anyway. The handle is there to say so.
+		h.openErr = err
+		h.setMsg("connection failed: " + err.Error())
+		return C.PLUGRL_CONNECT_FAILED
+	}
 	opts, err := goOptions(o, logf)
 	if err != nil {
 		h.openErr = err
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			// The CA file could not be opened for want of a descriptor:
+			// the process's state, not a wrong argument.
+			h.setMsg("connection failed: the process is out of file descriptors: " + err.Error())
+			return C.PLUGRL_CONNECT_FAILED
+		}
 		h.setMsg("invalid argument: " + err.Error())
 		return C.PLUGRL_INVALID_ARGUMENT
 	}

@@ -73,6 +73,25 @@ int plugrl__interrupt_fd(void) {
   return interrupt_fd;
 }
 
+int plugrl__spare_descriptors(int n) {
+  int fds[8];
+  int got = 0, err = 0;
+  if (n > 8) {
+    n = 8;
+  }
+  for (; got < n; got++) {
+    fds[got] = eventfd(0, EFD_CLOEXEC);
+    if (fds[got] < 0) {
+      err = errno;
+      break;
+    }
+  }
+  while (got > 0) {
+    close(fds[--got]);
+  }
+  return err;
+}
+
 static slot *slot_of(uint32_t index, int create) {
   if (index >= (1u << PLUGRL__SLOT_BITS)) {
     return NULL;

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -67,9 +68,6 @@ type slotEntry struct {
 func register(h handle, target uintptr) (uintptr, bool) {
 	registry.Lock()
 	defer registry.Unlock()
-	if !startInterruptWatcher() {
-		return 0, false // no eventfd: plugrl_interrupt would reach nobody
-	}
 	var slot uint32
 	if n := len(registry.free); n > 0 {
 		slot = registry.free[n-1]
@@ -259,19 +257,33 @@ func (t *handles[T, H]) errmsg(p unsafe.Pointer) (s *C.plugrl_cchar) {
 // The interrupt watcher: one goroutine for the process, blocked (in Go's
 // network poller: no thread, no wake-ups) on the eventfd that
 // plugrl_interrupt writes to. It takes the interrupts plugrl_interrupt
-// raised and interrupts those clients. Started by the first handle (with
-// the registry locked); if the eventfd cannot be made (no descriptors
-// left), that handle fails with PLUGRL_NO_MEMORY and the next one tries
-// again.
+// raised and interrupts those clients. Started by the first plugrl_open;
+// if the eventfd cannot be made (the process is out of descriptors), that
+// open fails, saying so, and the next one tries again.
 var interruptWatcher bool
 
-func startInterruptWatcher() bool {
+// startInterruptWatcher starts the watcher if it is not running yet.
+func startInterruptWatcher() error {
+	registry.Lock()
+	defer registry.Unlock()
 	if interruptWatcher {
-		return true
+		return nil
 	}
-	fd := C.plugrl__interrupt_fd()
+	// The watcher is the first user of Go's network poller, which starts
+	// then: it makes an epoll instance and an eventfd, and a runtime that
+	// cannot make them ends the process ("fatal error: runtime:
+	// netpollinit failed", seen with one or two descriptors left). So the
+	// three this takes, with the watcher's own eventfd, are made sure of
+	// first and closed again for it to take. Not at load: a daemon that
+	// closes every descriptor as it starts would close the poller's.
+	// (Another thread that takes them in between, two system calls wide,
+	// still wins.)
+	if errno := C.plugrl__spare_descriptors(3); errno != 0 {
+		return fmt.Errorf("the process is out of file descriptors: the first handle needs 3, for the runtime's network poller and plugrl_interrupt, and more for each connection (%w)", syscall.Errno(errno))
+	}
+	fd, errno := C.plugrl__interrupt_fd()
 	if fd < 0 {
-		return false
+		return fmt.Errorf("no eventfd for plugrl_interrupt, which every handle needs: %w", errno)
 	}
 	interruptWatcher = true
 	f := os.NewFile(uintptr(fd), "plugrl-interrupt")
@@ -285,7 +297,7 @@ func startInterruptWatcher() bool {
 			takeInterrupts()
 		}
 	}()
-	return true
+	return nil
 }
 
 func takeInterrupts() {

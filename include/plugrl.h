@@ -127,6 +127,13 @@
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
 **     32 KiB. A thread may install its own larger sigaltstack before its
 **     first call into the library, and the runtime then uses that one.
+**   - File descriptors: the first plugrl_open takes three for the life
+**     of the process (the Go runtime's network poller, an epoll instance
+**     and an eventfd; and the eventfd plugrl_interrupt writes to), all
+**     close-on-exec, and each connection one more. Never close descriptors
+**     the program did not open (a daemon's close-everything loop belongs
+**     before the first open). A process out of them gets
+**     PLUGRL_CONNECT_FAILED from plugrl_open, with a message saying so.
 **   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
 **     runtime maps about 2 GB of address space, nearly all of it never
 **     touched, and the kernel counts it all against that limit. Under a

@@ -1010,6 +1010,76 @@ static void case_interrupt_signal(const char *url) { interrupt_case(url, 1, opt_
 /* Handles                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* no-descriptors: the process is out of file descriptors (RLIMIT_NOFILE
+** lowered to DESC_CAP, every one taken) when it first opens a client, then
+** has k = 0, 1, ... DESC_SPARE_MAX of them free. Every open returns
+** PLUGRL_OK, or PLUGRL_CONNECT_FAILED with a handle whose message says the
+** process is out of descriptors ("too many open files"); then, with all
+** of them back, an open connects and exchanges. The first open starts Go's
+** network poller, and a runtime that cannot make the poller's descriptors
+** ends the process: with 1 or 2 free it did ("fatal error: runtime:
+** netpollinit failed"), before the library made sure of them first. */
+enum { DESC_CAP = 256, DESC_SPARE_MAX = 8 };
+
+static void case_no_descriptors(const char *url) {
+  struct rlimit old, rl;
+  int fds[DESC_CAP];
+  int refused = 0, opened = 0;
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  if (getrlimit(RLIMIT_NOFILE, &old) != 0) {
+    fail("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    return;
+  }
+  rl = old;
+  if (rl.rlim_cur > DESC_CAP) rl.rlim_cur = DESC_CAP;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    fail("setrlimit(RLIMIT_NOFILE, %ld): %s", (long)rl.rlim_cur, strerror(errno));
+    return;
+  }
+  for (int k = 0; k <= DESC_SPARE_MAX && !R.failed; k++) {
+    int n = 0, fd;
+    plugrl_status s;
+    c = NULL;
+    while (n < DESC_CAP && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) fds[n++] = fd;
+    if (n == DESC_CAP || errno != EMFILE) {
+      fail("could not use up the descriptors (%d taken: %s)", n, strerror(errno));
+    } else {
+      for (int i = 0; i < k && n > 0; i++) close(fds[--n]);
+      s = plugrl_open(&opt, &c);
+      if (c == NULL) {
+        fail("plugrl_open with %d descriptors free returned %s and no handle: nothing says why", k, status_name(s));
+      } else if (s == PLUGRL_OK) {
+        opened++;
+      } else if (s == PLUGRL_CONNECT_FAILED && strstr(plugrl_errmsg(c), "too many open files") != NULL) {
+        refused++;
+      } else {
+        fail("plugrl_open with %d descriptors free returned %s: %s; want PLUGRL_OK, or PLUGRL_CONNECT_FAILED saying "
+             "the process is out of descriptors",
+             k, status_name(s), plugrl_errmsg(c));
+      }
+      if (c != NULL) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+    }
+    while (n > 0) close(fds[--n]);
+  }
+  if (setrlimit(RLIMIT_NOFILE, &old) != 0) fail("restoring RLIMIT_NOFILE: %s", strerror(errno));
+  extra("refused=%d opened=%d", refused, opened);
+  if (R.failed) return;
+  if (refused < 3) fail("%d opens refused with 0 to %d descriptors free; want at least those with 0, 1 and 2", refused,
+                        DESC_SPARE_MAX);
+  c = open_ok(&opt);
+  if (c == NULL || !obs_init(&o, 1, 1)) {
+    plugrl_close(c);
+    return;
+  }
+  if (exchange(c, &o)) R.status = PLUGRL_OK;
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
 /* tokens: millions of open/close pairs never run out of handles, never
 ** give the first handle's value again, and a closed handle stays dead. */
 static void case_tokens(const char *url) {
@@ -2088,6 +2158,7 @@ static const struct kase {
     {"interrupt-latency", "slow-action --action-delay 60s", case_interrupt_latency, 0},
     {"interrupt-signal", "slow-action --action-delay 60s", case_interrupt_signal, 0},
     {"tokens", "normal", case_tokens, 0},
+    {"no-descriptors", "normal", case_no_descriptors, 0},
     {"fork", "normal", case_fork, 0},
     {"errmsg-threads", "normal", case_errmsg_threads, 0},
     {"idle-cpu", "normal", case_idle_cpu, 0},
