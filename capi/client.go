@@ -77,6 +77,13 @@ func (h *clientHandle) interruptBlocked() {
 	}
 }
 
+// outOfDescriptors reports whether err is the process's want of a file
+// descriptor (EMFILE, ENFILE): plugrl_open says PLUGRL_CONNECT_FAILED for
+// it, whatever it was opening (plugrl.h, "File descriptors").
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
 // interruptsAtEntry is plugrl_interrupt_all's count when plugrl_open began.
 //
 //export plugrl__go_open
@@ -135,7 +142,7 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	opts, err := goOptions(o, logf)
 	if err != nil {
 		h.openErr = err
-		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		if outOfDescriptors(err) {
 			// The CA file could not be opened for want of a descriptor:
 			// the process's state, not a wrong argument.
 			h.setMsg("connection failed: the process is out of file descriptors: " + err.Error())
@@ -147,6 +154,17 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	c, err := client.New(opts)
 	if err != nil {
 		h.openErr = err
+		if outOfDescriptors(err) {
+			// The ledger's file could not be opened for want of a
+			// descriptor: as the CA file's, above.
+			msg := err.Error()
+			var e *client.Error
+			if errors.As(err, &e) && e.Err != nil {
+				msg = e.Msg + ": " + e.Err.Error() // without "invalid argument: "
+			}
+			h.setMsg("connection failed: the process is out of file descriptors: " + msg)
+			return C.PLUGRL_CONNECT_FAILED
+		}
 		return h.fail(err)
 	}
 	if opts.LedgerPath != "" {

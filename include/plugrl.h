@@ -417,7 +417,8 @@ typedef struct plugrl_options {
 ** and a message naming the CPUs this thread may run on. A process killed without plugrl_close leaves a
 ** ledger readable up to its last written block. A ledger file that cannot
 ** be created, or a path that is not a regular file or a directory (a FIFO,
-** a device), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT. A write
+** a device), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT (one the
+** process has no descriptor left to open: PLUGRL_CONNECT_FAILED). A write
 ** that fails later (a full disk) ends the ledger at its last block
 ** written: the log callback is told, at PLUGRL_LOG_WARN, on the thread of
 ** the next call that would have recorded, and again by plugrl_close, at

@@ -1015,7 +1015,9 @@ static void case_interrupt_signal(const char *url) { interrupt_case(url, 1, opt_
 ** has k = 0, 1, ... DESC_SPARE_MAX of them free. Every open returns
 ** PLUGRL_OK, or PLUGRL_CONNECT_FAILED with a handle whose message says the
 ** process is out of descriptors ("too many open files"); then, with all
-** of them back, an open connects and exchanges. The first open starts Go's
+** of them back, an open connects and exchanges (and, none free once more,
+** one whose first descriptor would be its ledger's file is refused the
+** same way, not as an invalid argument). The first open starts Go's
 ** network poller, and a runtime that cannot make the poller's descriptors
 ** ends the process: with 1 or 2 free it did ("fatal error: runtime:
 ** netpollinit failed"), before the library made sure of them first. */
@@ -1064,6 +1066,27 @@ static void case_no_descriptors(const char *url) {
       if (c != NULL) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
     }
     while (n > 0) close(fds[--n]);
+  }
+  /* The poller runs now; an open with none free whose first descriptor
+  ** would be its ledger's file is refused the same way, not taken for an
+  ** invalid argument. */
+  if (!R.failed) {
+    char ledger[64];
+    int n = 0, fd;
+    plugrl_status s;
+    snprintf(ledger, sizeof ledger, "/tmp/plugrl-hostile-nofd-%ld.ledger", (long)getpid());
+    opt.ledger_path = ledger;
+    c = NULL;
+    while (n < DESC_CAP && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) fds[n++] = fd;
+    s = plugrl_open(&opt, &c);
+    while (n > 0) close(fds[--n]);
+    if (s != PLUGRL_CONNECT_FAILED || c == NULL || strstr(plugrl_errmsg(c), "too many open files") == NULL)
+      fail("plugrl_open with a ledger and no descriptor free returned %s: %s; want PLUGRL_CONNECT_FAILED saying the "
+           "process is out of descriptors",
+           status_name(s), c ? plugrl_errmsg(c) : "(no handle)");
+    if (c != NULL) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+    unlink(ledger);
+    opt.ledger_path = NULL;
   }
   if (setrlimit(RLIMIT_NOFILE, &old) != 0) fail("restoring RLIMIT_NOFILE: %s", strerror(errno));
   extra("refused=%d opened=%d", refused, opened);
