@@ -345,6 +345,24 @@ static _Atomic int sysmon_known;
 ** found 2-4 threads on the writer's CPU in about 1 run of 8 under load). */
 static int thread_number(void) { return atomic_fetch_add(&threads_created, 1); }
 
+/* thread_not_created gives back the number of a thread that could not be
+** created, when it is the first or the second. runtime/cgo retries a
+** pthread_create that failed with EAGAIN (_cgo_try_pthread_create: a
+** pids limit or the kernel's thread limit reached for a moment, up to 20
+** tries), and each try took the next number: a first thread created at
+** its second try was number 1, so it was created with the loading
+** thread's signals (every runtime thread then let the host's signals in,
+** and a SIGINT for a sigwait ended the process), and was taken for
+** sysmon. Until those two exist no other runtime thread can be created
+** (the first creates sysmon before any other thread), so no one else
+** holds a number; later numbers are only counted. */
+static void thread_not_created(int number) {
+  if (number <= 1) {
+    int next = number + 1;
+    atomic_compare_exchange_strong(&threads_created, &next, number);
+  }
+}
+
 /* created notes the thread numbered number, just created as t. */
 static void created(int number, pthread_t t) {
   if (number == 1) {
@@ -473,11 +491,16 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
                                                          void *(*start)(void *), void *arg) {
   const int number = thread_number();
   sigset_t all, loader;
+  int err;
   if (number != 0 || sigfillset(&all) != 0 || pthread_sigmask(SIG_SETMASK, &all, &loader) != 0) {
-    return create_thread(number, thread, attr, start, arg);
+    err = create_thread(number, thread, attr, start, arg);
+  } else {
+    err = create_thread(number, thread, attr, start, arg);
+    pthread_sigmask(SIG_SETMASK, &loader, NULL);
   }
-  int err = create_thread(number, thread, attr, start, arg);
-  pthread_sigmask(SIG_SETMASK, &loader, NULL);
+  if (err != 0) {
+    thread_not_created(number);
+  }
   return err;
 }
 
