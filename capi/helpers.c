@@ -481,9 +481,12 @@ static int create_thread(int number, pthread_t *thread, const pthread_attr_t *at
 ** So the thread that starts the runtime (the first created here) is
 ** created with every signal blocked, and with it all the runtime's
 ** threads. Go unblocks on them what it needs: SIGURG (preemption) and
-** the synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP), and
-** also SIGCHLD and SIGPROF (runtime.blockableSig), which the library cannot
-** keep blocked. A caller's thread keeps its own mask but for that same
+** the synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+** SIGSTKFLT), and also SIGCHLD, SIGPROF and signal 34 (runtime.blockableSig:
+** _SigUnblock in its sigtable; 34 is musl's SIGSYNCCALL, and glibc's
+** SIGRTMIN), which the library cannot keep blocked. Where no handler is
+** installed, SIGPROF and SIGRTMIN end the process by default: plugrl.h
+** says so. A caller's thread keeps its own mask but for that same
 ** set, which Go unblocks at the thread's first call. glibc's own signals
 ** (SIGCANCEL, SIGSETXID) are never blocked: sigfillset leaves them out.
 */

@@ -154,10 +154,14 @@
 **     signal, as the loading thread may not have at load time. Go unblocks
 **     a few on every thread it runs on, a caller's included from its first
 **     call: SIGURG (it preempts with it), the faults (SIGSEGV, SIGBUS,
-**     SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT), SIGPROF and SIGCHLD. So a
+**     SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT), SIGPROF, SIGCHLD and signal 34,
+**     which is glibc's SIGRTMIN (Go keeps it for musl's own use). So a
 **     SIGCHLD sent to the process can land on any thread and be lost to a
 **     sigwait (its default action is to ignore it): learn of children's
-**     ends with waitpid, a pidfd or a SIGCHLD handler instead.
+**     ends with waitpid, a pidfd or a SIGCHLD handler instead. A SIGRTMIN
+**     or a SIGPROF sent to the process (a POSIX timer's signal, say) can
+**     land on a runtime thread, where no handler takes it, and its default
+**     action ends the process: give sigwait SIGRTMIN + 1 or a later one.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H

@@ -14,8 +14,8 @@
 ** signals, each one only after sigwait took the one before. Then every
 ** thread of the process, the library's included, must block every signal
 ** the host blocked, but for the waiting thread (sigwait unblocks them
-** while it waits) and what Go needs unblocked (SIGURG, the faults, SIGCHLD
-** and SIGPROF; see capi/helpers.c).
+** while it waits) and what Go needs unblocked (SIGURG, the faults, SIGCHLD,
+** SIGPROF and signal 34, glibc's SIGRTMIN; see capi/helpers.c).
 */
 #define _GNU_SOURCE
 #include <plugrl.h>
@@ -33,7 +33,10 @@
 
 enum { CALLERS = 2, SIGNALS = 200, ENVS = 2, DIM = 3 };
 
-static const int host_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE};
+/* The last two are SIGRTMIN + 1 and SIGRTMAX, set in main (glibc's are no
+** constants): a real-time signal, as a POSIX timer sends, but not SIGRTMIN
+** itself, which Go unblocks (plugrl.h). */
+static int host_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE, 0, 0};
 enum { HOST_SIGNALS = sizeof host_signals / sizeof host_signals[0] };
 
 static sigset_t host_set;
@@ -178,6 +181,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s ws://HOST:PORT\n", argv[0]);
     return 2;
   }
+  host_signals[HOST_SIGNALS - 2] = SIGRTMIN + 1;
+  host_signals[HOST_SIGNALS - 1] = SIGRTMAX;
   sigemptyset(&host_set);
   for (int i = 0; i < HOST_SIGNALS; i++) {
     sigaddset(&host_set, host_signals[i]);
