@@ -31,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { CALLERS = 2, SIGNALS = 200, ENVS = 2, DIM = 3 };
+#include "probe_runner.h"
+
+enum { CALLERS = 2, SIGNALS = 200 };
 
 /* The last two are SIGRTMIN + 1 and SIGRTMAX, set in main (glibc's are no
 ** constants): a real-time signal, as a POSIX timer sends, but not SIGRTMIN
@@ -80,20 +82,8 @@ static void *step(void *arg) {
   opt.url = c->url;
   opt.ledger_path = c->ledger;
   opt.receive_timeout_ms = 20000;
-  plugrl_client *client = NULL;
-  plugrl_runner *r = NULL;
-  plugrl_status s = plugrl_open(&opt, &client);
-  if (s == PLUGRL_OK) {
-    s = plugrl_runner_new(client, ENVS, &r);
-  }
-  double state[ENVS][2] = {{0}};
-  double actions[ENVS][DIM];
-  double rewards[ENVS] = {1, 1};
-  uint8_t terminated[ENVS] = {0}, truncated[ENVS] = {0};
-  int64_t shape[2] = {ENVS, 2};
-  plugrl_array arr = {"s", state, PLUGRL_DTYPE_F64, 2, shape};
-  const char *text[ENVS] = {"sigmask", "sigmask"};
-  plugrl_observation obs = {NULL, 0, &arr, 1, text, 0};
+  probe_runner p;
+  plugrl_status s = probe_open(&p, &opt, "sigmask", 0);
   for (;;) {
     pthread_mutex_lock(&mu);
     int go_on = s == PLUGRL_OK && !stop;
@@ -101,10 +91,9 @@ static void *step(void *arg) {
     if (!go_on) {
       break;
     }
-    s = plugrl_runner_act(r, &obs, actions, sizeof actions, PLUGRL_DTYPE_F64);
+    s = probe_act(&p);
     if (s == PLUGRL_OK) {
-      state[0][0] += 1;
-      s = plugrl_runner_report(r, &obs, rewards, terminated, truncated, NULL);
+      s = probe_report(&p);
       pthread_mutex_lock(&mu);
       c->steps++;
       pthread_cond_broadcast(&cv);
@@ -113,15 +102,11 @@ static void *step(void *arg) {
   }
   if (s != PLUGRL_OK) {
     pthread_mutex_lock(&mu);
-    snprintf(c->why, sizeof c->why, "%s: %s", plugrl_status_str(s),
-             r ? plugrl_runner_errmsg(r) : plugrl_errmsg(client));
+    snprintf(c->why, sizeof c->why, "%s: %s", plugrl_status_str(s), probe_errmsg(&p));
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
   }
-  if (r) {
-    plugrl_runner_free(r);
-  }
-  plugrl_close(client);
+  probe_close(&p);
   return NULL;
 }
 
