@@ -133,6 +133,21 @@
 **     500 steps with such handlers installed reached none), but a fault
 **     in its own code, a bug it would report as PLUGRL_INTERNAL, then
 **     reaches that handler instead.
+**   - Signals blocked in every thread stay blocked: a host that takes
+**     SIGINT, SIGTERM and the like in a thread of its own (sigwait, a
+**     signalfd) gets them there: the runtime's threads block every
+**     signal, whatever the mask of the thread that loaded the library was
+**     (which is usually main's, before it blocked anything). Go unblocks
+**     a few on every thread it runs on, a caller's included from its first
+**     call: SIGURG (it preempts with it), the faults (SIGSEGV, SIGBUS,
+**     SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT), SIGPROF, SIGCHLD and signal 34,
+**     which is glibc's SIGRTMIN (Go keeps it for musl's own use). So a
+**     SIGCHLD sent to the process can land on any thread and be lost to a
+**     sigwait (its default action is to ignore it): learn of children's
+**     ends with waitpid, a pidfd or a SIGCHLD handler instead. A SIGRTMIN
+**     or a SIGPROF sent to the process (a POSIX timer's signal, say) can
+**     land on a runtime thread, where no handler takes it, and its default
+**     action ends the process: give sigwait SIGRTMIN + 1 or a later one.
 **   - Threads: the Go runtime makes threads of its own as it needs them
 **     (5 with one calling thread, 6 with 8, 19 with 64, on 2 CPUs), and a
 **     runtime that cannot make one aborts the process ("runtime/cgo:
@@ -157,20 +172,6 @@
 **     stack (ulimit -s) is resident too: the bench client held 150-180 MB
 **     with 8 MiB stacks, 105 MB with 1 MiB ones, against 10 MB unlocked
 **     (README "Real-time callers").
-**   - Signals blocked in every thread stay blocked: a host that takes
-**     SIGINT, SIGTERM and the like in a thread of its own (sigwait, a
-**     signalfd) gets them there, since the runtime's threads block every
-**     signal, as the loading thread may not have at load time. Go unblocks
-**     a few on every thread it runs on, a caller's included from its first
-**     call: SIGURG (it preempts with it), the faults (SIGSEGV, SIGBUS,
-**     SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT), SIGPROF, SIGCHLD and signal 34,
-**     which is glibc's SIGRTMIN (Go keeps it for musl's own use). So a
-**     SIGCHLD sent to the process can land on any thread and be lost to a
-**     sigwait (its default action is to ignore it): learn of children's
-**     ends with waitpid, a pidfd or a SIGCHLD handler instead. A SIGRTMIN
-**     or a SIGPROF sent to the process (a POSIX timer's signal, say) can
-**     land on a runtime thread, where no handler takes it, and its default
-**     action ends the process: give sigwait SIGRTMIN + 1 or a later one.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
