@@ -262,6 +262,16 @@ func (t *handles[T, H]) errmsg(p unsafe.Pointer) (s *C.plugrl_cchar) {
 // open fails, saying so, and the next one tries again.
 var interruptWatcher bool
 
+// spareDescriptors reports whether n (at most 8) more descriptors can be
+// made now: nil, or the errno that refused one (EMFILE, ENFILE). It makes
+// them and closes them again (capi/helpers.c).
+func spareDescriptors(n int) error {
+	if errno := C.plugrl__spare_descriptors(C.int(n)); errno != 0 {
+		return syscall.Errno(errno)
+	}
+	return nil
+}
+
 // startInterruptWatcher starts the watcher if it is not running yet.
 func startInterruptWatcher() error {
 	registry.Lock()
@@ -278,8 +288,8 @@ func startInterruptWatcher() error {
 	// closes every descriptor as it starts would close the poller's.
 	// (Another thread that takes them in between, two system calls wide,
 	// still wins.)
-	if errno := C.plugrl__spare_descriptors(3); errno != 0 {
-		return fmt.Errorf("the process is out of file descriptors: the first handle needs 3, for the runtime's network poller and plugrl_interrupt, and more for each connection (%w)", syscall.Errno(errno))
+	if err := spareDescriptors(3); err != nil {
+		return fmt.Errorf("the process is out of file descriptors: the first handle needs 3, for the runtime's network poller and plugrl_interrupt, and more for each connection (%w)", err)
 	}
 	fd, errno := C.plugrl__interrupt_fd()
 	if fd < 0 {

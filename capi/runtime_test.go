@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -438,5 +440,62 @@ func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
 func TestOptionsSize01IsFrozen(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) == 8 && optionsSize01 != 128 {
 		t.Fatalf("optionsSize01 = %d, want 128: release 0.1's plugrl_options must keep its size", optionsSize01)
+	}
+}
+
+// TestSpareDescriptors: with k descriptors left under RLIMIT_NOFILE, a
+// check for 3 fails with EMFILE for k < 3 and passes from k = 3, and
+// leaves the process's descriptors as they were either way: the first
+// plugrl_open relies on it to refuse, instead of letting Go's network
+// poller start without its descriptors, which ends the process.
+func TestSpareDescriptors(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	if lim.Cur > 256 {
+		lim.Cur = 256
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	for k := 0; k <= 4; k++ {
+		var fds []int
+		for {
+			fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				if err != syscall.EMFILE {
+					t.Fatalf("filling the descriptor table: %v", err)
+				}
+				break
+			}
+			fds = append(fds, fd)
+		}
+		for i := 0; i < k && len(fds) > 0; i++ {
+			syscall.Close(fds[len(fds)-1])
+			fds = fds[:len(fds)-1]
+		}
+		err := spareDescriptors(3)
+		// The descriptors it made are closed again: k can still be had.
+		var again []int
+		for i := 0; i < k; i++ {
+			fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				t.Errorf("k=%d: descriptor %d of %d left after the check: %v", k, i+1, k, err)
+				break
+			}
+			again = append(again, fd)
+		}
+		for _, fd := range append(fds, again...) {
+			syscall.Close(fd)
+		}
+		switch {
+		case k < 3 && !errors.Is(err, syscall.EMFILE):
+			t.Errorf("k=%d: spareDescriptors(3) = %v, want EMFILE", k, err)
+		case k >= 3 && err != nil:
+			t.Errorf("k=%d: spareDescriptors(3) = %v, want nil", k, err)
+		}
 	}
 }
