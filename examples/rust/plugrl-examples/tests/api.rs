@@ -815,3 +815,187 @@ fn ledger_run(cpus: Option<&str>) {
         episodes
     ));
 }
+
+/// The C getter `f` for `key` through the raw handle, with its size
+/// protocol: `Some(bytes)` when present, `None` when absent, `Err` with the
+/// status otherwise.
+fn raw_copy(
+    client: &Client,
+    f: unsafe extern "C" fn(
+        *mut plugrl::sys::plugrl_client,
+        *const std::os::raw::c_char,
+        *mut std::os::raw::c_char,
+        usize,
+        *mut usize,
+        *mut std::os::raw::c_int,
+    ) -> plugrl::sys::plugrl_status,
+    key: Option<&std::ffi::CStr>,
+) -> Result<Option<Vec<u8>>, plugrl::sys::plugrl_status> {
+    const PLUGRL_OK: plugrl::sys::plugrl_status = plugrl::sys::plugrl_status::PLUGRL_OK;
+    let key = key.map_or(std::ptr::null(), |k| k.as_ptr());
+    let (mut len, mut present) = (0usize, 0);
+    // SAFETY: the handle is live; key is NUL-terminated or NULL; NULL with
+    // size 0 asks for the length.
+    let s = unsafe {
+        f(
+            client.as_raw(),
+            key,
+            std::ptr::null_mut(),
+            0,
+            &mut len,
+            &mut present,
+        )
+    };
+    if s != PLUGRL_OK {
+        return Err(s);
+    }
+    if present == 0 {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; len + 1];
+    // SAFETY: buf is writable for its length.
+    let s = unsafe {
+        f(
+            client.as_raw(),
+            key,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut len,
+            &mut present,
+        )
+    };
+    if s != PLUGRL_OK {
+        return Err(s);
+    }
+    buf.truncate(len);
+    Ok(Some(buf))
+}
+
+/// Metadata drawn at random for each connection by `plugrl-hostile
+/// --scenario garble-metadata` (keys absent, in other encodings or of other
+/// types; strings empty, 64 KiB, not UTF-8 or holding a NUL; extra keys of
+/// every msgpack type and nests past any JSON reader's depth; about one map
+/// in five no metadata message at all). Every open succeeds or is a
+/// protocol error, and on each client opened every getter of the crate, on
+/// every key the generator writes, gives what the C call beneath it gives:
+/// integers as they are, strings as their bytes (lossily where they are not
+/// UTF-8), JSON as given, or the C call's status as the error.
+#[test]
+fn metadata_getters_agree_with_the_c_api_on_garbled_metadata() {
+    use plugrl::sys;
+    use std::ffi::CString;
+
+    let server = Server::hostile("garble-metadata", &["--h", "2", "--d", "3", "--seed", "7"]);
+    let keys = [
+        "protocol_version",
+        "action_horizon",
+        "action_dim",
+        "server",
+        "algorithm",
+        "policy",
+        "features",
+        "x0",
+        "x1",
+        "x2",
+        "x3",
+        "x4",
+        "x5",
+    ];
+    let lossy = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    let (mut opened, mut refused, mut strings, mut not_utf8, mut no_json) = (0, 0, 0, 0, 0);
+    for i in 0..150 {
+        let client = match Client::builder(&server.url)
+            .connect_timeout(Duration::from_secs(10))
+            .metadata_timeout(Duration::from_secs(10))
+            .open()
+        {
+            Ok(c) => c,
+            Err(Error::ProtocolError(m)) => {
+                refused += 1;
+                assert!(!m.is_empty(), "open {i}: a refusal with no message");
+                continue;
+            }
+            Err(e) => panic!("open {i}: {e}"),
+        };
+        opened += 1;
+        for key in keys {
+            let ckey = CString::new(key).unwrap();
+            let (mut v, mut present) = (0i64, 0);
+            // SAFETY: live handle, NUL-terminated key, writable outputs.
+            let s = unsafe {
+                sys::plugrl_metadata_int(client.as_raw(), ckey.as_ptr(), &mut v, &mut present)
+            };
+            assert_eq!(
+                s,
+                sys::plugrl_status::PLUGRL_OK,
+                "open {i}: plugrl_metadata_int({key})"
+            );
+            assert_eq!(
+                client.metadata_int(key),
+                (present != 0).then_some(v),
+                "open {i}: {key}"
+            );
+
+            let raw = raw_copy(&client, sys::plugrl_metadata_string, Some(&ckey))
+                .unwrap_or_else(|s| panic!("open {i}: plugrl_metadata_string({key}): {s:?}"));
+            if let Some(b) = &raw {
+                strings += 1;
+                not_utf8 += usize::from(std::str::from_utf8(b).is_err());
+            }
+            assert_eq!(
+                client.metadata_string(key),
+                raw.map(lossy),
+                "open {i}: {key}"
+            );
+
+            let raw = raw_copy(&client, sys::plugrl_metadata_json, Some(&ckey));
+            match (client.metadata_json(key), raw) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want.map(lossy), "open {i}: {key} as JSON"),
+                (Err(e), Err(s)) => {
+                    no_json += 1;
+                    assert_eq!(e.status_code(), s.0, "open {i}: {key} as JSON: {e}");
+                }
+                (got, want) => {
+                    panic!("open {i}: {key} as JSON: the crate gave {got:?}, the C API {want:?}")
+                }
+            }
+        }
+        let whole = raw_copy(&client, sys::plugrl_metadata_json, None);
+        match (client.metadata_json_all(), whole) {
+            (Ok(got), Ok(want)) => {
+                assert_eq!(Some(got), want.map(lossy), "open {i}: the whole map")
+            }
+            (Err(e), Err(s)) => assert_eq!(e.status_code(), s.0, "open {i}: the whole map: {e}"),
+            (got, want) => {
+                panic!("open {i}: the whole map: the crate gave {got:?}, the C API {want:?}")
+            }
+        }
+        for feature in ["reuse-feedback-obs", "x"] {
+            let cf = CString::new(feature).unwrap();
+            let mut present = 0;
+            // SAFETY: live handle, NUL-terminated name, writable output.
+            let s = unsafe {
+                sys::plugrl_metadata_has_feature(client.as_raw(), cf.as_ptr(), &mut present)
+            };
+            assert_eq!(s, sys::plugrl_status::PLUGRL_OK);
+            assert_eq!(
+                client.has_feature(feature),
+                present != 0,
+                "open {i}: {feature}"
+            );
+        }
+        assert_eq!(client.action_dim(), client.metadata_int("action_dim"));
+        assert_eq!(
+            client.action_horizon(),
+            client.metadata_int("action_horizon")
+        );
+    }
+    assert!(
+        opened > 0 && refused > 0 && strings > 0 && not_utf8 > 0,
+        "{opened} opened, {refused} refused, {strings} strings ({not_utf8} not UTF-8): want some of each"
+    );
+    say(&format!(
+        "garbled metadata: {opened} opened, {refused} refused; {strings} strings ({not_utf8} not UTF-8), \
+         {no_json} values with no JSON, each getter as the C API"
+    ));
+}
