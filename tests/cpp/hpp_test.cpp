@@ -2,6 +2,7 @@
 //
 //   hpp_test ws://HOST:PORT
 //   hpp_test --width-change ws://HOST:PORT
+//   hpp_test --garble-metadata ws://HOST:PORT
 //
 // The server must run with --action-dim 3 --horizon 4 --action-dtype float64
 // --features reuse-feedback-obs --policy probe --stop-after 40 (CTest's "hpp"
@@ -13,6 +14,11 @@
 // -d 3` (CTest's "hpp_width_change"), and the Runner's act rides a
 // reconnect to a server of another action width; then a Client is
 // destroyed in its own log callback during an infer that reconnects.
+//
+// With --garble-metadata the server is `plugrl-hostile --scenario
+// garble-metadata --h 2 --d 3` (CTest's "hpp_garble_metadata"), and every
+// metadata getter must agree with the C call beneath it (see
+// test_garble_metadata).
 #include <plugrl.hpp>
 
 #include <cstdio>
@@ -422,15 +428,117 @@ void test_destroy_client_in_log(const std::string &url) {
 
 }  // namespace
 
+// raw_copy is the C getter f for key (NULL: the whole map, for
+// plugrl_metadata_json) through the raw handle, with its size protocol:
+// the value, or std::nullopt when absent; *status is the call's status.
+using CopyFn = plugrl_status (*)(plugrl_client *, const char *, char *, std::size_t, std::size_t *, int *);
+std::optional<std::string> raw_copy(plugrl_client *h, CopyFn f, const char *key, plugrl_status *status) {
+  std::size_t length = 0;
+  int present = 0;
+  *status = f(h, key, nullptr, 0, &length, &present);
+  if (*status != PLUGRL_OK || !present) return std::nullopt;
+  std::string buf(length + 1, '\0');
+  *status = f(h, key, &buf[0], buf.size(), &length, &present);
+  if (*status != PLUGRL_OK || !present) return std::nullopt;
+  buf.resize(length);
+  return buf;
+}
+
+// The wrapper's JSON getter (key empty: the whole map) against the C call's
+// outcome: the same value, or an Error of the same status.
+template <class F>
+bool json_agrees(F getter, const std::optional<std::string> &raw, plugrl_status status) {
+  try {
+    auto got = getter();
+    return status == PLUGRL_OK && got == raw;
+  } catch (const plugrl::Error &e) {
+    return status != PLUGRL_OK && e.status() == status && !e.message().empty();
+  }
+}
+
+// --garble-metadata: 150 opens against `plugrl-hostile --scenario
+// garble-metadata`, whose metadata is drawn at random for each connection
+// (keys absent, in other encodings or of other types; strings empty,
+// 64 KiB, not UTF-8 or holding a NUL; extra keys of every msgpack type and
+// nests past any JSON reader's depth; about one map in five no metadata
+// message at all). Each Client is constructed or throws
+// PLUGRL_PROTOCOL_ERROR with a message, and on each one every getter of
+// the wrapper, on every key the generator writes, gives what the C call
+// beneath it gives: the same integer, the same bytes, the same JSON or an
+// Error of the same status.
+void test_garble_metadata(const std::string &url) {
+  const char *keys[] = {"protocol_version", "action_horizon", "action_dim", "server", "algorithm", "policy",
+                        "features", "x0", "x1", "x2", "x3", "x4", "x5"};
+  int opened = 0, refused = 0, strings = 0, with_nul = 0, no_json = 0, bad = 0;
+  for (int i = 0; i < 150 && bad < 5; i++) {
+    std::unique_ptr<plugrl::Client> client;
+    try {
+      client = std::make_unique<plugrl::Client>(
+          plugrl::Options(url).connect_timeout_ms(10000).metadata_timeout_ms(10000));
+    } catch (const plugrl::Error &e) {
+      refused++;
+      if (e.status() != PLUGRL_PROTOCOL_ERROR || e.message().empty()) {
+        bad++;
+        CHECK(e.status() == PLUGRL_PROTOCOL_ERROR && !e.message().empty());
+        std::cerr << "open " << i << " threw " << e.what() << "\n";
+      }
+      continue;
+    }
+    opened++;
+    plugrl_client *h = client->handle();
+    const int bad_before = failures;
+    for (const char *key : keys) {
+      int64_t v = 0;
+      int present = 0;
+      CHECK(plugrl_metadata_int(h, key, &v, &present) == PLUGRL_OK);
+      std::optional<int64_t> got = client->metadata_int(key);
+      CHECK(got.has_value() == (present != 0) && (!got || *got == v));
+      plugrl_status s;
+      std::optional<std::string> raw = raw_copy(h, &plugrl_metadata_string, key, &s);
+      CHECK(s == PLUGRL_OK);
+      CHECK(client->metadata_string(key) == raw);
+      if (raw) {
+        strings++;
+        with_nul += raw->find('\0') != std::string::npos;
+      }
+      raw = raw_copy(h, &plugrl_metadata_json, key, &s);
+      no_json += s != PLUGRL_OK;
+      CHECK(json_agrees([&] { return client->metadata_json(std::string(key)); }, raw, s));
+    }
+    plugrl_status s;
+    std::optional<std::string> whole = raw_copy(h, &plugrl_metadata_json, nullptr, &s);
+    CHECK(json_agrees([&] { return std::optional<std::string>(client->metadata_json()); },
+                      whole ? whole : std::optional<std::string>("{}"), s));
+    for (const char *feature : {"reuse-feedback-obs", "x"}) {
+      int present = 0;
+      CHECK(plugrl_metadata_has_feature(h, feature, &present) == PLUGRL_OK);
+      CHECK(client->has_feature(feature) == (present != 0));
+    }
+    CHECK(client->action_dim() == client->metadata_int("action_dim"));
+    CHECK(client->action_horizon() == client->metadata_int("action_horizon"));
+    if (failures != bad_before) {
+      bad++;
+      std::cerr << "open " << i << ": the wrapper and the C API disagree (above)\n";
+    }
+  }
+  CHECK(opened > 0 && refused > 0 && strings > 0 && with_nul > 0);
+  std::cout << "ok   garbled metadata: " << opened << " opened, " << refused << " refused; " << strings
+            << " strings (" << with_nul << " holding a NUL), " << no_json
+            << " values with no JSON, each getter as the C API\n";
+}
+
 int main(int argc, char **argv) {
   const bool width_change = argc == 3 && std::string(argv[1]) == "--width-change";
-  if (argc != 2 && !width_change) {
-    std::cerr << "usage: hpp_test [--width-change] ws://HOST:PORT\n";
+  const bool garble = argc == 3 && std::string(argv[1]) == "--garble-metadata";
+  if (argc != 2 && !width_change && !garble) {
+    std::cerr << "usage: hpp_test [--width-change | --garble-metadata] ws://HOST:PORT\n";
     return 2;
   }
   std::string url = argv[argc - 1];
   try {
-    if (width_change) {
+    if (garble) {
+      test_garble_metadata(url);
+    } else if (width_change) {
       test_width_change(url);
       test_destroy_runner_in_log(url); /* the server's third and fourth connections */
       test_destroy_client_in_log(url); /* the fifth */
