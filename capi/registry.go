@@ -279,8 +279,10 @@ func startInterruptWatcher() error {
 	if interruptWatcher {
 		return nil
 	}
-	// The watcher is the first user of Go's network poller, which starts
-	// then: it makes an epoll instance and an eventfd, and a runtime that
+	// The watcher is usually the first user of Go's network poller, which
+	// starts then (earlier only if os's init registered a non-blocking
+	// stdin, stdout or stderr at load: the check below then asks for two
+	// more than needed): it makes an epoll instance and an eventfd, and a runtime that
 	// cannot make them ends the process ("fatal error: runtime:
 	// netpollinit failed", seen with one or two descriptors left). So the
 	// three this takes, with the watcher's own eventfd, are made sure of

@@ -158,11 +158,16 @@
 **     and an eventfd; and the eventfd plugrl_interrupt writes to), all
 **     close-on-exec, and each connection one more. Never close descriptors
 **     the program did not open (a daemon's close-everything loop belongs
-**     before the first open). The runtime also holds two from load in a
-**     CPU cgroup (the cgroup's CPU-limit files, which it rereads
-**     with pread: closing them takes away only its view of a container's
-**     CPU limit). A process out of descriptors gets PLUGRL_CONNECT_FAILED
-**     from plugrl_open, with a message saying so.
+**     before the first open). If stdin, stdout or stderr is non-blocking
+**     (O_NONBLOCK) when the library loads, Go's os package registers it
+**     with the poller then, and the poller's two descriptors are taken at
+**     load, not at the first open: such a loop must then come before the
+**     library is loaded (dlopen it after). The runtime also holds one or
+**     two from load in a CPU cgroup (its CPU-limit files: cgroup v2's
+**     cpu.max, v1's cpu.cfs_quota_us and cpu.cfs_period_us), which it
+**     rereads with pread: closing them takes away only its view of a
+**     container's CPU limit. A process out of descriptors gets
+**     PLUGRL_CONNECT_FAILED from plugrl_open, with a message saying so.
 **   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
 **     runtime maps about 2 GB of address space, nearly all of it never
 **     touched, and the kernel counts it all against that limit. Under a
