@@ -16,8 +16,13 @@
 #include "probe_runner.h"
 
 /* Log lines the library gave this plugin's clients; the callback is code
-** of this module, so a call after the module is unloaded would crash. */
+** of this module, so a call after the module is unloaded would crash. A
+** run without a ledger or a reconnect logs nothing, so this stays 0. */
 static int log_lines;
+
+/* Runs of this copy of the plugin: a static that is never 0 after a run,
+** for the host to see that an unload really dropped the module's data. */
+static int runs;
 
 static void plugin_log(void *user, int level, const char *message) {
   (void)user;
@@ -43,6 +48,7 @@ int plugin_run(const char *url, int steps, int leave_open, char *why, size_t why
   opt.receive_timeout_ms = 20000;
   opt.log = plugin_log;
   probe_runner runner, *p = &runner;
+  runs++;
   plugrl_status s = probe_open(p, &opt, "plugin", 0);
   int failed = 0;
   for (int step = 0; s == PLUGRL_OK && step < steps && !failed; step++) {
@@ -68,3 +74,6 @@ int plugin_run(const char *url, int steps, int leave_open, char *why, size_t why
 
 /* How many log lines this copy of the plugin was given. */
 int plugin_log_lines(void) { return log_lines; }
+
+/* How many times this copy of the plugin ran (plugin_run). */
+int plugin_runs(void) { return runs; }

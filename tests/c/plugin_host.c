@@ -79,17 +79,18 @@ int main(int argc, char **argv) {
     /* ISO C has no conversion from an object pointer to a function
     ** pointer; POSIX guarantees dlsym's result can be copied into one. */
     void *p_run = symbol(h, "plugin_run"), *p_lines = symbol(h, "plugin_log_lines"),
-         *p_version = symbol(h, "plugin_library_version");
+         *p_runs = symbol(h, "plugin_runs"), *p_version = symbol(h, "plugin_library_version");
     /* dlsym on the plugin's handle searches its dependencies too. */
     void *in_library = symbol(h, "plugrl_version");
-    if (!p_run || !p_lines || !p_version || !in_library) {
+    if (!p_run || !p_lines || !p_runs || !p_version || !in_library) {
       return 1;
     }
     run_fn run;
-    count_fn log_lines;
+    count_fn log_lines, runs;
     version_fn version;
     memcpy(&run, &p_run, sizeof run);
     memcpy(&log_lines, &p_lines, sizeof log_lines);
+    memcpy(&runs, &p_runs, sizeof runs);
     memcpy(&version, &p_version, sizeof version);
     Dl_info info;
     if (!dladdr(in_library, &info) || !info.dli_fname) {
@@ -104,9 +105,11 @@ int main(int argc, char **argv) {
               library);
       return 1;
     }
-    if (log_lines() != 0) {
-      fprintf(stderr, "plugin_host: cycle %d: the plugin's statics survived its dlclose (%d log lines)\n", cycle,
-              log_lines());
+    /* The run count, not the log lines: a run logs nothing, so a count of
+    ** those that survived the unload would still read 0. */
+    if (runs() != 0 || log_lines() != 0) {
+      fprintf(stderr, "plugin_host: cycle %d: the plugin's statics survived its dlclose (%d runs, %d log lines)\n",
+              cycle, runs(), log_lines());
       return 1;
     }
     char why[512] = "";
