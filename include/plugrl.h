@@ -151,8 +151,10 @@
 **   - Threads: the Go runtime makes threads of its own as it needs them
 **     (5 with one calling thread, 6 with 8, 19 with 64, on 2 CPUs), and a
 **     runtime that cannot make one aborts the process ("runtime/cgo:
-**     pthread_create failed"; with RLIMIT_NPROC under 6, 4 of 4 runs).
-**     Leave room for them under a thread limit (a container's pids.max).
+**     pthread_create failed"; 4 of 4 runs of a user with no other tasks
+**     under RLIMIT_NPROC of 5 or less, which counts all of that user's
+**     tasks and does not bind root). Leave room for them under a thread
+**     limit (ulimit -u, a container's pids.max).
 **   - File descriptors: the first plugrl_open takes three for the life
 **     of the process (the Go runtime's network poller, an epoll instance
 **     and an eventfd; and the eventfd plugrl_interrupt writes to), all
