@@ -173,9 +173,10 @@
 **   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
 **     runtime maps about 2 GB of address space, nearly all of it never
 **     touched, and the kernel counts it all against that limit. Under a
-**     smaller limit, mlockall(MCL_CURRENT) fails with ENOMEM, and
-**     MCL_FUTURE makes the runtime's next mapping fail, which ends the
-**     process inside the runtime. Locked, each runtime thread's whole
+**     smaller limit, mlockall(MCL_CURRENT) fails with ENOMEM, and after
+**     MCL_FUTURE the first mapping the runtime cannot lock (its start, a
+**     new thread's stack, more heap) ends the process inside the runtime,
+**     sooner or later. Locked, each runtime thread's whole
 **     stack (ulimit -s) is resident too: the bench client held 150-180 MB
 **     with 8 MiB stacks, 105 MB with 1 MiB ones, against 10 MB unlocked
 **     (README "Real-time callers").
