@@ -149,7 +149,9 @@
 **     land on a runtime thread, where no handler takes it, and its default
 **     action ends the process: give sigwait SIGRTMIN + 1 or a later one.
 **   - Threads: the Go runtime makes threads of its own as it needs them
-**     (5 with one calling thread, 6 with 8, 19 with 64, on 2 CPUs), and a
+**     and never ends an idle one (5 with one calling thread, 6 with 8, 19
+**     with 64, on 2 CPUs; 155-160 after a day of real-time callers coming
+**     and going on one core, README "Real-time callers"), and a
 **     runtime that cannot make one aborts the process ("runtime/cgo:
 **     pthread_create failed"; 4 of 4 runs of a user with no other tasks
 **     under RLIMIT_NPROC of 5 or less, which counts all of that user's
