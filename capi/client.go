@@ -84,6 +84,20 @@ func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
+// noDescriptor fails plugrl_open for a file it could not open for want of
+// a descriptor: the process's state, not a wrong argument, whatever kind
+// err was given (client.New's is KindInvalid, whose "invalid argument: "
+// prefix is left out).
+func (h *clientHandle) noDescriptor(err error) C.plugrl_status {
+	msg := err.Error()
+	var e *client.Error
+	if errors.As(err, &e) && e.Err != nil {
+		msg = e.Msg + ": " + e.Err.Error()
+	}
+	h.setMsg("connection failed: the process is out of file descriptors: " + msg)
+	return C.PLUGRL_CONNECT_FAILED
+}
+
 // interruptsAtEntry is plugrl_interrupt_all's count when plugrl_open began.
 //
 //export plugrl__go_open
@@ -142,11 +156,8 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	opts, err := goOptions(o, logf)
 	if err != nil {
 		h.openErr = err
-		if outOfDescriptors(err) {
-			// The CA file could not be opened for want of a descriptor:
-			// the process's state, not a wrong argument.
-			h.setMsg("connection failed: the process is out of file descriptors: " + err.Error())
-			return C.PLUGRL_CONNECT_FAILED
+		if outOfDescriptors(err) { // the CA file's open
+			return h.noDescriptor(err)
 		}
 		h.setMsg("invalid argument: " + err.Error())
 		return C.PLUGRL_INVALID_ARGUMENT
@@ -154,16 +165,8 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	c, err := client.New(opts)
 	if err != nil {
 		h.openErr = err
-		if outOfDescriptors(err) {
-			// The ledger's file could not be opened for want of a
-			// descriptor: as the CA file's, above.
-			msg := err.Error()
-			var e *client.Error
-			if errors.As(err, &e) && e.Err != nil {
-				msg = e.Msg + ": " + e.Err.Error() // without "invalid argument: "
-			}
-			h.setMsg("connection failed: the process is out of file descriptors: " + msg)
-			return C.PLUGRL_CONNECT_FAILED
+		if outOfDescriptors(err) { // the ledger file's open
+			return h.noDescriptor(err)
 		}
 		return h.fail(err)
 	}

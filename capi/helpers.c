@@ -494,11 +494,9 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
                                                          void *(*start)(void *), void *arg) {
   const int number = thread_number();
   sigset_t all, loader;
-  int err;
-  if (number != 0 || sigfillset(&all) != 0 || pthread_sigmask(SIG_SETMASK, &all, &loader) != 0) {
-    err = create_thread(number, thread, attr, start, arg);
-  } else {
-    err = create_thread(number, thread, attr, start, arg);
+  const int masked = number == 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_SETMASK, &all, &loader) == 0;
+  int err = create_thread(number, thread, attr, start, arg);
+  if (masked) {
     pthread_sigmask(SIG_SETMASK, &loader, NULL);
   }
   if (err != 0) {
