@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/wire"
@@ -57,6 +58,17 @@ func goString(p *C.plugrl_cchar) string {
 		n++
 	}
 	return unsafe.String((*byte)(unsafe.Pointer(p)), n)
+}
+
+// copyString copies a NUL-terminated C string into Go memory, reading it a
+// byte at a time up to its NUL and no further. C.GoString reads aligned 32-byte
+// words (runtime.findnull), which may pass the end of the caller's
+// allocation: harmless, but Valgrind reports it as an invalid read in the
+// host's block, and would report a host's own unterminated string in the
+// same place as the library's. Used where a string outlives the call
+// (options); the hot path views strings with goString.
+func copyString(p *C.char) string {
+	return strings.Clone(goString((*C.plugrl_cchar)(unsafe.Pointer(p))))
 }
 
 // obsScratch turns plugrl_observation descriptors into a wire.Observation

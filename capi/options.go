@@ -103,7 +103,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 			return opts, fmt.Errorf("options.size is %d, but the bytes past this library's %d could not be read (%v); call plugrl_options_init to set it", o.size, unsafe.Sizeof(*o), err)
 		} else if at >= 0 {
 			return opts, fmt.Errorf("options sets a field at byte %d that libplugrl %s does not have (its plugrl_options has %d bytes, the caller's %d): the header is newer than the library; link the library of the same release, or leave that option 0",
-				unsafe.Sizeof(*o)+uintptr(at), C.GoString(versionCString), unsafe.Sizeof(*o), o.size)
+				unsafe.Sizeof(*o)+uintptr(at), C.PLUGRL_VERSION_STRING, unsafe.Sizeof(*o), o.size)
 		}
 	}
 	var full C.plugrl_options
@@ -115,12 +115,13 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	if full.url == nil {
 		return opts, errors.New("options.url is NULL; want ws://host:port or wss://host:port")
 	}
-	if u, err := url.Parse(C.GoString(full.url)); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", conn.RedactedURL(C.GoString(full.url)))
+	rawURL := copyString(full.url)
+	if u, err := url.Parse(rawURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", conn.RedactedURL(rawURL))
 	}
 	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
 	opts = client.Options{
-		URL:              C.GoString(full.url),
+		URL:              rawURL,
 		ConnectTimeout:   ms(full.connect_timeout_ms),
 		MetadataTimeout:  ms(full.metadata_timeout_ms),
 		ReceiveTimeout:   ms(full.receive_timeout_ms),
@@ -142,12 +143,12 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		return opts, err
 	}
 	if full.api_key != nil {
-		opts.APIKey = C.GoString(full.api_key)
+		opts.APIKey = copyString(full.api_key)
 	}
 	if full.tls_ca_file != nil || full.tls_insecure != 0 {
 		cfg := &tls.Config{InsecureSkipVerify: full.tls_insecure != 0}
 		if full.tls_ca_file != nil {
-			path := C.GoString(full.tls_ca_file)
+			path := copyString(full.tls_ca_file)
 			pem, err := readCAFile(path)
 			if err != nil {
 				return opts, fmt.Errorf("options.tls_ca_file: %w", err)
@@ -162,7 +163,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	}
 	path := getenv("PLUGRL_LEDGER")
 	if full.ledger_path != nil {
-		path = C.GoString(full.ledger_path)
+		path = copyString(full.ledger_path)
 	}
 	if path != "" {
 		level, err := ledgerLevel(int32(full.ledger_level))
@@ -186,7 +187,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 func ledgerCPUs(list *C.char) ([]int, error) {
 	what, s := "options.ledger_cpus", ""
 	if list != nil {
-		s = C.GoString(list)
+		s = copyString(list)
 	}
 	if s == "" {
 		what, s = "PLUGRL_LEDGER_CPUS", getenv("PLUGRL_LEDGER_CPUS")
@@ -226,7 +227,7 @@ func getenv(name string) string {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	if v := C.getenv(cname); v != nil {
-		return C.GoString(v)
+		return copyString(v)
 	}
 	return ""
 }
