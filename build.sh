@@ -11,7 +11,8 @@
 #   ./build.sh bench            build, then compare libplugrl with the
 #                               transport floor (tests/bench.sh)
 #   ./build.sh install PREFIX   build, then install the library, headers,
-#                               CMake package and pkg-config file to PREFIX
+#                               CMake package, pkg-config file and Valgrind
+#                               suppressions to PREFIX
 #                               (PLUGRL_NO_BUILD=1: install what is built)
 #
 # PLUGRL_CROSS=aarch64-linux-gnu ./build.sh [install PREFIX] builds for a
@@ -75,7 +76,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # ---------------------------------------------------------------- deps
@@ -85,6 +86,7 @@ debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cart
 debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
+debian_packages+=(valgrind) # the CTest valgrind: a host checked with Memcheck sees only its own errors
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then
@@ -185,7 +187,16 @@ build_lib() {
   # it (full RELRO; Go's link gave only the partial kind, the PLT's GOT
   # writable for lazy binding), and no lazy symbol lookup on the first
   # call of a libc function from a real-time caller's loop.
-  CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers" \
+  # DWARF 4, not Go 1.25's DWARF 5, whose forms Valgrind 3.19 (Debian 12)
+  # cannot read: a program that linked the library got "Serious error when
+  # reading debug info" from Memcheck, naming libplugrl (tests/valgrind.sh).
+  # Debuggers and profilers read both. Skipped by a Go that no longer has
+  # the experiment.
+  local experiment=${GOEXPERIMENT:-}
+  if GOEXPERIMENT=${experiment:+$experiment,}nodwarf5 go env GOEXPERIMENT >/dev/null 2>&1; then
+    experiment=${experiment:+$experiment,}nodwarf5
+  fi
+  GOEXPERIMENT=$experiment CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers" \
     go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
     -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map -Wl,-z,relro -Wl,-z,now'" ./capi
   # go build also writes cgo's generated header beside the library; the
@@ -197,6 +208,8 @@ build_lib() {
   ln -sfn "$soname" "$build/lib/libplugrl.so"
 
   cp include/plugrl.h include/plugrl.hpp "$build/include/"
+  mkdir -p "$build/share/plugrl"
+  cp share/valgrind/plugrl.supp "$build/share/plugrl/valgrind.supp"
   configure cmake/plugrlConfig.cmake.in "$build/lib/cmake/plugrl/plugrlConfig.cmake" "$build"
   configure cmake/plugrlConfigVersion.cmake.in "$build/lib/cmake/plugrl/plugrlConfigVersion.cmake" "$build"
   configure cmake/plugrl.pc.in "$build/lib/pkgconfig/plugrl.pc" "$build"
@@ -382,6 +395,8 @@ install_to() {
   ln -sfn "$libfile" "$prefix/$libdir_name/$soname"
   ln -sfn "$soname" "$prefix/$libdir_name/libplugrl.so"
   install -m 0644 include/plugrl.h include/plugrl.hpp "$prefix/include/"
+  install -d "$prefix/share/plugrl"
+  install -m 0644 share/valgrind/plugrl.supp "$prefix/share/plugrl/valgrind.supp"
   install -m 0644 "$build/lib/cmake/plugrl/plugrlConfig.cmake" "$build/lib/cmake/plugrl/plugrlConfigVersion.cmake" \
     "$prefix/$libdir_name/cmake/plugrl/"
   configure cmake/plugrl.pc.in "$prefix/$libdir_name/pkgconfig/plugrl.pc" "$prefix"
@@ -389,6 +404,7 @@ install_to() {
   echo "    $prefix/$libdir_name/$libfile (+ $soname, libplugrl.so)"
   echo "    $prefix/include/plugrl.h, plugrl.hpp"
   echo "    $prefix/$libdir_name/cmake/plugrl/, $prefix/$libdir_name/pkgconfig/plugrl.pc"
+  echo "    $prefix/share/plugrl/valgrind.supp"
 }
 
 # ---------------------------------------------------------------- main

@@ -58,6 +58,10 @@ cmake_minimum_required(VERSION 3.16)
 project(plugrl_consumer LANGUAGES C CXX)
 find_package(plugrl 0.2 CONFIG REQUIRED)
 message(STATUS "found plugrl ${plugrl_VERSION} at ${plugrl_DIR}")
+if(NOT EXISTS "${plugrl_VALGRIND_SUPPRESSIONS}")
+  message(FATAL_ERROR "plugrl_VALGRIND_SUPPRESSIONS is [${plugrl_VALGRIND_SUPPRESSIONS}], no file")
+endif()
+message(STATUS "valgrind suppressions ${plugrl_VALGRIND_SUPPRESSIONS}")
 add_executable(main_c main.c)
 target_link_libraries(main_c PRIVATE plugrl::plugrl)
 add_executable(main_cpp main.cpp)
@@ -120,6 +124,11 @@ flags=$(pkg-config --cflags --libs plugrl)
 libdir=$(pkg-config --variable=libdir plugrl)
 echo "plugrl $version: $flags"
 [[ $libdir == "$tmp/prefix/lib" ]] || { echo "FAIL: libdir is $libdir" >&2; exit 1; }
+supp=$(pkg-config --variable=valgrind_suppressions plugrl)
+[[ $supp == "$tmp/prefix/share/plugrl/valgrind.supp" && -f $supp ]] || {
+  echo "FAIL: valgrind_suppressions is $supp, not the installed file" >&2
+  exit 1
+}
 # shellcheck disable=SC2086
 "$cc" -std=c99 -Wall -Wextra -Werror -pedantic "$tmp/src/main.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/main_pc"
 needs_soname "$tmp/main_pc"
@@ -151,6 +160,10 @@ unset PKG_CONFIG_PATH
 cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/moved" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_CXX_COMPILER="$cxx" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log" >&2; exit 1; }
 grep 'found plugrl' "$tmp/cmake.log"
+grep -q "valgrind suppressions $tmp/moved/share/plugrl/valgrind.supp" "$tmp/cmake.log" || {
+  echo "FAIL: plugrl_VALGRIND_SUPPRESSIONS does not follow the moved prefix" >&2
+  exit 1
+}
 cmake --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; exit 1; }
 needs_soname "$tmp/build/main_c"
 "$tmp/build/main_c"
