@@ -86,7 +86,7 @@ debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cart
 debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
-debian_packages+=(valgrind) # the CTest valgrind: a host checked with Memcheck sees only its own errors
+debian_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then

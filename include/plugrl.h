@@ -172,9 +172,10 @@
 **     rereads with pread: closing them takes away only its view of a
 **     container's CPU limit. A process out of descriptors gets
 **     PLUGRL_CONNECT_FAILED from plugrl_open, with a message saying so.
-**   - Valgrind's Memcheck cannot follow the Go runtime's stacks and reports
-**     errors from inside the library in any program that links it: give
-**     it --suppressions=PREFIX/share/plugrl/valgrind.supp (pkg-config
+**   - Valgrind's Memcheck cannot follow the Go runtime's stacks, nor
+**     Helgrind and DRD its synchronisation, and each reports errors from
+**     inside the library in any program that links it: give them
+**     --suppressions=PREFIX/share/plugrl/valgrind.supp (pkg-config
 **     variable valgrind_suppressions; CMake plugrl_VALGRIND_SUPPRESSIONS),
 **     which hides the errors whose innermost frame is in libplugrl and
 **     nothing of the program's own (README "What every user must know").

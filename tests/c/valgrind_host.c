@@ -1,7 +1,8 @@
 /*
 ** valgrind_host.c - a host with three bugs of its own, for Memcheck
-** (tests/valgrind.sh), run with libplugrl's suppressions: each bug must be
-** reported, and nothing else.
+** (tests/valgrind.sh), and a fourth for Helgrind and DRD, run with
+** libplugrl's suppressions: each bug must be reported by its tool, and
+** nothing else.
 **
 **   valgrind_host [--clean] URL
 **
@@ -16,19 +17,33 @@
 **   3. reports BAD_STEPS steps whose observation buffer has a column it
 **      never wrote, which the library copies and sends: the bytes reach
 **      the socket undefined ("Syscall param ... points to uninitialised
-**      byte(s)", created by the malloc in main).
+**      byte(s)", created by the malloc in main);
+**   4. has two threads of its own add to a counter with no lock, while
+**      the main thread steps (racer).
 **
 ** Exits 0 when the run ended as it should (every action right), else 1 with
 ** why: the verdict on the bugs is Memcheck's, read by the script.
 */
 #include "probe_runner.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 enum { STEPS = 120, BAD_STEP = 60, BAD_STEPS = 12, LEAK_BYTES = 123 };
 
 /* Where the leaked block's address was kept until it was overwritten. */
 static void *volatile leaked;
+
+/* The counter the racers share with no lock. */
+static volatile long shared_count;
+
+static void *racer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 1000; i++) {
+    shared_count = shared_count + 1;
+  }
+  return NULL;
+}
 
 /* Branches on p[1], which the caller never wrote. noinline keeps the
 ** branch in a frame of its own, named in Memcheck's report. */
@@ -60,6 +75,14 @@ int main(int argc, char **argv) {
     free(scratch);
     leaked = malloc(LEAK_BYTES);
     leaked = NULL;
+  }
+  pthread_t racers[2];
+  int racing = 0;
+  for (; !clean && racing < 2; racing++) {
+    if (pthread_create(&racers[racing], NULL, racer, NULL) != 0) {
+      fputs("valgrind_host: pthread_create failed\n", stderr);
+      return 1;
+    }
   }
 
   plugrl_options opt;
@@ -97,6 +120,9 @@ int main(int argc, char **argv) {
     snprintf(why, sizeof why, "%s: %s", plugrl_status_str(s), probe_errmsg(&p));
   }
   probe_close(&p);
+  for (int i = 0; i < racing; i++) {
+    pthread_join(racers[i], NULL);
+  }
   if (why[0] != '\0') {
     fprintf(stderr, "valgrind_host: %s\n", why);
     return 1;
