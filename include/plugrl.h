@@ -121,9 +121,13 @@
 **     the environment turns this off.
 **   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
 **     thread while it runs the library's Go code can crash the process
-**     (the handler would run on a small goroutine stack). Programs whose
-**     handlers lack it (rclcpp's, for one) call
-**     plugrl_fix_signal_handlers() after installing them. Handlers should
+**     (the handler would run on a small goroutine stack, past its end: a
+**     SIGPROF profiler's, gperftools' or gprof's, corrupted the Go heap).
+**     The Go runtime adds SA_ONSTACK to the handlers installed before the
+**     library loaded, and every plugrl_open to those installed since
+**     (rclcpp's, a profiler's started before it); a program that installs
+**     one lacking it after its first open calls
+**     plugrl_fix_signal_handlers() after installing it. Handlers should
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
 **     32 KiB. A thread may install its own larger sigaltstack before its
 **     first call into the library, and the runtime then uses that one.
@@ -587,11 +591,15 @@ plugrl_status plugrl_interrupt_all(void);
 /*
 ** Adds SA_ONSTACK to every signal handler installed in the process that
 ** lacks it, keeping each handler, its mask and its other flags, and
-** returns how many it changed. Call it after installing handlers that lack
-** SA_ONSTACK, e.g. right after rclcpp::init(), which installs SIGINT and
-** SIGTERM handlers without it; see PROCESS FACTS above for why. It changes
-** process-wide state: call it from one thread, not concurrently with
-** other sigaction() calls. Not async-signal-safe.
+** returns how many it changed. plugrl_open does the same first, so this
+** is needed only for handlers that lack SA_ONSTACK and were installed
+** after a plugrl_open (rclcpp::init() after the client is open, which
+** installs SIGINT and SIGTERM handlers without it; ProfilerStart() in the
+** middle of a run); see PROCESS FACTS above for why. It changes
+** process-wide state: a handler another thread installs while it runs
+** is kept as that thread installed it (each change is checked against
+** what it replaced), and is then left without SA_ONSTACK. Not
+** async-signal-safe.
 */
 int plugrl_fix_signal_handlers(void);
 

@@ -8,8 +8,9 @@
 # default) against it, each killed after SIGNALS_TIMEOUT seconds (20). It
 # prints one line per run and a summary, and fails if any run crashed, hung
 # or exited non-zero. PLUGRL_NO_FIX=1 in the environment reaches the
-# program, which then skips plugrl_fix_signal_handlers() (to show the crash
-# the fix prevents; not part of CTest).
+# program, which then skips plugrl_fix_signal_handlers() (not part of
+# CTest; it showed the crash the fix prevents until plugrl_open began to
+# add SA_ONSTACK to the handlers installed before it).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

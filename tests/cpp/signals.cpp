@@ -14,8 +14,9 @@
 ** with snprintf into a 256-byte stack buffer and write(2)s it to a log fd,
 ** here /dev/null; for SIGINT it also sets a global stop flag and calls
 ** plugrl_interrupt on every client), then calls plugrl_fix_signal_handlers()
-** (skipped when PLUGRL_NO_FIX=1, to show the crash) and checks it fixed at
-** least those two. It opens 4 clients, runs a runner of 2 envs on each from
+** (skipped when PLUGRL_NO_FIX=1) and checks it fixed at least those two.
+** (Since plugrl_open adds SA_ONSTACK to the handlers installed before it,
+** PLUGRL_NO_FIX=1 no longer shows the crash: the first open fixes them.) It opens 4 clients, runs a runner of 2 envs on each from
 ** 4 worker threads, and a signaller thread sends SIGUSR1 for about a second,
 ** alternating kill(getpid()) and pthread_kill to each worker in turn. Then
 ** it sends itself SIGINT: the workers see PLUGRL_INTERRUPTED or the stop
