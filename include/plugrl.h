@@ -80,7 +80,10 @@
 **     connections are left alone), plugrl_open and plugrl_options_init
 **     return PLUGRL_CLOSED, plugrl_status_str returns a sentence saying
 **     why for every status, and plugrl_version, plugrl_version_number and
-**     plugrl_dtype_size still answer: nothing enters the Go runtime.
+**     plugrl_dtype_size still answer: nothing enters the Go runtime. A
+**     program that links the library and detaches with daemon(3) is such
+**     a child: it execs itself again after detaching, or dlopen()s the
+**     library after it (README "What every user must know").
 **   - Real-time callers: a thread under SCHED_FIFO or SCHED_RR may call in.
 **     The runtime's own threads (which it creates from whichever thread
 **     needs one) are always created SCHED_OTHER, so nothing of the
