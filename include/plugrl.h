@@ -184,8 +184,10 @@
 **     inside the library in any program that links it: give them
 **     --suppressions=PREFIX/share/plugrl/valgrind.supp (pkg-config
 **     variable valgrind_suppressions; CMake plugrl_VALGRIND_SUPPRESSIONS),
-**     which hides the errors whose innermost frame is in libplugrl and
-**     nothing of the program's own (README "What every user must know").
+**     which hides the errors whose innermost frame is in libplugrl (and
+**     with them the program's own that are reported there: README "What
+**     every user must know"), and run them with
+**     GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0.
 **   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
 **     runtime maps about 2 GB of address space, nearly all of it never
 **     touched, and the kernel counts it all against that limit. Under a
