@@ -185,8 +185,8 @@
 **     --suppressions=PREFIX/share/plugrl/valgrind.supp (pkg-config
 **     variable valgrind_suppressions; CMake plugrl_VALGRIND_SUPPRESSIONS),
 **     which hides the errors whose innermost frame is in libplugrl (and
-**     with them the program's own that are reported there: README "What
-**     every user must know"), and run them with
+**     with them the program's own that are reported there: README "Checking
+**     a host with Valgrind"), and run them with
 **     GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0.
 **   - mlockall() needs RLIMIT_MEMLOCK unlimited (or CAP_IPC_LOCK): the
 **     runtime maps about 2 GB of address space, nearly all of it never

@@ -13,7 +13,7 @@
 #    action branched on in the host's code, after a thread of its own was
 #    joined), with GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0.
 #    Each must exit 0 with no error. Without the suppressions the first reports hundreds (the Go
-#    runtime's stacks; README "What every user must know").
+#    runtime's stacks; README "Checking a host with Valgrind").
 # 2. Helgrind and DRD on threads: no error either (without the
 #    suppressions, thousands: the runtime's own synchronisation).
 # 3. valgrind_host, which has bugs of its own (tests/c/valgrind_host.c): a
