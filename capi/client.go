@@ -176,6 +176,7 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	// Published before connecting, so that plugrl_interrupt on the token
 	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c
+	h.abandon = c.Abandon
 	h.opening.Store(c)
 	if h.takeInterrupt() || h.early.Swap(false) { // raised before the client was there to take it
 		c.Interrupt()

@@ -376,6 +376,12 @@ type handleBase struct {
 	// thread's copy changes under it.
 	msgMu sync.Mutex
 	msg   string
+
+	// abandon drops the connection after a memory fault inside a call on
+	// this handle (see internal): the client's Abandon, or the runner's,
+	// which also forgets its chunks. Set while the handle is busy (open,
+	// runner_new), and called only inside calls on it.
+	abandon func()
 }
 
 func (h *handleBase) base() *handleBase { return h }
@@ -514,7 +520,28 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 }
 
 // internal records a panic's value and stack for plugrl_errmsg.
+//
+// A memory fault is not a panic of the library's own making: every
+// thread that calls in faults into a panic instead of ending the process
+// (bindThread, debug.SetPanicOnFault), and what faults is nearly always
+// memory the caller pointed at (an array's data that was freed or
+// unmapped, a GPU's device pointer, an output buffer it cannot write).
+// It is told as PLUGRL_INVALID_ARGUMENT, and the client's connection is
+// dropped: the fault may have come in the middle of a message, part of
+// which was sent, and SPEC 7.6 then drops what was owed on it (the next
+// infer reconnects).
 func (h *handleBase) internal(r any, st *C.plugrl_status) {
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		h.setMsg(fmt.Sprintf("invalid argument: reading or writing memory the call was given faulted at address %#x: "+
+			"an array's data, a name, a text or an output buffer points to memory this process cannot read or write "+
+			"(freed, unmapped, or a GPU's device memory); the connection was dropped, and the next call reconnects "+
+			"(if every pointer given was good, this is a bug in libplugrl: please report it)", f.Addr()))
+		*st = C.PLUGRL_INVALID_ARGUMENT
+		if h.abandon != nil {
+			h.abandon()
+		}
+		return
+	}
 	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
 	*st = C.PLUGRL_INTERNAL
 }

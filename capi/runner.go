@@ -82,6 +82,7 @@ func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl
 		return c.fail(err)
 	}
 	h.r = r
+	h.abandon = r.Abandon
 	// An interrupt of the runner is one of its client: the call it waits
 	// in is the client's.
 	id, ok := register(h, c.id)

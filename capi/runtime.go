@@ -180,8 +180,20 @@ func spareLedgerP() {
 // the next spare on the way in. The thread is counted already: it gets
 // its P here.
 //
+// It also makes a memory fault on this thread's goroutine a panic, which
+// the call's recover turns into PLUGRL_INVALID_ARGUMENT (handleBase.internal),
+// instead of a fatal error that ends the process ("unexpected fault
+// address"): a caller's array whose memory was freed or unmapped (a
+// camera's buffer given back to its driver, a GPU's device pointer) ended
+// the robot's whole control process. The setting is the goroutine's, and
+// each of the thread's calls runs on the same one. Faults inside the
+// runtime itself still end the process.
+//
 //export plugrl__go_bind_thread
-func plugrl__go_bind_thread() { fitProcs() }
+func plugrl__go_bind_thread() {
+	debug.SetPanicOnFault(true)
+	fitProcs()
+}
 
 // Real-time callers and the garbage collector. A collection scans every
 // goroutine's stack, a caller's too while it waits in a system call or is

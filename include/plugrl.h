@@ -22,7 +22,8 @@
 **             any other status, plugrl_errmsg() (or plugrl_runner_errmsg())
 **             says in words what was wrong and what was expected. A caller
 **             error (PLUGRL_INVALID_ARGUMENT, PLUGRL_OUT_OF_ORDER) is found
-**             before anything is sent: the connection is unchanged.
+**             before anything is sent: the connection is unchanged (but
+**             for memory that faults, under Memory below).
 **   Handles.  plugrl_client and plugrl_runner are opaque. A handle is a
 **             token the library looks up, never an address it reads: a
 **             NULL, closed or made-up handle gets PLUGRL_CLOSED, never a
@@ -35,6 +36,15 @@
 **             also where its count is 0: not a small made-up value such as
 **             Rust's dangling pointer of an empty slice (0x1, 0x8), which
 **             the Go runtime inside takes for a corrupt pointer and aborts.
+**             A pointer to memory the process cannot read or write (a
+**             camera buffer unmapped, an array freed back to the system, a
+**             GPU's device pointer) is PLUGRL_INVALID_ARGUMENT, not a
+**             crash: the message names the address that faulted, and the
+**             connection is dropped, since part of a message may have
+**             been sent (the next call reconnects; SPEC 7.6 drops what was
+**             owed on it). Memory that is mapped but not what the caller
+**             meant (freed to malloc, the wrong array) is read as it is:
+**             nothing can tell.
 **   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
 **             byte order.
 **   Blocking. Calls that talk to the server block the calling thread up to

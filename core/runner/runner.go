@@ -361,11 +361,27 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 	return nil
 }
 
+// Abandon drops the client's connection and every chunk held, for a
+// caller whose Act or Report broke off in the middle (the C API's, when
+// the caller's memory faulted): what was owed on the connection is never
+// sent (SPEC 7.6), as after a reconnect, and the next Act infers afresh
+// for every env. Episodes go on; the chunks' steps are not fed back.
+func (r *Runner) Abandon() {
+	r.c.Abandon()
+	r.forgetChunks() // the next Act's reconnect counts as the restart
+	r.acted = false
+}
+
 // restart forgets every chunk after a reconnect: the server kept nothing
 // (and a chunk buffer over keepChunk goes, as when a chunk ends). The
 // action's shape is learned again: the server may have changed.
 func (r *Runner) restart() {
 	r.restarts++
+	r.forgetChunks()
+}
+
+// forgetChunks drops every env's chunk, keeping its episode.
+func (r *Runner) forgetChunks() {
 	for i := range r.envs {
 		e := &r.envs[i]
 		e.step, e.remaining, e.chunkSum = 0, 0, 0

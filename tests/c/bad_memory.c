@@ -1,0 +1,205 @@
+/*
+** bad_memory.c - a caller that points the library at memory it cannot read
+** or write, through the real library.
+**
+**   bad_memory URL   (a `plugrl serve --action-dim 3 --horizon 4 --policy probe`)
+**
+** A camera buffer given back to its driver (unmapped), a freed array, a
+** GPU's device pointer: reading it used to end the whole process ("fatal
+** error: unexpected fault address"). Now the call returns
+** PLUGRL_INVALID_ARGUMENT, its message names the address that faulted,
+** the connection is dropped (the fault may have come in the middle of a
+** message), and the next call with good memory goes on. Each case, on a
+** client or a runner that reconnects:
+**
+**   - plugrl_infer with an array's data unmapped, then with good data:
+**     PLUGRL_RECONNECTED, then PLUGRL_OK and a feedback that goes through;
+**   - plugrl_feedback with an array's data unmapped, then the next infer;
+**   - plugrl_runner_act with an array's data unmapped, then acts that give
+**     the probe policy's actions (tests/c/probe_runner.h checks them);
+**   - plugrl_runner_act with a text string unmapped;
+**   - plugrl_runner_act with the output buffer unmapped (a write that
+**     faults), then acts and reports that go through.
+**
+** Not in the sanitizer runs (tests/sanitizers.sh): AddressSanitizer and
+** ThreadSanitizer take the fault themselves, as they should.
+**
+** Exit status 0 when every check passed, 1 otherwise.
+*/
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include "probe_runner.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                         \
+  do {                                                                                                           \
+    if (!(cond)) {                                                                                               \
+      failures++;                                                                                                \
+      fprintf(stderr, "bad_memory.c:%d: FAIL: ", __LINE__);                                                      \
+      fprintf(stderr, __VA_ARGS__);                                                                              \
+      fputc('\n', stderr);                                                                                       \
+    }                                                                                                            \
+  } while (0)
+
+/* unmapped returns an address of a page that was mapped and no longer is. */
+static void *unmapped(void) {
+  void *p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
+  munmap(p, 1 << 16);
+  return p;
+}
+
+/* names_fault reports whether msg says a fault happened at addr. */
+static int names_fault(const char *msg, const void *addr) {
+  char want[64];
+  snprintf(want, sizeof want, "faulted at address %#lx", (unsigned long)(uintptr_t)addr);
+  return msg != NULL && strstr(msg, want) != NULL;
+}
+
+static plugrl_status open_reconnecting(const char *url, plugrl_client **c) {
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  o.max_reconnects = 3;
+  o.reconnect_backoff_ms = 10;
+  return plugrl_open(&o, c);
+}
+
+static void test_client(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_status s = open_reconnecting(url, &c);
+  CHECK(s == PLUGRL_OK, "open: %s", plugrl_status_str(s));
+  if (s != PLUGRL_OK) {
+    plugrl_close(c);
+    return;
+  }
+  double state[2] = {1, 2};
+  int64_t shape[2] = {1, 2}, env = 0, step = 0;
+  plugrl_array arr = {"s", state, PLUGRL_DTYPE_F64, 2, shape};
+  plugrl_observation obs;
+  memset(&obs, 0, sizeof obs);
+  obs.states = &arr;
+  obs.num_states = 1;
+  plugrl_action a;
+  float reward = 1;
+  uint8_t no = 0;
+
+  void *bad = unmapped();
+  arr.data = bad;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "infer, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_errmsg(c), bad), "infer, unmapped data: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  arr.data = state;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_RECONNECTED, "infer after the fault: %s, want PLUGRL_RECONNECTED", plugrl_status_str(s));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+
+  arr.data = bad;
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "feedback, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_errmsg(c), bad), "feedback: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  arr.data = state;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_RECONNECTED, "infer after the feedback's fault: %s, want PLUGRL_RECONNECTED", plugrl_status_str(s));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_close(c);
+  CHECK(s == PLUGRL_OK, "close: %s", plugrl_status_str(s));
+}
+
+/* steps runs n good acts and reports on p, checking every action. */
+static void steps(probe_runner *p, int n, const char *after) {
+  char why[256];
+  for (int i = 0; i < n; i++) {
+    plugrl_status s = probe_act(p);
+    CHECK(s == PLUGRL_OK, "act %d after %s: %s: %s", i, after, plugrl_status_str(s), probe_errmsg(p));
+    if (s != PLUGRL_OK) {
+      return;
+    }
+    if (!probe_check(p, why, sizeof why)) {
+      CHECK(0, "after %s: %s", after, why);
+      return;
+    }
+    s = probe_report(p);
+    CHECK(s == PLUGRL_OK, "report %d after %s: %s: %s", i, after, plugrl_status_str(s), probe_errmsg(p));
+  }
+}
+
+static void test_runner(const char *url) {
+  plugrl_options opt;
+  plugrl_options_init(&opt);
+  opt.url = url;
+  opt.max_reconnects = 3;
+  opt.reconnect_backoff_ms = 10;
+  probe_runner p;
+  plugrl_status s = probe_open(&p, &opt, "bad memory", 5);
+  CHECK(s == PLUGRL_OK, "runner open: %s", plugrl_status_str(s));
+  if (s != PLUGRL_OK) {
+    probe_close(&p);
+    return;
+  }
+  steps(&p, 6, "the start");
+
+  /* An array's data unmapped, at an act that infers (a fresh chunk). */
+  while (p.next_k[0] != 0 || p.next_k[1] != 0) {
+    steps(&p, 1, "waiting for a fresh chunk");
+  }
+  void *bad = unmapped();
+  p.arr.data = bad;
+  s = plugrl_runner_act(p.runner, &p.obs, p.actions, sizeof p.actions, PLUGRL_DTYPE_F64);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act: message '%s' does not name %p",
+        plugrl_runner_errmsg(p.runner), bad);
+  p.arr.data = p.state;
+  steps(&p, 12, "an act with unmapped data");
+
+  /* A text string unmapped, at an act that infers. */
+  while (p.next_k[0] != 0 || p.next_k[1] != 0) {
+    steps(&p, 1, "waiting for a fresh chunk");
+  }
+  bad = unmapped();
+  const char *good = p.text[1];
+  p.text[1] = bad;
+  s = plugrl_runner_act(p.runner, &p.obs, p.actions, sizeof p.actions, PLUGRL_DTYPE_F64);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped text: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act, text: message '%s' does not name %p",
+        plugrl_runner_errmsg(p.runner), bad);
+  p.text[1] = good;
+  steps(&p, 12, "an act with unmapped text");
+  /* The output buffer unmapped: the library's write into it faults. */
+  bad = unmapped();
+  s = plugrl_runner_act(p.runner, &p.obs, bad, sizeof p.actions, PLUGRL_DTYPE_F64);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped output: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act, output: message '%s' does not name %p",
+        plugrl_runner_errmsg(p.runner), bad);
+  /* The runner forgot its chunks with the connection: every env starts
+  ** a fresh one (step 0), as after any reconnect. */
+  p.next_k[0] = p.next_k[1] = 0;
+  steps(&p, 12, "an act with an unmapped output");
+  probe_close(&p);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s URL\n", argv[0]);
+    return 2;
+  }
+  test_client(argv[1]);
+  test_runner(argv[1]);
+  if (failures) {
+    fprintf(stderr, "bad_memory: %d checks failed\n", failures);
+    return 1;
+  }
+  printf("bad_memory: every call given unreadable or unwritable memory returned PLUGRL_INVALID_ARGUMENT naming "
+         "the address, and the next calls went on\n");
+  return 0;
+}
