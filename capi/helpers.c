@@ -257,7 +257,8 @@ char *plugrl__thread_buffer(size_t n) {
 /* ------------------------------------------------------------------------
 ** The signal-handler remedy: see plugrl_fix_signal_handlers in plugrl.h.
 ** plugrl_open applies it too (plugrl__onstack_all), as the Go runtime does
-** at load for the handlers installed before it: a SIGPROF profiler's
+** at load for the handlers installed before it (not SIGCONT's, SIGTSTP's,
+** SIGTTIN's or SIGTTOU's: initsig skips _SigDefault): a SIGPROF profiler's
 ** handler without SA_ONSTACK (gperftools', whose CPUPROFILE starts it
 ** before main) ran on goroutine stacks, past their ends, and the
 ** collector then found its heap corrupted ("fatal error: found pointer to
@@ -277,7 +278,9 @@ static int same_action(const struct sigaction *a, const struct sigaction *b) {
 ** lacks it, keeping the rest, and returns 1 if it did. Reading and writing
 ** are two system calls, and a host thread may install a handler between
 ** them: the write returns the action it replaced, and one that is not what
-** was read (the host's new handler) is put back as it was. */
+** was read (the host's new handler) is put back as it was. Between the two
+** writes the action read is live again, and a third install in that window
+** is overwritten by the put-back: sigaction has no compare-and-swap. */
 static int add_onstack(int sig) {
   struct sigaction seen, fixed, replaced;
   memset(&seen, 0, sizeof seen);

@@ -136,14 +136,23 @@
 **     thread while it runs the library's Go code can crash the process
 **     (the handler would run on a small goroutine stack, past its end: a
 **     SIGPROF profiler's, gperftools' or gprof's, corrupted the Go heap).
-**     The Go runtime adds SA_ONSTACK to the handlers installed before the
-**     library loaded, and every plugrl_open to those installed since
+**     The Go runtime adds SA_ONSTACK at load to the handlers installed
+**     before it (all but SIGCONT's, SIGTSTP's, SIGTTIN's and SIGTTOU's),
+**     and every plugrl_open to every handler installed by then
 **     (rclcpp's, a profiler's started before it); a program that installs
 **     one lacking it after its first open calls
 **     plugrl_fix_signal_handlers() after installing it. Handlers should
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
 **     32 KiB. A thread may install its own larger sigaltstack before its
 **     first call into the library, and the runtime then uses that one.
+**     The change is process-wide: once a handler has SA_ONSTACK, it runs
+**     on the sigaltstack of every thread that has one, also a thread that
+**     never calls in and whose own stack is small (Rust's std gives each
+**     of its threads 8 KiB, for its SIGSEGV handler). A SIGPROF handler
+**     using 12 KiB, installed after load without SA_ONSTACK, ran on such
+**     a thread's stack until plugrl_open and crashed the process
+**     (SIGSEGV) after it: a handler must fit the smallest sigaltstack in
+**     the process.
 **     A handler for SIGSEGV, SIGBUS or SIGFPE installed after the library
 **     loaded (a crash reporter's) takes those faults from the runtime.
 **     Nothing in the library faults in normal operation (20 sessions of
@@ -612,8 +621,14 @@ plugrl_status plugrl_interrupt_all(void);
 ** installs SIGINT and SIGTERM handlers without it; ProfilerStart() in the
 ** middle of a run); see PROCESS FACTS above for why. It changes
 ** process-wide state: a handler another thread installs while it runs
-** is kept as that thread installed it (each change is checked against
-** what it replaced), and is then left without SA_ONSTACK. Not
+** is put back as that thread installed it (each change is checked against
+** what it replaced), and is then left without SA_ONSTACK; until it is put
+** back (microseconds), the action it replaced is installed again, and a
+** signal then runs that (a thread installing a handler while another ran
+** this in a loop read back the one it had replaced 5 times in 696). Do
+** not install or remove handlers concurrently with this or with
+** plugrl_open if the replaced handler must never run again (a plugin
+** that restores its predecessor's handler and is then unloaded). Not
 ** async-signal-safe.
 */
 int plugrl_fix_signal_handlers(void);
