@@ -18,8 +18,8 @@
 **   2. over STEPS steps of two probe envs or more, until the handler has
 **      run MIN_CALLS times (ITIMER_PROF counts CPU time, in scheduler
 **      ticks), each action right, and every run of the handler on a thread
-**      that has a signal stack on it (the handler uses 12 KiB of stack, as
-**      a profiler's unwinder may);
+**      that has a signal stack on it, and at least one such run (the
+**      handler uses 12 KiB of stack, as a profiler's unwinder may);
 **   3. a handler installed after the open (SIGUSR1's) is left as it is,
 **      and plugrl_fix_signal_handlers gives it SA_ONSTACK (and returns 1).
 **
@@ -39,6 +39,8 @@ static long calls;
 /* Runs on a thread that had a signal stack, but not on it: on the thread's
 ** own stack, or, inside the library, on a goroutine's. */
 static long off_signal_stack;
+/* Runs on the signal stack: with none, nothing was checked. */
+static long on_signal_stack;
 
 static void on_sigprof(int sig, siginfo_t *info, void *context) {
   (void)sig;
@@ -48,8 +50,8 @@ static void on_sigprof(int sig, siginfo_t *info, void *context) {
   unwind[0] = 1;
   unwind[sizeof unwind - 1] = 1;
   stack_t ss;
-  if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && !(ss.ss_flags & SS_ONSTACK)) {
-    __atomic_fetch_add(&off_signal_stack, 1, __ATOMIC_RELAXED);
+  if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
+    __atomic_fetch_add((ss.ss_flags & SS_ONSTACK) ? &on_signal_stack : &off_signal_stack, 1, __ATOMIC_RELAXED);
   }
   __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
 }
@@ -123,11 +125,16 @@ int main(int argc, char **argv) {
   probe_close(&p);
 
   long n = __atomic_load_n(&calls, __ATOMIC_RELAXED), off_stack = __atomic_load_n(&off_signal_stack, __ATOMIC_RELAXED);
+  long on_stack = __atomic_load_n(&on_signal_stack, __ATOMIC_RELAXED);
   if (why[0] != '\0') {
     return fail(why);
   }
   if (off_stack != 0) {
     snprintf(why, sizeof why, "%ld of %ld SIGPROF handler runs were off their thread's signal stack", off_stack, n);
+    return fail(why);
+  }
+  if (on_stack == 0) {
+    snprintf(why, sizeof why, "none of %ld SIGPROF handler runs was on a thread with a signal stack: nothing checked", n);
     return fail(why);
   }
   if (n < MIN_CALLS) {
@@ -142,7 +149,7 @@ int main(int argc, char **argv) {
     return fail(why);
   }
   printf("profiler: %d steps, every action right; %ld SIGPROF handler runs, each on its thread's signal stack "
-         "where it had one\n",
-         acts, n);
+         "where it had one (%ld on one)\n",
+         acts, n, on_stack);
   return 0;
 }
