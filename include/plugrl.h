@@ -44,7 +44,9 @@
 **             been sent (the next call reconnects; SPEC 7.6 drops what was
 **             owed on it). Memory that is mapped but not what the caller
 **             meant (freed to malloc, the wrong array) is read as it is:
-**             nothing can tell.
+**             nothing can tell. A SIGSEGV handler the program installed
+**             after the library loaded (a crash reporter's) takes such a
+**             fault first (PROCESS FACTS).
 **   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
 **             byte order.
 **   Blocking. Calls that talk to the server block the calling thread up to
