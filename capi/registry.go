@@ -554,11 +554,36 @@ func recoverString(s **C.plugrl_cchar) {
 	}
 }
 
-// recoverPlain is recoverTo for calls without a usable handle.
+// recoverPlain is recoverTo for calls without a usable handle: a memory
+// fault (see internal) is the caller's PLUGRL_INVALID_ARGUMENT here too
+// (plugrl_options_init's options, plugrl_open's client), any other panic
+// PLUGRL_INTERNAL.
 func recoverPlain(st *C.plugrl_status) {
 	if r := recover(); r != nil {
 		*st = C.PLUGRL_INTERNAL
+		if _, ok := r.(interface{ Addr() uintptr }); ok {
+			*st = C.PLUGRL_INVALID_ARGUMENT
+		}
 	}
+}
+
+// recoverStats is for plugrl_stats and plugrl_runner_stats, which do not
+// enter the handle (they read while another thread's call runs): a fault
+// writing the caller's out is PLUGRL_INVALID_ARGUMENT with a message, and
+// the connection, which that call may be using, is left alone. Any other
+// panic goes on to recoverPlain.
+func (h *handleBase) recoverStats(st *C.plugrl_status) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	f, ok := r.(interface{ Addr() uintptr })
+	if !ok {
+		panic(r)
+	}
+	h.setMsg(fmt.Sprintf("invalid argument: writing the statistics faulted at address %#x: out points to memory this process cannot write "+
+		"(freed, unmapped, or a GPU's device memory); nothing else was changed", f.Addr()))
+	*st = C.PLUGRL_INVALID_ARGUMENT
 }
 
 // statusOf is the plugrl_status of err: a client.Kind's value is its

@@ -30,6 +30,7 @@ func plugrl__go_stats(p *C.plugrl_client, out *C.plugrl_statistics) (st C.plugrl
 	if h == nil || h.closing.Load() {
 		return C.PLUGRL_CLOSED
 	}
+	defer h.recoverStats(&st)
 	if st := checkStatsOut(&h.handleBase, out, "plugrl_stats"); st != C.PLUGRL_OK {
 		return st
 	}
@@ -50,6 +51,7 @@ func plugrl__go_runner_stats(p *C.plugrl_runner, out *C.plugrl_statistics) (st C
 	if h == nil || h.closing.Load() || h.client.closing.Load() {
 		return C.PLUGRL_CLOSED
 	}
+	defer h.recoverStats(&st)
 	if st := checkStatsOut(&h.handleBase, out, "plugrl_runner_stats"); st != C.PLUGRL_OK {
 		return st
 	}

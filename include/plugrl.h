@@ -42,11 +42,15 @@
 **             crash: the message names the address that faulted, and the
 **             connection is dropped, since part of a message may have
 **             been sent (the next call reconnects; SPEC 7.6 drops what was
-**             owed on it). Memory that is mapped but not what the caller
-**             meant (freed to malloc, the wrong array) is read as it is:
-**             nothing can tell. A SIGSEGV handler the program installed
-**             after the library loaded (a crash reporter's) takes such a
-**             fault first (PROCESS FACTS).
+**             owed on it). plugrl_stats and plugrl_runner_stats, whose out
+**             faults, leave the connection alone. A pointer into the first
+**             page (NULL plus an offset) faults as the library's own nil
+**             dereference would, and is PLUGRL_INTERNAL; a message it broke
+**             off is dropped with its connection all the same. Memory that
+**             is mapped but not what the caller meant (freed to malloc, the
+**             wrong array) is read as it is: nothing can tell. A SIGSEGV
+**             handler the program installed after the library loaded (a
+**             crash reporter's) takes such a fault first (PROCESS FACTS).
 **   Arrays.   Arrays in and out are C-contiguous (row-major), in the host's
 **             byte order.
 **   Blocking. Calls that talk to the server block the calling thread up to

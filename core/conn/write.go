@@ -65,6 +65,7 @@ func (c *Conn) WriteMessageObserved(m *wire.Message, ob CopyObserver) error {
 func (c *Conn) WriteHeldMessage(m *wire.Message, ob CopyObserver) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	defer c.endBrokenFrame()
 	c.heldPath = true
 	err := c.writeLocked(m, ob, m.Len() <= heldMax && c.canHold)
 	c.heldPath = false
@@ -106,7 +107,23 @@ const (
 func (c *Conn) writeMessage(m *wire.Message, ob CopyObserver, hold bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	defer c.endBrokenFrame()
 	return c.writeLocked(m, ob, hold)
+}
+
+// endBrokenFrame ends the connection when a message's write left without
+// ending its frame and without failing the connection: a panic in the
+// middle of the copy, as a fault reading the caller's memory is under
+// debug.SetPanicOnFault (the C API's), whose recover sees no error. Part
+// of the frame may be on the wire already (all but the last write
+// buffer's worth of a long message): the next message would be read as
+// the rest of its payload, and its caller would wait for an answer that
+// never comes. Deferred with wmu held.
+func (c *Conn) endBrokenFrame() {
+	if c.inFrame && c.Err() == nil {
+		c.fail(fmt.Errorf("%w: a message's write broke off in the middle of its frame", ErrLost))
+		c.shutdown()
+	}
 }
 
 // writeLocked is writeMessage with wmu held.

@@ -112,6 +112,17 @@ static void test_client(const char *url) {
   CHECK(s == PLUGRL_OK, "infer: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
   CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+
+  /* plugrl_stats's out unwritable: it reads beside other calls, so it
+  ** leaves the connection alone (the next infer goes through). */
+  bad = unmapped();
+  s = plugrl_stats(c, bad);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "stats, unmapped out: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  CHECK(names_fault(plugrl_errmsg(c), bad), "stats: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer after stats' fault: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_close(c);
   CHECK(s == PLUGRL_OK, "close: %s", plugrl_status_str(s));
 }
