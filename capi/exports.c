@@ -43,6 +43,11 @@ static void enter(void) {
   plugrl__gate_enter();
   plugrl__rt_ceiling();
   if (!thread_bound) {
+    /* Before this thread first runs Go code (on a goroutine stack, with
+    ** the signal stack the runtime gives it from here on): the handlers
+    ** installed since load get SA_ONSTACK, as plugrl_open does. A host's
+    ** first call is often plugrl_options_init, before any open. */
+    plugrl__onstack_all();
     pthread_mutex_lock(&first_call_mu);
     plugrl__gate_bind_thread(); /* counted before Go fits its Ps to the threads */
     plugrl__go_bind_thread();

@@ -256,9 +256,10 @@ char *plugrl__thread_buffer(size_t n) {
 
 /* ------------------------------------------------------------------------
 ** The signal-handler remedy: see plugrl_fix_signal_handlers in plugrl.h.
-** plugrl_open applies it too (plugrl__onstack_all), as the Go runtime does
-** at load for the handlers installed before it (not SIGCONT's, SIGTSTP's,
-** SIGTTIN's or SIGTTOU's: initsig skips _SigDefault): a SIGPROF profiler's
+** plugrl_open and each thread's first call apply it too
+** (plugrl__onstack_all), as the Go runtime does at load for the handlers
+** installed before it (not SIGCONT's, SIGTSTP's, SIGTTIN's or SIGTTOU's:
+** initsig skips _SigDefault): a SIGPROF profiler's
 ** handler without SA_ONSTACK (gperftools', whose CPUPROFILE starts it
 ** before main) ran on goroutine stacks, past their ends, and the
 ** collector then found its heap corrupted ("fatal error: found pointer to

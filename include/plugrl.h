@@ -144,8 +144,9 @@
 **     SIGPROF profiler's, gperftools' or gprof's, corrupted the Go heap).
 **     The Go runtime adds SA_ONSTACK at load to the handlers installed
 **     before it (all but SIGCONT's, SIGTSTP's, SIGTTIN's and SIGTTOU's),
-**     and every plugrl_open to every handler installed by then
-**     (rclcpp's, a profiler's started before it); a program that installs
+**     and each thread's first call into the library and every
+**     plugrl_open add it to every handler installed by then (rclcpp's, a
+**     profiler's started before it); a program that installs
 **     one lacking it after its first open calls
 **     plugrl_fix_signal_handlers() after installing it. Handlers should
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are

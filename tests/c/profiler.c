@@ -9,9 +9,13 @@
 ** and a thread inside the library runs Go code on a goroutine stack of a
 ** few KiB; a profiler's handler ran past its end into the Go heap, and the
 ** collector then died ("fatal error: found pointer to free object",
-** gperftools' CPUPROFILE with the bench client). plugrl_open gives every
+** gperftools' CPUPROFILE with the bench client). A thread's first call
+** into the library (here plugrl_options_init) and plugrl_open give every
 ** handler installed by then SA_ONSTACK, so it runs on the signal stack the
-** runtime gives each thread that calls in (32 KiB). This checks:
+** runtime gives each thread that calls in (32 KiB). (With plugrl_open
+** alone, a signal between the first call, which gave main its signal
+** stack, and the open ran off it: 1 run of 100 in 1 of 12 runs, four at a
+** time.) This checks:
 **
 **   1. after plugrl_open, SIGPROF's handler has SA_ONSTACK, and is
 **      otherwise the host's (the same function, SA_SIGINFO and SA_RESTART);
