@@ -91,9 +91,6 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
   ** a plugrl_interrupt_all from here on ends this open, though it finds
   ** no handle to raise until the open has registered one. */
   uint64_t interrupts = plugrl__interrupt_all_count();
-  /* Handlers installed since the library loaded (a profiler's SIGPROF,
-  ** rclcpp's SIGINT) get SA_ONSTACK before this thread runs Go code. */
-  plugrl__onstack_all();
   enter();
   plugrl_status result = plugrl__go_open(options, client, interrupts);
   leave();

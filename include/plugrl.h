@@ -145,8 +145,9 @@
 **     The Go runtime adds SA_ONSTACK at load to the handlers installed
 **     before it (all but SIGCONT's, SIGTSTP's, SIGTTIN's and SIGTTOU's),
 **     and each thread's first call into the library and every
-**     plugrl_open add it to every handler installed by then (rclcpp's, a
-**     profiler's started before it); a program that installs
+**     plugrl_open (once its options are accepted, before it connects) add
+**     it to every handler installed by then (rclcpp's, a profiler's
+**     started before it); a program that installs
 **     one lacking it after its first open calls
 **     plugrl_fix_signal_handlers() after installing it. Handlers should
 **     use less than 16 KiB of stack: the Go runtime's signal stacks are
@@ -622,7 +623,8 @@ plugrl_status plugrl_interrupt_all(void);
 /*
 ** Adds SA_ONSTACK to every signal handler installed in the process that
 ** lacks it, keeping each handler, its mask and its other flags, and
-** returns how many it changed. plugrl_open does the same first, so this
+** returns how many it changed. plugrl_open does the same (once its
+** options are accepted), and so does each thread's first call, so this
 ** is needed only for handlers that lack SA_ONSTACK and were installed
 ** after a plugrl_open (rclcpp::init() after the client is open, which
 ** installs SIGINT and SIGTERM handlers without it; ProfilerStart() in the
