@@ -39,8 +39,9 @@ int plugrl__interrupt_fd(void);
 /* 0 if n (at most 8) more descriptors can be made now (they are made and
 ** closed again), else the errno that refused one (EMFILE, ENFILE). */
 int plugrl__spare_descriptors(int n);
-/* Adds SA_ONSTACK to every handler that lacks it (plugrl_fix_signal_handlers,
-** which plugrl_open calls too); returns how many it changed. */
+/* Adds SA_ONSTACK to every handler that lacks it (plugrl_fix_signal_handlers;
+** also run by a thread's first call and by plugrl_open); returns how many
+** it changed. */
 int plugrl__onstack_all(void);
 int plugrl__slot_publish(uint32_t index, uint64_t token, uint64_t target);
 void plugrl__slot_retire(uint32_t index);

@@ -531,11 +531,11 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 // which was sent, and SPEC 7.6 then drops what was owed on it (the next
 // infer reconnects).
 func (h *handleBase) internal(r any, st *C.plugrl_status) {
-	if f, ok := r.(interface{ Addr() uintptr }); ok {
+	if addr, ok := faultAddr(r); ok {
 		h.setMsg(fmt.Sprintf("invalid argument: reading or writing memory the call was given faulted at address %#x: "+
 			"an array's data, a name, a text or an output buffer points to memory this process cannot read or write "+
-			"(freed, unmapped, or a GPU's device memory); the connection was dropped, and the next call reconnects "+
-			"(if every pointer given was good, this is a bug in libplugrl: please report it)", f.Addr()))
+			"%s; the connection was dropped, and the next call reconnects "+
+			"(if every pointer given was good, this is a bug in libplugrl: please report it)", addr, unreachableMemory))
 		*st = C.PLUGRL_INVALID_ARGUMENT
 		if h.abandon != nil {
 			h.abandon()
@@ -545,6 +545,20 @@ func (h *handleBase) internal(r any, st *C.plugrl_status) {
 	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
 	*st = C.PLUGRL_INTERNAL
 }
+
+// faultAddr is the address a recovered panic's value r names when it is a
+// memory fault (the runtime.Error of debug.SetPanicOnFault; one below the
+// first page is a nil dereference and names none).
+func faultAddr(r any) (uintptr, bool) {
+	f, ok := r.(interface{ Addr() uintptr })
+	if !ok {
+		return 0, false
+	}
+	return f.Addr(), true
+}
+
+// unreachableMemory is what faulting memory usually was, for the messages.
+const unreachableMemory = "(freed, unmapped, or a GPU's device memory)"
 
 // recoverString is for the exports that return a string: a panic gives
 // the static "internal error" text instead.
@@ -561,7 +575,7 @@ func recoverString(s **C.plugrl_cchar) {
 func recoverPlain(st *C.plugrl_status) {
 	if r := recover(); r != nil {
 		*st = C.PLUGRL_INTERNAL
-		if _, ok := r.(interface{ Addr() uintptr }); ok {
+		if _, ok := faultAddr(r); ok {
 			*st = C.PLUGRL_INVALID_ARGUMENT
 		}
 	}
@@ -577,12 +591,12 @@ func (h *handleBase) recoverStats(st *C.plugrl_status) {
 	if r == nil {
 		return
 	}
-	f, ok := r.(interface{ Addr() uintptr })
+	addr, ok := faultAddr(r)
 	if !ok {
 		panic(r)
 	}
 	h.setMsg(fmt.Sprintf("invalid argument: writing the statistics faulted at address %#x: out points to memory this process cannot write "+
-		"(freed, unmapped, or a GPU's device memory); nothing else was changed", f.Addr()))
+		"%s; nothing else was changed", addr, unreachableMemory))
 	*st = C.PLUGRL_INVALID_ARGUMENT
 }
 

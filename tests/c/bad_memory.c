@@ -55,12 +55,22 @@ static void *unmapped(void) {
   return p;
 }
 
-/* names_fault reports whether msg says a fault happened at addr. */
-static int names_fault(const char *msg, const void *addr) {
+/* expect_fault checks that a call given memory at addr that faults (what)
+** returned PLUGRL_INVALID_ARGUMENT and that its message msg names addr. */
+static void expect_fault(int line, const char *what, plugrl_status s, const char *msg, const void *addr) {
   char want[64];
   snprintf(want, sizeof want, "faulted at address %#lx", (unsigned long)(uintptr_t)addr);
-  return msg != NULL && strstr(msg, want) != NULL;
+  if (s != PLUGRL_INVALID_ARGUMENT) {
+    failures++;
+    fprintf(stderr, "bad_memory.c:%d: FAIL: %s: %s, want PLUGRL_INVALID_ARGUMENT\n", line, what, plugrl_status_str(s));
+  }
+  if (msg == NULL || strstr(msg, want) == NULL) {
+    failures++;
+    fprintf(stderr, "bad_memory.c:%d: FAIL: %s: message '%s' does not name %p\n", line, what, msg ? msg : "(null)",
+            addr);
+  }
 }
+#define EXPECT_FAULT(what, s, msg, addr) expect_fault(__LINE__, what, s, msg, addr)
 
 static plugrl_status open_reconnecting(const char *url, plugrl_client **c) {
   plugrl_options o;
@@ -93,8 +103,7 @@ static void test_client(const char *url) {
   void *bad = unmapped();
   arr.data = bad;
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "infer, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_errmsg(c), bad), "infer, unmapped data: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  EXPECT_FAULT("infer, unmapped data", s, plugrl_errmsg(c), bad);
   arr.data = state;
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
   CHECK(s == PLUGRL_RECONNECTED, "infer after the fault: %s, want PLUGRL_RECONNECTED", plugrl_status_str(s));
@@ -103,8 +112,7 @@ static void test_client(const char *url) {
 
   arr.data = bad;
   s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "feedback, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_errmsg(c), bad), "feedback: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  EXPECT_FAULT("feedback, unmapped data", s, plugrl_errmsg(c), bad);
   arr.data = state;
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
   CHECK(s == PLUGRL_RECONNECTED, "infer after the feedback's fault: %s, want PLUGRL_RECONNECTED", plugrl_status_str(s));
@@ -117,8 +125,7 @@ static void test_client(const char *url) {
   ** leaves the connection alone (the next infer goes through). */
   bad = unmapped();
   s = plugrl_stats(c, bad);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "stats, unmapped out: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_errmsg(c), bad), "stats: message '%s' does not name %p", plugrl_errmsg(c), bad);
+  EXPECT_FAULT("stats, unmapped out", s, plugrl_errmsg(c), bad);
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
   CHECK(s == PLUGRL_OK, "infer after stats' fault: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
@@ -167,9 +174,7 @@ static void test_runner(const char *url) {
   void *bad = unmapped();
   p.arr.data = bad;
   s = plugrl_runner_act(p.runner, &p.obs, p.actions, sizeof p.actions, PLUGRL_DTYPE_F64);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped data: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act: message '%s' does not name %p",
-        plugrl_runner_errmsg(p.runner), bad);
+  EXPECT_FAULT("act, unmapped data", s, plugrl_runner_errmsg(p.runner), bad);
   p.arr.data = p.state;
   steps(&p, 12, "an act with unmapped data");
 
@@ -181,17 +186,13 @@ static void test_runner(const char *url) {
   const char *good = p.text[1];
   p.text[1] = bad;
   s = plugrl_runner_act(p.runner, &p.obs, p.actions, sizeof p.actions, PLUGRL_DTYPE_F64);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped text: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act, text: message '%s' does not name %p",
-        plugrl_runner_errmsg(p.runner), bad);
+  EXPECT_FAULT("act, unmapped text", s, plugrl_runner_errmsg(p.runner), bad);
   p.text[1] = good;
   steps(&p, 12, "an act with unmapped text");
   /* The output buffer unmapped: the library's write into it faults. */
   bad = unmapped();
   s = plugrl_runner_act(p.runner, &p.obs, bad, sizeof p.actions, PLUGRL_DTYPE_F64);
-  CHECK(s == PLUGRL_INVALID_ARGUMENT, "act, unmapped output: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
-  CHECK(names_fault(plugrl_runner_errmsg(p.runner), bad), "act, output: message '%s' does not name %p",
-        plugrl_runner_errmsg(p.runner), bad);
+  EXPECT_FAULT("act, unmapped output", s, plugrl_runner_errmsg(p.runner), bad);
   /* The runner forgot its chunks with the connection: every env starts
   ** a fresh one (step 0), as after any reconnect. */
   p.next_k[0] = p.next_k[1] = 0;
