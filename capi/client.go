@@ -184,11 +184,12 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 	// Published before connecting, so that plugrl_interrupt on the token
 	// (already in *out) ends the connect, and plugrl_close releases it.
 	h.c = c
-	h.abandon = c.Abandon
+	h.abandon = c.AbandonBecause
 	h.opening.Store(c)
 	if h.takeInterrupt() || h.early.Swap(false) { // raised before the client was there to take it
 		c.Interrupt()
 	}
+	h.midway = true
 	err = c.Connect(context.Background())
 	if err == nil {
 		h.cl.Store(c) // before opening is cleared: an interrupt always finds a client
@@ -404,6 +405,7 @@ func plugrl__go_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *
 		h.reuse = flags(h.reuse, reuse, int(n))
 		h.req.Reuse = h.reuse
 	}
+	h.midway = true
 	a, err := h.c.Infer(&h.req)
 	if err != nil {
 		return h.fail(err)
@@ -539,6 +541,7 @@ func plugrl__go_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepID
 		}
 		h.fb.Episode = &h.ep
 	}
+	h.midway = true
 	if err := h.c.Feedback(&h.fb); err != nil {
 		return h.fail(err)
 	}

@@ -378,10 +378,21 @@ type handleBase struct {
 	msg   string
 
 	// abandon drops the connection after a memory fault inside a call on
-	// this handle (see internal): the client's Abandon, or the runner's,
-	// which also forgets its chunks. Set while the handle is busy (open,
-	// runner_new), and called only inside calls on it.
-	abandon func()
+	// this handle that had begun to use it (see midway and internal): the
+	// client's AbandonBecause, or the runner's, which also forgets its
+	// chunks. Set while the handle is busy (open, runner_new), and called
+	// only inside calls on it.
+	abandon func(why error)
+	// midway is set by a call just before it hands the caller's memory to
+	// the client or runner (an infer's, a feedback's, an act's or a
+	// report's, and open's connect), and cleared when the call ends. A
+	// fault from then on may have come in the middle of a message, or of
+	// the runner's steps, and drops the connection; one before it (a
+	// call's own arguments, the metadata getters, plugrl_action_copy,
+	// plugrl_runner_chunk) changed nothing, and leaves the connection and
+	// what it owes as they were. Read and written only by the thread
+	// inside the call.
+	midway bool
 }
 
 func (h *handleBase) base() *handleBase { return h }
@@ -508,6 +519,7 @@ func (h *handleBase) done(st *C.plugrl_status) {
 	if r := recover(); r != nil {
 		h.internal(r, st)
 	}
+	h.midway = false
 	h.leave()
 }
 
@@ -517,6 +529,7 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 	if r := recover(); r != nil {
 		h.internal(r, st)
 	}
+	h.midway = false
 }
 
 // internal records a panic's value and stack for plugrl_errmsg.
@@ -526,25 +539,32 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 // (bindThread, debug.SetPanicOnFault), and what faults is nearly always
 // memory the caller pointed at (an array's data that was freed or
 // unmapped, a GPU's device pointer, an output buffer it cannot write).
-// It is told as PLUGRL_INVALID_ARGUMENT, and the client's connection is
-// dropped: the fault may have come in the middle of a message, part of
-// which was sent, and SPEC 7.6 then drops what was owed on it (the next
-// infer reconnects).
+// It is told as PLUGRL_INVALID_ARGUMENT. If the call was midway (see
+// midway), the client's connection is dropped: the fault may have come in
+// the middle of a message, part of which was sent, and SPEC 7.6 then
+// drops what was owed on it (the next infer reconnects). Otherwise
+// nothing was changed, and the caller may make the call again with good
+// memory.
 func (h *handleBase) internal(r any, st *C.plugrl_status) {
 	if addr, ok := faultAddr(r); ok {
+		after := "nothing was changed: the connection, and what is owed on it, are as they were"
+		if h.midway && h.abandon != nil {
+			h.abandon(fmt.Errorf("%w at address %#x, in the middle of the call", errCallerMemory, addr))
+			after = "the connection was dropped, and the next call reconnects"
+		}
 		h.setMsg(fmt.Sprintf("invalid argument: reading or writing memory the call was given faulted at address %#x: "+
 			"an array's data, a name, a text or an output buffer points to memory this process cannot read or write "+
-			"%s; the connection was dropped, and the next call reconnects "+
-			"(if every pointer given was good, this is a bug in libplugrl: please report it)", addr, unreachableMemory))
+			"%s; %s (if every pointer given was good, this is a bug in libplugrl: please report it)", addr, unreachableMemory, after))
 		*st = C.PLUGRL_INVALID_ARGUMENT
-		if h.abandon != nil {
-			h.abandon()
-		}
 		return
 	}
 	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
 	*st = C.PLUGRL_INTERNAL
 }
+
+// errCallerMemory is why a connection was dropped after a memory fault
+// midway through a call: the reason the ledger's close record gives.
+var errCallerMemory = errors.New("memory the caller gave faulted")
 
 // faultAddr is the address a recovered panic's value r names when it is a
 // memory fault (the runtime.Error of debug.SetPanicOnFault; one below the

@@ -82,7 +82,7 @@ func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl
 		return c.fail(err)
 	}
 	h.r = r
-	h.abandon = r.Abandon
+	h.abandon = r.AbandonBecause
 	// An interrupt of the runner is one of its client: the call it waits
 	// in is the client's.
 	id, ok := register(h, c.id)
@@ -231,6 +231,7 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 	// as after any other infer, instead of reading freed memory (a fault
 	// that ended the process, for an action that malloc had mapped).
 	h.client.action = nil
+	h.midway = true // the runner works from here: a fault drops the connection
 	if h.client.takeInterrupt() {
 		h.client.c.Interrupt() // pending now: the next blocking call takes it
 	}
@@ -292,7 +293,10 @@ func plugrl__go_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, r
 	if err != nil {
 		return h.invalid("plugrl_runner_report: %v", err)
 	}
-	h.rewards = unsafe.Slice((*float64)(unsafe.Pointer(rewards)), h.n)
+	// The rewards are copied, as the flags are, before the runner steps:
+	// a fault reading them then changes nothing (no step counted, no
+	// connection dropped), and the caller may report again.
+	h.rewards = append(h.rewards[:0], unsafe.Slice((*float64)(unsafe.Pointer(rewards)), h.n)...)
 	h.term = flags(h.term, terminated, h.n)
 	h.trunc = flags(h.trunc, truncated, h.n)
 	var succ []bool

@@ -39,11 +39,18 @@
 **             A pointer to memory the process cannot read or write (a
 **             camera buffer unmapped, an array freed back to the system, a
 **             GPU's device pointer) is PLUGRL_INVALID_ARGUMENT, not a
-**             crash: the message names the address that faulted, and the
-**             connection is dropped, since part of a message may have
-**             been sent (the next call reconnects; SPEC 7.6 drops what was
-**             owed on it). plugrl_stats and plugrl_runner_stats, whose out
-**             faults, leave the connection alone. A pointer into the first
+**             crash: the message names the address that faulted. A fault
+**             while the call sends or steps (an array's data or an index
+**             read by plugrl_infer or plugrl_feedback; plugrl_runner_act's
+**             observation or actions, plugrl_runner_report's observation)
+**             drops the connection, since part of a message may have been
+**             sent (the next call reconnects; SPEC 7.6 drops what was owed
+**             on it). Any other fault changed nothing, and the call may be
+**             made again with good memory: in the getters (metadata,
+**             plugrl_action_copy, plugrl_can_reuse, plugrl_runner_chunk,
+**             plugrl_runner_step_size, the stats) and in what a call reads
+**             before it begins (the observation's names, shapes and texts,
+**             flags, plugrl_runner_report's rewards). A pointer into the first
 **             page (NULL plus an offset) faults as the library's own nil
 **             dereference would, and is PLUGRL_INTERNAL; a message it broke
 **             off is dropped with its connection all the same. Memory that

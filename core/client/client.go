@@ -468,17 +468,25 @@ var errAbandoned = errors.New("the caller abandoned the action (no memory for it
 // received (the runner found no memory for it, or a shape it cannot
 // step): feedback owed on it is never sent (SPEC 7.6), and the next Infer
 // reconnects.
-func (c *Client) Abandon() {
+func (c *Client) Abandon() { c.AbandonBecause(errAbandoned) }
+
+// AbandonBecause is Abandon for another reason, why, which the ledger's
+// close record gives (the C API's: the caller's memory faulted in the
+// middle of a call); nil is Abandon's.
+func (c *Client) AbandonBecause(why error) {
+	if why == nil {
+		why = errAbandoned
+	}
 	if !c.tryEnter() {
 		return // Close drops the connection
 	}
 	defer c.leave()
-	c.abandon()
+	c.abandon(why)
 }
 
-func (c *Client) abandon() {
+func (c *Client) abandon(why error) {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
-		c.dropConnection(CauseOther, errAbandoned)
+		c.dropConnection(CauseOther, why)
 	}
 }
 

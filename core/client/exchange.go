@@ -4,6 +4,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/plugrl/libplugrl/core/conn"
@@ -58,7 +59,7 @@ func (c *Client) InferFunc(req *Request, use func(*wire.Action) error) error {
 		return err
 	}
 	if err := use(a); err != nil {
-		c.abandon()
+		c.abandon(fmt.Errorf("InferFunc's use of the action failed: %w", err))
 		return err
 	}
 	c.releaseAction()
@@ -349,6 +350,17 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	}()
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	heldPath := c.tight && !episodeEnds // counted by the connection when it leaves
+	// A send that never returns (a panic in it: the C API's caller's
+	// memory faulted while it was copied, and the conn ended the broken
+	// frame) loses its envs' feedback as a failed one does, before the
+	// caller's recover drops the connection (AbandonBecause): its close
+	// record then names them. Their flags were cleared above.
+	broke := true
+	defer func() {
+		if broke {
+			c.feedbackLost(f.EnvIndices)
+		}
+	}()
 	if heldPath {
 		// Its envs are kept: the message leaves with the next infer, or
 		// with the sweeper's tick, and if it never does they are dropped
@@ -358,12 +370,9 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	} else {
 		err = c.conn.WriteMessageObserved(&c.feedbackMsg, ob)
 	}
+	broke = false
 	if err != nil {
-		// Its envs' flags were cleared above: count them here.
-		c.stats.rowsDropped.Add(uint64(len(f.EnvIndices)))
-		if c.ledger != nil {
-			c.owedLost = append(c.owedLost[:0], f.EnvIndices...)
-		}
+		c.feedbackLost(f.EnvIndices)
 		return c.lost(err, "sending feedback") // inside the section: an interrupt ends its reconnect
 	}
 	// The send is done: an interrupt from here on is pending for the next
@@ -379,6 +388,16 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	}
 	c.phase = phaseIdle
 	return nil
+}
+
+// feedbackLost counts the feedback of envs, whose flags Feedback cleared
+// before a send that failed, as dropped, and keeps them for the ledger's
+// close record (dropConnection's).
+func (c *Client) feedbackLost(envs []int64) {
+	c.stats.rowsDropped.Add(uint64(len(envs)))
+	if c.ledger != nil {
+		c.owedLost = append(c.owedLost[:0], envs...)
+	}
 }
 
 // tightLoop is the pace at which feedback is held back. When the caller's

@@ -378,3 +378,39 @@ func TestLedgerCloseRecordsWhoEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerAbandonRecordsWhy: the close record of a connection dropped
+// by AbandonBecause gives its reason (the C API's memory fault names the
+// address), and Abandon's gives its own; both drop the action owed.
+func TestLedgerAbandonRecordsWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		abandon func(*client.Client)
+		want    string
+	}{
+		{"AbandonBecause", func(c *client.Client) { c.AbandonBecause(errors.New("memory the caller gave faulted at 0x7f00")) }, "memory the caller gave faulted at 0x7f00"},
+		{"Abandon", (*client.Client).Abandon, "the caller abandoned the action"},
+		{"AbandonBecause(nil)", func(c *client.Client) { c.AbandonBecause(nil) }, "the caller abandoned the action"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1})
+			path := filepath.Join(t.TempDir(), "l")
+			c := dial(t, url, func(o *client.Options) { o.LedgerPath = path })
+			w := newWorld()
+			if _, err := w.infer(c); err != nil {
+				t.Fatal(err)
+			}
+			tc.abandon(c)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			closes := ledgerCloses(t, path)
+			if len(closes) != 1 {
+				t.Fatalf("%d close records, want 1", len(closes))
+			}
+			if r := closes[0]; r.By != "local" || !strings.Contains(r.Err, tc.want) || !slices.Equal(r.Dropped, []int64{0}) {
+				t.Fatalf("close recorded by %q error %q dropped %v; want local, an error with %q, dropped [0]", r.By, r.Err, r.Dropped, tc.want)
+			}
+		})
+	}
+}

@@ -366,8 +366,12 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 // the caller's memory faulted): what was owed on the connection is never
 // sent (SPEC 7.6), as after a reconnect, and the next Act infers afresh
 // for every env. Episodes go on; the chunks' steps are not fed back.
-func (r *Runner) Abandon() {
-	r.c.Abandon()
+func (r *Runner) Abandon() { r.AbandonBecause(nil) }
+
+// AbandonBecause is Abandon for a reason, why, which the ledger's close
+// record gives (see client.Client.AbandonBecause).
+func (r *Runner) AbandonBecause(why error) {
+	r.c.AbandonBecause(why)
 	r.forgetChunks() // the next Act's reconnect counts as the restart
 	r.acted = false
 }

@@ -21,6 +21,17 @@
 **   - plugrl_runner_act with the output buffer unmapped (a write that
 **     faults), then acts and reports that go through.
 **
+** A fault in a call that sends nothing, or in what a call reads before it
+** begins, changes nothing: the connection stays, and what it owes.
+**
+**   - plugrl_action_copy, plugrl_metadata_json, plugrl_metadata_int and
+**     plugrl_can_reuse given unmapped memory while an action is held: the
+**     action copies into good memory, and its feedback goes through on
+**     the same connection (the next infer is not PLUGRL_RECONNECTED);
+**   - plugrl_runner_chunk, plugrl_runner_step_size and
+**     plugrl_runner_report's rewards unmapped in the middle of chunks:
+**     the same report goes through, and the chunks go on where they were.
+**
 ** Not in the sanitizer runs (tests/sanitizers.sh): AddressSanitizer and
 ** ThreadSanitizer take the fault themselves, as they should.
 **
@@ -128,6 +139,33 @@ static void test_client(const char *url) {
   EXPECT_FAULT("stats, unmapped out", s, plugrl_errmsg(c), bad);
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
   CHECK(s == PLUGRL_OK, "infer after stats' fault: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+
+  /* The calls that send nothing change nothing when their memory faults:
+  ** the action is still held (a copy into good memory gets it), and its
+  ** feedback goes through on the same connection (the infer after it is
+  ** PLUGRL_OK, not PLUGRL_RECONNECTED). */
+  s = plugrl_action_copy(c, bad, 4096, PLUGRL_DTYPE_F32);
+  EXPECT_FAULT("action_copy, unmapped dst", s, plugrl_errmsg(c), bad);
+  CHECK(strstr(plugrl_errmsg(c), "nothing was changed") != NULL, "action_copy's message does not say nothing was changed: %s",
+        plugrl_errmsg(c));
+  float got[16] = {0}; /* the action: horizon 4 x action dim 3 */
+  s = plugrl_action_copy(c, got, sizeof got, PLUGRL_DTYPE_F32);
+  CHECK(s == PLUGRL_OK, "action_copy after its fault: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  int64_t len;
+  int present, yes;
+  s = plugrl_metadata_json(c, NULL, bad, 1 << 16, NULL, &present);
+  EXPECT_FAULT("metadata_json, unmapped buf", s, plugrl_errmsg(c), bad);
+  s = plugrl_metadata_int(c, bad, &len, &present);
+  EXPECT_FAULT("metadata_int, unmapped key", s, plugrl_errmsg(c), bad);
+  s = plugrl_can_reuse(c, 0, bad);
+  EXPECT_FAULT("can_reuse, unmapped yes", s, plugrl_errmsg(c), bad);
+  s = plugrl_can_reuse(c, 0, &yes);
+  CHECK(s == PLUGRL_OK, "can_reuse after its fault: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_OK, "feedback after the getters' faults: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer after the getters' faults: %s, want PLUGRL_OK on the same connection: %s",
+        plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
   CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_close(c);
@@ -197,6 +235,36 @@ static void test_runner(const char *url) {
   ** a fresh one (step 0), as after any reconnect. */
   p.next_k[0] = p.next_k[1] = 0;
   steps(&p, 12, "an act with an unmapped output");
+
+  /* In the middle of chunks: a chunk's dst, the step size's out and a
+  ** report's rewards unmapped change nothing. The same report with good
+  ** rewards goes through, and the chunks go on where they were (the
+  ** probe policy's actions checked): no step was counted twice, and no
+  ** chunk was forgotten. */
+  while (p.next_k[0] == 0) {
+    steps(&p, 1, "waiting for the middle of a chunk");
+  }
+  s = probe_act(&p);
+  CHECK(s == PLUGRL_OK, "act: %s: %s", plugrl_status_str(s), probe_errmsg(&p));
+  bad = unmapped();
+  int64_t n = -1, size;
+  int known;
+  s = plugrl_runner_chunk(p.runner, 0, bad, 4096, PLUGRL_DTYPE_F64, &n);
+  EXPECT_FAULT("runner_chunk, unmapped dst", s, plugrl_runner_errmsg(p.runner), bad);
+  double chunk[PROBE_HORIZON][PROBE_DIM];
+  s = plugrl_runner_chunk(p.runner, 0, chunk, sizeof chunk, PLUGRL_DTYPE_F64, &n);
+  CHECK(s == PLUGRL_OK && n == PROBE_HORIZON - p.next_k[0], "runner_chunk after its fault: %s, %lld steps, want %d: %s",
+        plugrl_status_str(s), (long long)n, PROBE_HORIZON - p.next_k[0], probe_errmsg(&p));
+  s = plugrl_runner_step_size(p.runner, bad, &known);
+  EXPECT_FAULT("runner_step_size, unmapped step_size", s, plugrl_runner_errmsg(p.runner), bad);
+  s = plugrl_runner_step_size(p.runner, &size, &known);
+  CHECK(s == PLUGRL_OK && known && size == PROBE_DIM, "runner_step_size after its fault: %s, %lld (known %d)",
+        plugrl_status_str(s), (long long)size, known);
+  s = plugrl_runner_report(p.runner, &p.obs, bad, p.terminated, p.truncated, NULL);
+  EXPECT_FAULT("runner_report, unmapped rewards", s, plugrl_runner_errmsg(p.runner), bad);
+  s = probe_report(&p);
+  CHECK(s == PLUGRL_OK, "report after its fault: %s: %s", plugrl_status_str(s), probe_errmsg(&p));
+  steps(&p, 12, "the faults in the middle of chunks");
   probe_close(&p);
 }
 
