@@ -32,6 +32,11 @@
 **     plugrl_runner_report's rewards unmapped in the middle of chunks:
 **     the same report goes through, and the chunks go on where they were.
 **
+** And plugrl_options_init's options, plugrl_open's out and its options
+** unmapped (PLUGRL_INVALID_ARGUMENT, without a handle or with one); an
+** array's data at 0x10, in the first page (PLUGRL_INTERNAL, as the header
+** says, and the next infer reconnects).
+**
 ** Not in the sanitizer runs (tests/sanitizers.sh): AddressSanitizer and
 ** ThreadSanitizer take the fault themselves, as they should.
 **
@@ -268,6 +273,58 @@ static void test_runner(const char *url) {
   probe_close(&p);
 }
 
+/* The calls without a usable handle yet: plugrl_options_init's options
+** and plugrl_open's out unmapped are PLUGRL_INVALID_ARGUMENT (there is no
+** handle for a message); plugrl_open's options unmapped is too, with the
+** address in the new handle's message. */
+static void test_plain(const char *url) {
+  void *bad = unmapped();
+  plugrl_status s = plugrl_options_init((plugrl_options *)bad);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "options_init, unmapped options: %s, want PLUGRL_INVALID_ARGUMENT",
+        plugrl_status_str(s));
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  s = plugrl_open(&o, (plugrl_client **)bad);
+  CHECK(s == PLUGRL_INVALID_ARGUMENT, "open, unmapped client: %s, want PLUGRL_INVALID_ARGUMENT", plugrl_status_str(s));
+  plugrl_client *c = NULL;
+  s = plugrl_open((const plugrl_options *)bad, &c);
+  EXPECT_FAULT("open, unmapped options", s, plugrl_errmsg(c), bad);
+  s = plugrl_close(c);
+  CHECK(s == PLUGRL_OK, "close after the open's fault: %s", plugrl_status_str(s));
+}
+
+/* A pointer into the first page in the middle of a message: the library
+** cannot tell it from a nil dereference of its own, so it is
+** PLUGRL_INTERNAL (the header says so), and the frame it broke off ends
+** the connection all the same: the next infer reconnects and goes on. */
+static void test_first_page(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_status s = open_reconnecting(url, &c);
+  CHECK(s == PLUGRL_OK, "open: %s", plugrl_status_str(s));
+  if (s != PLUGRL_OK) {
+    plugrl_close(c);
+    return;
+  }
+  double state[2] = {1, 2};
+  int64_t shape[2] = {1, 2}, env = 0, step = 0;
+  plugrl_array arr = {"s", (void *)(uintptr_t)0x10, PLUGRL_DTYPE_F64, 2, shape};
+  plugrl_observation obs;
+  memset(&obs, 0, sizeof obs);
+  obs.states = &arr;
+  obs.num_states = 1;
+  plugrl_action a;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_INTERNAL, "infer, data at 0x10: %s, want PLUGRL_INTERNAL", plugrl_status_str(s));
+  arr.data = state;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_RECONNECTED, "infer after data at 0x10: %s, want PLUGRL_RECONNECTED: %s", plugrl_status_str(s),
+        plugrl_errmsg(c));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  plugrl_close(c);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s URL\n", argv[0]);
@@ -275,6 +332,8 @@ int main(int argc, char **argv) {
   }
   test_client(argv[1]);
   test_runner(argv[1]);
+  test_plain(argv[1]);
+  test_first_page(argv[1]);
   if (failures) {
     fprintf(stderr, "bad_memory: %d checks failed\n", failures);
     return 1;
