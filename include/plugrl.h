@@ -232,6 +232,17 @@
 **     stack (ulimit -s) is resident too: the bench client held 150-180 MB
 **     with 8 MiB stacks, 105 MB with 1 MiB ones, against 10 MB unlocked
 **     (README "Real-time callers").
+**   - The caller's stack: a call runs the library on the Go runtime's own
+**     stacks, and uses at most 3.7 KiB of the calling thread's (a
+**     thread's first call; 1.5-3 KiB after). Calls may be made from
+**     coroutines (ucontext, boost.context, minicoro, a behaviour tree's),
+**     several on one thread, a thread's first call from one too, and the
+**     coroutine may be switched out between calls (never during one: a
+**     call blocks its thread). Give such a stack 32 KiB free at the call,
+**     which is what the Go runtime assumes of a stack it did not make:
+**     its own code that runs there is not checked against a smaller one.
+**     CTest coroutine: 64 KiB stacks with a guard page, the most used
+**     measured every run.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
