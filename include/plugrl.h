@@ -243,6 +243,12 @@
 **     its own code that runs there is not checked against a smaller one.
 **     CTest coroutine: 64 KiB stacks with a guard page, the most used
 **     measured every run.
+**   - An address-space limit (RLIMIT_AS, ulimit -v) must leave the Go
+**     runtime about 0.8 GiB, which it reserves at load and never touches,
+**     plus a stack of ulimit -s for each thread it starts: under less the
+**     process ends inside the runtime, at load (before main) or when it
+**     next needs a thread. A memory cgroup (memory.max) limits what is
+**     resident instead (README "What every user must know").
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
