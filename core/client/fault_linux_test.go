@@ -1,3 +1,7 @@
+//go:build linux && !race && !asan && !msan
+
+// The race detector and the sanitizers take such a fault themselves.
+
 package client_test
 
 import (
@@ -5,12 +9,12 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"syscall"
 	"testing"
 	"unsafe"
 
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/badmem"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
 
@@ -21,15 +25,7 @@ import (
 // names them, with the abandon's reason. Before, their flags were cleared
 // and the panic skipped the count: the record said nothing was dropped.
 func TestFeedbackFaultDropsItsEnvs(t *testing.T) {
-	page := syscall.Getpagesize()
-	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		t.Skip(err)
-	}
-	t.Cleanup(func() { _ = syscall.Munmap(mem) })
-	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
-		t.Skip(err)
-	}
+	mem, page := badmem.TwoPages(t)
 	_, url := serve(t, refserver.Config{Horizon: 2, ActionDim: 1})
 	path := filepath.Join(t.TempDir(), "l")
 	c := dial(t, url, func(o *client.Options) { o.LedgerPath = path; o.MaxReconnects = -1 })

@@ -9,13 +9,13 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/gobwas/ws/wsutil"
 	"github.com/plugrl/libplugrl/core/wire"
+	"github.com/plugrl/libplugrl/internal/badmem"
 )
 
 // TestFaultMidFrameEndsConnection: a write that a panic breaks off in the
@@ -25,17 +25,7 @@ import (
 // open with part of a frame on the wire: the next message would be read
 // as the rest of that frame's payload, and its caller wait for ever.
 func TestFaultMidFrameEndsConnection(t *testing.T) {
-	page := syscall.Getpagesize()
-	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		t.Skip(err)
-	}
-	t.Cleanup(func() { _ = syscall.Munmap(mem) })
-	// The second page cannot be read (unmapping it would let the next
-	// mmap, the runtime's own, take its place).
-	if err := syscall.Mprotect(mem[page:], syscall.PROT_NONE); err != nil {
-		t.Skip(err)
-	}
+	mem, page := badmem.TwoPages(t)
 	base := unsafe.Pointer(&mem[0])
 	url := rawServer(t, func(c net.Conn, _ *http.Request) {
 		_ = wsutil.WriteServerBinary(c, []byte{0x80})

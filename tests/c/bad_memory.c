@@ -173,6 +173,20 @@ static void test_client(const char *url) {
         plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
   CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+
+  /* A pointer into the first page in the middle of a message: the
+  ** library cannot tell it from a nil dereference of its own, so it is
+  ** PLUGRL_INTERNAL (the header says so), and the frame it broke off ends
+  ** the connection all the same: the next infer reconnects and goes on. */
+  arr.data = (void *)(uintptr_t)0x10;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_INTERNAL, "infer, data at 0x10: %s, want PLUGRL_INTERNAL", plugrl_status_str(s));
+  arr.data = state;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_RECONNECTED, "infer after data at 0x10: %s, want PLUGRL_RECONNECTED: %s", plugrl_status_str(s),
+        plugrl_errmsg(c));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_close(c);
   CHECK(s == PLUGRL_OK, "close: %s", plugrl_status_str(s));
 }
@@ -294,37 +308,6 @@ static void test_plain(const char *url) {
   CHECK(s == PLUGRL_OK, "close after the open's fault: %s", plugrl_status_str(s));
 }
 
-/* A pointer into the first page in the middle of a message: the library
-** cannot tell it from a nil dereference of its own, so it is
-** PLUGRL_INTERNAL (the header says so), and the frame it broke off ends
-** the connection all the same: the next infer reconnects and goes on. */
-static void test_first_page(const char *url) {
-  plugrl_client *c = NULL;
-  plugrl_status s = open_reconnecting(url, &c);
-  CHECK(s == PLUGRL_OK, "open: %s", plugrl_status_str(s));
-  if (s != PLUGRL_OK) {
-    plugrl_close(c);
-    return;
-  }
-  double state[2] = {1, 2};
-  int64_t shape[2] = {1, 2}, env = 0, step = 0;
-  plugrl_array arr = {"s", (void *)(uintptr_t)0x10, PLUGRL_DTYPE_F64, 2, shape};
-  plugrl_observation obs;
-  memset(&obs, 0, sizeof obs);
-  obs.states = &arr;
-  obs.num_states = 1;
-  plugrl_action a;
-  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
-  CHECK(s == PLUGRL_INTERNAL, "infer, data at 0x10: %s, want PLUGRL_INTERNAL", plugrl_status_str(s));
-  arr.data = state;
-  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
-  CHECK(s == PLUGRL_RECONNECTED, "infer after data at 0x10: %s, want PLUGRL_RECONNECTED: %s", plugrl_status_str(s),
-        plugrl_errmsg(c));
-  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
-  CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
-  plugrl_close(c);
-}
-
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s URL\n", argv[0]);
@@ -333,7 +316,6 @@ int main(int argc, char **argv) {
   test_client(argv[1]);
   test_runner(argv[1]);
   test_plain(argv[1]);
-  test_first_page(argv[1]);
   if (failures) {
     fprintf(stderr, "bad_memory: %d checks failed\n", failures);
     return 1;
