@@ -545,11 +545,27 @@ func (h *handleBase) recoverTo(st *C.plugrl_status) {
 // drops what was owed on it (the next infer reconnects). Otherwise
 // nothing was changed, and the caller may make the call again with good
 // memory.
+//
+// Any other panic is PLUGRL_INTERNAL, and midway it drops the connection
+// too: a pointer into the first page faults as a nil dereference, which
+// names no address, and leaves the client as far into the call as a
+// fault with one (a feedback's envs let go of, its frame broken off).
+// Left alone, the client owed a feedback it could no longer send, and
+// every infer after it was out of order.
 func (h *handleBase) internal(r any, st *C.plugrl_status) {
-	if addr, ok := faultAddr(r); ok {
+	addr, fault := faultAddr(r)
+	dropped := false
+	if h.midway && h.abandon != nil {
+		why := fmt.Errorf("%w at address %#x, in the middle of the call", errCallerMemory, addr)
+		if !fault {
+			why = fmt.Errorf("%w, in the middle of the call: %v", errMidwayPanic, r)
+		}
+		h.abandon(why)
+		dropped = true
+	}
+	if fault {
 		after := "nothing was changed: the connection, and what is owed on it, are as they were"
-		if h.midway && h.abandon != nil {
-			h.abandon(fmt.Errorf("%w at address %#x, in the middle of the call", errCallerMemory, addr))
+		if dropped {
 			after = "the connection was dropped, and the next call reconnects"
 		}
 		h.setMsg(fmt.Sprintf("invalid argument: reading or writing memory the call was given faulted at address %#x: "+
@@ -558,13 +574,21 @@ func (h *handleBase) internal(r any, st *C.plugrl_status) {
 		*st = C.PLUGRL_INVALID_ARGUMENT
 		return
 	}
-	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v\n%s", r, debug.Stack()))
+	after := ""
+	if dropped {
+		after = "; the connection was dropped, and the next call reconnects"
+	}
+	h.setMsg(fmt.Sprintf("internal error (a bug in libplugrl; please report it): %v%s\n%s", r, after, debug.Stack()))
 	*st = C.PLUGRL_INTERNAL
 }
 
 // errCallerMemory is why a connection was dropped after a memory fault
 // midway through a call: the reason the ledger's close record gives.
 var errCallerMemory = errors.New("memory the caller gave faulted")
+
+// errMidwayPanic is why a connection was dropped after any other panic
+// midway through a call (see internal).
+var errMidwayPanic = errors.New("the call broke off in a panic")
 
 // faultAddr is the address a recovered panic's value r names when it is a
 // memory fault (the runtime.Error of debug.SetPanicOnFault; one below the

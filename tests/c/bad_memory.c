@@ -34,8 +34,9 @@
 **
 ** And plugrl_options_init's options, plugrl_open's out and its options
 ** unmapped (PLUGRL_INVALID_ARGUMENT, without a handle or with one); an
-** array's data at 0x10, in the first page (PLUGRL_INTERNAL, as the header
-** says, and the next infer reconnects).
+** array's data at 0x10, in the first page, in an infer, a feedback and a
+** runner's report (PLUGRL_INTERNAL, as the header says; the connection is
+** dropped, and the next infer or act reconnects).
 **
 ** Not in the sanitizer runs (tests/sanitizers.sh): AddressSanitizer and
 ** ThreadSanitizer take the fault themselves, as they should.
@@ -187,6 +188,23 @@ static void test_client(const char *url) {
         plugrl_errmsg(c));
   s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
   CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+
+  /* The same in the middle of a feedback, whose envs' chunks the client
+  ** had already let go of when the frame broke: the connection and what
+  ** it owed are dropped, so the next infer reconnects (it was refused as
+  ** out of order for ever, and the feedback again as naming envs that
+  ** hold no chunk). */
+  arr.data = (void *)(uintptr_t)0x10;
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_INTERNAL, "feedback, data at 0x10: %s, want PLUGRL_INTERNAL", plugrl_status_str(s));
+  arr.data = state;
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_RECONNECTED, "infer after a feedback's data at 0x10: %s, want PLUGRL_RECONNECTED: %s",
+        plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  CHECK(s == PLUGRL_OK, "infer again: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
+  s = plugrl_feedback(c, &env, &step, 1, &obs, &reward, &no, &no, NULL);
+  CHECK(s == PLUGRL_OK, "feedback: %s: %s", plugrl_status_str(s), plugrl_errmsg(c));
   s = plugrl_close(c);
   CHECK(s == PLUGRL_OK, "close: %s", plugrl_status_str(s));
 }
@@ -284,6 +302,23 @@ static void test_runner(const char *url) {
   s = probe_report(&p);
   CHECK(s == PLUGRL_OK, "report after its fault: %s: %s", plugrl_status_str(s), probe_errmsg(&p));
   steps(&p, 12, "the faults in the middle of chunks");
+
+  /* A report's observation in the first page, at the step that ends env
+  ** 0's chunk, so that its feedback is sent: PLUGRL_INTERNAL, and the
+  ** runner drops the connection and its chunks, as after a fault with an
+  ** address (it was left owing a feedback the client had let go of: every
+  ** act after it was refused as out of order). */
+  while (p.next_k[0] != PROBE_HORIZON - 1) {
+    steps(&p, 1, "waiting for the end of a chunk");
+  }
+  s = probe_act(&p);
+  CHECK(s == PLUGRL_OK, "act: %s: %s", plugrl_status_str(s), probe_errmsg(&p));
+  p.arr.data = (void *)(uintptr_t)0x10;
+  s = probe_report(&p);
+  CHECK(s == PLUGRL_INTERNAL, "report, data at 0x10: %s, want PLUGRL_INTERNAL", plugrl_status_str(s));
+  p.arr.data = p.state;
+  p.next_k[0] = p.next_k[1] = 0;
+  steps(&p, 12, "a report with data at 0x10");
   probe_close(&p);
 }
 
