@@ -40,8 +40,9 @@
 **             camera buffer unmapped, an array freed back to the system, a
 **             GPU's device pointer) is PLUGRL_INVALID_ARGUMENT, not a
 **             crash: the message names the address that faulted. A fault
-**             while the call sends or steps (an array's data or an index
-**             read by plugrl_infer or plugrl_feedback; plugrl_runner_act's
+**             while the call sends or steps (an array's data, the ids, or
+**             plugrl_feedback's rewards and episode values, read by
+**             plugrl_infer or plugrl_feedback; plugrl_runner_act's
 **             observation or actions, plugrl_runner_report's observation)
 **             drops the connection, since part of a message may have been
 **             sent (the next call reconnects; SPEC 7.6 drops what was owed
