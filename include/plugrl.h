@@ -247,8 +247,9 @@
 **   - An address-space limit (RLIMIT_AS, ulimit -v) must leave the Go
 **     runtime about 0.8 GiB, which it reserves at load and never touches,
 **     plus a stack of ulimit -s for each thread it starts: under less the
-**     process ends inside the runtime, at load (before main) or when it
-**     next needs a thread. A memory cgroup (memory.max) limits what is
+**     process ends inside the runtime, as it starts at load (in a thread
+**     of its own, while main runs; at the first call at the latest) or
+**     when it next needs a thread. A memory cgroup (memory.max) limits what is
 **     resident instead (README "What every user must know").
 */
 #ifndef PLUGRL_H
