@@ -34,12 +34,28 @@
 static __thread int thread_bound;
 static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* enter starts a call into Go: it waits while the library collects
-** (plugrl__gate_enter, helpers.c), lets a real-time caller raise sysmon
-** (and be seen before its first call fits the runtime's Ps to the
-** threads: runtime.go, fitProcs), and binds the thread on its first call.
-** leave ends the call. */
+/* A call is never a cancellation point. A thread that pthread_cancel
+** acted on inside a call (at a cancellation point in a log or episode
+** callback: a printf, a usleep) was unwound through the Go frames it was
+** called from, and left its handle busy for good (a plugrl_close of it
+** then waited for ever), the collection's gate counted in, and its
+** goroutine stuck. So each call turns cancellation off while it runs, and
+** the outermost one (a callback may call in again) puts it back: a cancel
+** that came meanwhile acts at the thread's first cancellation point after
+** the call returns. Two pthread_setcancelstate calls per call, each a few
+** nanoseconds. */
+static __thread int call_depth;
+static __thread int cancel_state;
+
+/* enter starts a call into Go: it turns cancellation off, waits while the
+** library collects (plugrl__gate_enter, helpers.c), lets a real-time
+** caller raise sysmon (and be seen before its first call fits the
+** runtime's Ps to the threads: runtime.go, fitProcs), and binds the
+** thread on its first call. leave ends the call. */
 static void enter(void) {
+  if (call_depth++ == 0) {
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+  }
   plugrl__gate_enter();
   plugrl__rt_ceiling();
   if (!thread_bound) {
@@ -56,7 +72,12 @@ static void enter(void) {
   }
 }
 
-static void leave(void) { plugrl__gate_leave(); }
+static void leave(void) {
+  plugrl__gate_leave();
+  if (--call_depth == 0) {
+    pthread_setcancelstate(cancel_state, NULL);
+  }
+}
 
 static const char forked_msg[] =
     "libplugrl cannot be used in a child forked after it was loaded: its handles belong to the parent";

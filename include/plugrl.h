@@ -81,6 +81,15 @@
 **             and plugrl_runner_stats, which read without waiting for the
 **             running call (each says what it gives meanwhile). Different
 **             handles may be used from different threads at the same time.
+**   Cancel.   No call is a cancellation point, and none can be cancelled
+**             asynchronously: each turns the thread's cancellation off
+**             while it runs (also while it runs a log or episode callback,
+**             whose own cancellation points then do not act) and puts it
+**             back as it returns. A pthread_cancel that comes meanwhile
+**             acts at the thread's first cancellation point after the call
+**             (an asynchronous one, as the call returns, before the caller
+**             sees its status). To end a call that waits, interrupt it
+**             (plugrl_interrupt) or close its handle from another thread.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
 **

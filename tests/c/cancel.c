@@ -1,0 +1,203 @@
+/*
+** cancel.c - threads that pthread_cancel stops while they call in, through
+** the real library.
+**
+**   cancel URL   (a `plugrl-hostile --scenario slow-action --action-delay 30s`)
+**
+** A supervisor that stops a worker thread with pthread_cancel (legacy
+** controllers, some plugin hosts) may catch it inside a call. A call is
+** never a cancellation point (plugrl.h, THREADS): the cancel acts at the
+** thread's first cancellation point after the call returns, and the
+** library is left as after any call. Each case, on its own thread:
+**
+**   - cancelled inside a log callback of plugrl_open (the callback cancels
+**     its own thread, then sleeps: a cancellation point): the sleep
+**     returns, the open returns PLUGRL_OK, and the thread is cancelled
+**     after it; another thread then closes the client it opened. Before,
+**     the thread was unwound out of the callback through the Go frames
+**     that called it, and the open never returned (its handle stayed
+**     busy, the collection's gate counted it in);
+**   - cancelled while it waits in plugrl_infer, deferred and asynchronous
+**     (PTHREAD_CANCEL_ASYNCHRONOUS): the infer goes on waiting until
+**     plugrl_interrupt ends it and returns PLUGRL_INTERRUPTED (an
+**     asynchronous cancel acts as the call returns, so the caller never
+**     sees the status), and the thread is cancelled after it; another
+**     thread closes the client. Before, the asynchronous cancel unwound
+**     the thread out of the middle of the call, and the close waited for
+**     ever.
+**
+** Exit status 0 when every check passed, 1 otherwise; a hang is ended by
+** alarm().
+*/
+#define _DEFAULT_SOURCE /* usleep */
+#include <plugrl.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                         \
+  do {                                                                                                           \
+    if (!(cond)) {                                                                                               \
+      failures++;                                                                                                \
+      fprintf(stderr, "cancel.c:%d: FAIL: ", __LINE__);                                                          \
+      fprintf(stderr, __VA_ARGS__);                                                                              \
+      fputc('\n', stderr);                                                                                       \
+    }                                                                                                            \
+  } while (0)
+
+static const char *url;
+static char ledger_path[256];
+
+/* What a worker leaves for main, written with atomics (never a
+** cancellation point). */
+static plugrl_client *opened;
+static int callback_slept; /* the callback's sleep returned */
+static int call_returned;  /* the call returned, with status + 1 */
+
+#define LOAD(v) __atomic_load_n(&(v), __ATOMIC_SEQ_CST)
+#define STORE(v, x) __atomic_store_n(&(v), (x), __ATOMIC_SEQ_CST)
+
+static void cancel_in_callback(void *user, int level, const char *message) {
+  (void)user;
+  (void)level;
+  (void)message;
+  if (LOAD(callback_slept)) {
+    return;
+  }
+  pthread_cancel(pthread_self());
+  usleep(1000); /* a cancellation point: not one while the library runs */
+  STORE(callback_slept, 1);
+}
+
+/* A worker that opens a client whose first log message (the ledger's) is
+** delivered to cancel_in_callback. */
+static void *open_worker(void *arg) {
+  (void)arg;
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  o.log = cancel_in_callback;
+  o.ledger_path = ledger_path;
+  plugrl_client *c = NULL;
+  plugrl_status s = plugrl_open(&o, &c);
+  STORE(call_returned, (int)s + 1);
+  STORE(opened, c);
+  for (;;) {
+    usleep(1000); /* the cancel acts here */
+  }
+  return NULL;
+}
+
+static void *infer_worker(void *arg) {
+  int async = *(int *)arg;
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  plugrl_client *c = NULL;
+  plugrl_status s = plugrl_open(&o, &c);
+  STORE(opened, c);
+  if (s != PLUGRL_OK) {
+    STORE(call_returned, (int)s + 1);
+    return NULL;
+  }
+  double state[2] = {1, 2};
+  int64_t shape[2] = {1, 2}, env = 0, step = 0;
+  plugrl_array arr = {"s", state, PLUGRL_DTYPE_F64, 2, shape};
+  plugrl_observation obs;
+  memset(&obs, 0, sizeof obs);
+  obs.states = &arr;
+  obs.num_states = 1;
+  plugrl_action a;
+  if (async) {
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+  }
+  s = plugrl_infer(c, &env, &step, 1, &obs, NULL, &a);
+  STORE(call_returned, (int)s + 1);
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+  for (;;) {
+    usleep(1000); /* the cancel acts here */
+  }
+  return NULL;
+}
+
+static void reset(void) {
+  STORE(opened, NULL);
+  STORE(callback_slept, 0);
+  STORE(call_returned, 0);
+}
+
+static void test_cancel_in_callback(void) {
+  reset();
+  pthread_t t;
+  if (pthread_create(&t, NULL, open_worker, NULL) != 0) {
+    perror("pthread_create");
+    exit(1);
+  }
+  void *ret = NULL;
+  pthread_join(t, &ret);
+  CHECK(ret == PTHREAD_CANCELED, "the worker cancelled in a callback was not cancelled");
+  CHECK(LOAD(callback_slept), "the cancel acted inside the callback, while the library ran");
+  int st = LOAD(call_returned) - 1;
+  CHECK(st == PLUGRL_OK, "open: %s, want PLUGRL_OK", st < 0 ? "never returned" : plugrl_status_str(st));
+  plugrl_client *c = LOAD(opened);
+  plugrl_status s = plugrl_close(c);
+  CHECK(s == PLUGRL_OK, "close of the cancelled worker's client: %s", plugrl_status_str(s));
+  unlink(ledger_path);
+}
+
+static void test_cancel_in_infer(int async) {
+  reset();
+  pthread_t t;
+  if (pthread_create(&t, NULL, infer_worker, &async) != 0) {
+    perror("pthread_create");
+    exit(1);
+  }
+  while (LOAD(opened) == NULL && LOAD(call_returned) == 0) {
+    usleep(1000);
+  }
+  usleep(200 * 1000); /* the worker waits in infer: the server answers in 30 s */
+  pthread_cancel(t);
+  usleep(100 * 1000);
+  CHECK(LOAD(call_returned) == 0, "%s cancel: the infer returned %s before plugrl_interrupt", async ? "an asynchronous" : "a deferred",
+        plugrl_status_str(LOAD(call_returned) - 1));
+  plugrl_client *c = LOAD(opened);
+  plugrl_interrupt(c);
+  void *ret = NULL;
+  pthread_join(t, &ret);
+  const char *how = async ? "asynchronous" : "deferred";
+  CHECK(ret == PTHREAD_CANCELED, "%s: the worker was not cancelled", how);
+  /* An asynchronous cancel acts as the call turns cancellation back on,
+  ** on its way out: the status never reaches the caller. */
+  int st = LOAD(call_returned) - 1;
+  CHECK(st == PLUGRL_INTERRUPTED || (async && st < 0), "%s: infer: %s, want PLUGRL_INTERRUPTED", how,
+        st < 0 ? "never returned" : plugrl_status_str(st));
+  plugrl_status s = plugrl_close(c);
+  CHECK(s == PLUGRL_OK, "%s: close of the cancelled worker's client: %s", how, plugrl_status_str(s));
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s URL\n", argv[0]);
+    return 2;
+  }
+  url = argv[1];
+  const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  snprintf(ledger_path, sizeof ledger_path, "%s/plugrl-cancel-%d.ledger", dir, (int)getpid());
+  alarm(60); /* a close that waits for ever ends the test */
+  test_cancel_in_callback();
+  test_cancel_in_infer(0);
+  test_cancel_in_infer(1);
+  if (failures) {
+    fprintf(stderr, "cancel: %d checks failed\n", failures);
+    return 1;
+  }
+  printf("cancel: threads cancelled in a callback and in a waiting infer (deferred and asynchronous) were cancelled "
+         "after their calls returned, and their clients closed\n");
+  return 0;
+}
