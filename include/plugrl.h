@@ -431,7 +431,10 @@ typedef struct plugrl_observation {
 ** It must not call into the library: a call on the client (or a runner on
 ** it) returns PLUGRL_BUSY there, plugrl_close and plugrl_runner_free
 ** included, which would otherwise wait for ever for the call the callback
-** is inside of (plugrl_interrupt excepted).
+** is inside of (plugrl_interrupt excepted). It must return: leaving it
+** with longjmp, a C++ exception or pthread_exit would unwind through the
+** library's frames and leave the call, and its handle, unfinished. It
+** runs with the thread's cancellation off (Cancel, above).
 */
 typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 
@@ -1107,7 +1110,7 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
 ** the runner or its client returns PLUGRL_BUSY there (plugrl_runner_free
 ** and plugrl_close included, which would otherwise wait for the report
 ** they are inside of; plugrl_interrupt and plugrl_runner_interrupt
-** excepted).
+** excepted). It must return, as a log callback must (plugrl_log_fn).
 */
 typedef void (*plugrl_episode_fn)(void *user, int64_t env, double episode_return, int64_t length, int success);
 
