@@ -258,8 +258,12 @@
 **     plus a stack of ulimit -s for each thread it starts: under less the
 **     process ends inside the runtime, as it starts at load (in a thread
 **     of its own, while main runs; at the first call at the latest) or
-**     when it next needs a thread. A memory cgroup (memory.max) limits what is
-**     resident instead (README "What every user must know").
+**     when it next needs a thread. A memory cgroup (memory.max) limits
+**     what is resident instead (README "What every user must know").
+**   - A limit on threads (pids.max, TasksMax=, RLIMIT_NPROC) must leave
+**     room for the runtime's: 5-6 for a process with one calling thread,
+**     about one more per calling thread, up to GOMAXPROCS and a few. Where
+**     it cannot create one, the runtime ends the process.
 */
 #ifndef PLUGRL_H
 #define PLUGRL_H
