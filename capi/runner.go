@@ -32,6 +32,26 @@ type runnerHandle struct {
 
 	onEpisode C.plugrl_episode_fn
 	user      unsafe.Pointer
+
+	// borrowed: this call holds the client (borrow), until done.
+	borrowed bool
+}
+
+// done is handleBase.done for a runner: the client a call borrowed is
+// left after the panic's recover, so that a fault's abandon (internal)
+// drops the connection while the client is still the runner's, and before
+// the runner is left, so that a plugrl_runner_free waiting for the call
+// finds the client free and gives up what the runner owed on it.
+func (h *runnerHandle) done(st *C.plugrl_status) {
+	if r := recover(); r != nil {
+		h.internal(r, st)
+	}
+	h.midway = false
+	if h.borrowed {
+		h.borrowed = false
+		h.client.leave()
+	}
+	h.leave()
 }
 
 func lookupRunner(p *C.plugrl_runner) *runnerHandle { return runners.lookup(unsafe.Pointer(p)) }
@@ -231,7 +251,8 @@ func (h *runnerHandle) borrow() C.plugrl_status {
 	// as after any other infer, instead of reading freed memory (a fault
 	// that ended the process, for an action that malloc had mapped).
 	h.client.action = nil
-	h.midway = true // the runner works from here: a fault drops the connection
+	h.borrowed = true // done leaves the client
+	h.midway = true   // the runner works from here: a fault drops the connection
 	if h.client.takeInterrupt() {
 		h.client.c.Interrupt() // pending now: the next blocking call takes it
 	}
@@ -270,7 +291,6 @@ func plugrl__go_runner_act(p *C.plugrl_runner, obs *C.plugrl_cobservation, actio
 	if st := h.borrow(); st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.client.leave()
 	h.out = wire.Array{DType: d, Data: unsafe.Slice((*byte)(actions), actionsLen)}
 	if err := h.r.Act(o, &h.out); err != nil {
 		return h.fail(err)
@@ -307,7 +327,6 @@ func plugrl__go_runner_report(p *C.plugrl_runner, next *C.plugrl_cobservation, r
 	if st := h.borrow(); st != C.PLUGRL_OK {
 		return st
 	}
-	defer h.client.leave()
 	if err := h.r.Report(o, h.rewards, h.term, h.trunc, succ); err != nil {
 		return h.fail(err)
 	}
