@@ -1,14 +1,17 @@
 #define _GNU_SOURCE
 #include "capi.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -402,12 +405,19 @@ static void thread_not_created(int number) {
   }
 }
 
-/* created notes the thread numbered number, just created as t. */
+/* The names of the library's own threads (see "The last thread" below):
+** the runtime's, and the one that watches for the host's last thread. */
+static const char runtime_thread_name[] = "plugrl-go";
+static const char exit_watch_name[] = "plugrl-exit";
+
+/* created notes the thread numbered number, just created as t, and names
+** it (a debugger and top show it too). */
 static void created(int number, pthread_t t) {
   if (number == 1) {
     sysmon_thread = t;
     atomic_store(&sysmon_known, 1);
   }
+  pthread_setname_np(t, runtime_thread_name);
 }
 
 /* runtime_cpus stores in set the CPUs the runtime's threads run on, and
@@ -439,8 +449,7 @@ static int runtime_cpus(cpu_set_t *set) {
 
 /* create_thread creates the runtime's thread numbered number (see
 ** thread_number), SCHED_OTHER and on the runtime's CPUs (above). */
-static int create_thread(int number, pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-                         void *arg) {
+static pthread_create_fn real_pthread_create(void) {
   static _Atomic(pthread_create_fn) real;
   pthread_create_fn create = atomic_load(&real);
   if (create == NULL) {
@@ -449,10 +458,16 @@ static int create_thread(int number, pthread_t *thread, const pthread_attr_t *at
     ** pthread_create caller gets, interposers (sanitizers, preloads)
     ** included. */
     create = (pthread_create_fn)dlsym(RTLD_DEFAULT, "pthread_create");
-    if (create == NULL) {
-      return EAGAIN;
-    }
     atomic_store(&real, create);
+  }
+  return create;
+}
+
+static int create_thread(int number, pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                         void *arg) {
+  pthread_create_fn create = real_pthread_create();
+  if (create == NULL) {
+    return EAGAIN;
   }
   int policy;
   struct sched_param param;
@@ -754,6 +769,8 @@ static void uncount_this_thread(void) {
   __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
 }
 
+static void watch_for_last_thread(void);
+
 static void exit_bracket(void *state) {
   if (plugrl__forked) {
     return;
@@ -765,12 +782,140 @@ static void exit_bracket(void *state) {
     ** need memory to store) the runtime's unbinding runs unbracketed. */
     if (set_exit_state((void *)2) != 0) {
       uncount_this_thread();
+      watch_for_last_thread();
       return;
     }
     plugrl__gate_enter();
   } else if (state == (void *)2) {
     uncount_this_thread();
     plugrl__gate_leave();
+    watch_for_last_thread();
+  }
+}
+
+/* ------------------------------------------------------------------------
+** The last thread. A process whose main thread ends with pthread_exit ends,
+** POSIX says, when its last thread does, as if that thread called exit(0).
+** The runtime's threads never end, so such a process ran on after its
+** last thread of its own (the pattern the pthreads tutorials teach: main
+** starts its workers and calls pthread_exit), a zombie that SIGTERM could
+** not end either: the runtime's threads block the host's signals, and no
+** thread of the host's was left to take one. Only SIGKILL ended it.
+**
+** So the runtime's threads are named (created, above), and once the main
+** thread has exited, a thread of the library's own (exit_watch_name) looks
+** every 100 ms for a live thread that is not one of the library's: when
+** there is none, it calls exit(0), as the last thread's end would have.
+** It starts when a thread that has called in exits after the main thread
+** (or is the main thread): each such exit reads /proc/self/stat once. A
+** thread the library did not name is the host's, whatever else it is, and
+** without /proc nothing is ever taken for the last: the process runs on,
+** as before. */
+static atomic_int exit_watch_started;
+
+/* task_state is the state letter of thread tid of this process ('R', 'S',
+** 'Z', ...), or 0 when it cannot be read (the thread is gone, or /proc). */
+static char task_state(const char *path) {
+  char buf[512];
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    return 0;
+  }
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')'); /* the name may hold one too */
+  return paren != NULL && paren[1] == ' ' ? paren[2] : 0;
+}
+
+/* library_thread reports whether thread tid bears one of the names the
+** library gives its threads. */
+static int library_thread(long tid) {
+  char path[64], name[32] = "";
+  snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    return 1; /* gone since the directory was read */
+  }
+  if (fgets(name, sizeof name, f) == NULL) {
+    name[0] = 0;
+  }
+  fclose(f);
+  name[strcspn(name, "\n")] = 0;
+  return strcmp(name, runtime_thread_name) == 0 || strcmp(name, exit_watch_name) == 0;
+}
+
+/* only_library_threads reports whether every live thread of the process
+** is one of the library's: 0 when one is not, or /proc cannot tell. */
+static int only_library_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) {
+    return 0;
+  }
+  int host = 0, seen = 0;
+  struct dirent *e;
+  while (!host && (e = readdir(d)) != NULL) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] == '.' || *end != 0) {
+      continue;
+    }
+    seen++;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    char state = task_state(path);
+    if (state == 'Z' || state == 'X' || state == 0) {
+      continue; /* the exited main thread, or one gone meanwhile */
+    }
+    host = !library_thread(tid);
+  }
+  closedir(d);
+  return seen > 0 && !host;
+}
+
+static void *exit_watch(void *arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+    if (only_library_threads()) {
+      exit(0);
+    }
+  }
+  return NULL;
+}
+
+static void watch_for_last_thread(void) {
+  if (this_tid() != getpid() && task_state("/proc/self/stat") != 'Z') {
+    return; /* the main thread runs: the process ends when it does */
+  }
+  if (atomic_exchange(&exit_watch_started, 1)) {
+    return;
+  }
+  pthread_create_fn create = real_pthread_create();
+  pthread_attr_t attr;
+  sigset_t all, old;
+  pthread_t t;
+  int err = create == NULL || pthread_attr_init(&attr) != 0;
+  if (!err) {
+    /* Detached, SCHED_OTHER (a real-time thread's exit must not make a
+    ** real-time poller), with every signal blocked: never the host's. */
+    struct sched_param normal = {0};
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+    pthread_attr_setschedparam(&attr, &normal);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = create(&t, &attr, exit_watch, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err == 0) {
+      pthread_setname_np(t, exit_watch_name);
+    }
+  }
+  if (err != 0) {
+    atomic_store(&exit_watch_started, 0); /* the next thread's exit tries again */
   }
 }
 

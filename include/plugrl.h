@@ -260,6 +260,15 @@
 **     of its own, while main runs; at the first call at the latest) or
 **     when it next needs a thread. A memory cgroup (memory.max) limits
 **     what is resident instead (README "What every user must know").
+**   - The runtime's threads are named plugrl-go, and never end. So that a
+**     program whose main thread ends with pthread_exit still ends when its
+**     last thread does, with status 0, as POSIX says, a thread of the
+**     library's (plugrl-exit) starts once the main thread has exited and
+**     a thread that called in exits, looks every 100 ms for a live thread
+**     not named by the library, and calls exit(0) when none is left (the
+**     program's atexit handlers run on it). It needs /proc: without it
+**     such a process runs on after its last thread, and only SIGKILL ends
+**     it (the runtime's threads block the host's signals).
 **   - A limit on threads (pids.max, TasksMax=, RLIMIT_NPROC) must leave
 **     room for the runtime's: 5-6 for a process with one calling thread,
 **     about one more per calling thread, up to GOMAXPROCS and a few. Where
