@@ -243,8 +243,9 @@
 **     with 8 MiB stacks, 105 MB with 1 MiB ones, against 10 MB unlocked
 **     (README "Real-time callers").
 **   - The caller's stack: a call runs the library on the Go runtime's own
-**     stacks, and uses at most 3.7 KiB of the calling thread's (a
-**     thread's first call; 1.5-3 KiB after). Calls may be made from
+**     stacks; of the calling thread's it used at most 3.7 KiB in every
+**     measurement (a thread's first call; 1.5-3 KiB after), a figure
+**     measured, not a bound. Calls may be made from
 **     coroutines (ucontext, boost.context, minicoro, a behaviour tree's),
 **     several on one thread, a thread's first call from one too, and the
 **     coroutine may be switched out between calls (never during one: a
