@@ -19,7 +19,13 @@
 **   unbound:  main never calls in; the same two workers;
 **   late:     main opens a client; one worker steps, another never calls
 **             in and ends 300 ms after it: the process ends after the late
-**             one (it prints last), not when the last caller's thread does.
+**             one (it prints last), not when the last caller's thread does;
+**   nofds:    main opens a client; a worker that never calls in leaves the
+**             process one descriptor for 1 s (enough for the library's
+**             look at /proc/self/task, not for reading a thread's entry),
+**             then ends: the process ends after it (it prints last), not
+**             while it runs (it ended at 0.4 s, status 0, when an entry
+**             that could not be read was taken for a thread that was gone).
 **
 ** Exit status 0 when every case passed, 1 otherwise.
 */
@@ -28,6 +34,8 @@
 
 #include <pthread.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -73,6 +81,32 @@ static void *late(void *arg) {
   return NULL;
 }
 
+/* nofds leaves the process one descriptor for 1 s, 300 ms after main
+** left. */
+static void *nofds(void *arg) {
+  (void)arg;
+  usleep(300 * 1000);
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur > 256) {
+    lim.rlim_cur = 256;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  int fds[256], n = 0;
+  while (n < 256 && (fds[n] = eventfd(0, EFD_CLOEXEC)) >= 0) {
+    n++;
+  }
+  if (n > 0) {
+    close(fds[--n]);
+  }
+  usleep(1000 * 1000);
+  while (n > 0) {
+    close(fds[--n]);
+  }
+  printf("nofds worker done\n");
+  fflush(stdout);
+  return NULL;
+}
+
 /* run_case is a child's main: the case's threads, then pthread_exit. */
 static int run_case(const char *name) {
   plugrl_client *c = NULL;
@@ -87,6 +121,11 @@ static int run_case(const char *name) {
     }
   }
   static pthread_t t[2];
+  if (strcmp(name, "nofds") == 0) {
+    plugrl_close(c);
+    pthread_create(&t[0], NULL, nofds, NULL);
+    pthread_exit(NULL);
+  }
   int workers = strcmp(name, "late") == 0 ? 1 : 2;
   for (long i = 0; i < workers; i++) {
     pthread_create(&t[i], NULL, stepper, (void *)i);
@@ -146,15 +185,16 @@ static int check_case(const char *self, const char *name) {
     fprintf(stderr, "main_exit: case %s ran on for 20 s after its threads (killed)\n", name);
   }
   int ok = !ran_on && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  int want_workers = strcmp(name, "late") == 0 ? 1 : 2;
+  int want_workers = strcmp(name, "late") == 0 ? 1 : strcmp(name, "nofds") == 0 ? 0 : 2;
   int workers = 0;
   for (const char *p = text; (p = strstr(p, " stepped ")) != NULL; p++) {
     workers++;
   }
   ok = ok && workers == want_workers;
-  if (strcmp(name, "late") == 0) {
-    const char *done = strstr(text, "late worker done\n");
-    ok = ok && done != NULL && done[strlen("late worker done\n")] == 0; /* printed last */
+  const char *last = strcmp(name, "late") == 0 ? "late worker done\n" : strcmp(name, "nofds") == 0 ? "nofds worker done\n" : NULL;
+  if (last != NULL) {
+    const char *done = strstr(text, last);
+    ok = ok && done != NULL && done[strlen(last)] == 0; /* printed last */
   }
   if (!ok) {
     fprintf(stderr, "main_exit: FAIL: case %s: %s %d; its output:\n%s", name,
@@ -174,7 +214,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   url = argv[1];
-  const char *cases[] = {"bound", "unbound", "late"};
+  const char *cases[] = {"bound", "unbound", "late", "nofds"};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     struct timespec t0, t1;
