@@ -912,7 +912,7 @@ static void *exit_watch(void *arg) {
   return NULL;
 }
 
-static void watch_for_last_thread(void) {
+static void start_exit_watch(void) {
   if (this_tid() != getpid() && task_state("/proc/self/stat") != 'Z') {
     return; /* the main thread runs: the process ends when it does */
   }
@@ -944,6 +944,19 @@ static void watch_for_last_thread(void) {
   if (err != 0) {
     atomic_store(&exit_watch_started, 0); /* the next thread's exit tries again */
   }
+}
+
+/* watch_for_last_thread runs in a key's destructor, where a thread that
+** returned from its start function with a cancel pending (one that came
+** during its last call, which acts after it: exports.c) is cancelled at
+** the first cancellation point: the read of /proc/self/stat. It left
+** without starting the watcher, and the process ran on after its last
+** thread. So cancellation is off meanwhile. */
+static void watch_for_last_thread(void) {
+  int cancel;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+  start_exit_watch();
+  pthread_setcancelstate(cancel, NULL);
 }
 
 void plugrl__gate_bind_thread(void) {

@@ -25,7 +25,13 @@
 **             look at /proc/self/task, not for reading a thread's entry),
 **             then ends: the process ends after it (it prints last), not
 **             while it runs (it ended at 0.4 s, status 0, when an entry
-**             that could not be read was taken for a thread that was gone).
+**             that could not be read was taken for a thread that was gone);
+**   cancelled: main never calls in; a worker opens and closes a client
+**             with its cancellation off, is cancelled meanwhile, and
+**             returns 200 ms after main left with the cancel pending (as
+**             one that came during its last call): the process ends after
+**             it (it ran on, the cancel acting in the library's look at
+**             /proc in the thread's exit, before the watcher started).
 **
 ** Exit status 0 when every case passed, 1 otherwise.
 */
@@ -107,9 +113,42 @@ static void *nofds(void *arg) {
   return NULL;
 }
 
+static int cancel_sent; /* atomic */
+
+/* cancelled_worker is cancelled while its cancellation is off, and
+** returns with the cancel pending. */
+static void *cancelled_worker(void *arg) {
+  (void)arg;
+  int old;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = url;
+  plugrl_client *c = NULL;
+  if (plugrl_open(&o, &c) == PLUGRL_OK) {
+    plugrl_close(c);
+  }
+  while (!__atomic_load_n(&cancel_sent, __ATOMIC_SEQ_CST)) {
+    usleep(1000);
+  }
+  usleep(200 * 1000);
+  printf("cancelled worker returns\n");
+  fflush(stdout);
+  pthread_setcancelstate(old, NULL); /* no cancellation point from here */
+  return NULL;
+}
+
 /* run_case is a child's main: the case's threads, then pthread_exit. */
 static int run_case(const char *name) {
   plugrl_client *c = NULL;
+  if (strcmp(name, "cancelled") == 0) {
+    pthread_t w;
+    pthread_create(&w, NULL, cancelled_worker, NULL);
+    usleep(100 * 1000);
+    pthread_cancel(w);
+    __atomic_store_n(&cancel_sent, 1, __ATOMIC_SEQ_CST);
+    pthread_exit(NULL);
+  }
   if (strcmp(name, "unbound") != 0) {
     plugrl_options o;
     plugrl_options_init(&o);
@@ -185,13 +224,14 @@ static int check_case(const char *self, const char *name) {
     fprintf(stderr, "main_exit: case %s ran on for 20 s after its threads (killed)\n", name);
   }
   int ok = !ran_on && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  int want_workers = strcmp(name, "late") == 0 ? 1 : strcmp(name, "nofds") == 0 ? 0 : 2;
+  int want_workers = strcmp(name, "late") == 0 ? 1 : strcmp(name, "nofds") == 0 || strcmp(name, "cancelled") == 0 ? 0 : 2;
   int workers = 0;
   for (const char *p = text; (p = strstr(p, " stepped ")) != NULL; p++) {
     workers++;
   }
   ok = ok && workers == want_workers;
-  const char *last = strcmp(name, "late") == 0 ? "late worker done\n" : strcmp(name, "nofds") == 0 ? "nofds worker done\n" : NULL;
+  const char *last = strcmp(name, "late") == 0 ? "late worker done\n" : strcmp(name, "nofds") == 0 ? "nofds worker done\n"
+                     : strcmp(name, "cancelled") == 0 ? "cancelled worker returns\n" : NULL;
   if (last != NULL) {
     const char *done = strstr(text, last);
     ok = ok && done != NULL && done[strlen(last)] == 0; /* printed last */
@@ -214,7 +254,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   url = argv[1];
-  const char *cases[] = {"bound", "unbound", "late", "nofds"};
+  const char *cases[] = {"bound", "unbound", "late", "nofds", "cancelled"};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     struct timespec t0, t1;
