@@ -44,22 +44,12 @@
 ** Exit status 0 when every check passed, 1 otherwise.
 */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include "check.h"
 #include "probe_runner.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                         \
-  do {                                                                                                           \
-    if (!(cond)) {                                                                                               \
-      failures++;                                                                                                \
-      fprintf(stderr, "bad_memory.c:%d: FAIL: ", __LINE__);                                                      \
-      fprintf(stderr, __VA_ARGS__);                                                                              \
-      fputc('\n', stderr);                                                                                       \
-    }                                                                                                            \
-  } while (0)
 
 /* unmapped returns an address of a page that was mapped and no longer is. */
 static void *unmapped(void) {

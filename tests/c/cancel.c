@@ -39,17 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                         \
-  do {                                                                                                           \
-    if (!(cond)) {                                                                                               \
-      failures++;                                                                                                \
-      fprintf(stderr, "cancel.c:%d: FAIL: ", __LINE__);                                                          \
-      fprintf(stderr, __VA_ARGS__);                                                                              \
-      fputc('\n', stderr);                                                                                       \
-    }                                                                                                            \
-  } while (0)
+#include "check.h"
 
 static const char *url;
 static char ledger_path[256];
