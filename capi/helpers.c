@@ -62,12 +62,30 @@ static void on_fork_child(void) { plugrl__forked = 1; }
 static void exit_bracket(void *state);
 static pthread_key_t exit_key; /* see plugrl__gate_bind_thread */
 
+/* main_left runs when the main thread ends with pthread_exit (a key's
+** destructor; exit() and a return from main run none): it starts the
+** watch for the host's last thread ("The last thread", below) also when
+** main never called in and no thread that did exits after it. */
+static void watch_for_last_thread(void);
+static pthread_key_t main_key;
+static void main_left(void *unused) {
+  (void)unused;
+  if (!plugrl__forked) {
+    watch_for_last_thread();
+  }
+}
+
 __attribute__((constructor)) static void plugrl__init_c(void) {
   pthread_atfork(NULL, NULL, on_fork_child);
   /* Created at load, before the Go runtime creates the key whose
   ** destructor unbinds an exiting thread from Go: glibc runs a round of
   ** destructors in the order of the keys' creation. */
   (void)pthread_key_create(&exit_key, exit_bracket);
+  /* Loaded by the main thread (linked, or dlopen()ed from main): note its
+  ** end. */
+  if ((pid_t)syscall(SYS_gettid) == getpid() && pthread_key_create(&main_key, main_left) == 0) {
+    (void)pthread_setspecific(main_key, (void *)1);
+  }
 }
 
 int plugrl__interrupt_fd(void) {
@@ -769,8 +787,6 @@ static void uncount_this_thread(void) {
   bound_remove(this_tid());
   __atomic_fetch_sub(&bound_threads, 1, __ATOMIC_SEQ_CST);
 }
-
-static void watch_for_last_thread(void);
 
 static void exit_bracket(void *state) {
   if (plugrl__forked) {

@@ -265,10 +265,11 @@
 **   - The runtime's threads are named plugrl-go, and never end. So that a
 **     program whose main thread ends with pthread_exit still ends when its
 **     last thread does, with status 0, as POSIX says, a thread of the
-**     library's (plugrl-exit) starts once the main thread has exited and
-**     a thread that called in exits, looks every 100 ms for a live thread
-**     not named by the library, and calls exit(0) when none is left (the
-**     program's atexit handlers run on it). It needs /proc: without it
+**     library's (plugrl-exit) starts once the main thread has exited
+**     (when it loaded the library, or a thread that called in exits after
+**     it), looks every 100 ms for a live thread not named by the library,
+**     and calls exit(0) when none is left (the program's atexit handlers
+**     run on it). It needs /proc: without it
 **     such a process runs on after its last thread, and only SIGKILL ends
 **     it (the runtime's threads block the host's signals).
 **   - A limit on threads (pids.max, TasksMax=, RLIMIT_NPROC) must leave
