@@ -876,9 +876,6 @@ static int library_thread(long tid) {
   return strcmp(name, runtime_thread_name) == 0 || strcmp(name, exit_watch_name) == 0;
 }
 
-/* only_library_threads reports whether every live thread of the process
-** is one of the library's: 0 when one is not, or /proc cannot tell (a
-** directory that cannot be read to its end included). */
 /* thread_count is the kernel's count of the process's threads (the
 ** Threads line of /proc/self/status; an exited main thread that waits for
 ** the others counts), or -1 when it cannot be read. */
@@ -898,6 +895,9 @@ static int thread_count(void) {
   return n;
 }
 
+/* only_library_threads reports whether every live thread of the process
+** is one of the library's: 0 when one is not, or /proc cannot tell (a
+** directory that cannot be read to its end included). */
 static int only_library_threads(void) {
   /* The listing must hold every thread the kernel counts, before and
   ** after it: a thread skipped by the listing (see exit_watch) leaves it
@@ -939,8 +939,9 @@ static int only_library_threads(void) {
 
 static void *exit_watch(void *arg) {
   (void)arg;
-  /* Named by itself too: pthread_setname_np on another thread needs a
-  ** descriptor, and unnamed it would count as the host's for ever. */
+  /* Named by itself, before its first look (the only one that counts
+  ** it): pthread_setname_np on another thread needs a descriptor, and
+  ** unnamed it would count as the host's for ever. */
   prctl(PR_SET_NAME, exit_watch_name, 0, 0, 0);
   for (;;) {
     struct timespec tick = {0, 100 * 1000 * 1000};
@@ -985,7 +986,6 @@ static void start_exit_watch(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (err == 0) {
-      pthread_setname_np(t, exit_watch_name);
       /* On the runtime's CPUs, not the exiting thread's (an isolated
       ** real-time core, maybe: see runtime_cpus); it sleeps 100 ms before
       ** its first look, and a mask refused leaves it where it is. */

@@ -340,9 +340,17 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 		c.envs.set(e, flags)
 	}
 	// tightLoop paces the caller from the end of the send: a failed one's
-	// end is read here, a successful one's below.
+	// end is read here, a successful one's below. A send that never
+	// returns (a panic in it: the C API's caller's memory faulted while it
+	// was copied, and the conn ended the broken frame) loses its envs'
+	// feedback as a failed one does, before the caller's recover drops the
+	// connection (AbandonBecause): its close record then names them.
 	var done time.Duration
+	broke := true // until the send returns
 	defer func() {
+		if broke {
+			c.feedbackLost(f.EnvIndices)
+		}
 		if done == 0 {
 			done = conn.Mono()
 		}
@@ -350,17 +358,6 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	}()
 	ob := c.digester(&c.feedbackMsg, f.Obs)
 	heldPath := c.tight && !episodeEnds // counted by the connection when it leaves
-	// A send that never returns (a panic in it: the C API's caller's
-	// memory faulted while it was copied, and the conn ended the broken
-	// frame) loses its envs' feedback as a failed one does, before the
-	// caller's recover drops the connection (AbandonBecause): its close
-	// record then names them. Their flags were cleared above.
-	broke := true
-	defer func() {
-		if broke {
-			c.feedbackLost(f.EnvIndices)
-		}
-	}()
 	if heldPath {
 		// Its envs are kept: the message leaves with the next infer, or
 		// with the sweeper's tick, and if it never does they are dropped
