@@ -4,7 +4,7 @@
 //
 //	plugrl-hostile --scenario NAME [--addr 127.0.0.1:0] [--h H --d D]
 //	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--slow-every N] [--stray-gap DUR]
-//	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR]
+//	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR] [--vanish-after N]
 //	               [--max-conn-time DUR] [--max-time 5m] [--watch-stdin=true] [-v]
 //	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE]
 //	plugrl-hostile --list
@@ -98,6 +98,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&c.ActionDelay, "action-delay", hostile.DefaultActionDelay, "slow-action: delay before each action")
 	fs.IntVar(&c.SlowEvery, "slow-every", 0, "slow-action: delay only every N-th infer of a connection, answer the others at once (0: every one)")
 	fs.DurationVar(&c.StrayGap, "stray-gap", 0, "double-action: delay before the second copy of each action (0: in the same write)")
+	fs.IntVar(&c.VanishAfter, "vanish-after", hostile.DefaultVanishAfter, "vanish, vanish-unacked: infers the first connection answers before it vanishes (vanish-unacked: as it sends that many-th action)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "garble, garble-metadata, garble-frames: the seed of their draws (with each connection's number)")
 	fs.IntVar(&c.TrickleBytes, "trickle-bytes", hostile.DefaultTrickleBytes, "huge-length: payload bytes per trickle")
 	fs.DurationVar(&c.TrickleEvery, "trickle-every", hostile.DefaultTrickleEvery, "huge-length: interval between trickles")

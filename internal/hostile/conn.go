@@ -62,6 +62,7 @@ type conn struct {
 	msg     wire.Message
 	d       int        // the action_dim declared and sent: Config.D (WidthChange: D+2 on its even connections)
 	infers  int        // infers received on this connection
+	first   bool       // the server's first connection (Vanish's and VanishUnacked's)
 	garble  *rand.Rand // Garble's and GarbleFrames' draws
 
 	// GarbleFrames' pings: the payloads sent and not yet answered, in
@@ -233,6 +234,19 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		if c.d == cfg.D && c.infers > 1 {
 			return c.resync()
 		}
+	case Vanish:
+		if c.first && c.infers > cfg.VanishAfter {
+			return c.vanish(rdone)
+		}
+	case VanishUnacked:
+		if c.first && c.infers == cfg.VanishAfter {
+			send := func() error { return c.zeroAction(in.EnvIndices, cfg.H, c.d) }
+			if err := vanishAfter(tcpOf(c.nc.Conn), send); err != nil {
+				return err
+			}
+			c.s.logf("%s: vanished with its action %d", cfg.Scenario, c.infers)
+			return c.gone(rdone)
+		}
 	case GarbleFrames:
 		return c.framesAnswer(in)
 	case Garble:
@@ -246,6 +260,30 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 		return nil
 	}
 	return c.zeroAction(in.EnvIndices, cfg.H, c.d)
+}
+
+// vanish makes the connection a black hole (Vanish): every packet from the
+// client dropped unacknowledged, nothing more sent.
+func (c *conn) vanish(rdone <-chan struct{}) error {
+	if err := dropEverythingFrom(tcpOf(c.nc.Conn)); err != nil {
+		return err
+	}
+	c.s.logf("%s: vanished after infer %d", c.s.cfg.Scenario, c.infers)
+	return c.gone(rdone)
+}
+
+// gone stays silent until the connection's MaxConnTime or Close: a
+// vanished peer sends no FIN or RST the client could see. The frames that
+// wmu guards are closed to the reader's pongs and closes meanwhile.
+func (c *conn) gone(rdone <-chan struct{}) error {
+	c.wmu.Lock()
+	c.silent = true
+	c.wmu.Unlock()
+	err := c.sleep(time.Until(c.deadline), rdone)
+	if err == nil || err == errReaderEnded {
+		err = errConnDeadline
+	}
+	return err
 }
 
 // framesAnswer is GarbleFrames' answer to in: an honest action whose

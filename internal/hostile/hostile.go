@@ -243,6 +243,30 @@ const (
 	// whole, each byte where it belongs, answers its pings, and refuses
 	// each fault (a protocol error; the text frame a server error).
 	GarbleFrames Scenario = "garble-frames"
+
+	// Vanish is Normal on every connection but the first, which answers
+	// Config.VanishAfter infers (2) and then vanishes as a server whose
+	// machine lost power or whose network went away: once it has read the
+	// next infer (its kernel has acknowledged those bytes), a socket filter
+	// drops every packet the client sends on that connection before TCP
+	// sees it, so nothing is acknowledged, no keepalive probe is answered,
+	// no RST comes back, and the server sends nothing more (Linux only).
+	// The client waits for an action with nothing of its own unacknowledged:
+	// only TCP keepalive can tell it the peer is gone. A correct client
+	// notices within its own dead-peer bound, not its receive deadline or
+	// the kernel's two hours, and reconnects (to a Normal connection).
+	Vanish Scenario = "vanish"
+
+	// VanishUnacked is Vanish, but the first connection vanishes as it
+	// sends its Config.VanishAfter-th action: from just before it is
+	// written, what the client sends is dropped but for its
+	// acknowledgements, and once the action is acknowledged, everything.
+	// The client's next feedback and infer are never acknowledged, and its
+	// kernel retransmits them; a client that sends nothing more meets a
+	// silent connection. A correct client gives up within its dead-peer
+	// bound (TCP_USER_TIMEOUT, keepalive), where the kernel's own
+	// retransmissions would last some 15 minutes.
+	VanishUnacked Scenario = "vanish-unacked"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -250,7 +274,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange, Garble, GarbleMetadata, GarbleFrames,
+		WidthChange, Garble, GarbleMetadata, GarbleFrames, Vanish, VanishUnacked,
 	}
 }
 
@@ -298,6 +322,9 @@ type Config struct {
 	// StrayGap is how long after its action DoubleAction sends the same
 	// action again: 0, in the same write.
 	StrayGap time.Duration
+	// VanishAfter is how many infers Vanish's and VanishUnacked's first
+	// connection answers before it vanishes: 2.
+	VanishAfter int
 	// Seed seeds Garble's, GarbleMetadata's and GarbleFrames' draws (with
 	// each connection's number, counted from 1 in the order of their
 	// first infer, or of their metadata): the same seed gives the same
@@ -348,6 +375,7 @@ const (
 	DefaultMaxConnTime  = 3 * time.Minute
 	DefaultMaxMessage   = int64(256) << 20
 	DefaultMaxConns     = 64
+	DefaultVanishAfter  = 2
 )
 
 // withDefaults fills the zero fields of cfg and checks the rest.
@@ -386,11 +414,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	setD(&cfg.MaxConnTime, DefaultMaxConnTime)
 	set64(&cfg.MaxMessage, DefaultMaxMessage)
 	set(&cfg.MaxConns, DefaultMaxConns)
+	set(&cfg.VanishAfter, DefaultVanishAfter)
 	switch {
 	case cfg.H < 0 || cfg.D < 0:
 		return cfg, fmt.Errorf("hostile: H %d and D %d must not be negative", cfg.H, cfg.D)
 	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
-		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0:
+		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0 || cfg.VanishAfter < 0:
 		return cfg, errors.New("hostile: sizes and counts must not be negative")
 	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
 		return cfg, errors.New("hostile: durations must not be negative")
@@ -551,7 +580,7 @@ func (s *Server) acceptLoop() {
 			}
 			continue
 		}
-		s.connections.Add(1)
+		number := s.connections.Add(1)
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
@@ -563,12 +592,13 @@ func (s *Server) acceptLoop() {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.active.Add(1)
-		go s.serve(nc)
+		go s.serve(nc, number)
 	}
 }
 
-// serve runs the scenario on one connection.
-func (s *Server) serve(raw net.Conn) {
+// serve runs the scenario on one connection, the number-th accepted
+// (counted from 1).
+func (s *Server) serve(raw net.Conn, number int64) {
 	defer s.wg.Done()
 	defer func() {
 		// The TCP connection, not the TLS one: a close_notify could wait
@@ -616,6 +646,7 @@ func (s *Server) serve(raw net.Conn) {
 		bw:        bufio.NewWriterSize(nc, 64<<10),
 		deadline:  deadline,
 		handshake: handshake,
+		first:     number == 1,
 	}
 	err := c.run()
 	s.logf("%s: connection from %s ended: %v", s.cfg.Scenario, raw.RemoteAddr(), err)
