@@ -77,6 +77,7 @@ func plugrl__go_options_init(o *C.plugrl_options, size C.size_t) (st C.plugrl_st
 		close_timeout_ms:     1000,
 		reconnect_timeout_ms: 30000,
 		max_handshake_size:   256 << 10,
+		dead_peer_timeout_ms: C.int32_t(conn.DefaultDeadPeerTimeout / time.Millisecond),
 	}
 	def.size = size
 	// Exactly size bytes: an older caller's struct ends there; a newer
@@ -138,6 +139,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		CloseTimeout:     ms(full.close_timeout_ms),
 		ReconnectTimeout: ms(full.reconnect_timeout_ms),
 		MaxHandshakeSize: int(full.max_handshake_size),
+		DeadPeerTimeout:  ms(full.dead_peer_timeout_ms), // -1: off
 	}
 	if err := checkNumbers(&full); err != nil {
 		return opts, err
@@ -254,6 +256,9 @@ func checkNumbers(o *C.plugrl_options) error {
 		if f.v < 0 {
 			return fmt.Errorf("options.%s is %d; want milliseconds, or 0 for the default", f.name, int32(f.v))
 		}
+	}
+	if v := o.dead_peer_timeout_ms; v < -1 || v > 0 && v < 1000 {
+		return fmt.Errorf("options.dead_peer_timeout_ms is %d; want at least 1000 milliseconds (keepalive probes go at most once a second), 0 for the default or -1 for off", int32(v))
 	}
 	if o.max_handshake_size < 0 {
 		return fmt.Errorf("options.max_handshake_size is %d; want a size in bytes, or 0 for the default", int32(o.max_handshake_size))

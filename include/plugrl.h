@@ -500,7 +500,41 @@ typedef struct plugrl_options {
                                   lists them ("3", "2-3,6"; Linux only); NULL or "": the
                                   environment variable PLUGRL_LEDGER_CPUS, if set and not empty,
                                   else wherever the process may run. See "The step ledger" below */
+  int32_t dead_peer_timeout_ms;/* how long the server's machine may leave what this client sent,
+                                  or its TCP keepalive probes, unacknowledged before the
+                                  connection counts as lost; default 20000; at least 1000;
+                                  -1: off. See "A server that vanishes" below */
 } plugrl_options;
+
+/*
+** A server that vanishes. A server whose machine loses power, or whose
+** network goes away (a robot out of Wi-Fi range, a cable pulled, a NAT
+** that forgot the connection), sends nothing more: no close frame, no TCP
+** reset. Without a bound, the client would learn of it only at
+** receive_timeout_ms (5 minutes) inside an infer, or after the kernel's
+** own retransmissions (about 15 minutes).
+** dead_peer_timeout_ms is that bound: the connection counts as lost once
+** the server's machine has acknowledged nothing of what the client sent,
+** nor the TCP keepalive probes the kernel sends after a quarter of it in
+** silence (and every quarter after), for that long (Linux: TCP_USER_TIMEOUT;
+** elsewhere keepalive alone). It is then a connection lost without a
+** close frame: the call waiting on it, or between calls the next call,
+** returns as for any such loss (plugrl_infer and plugrl_feedback:
+** PLUGRL_RECONNECTED, the feedback owed dropped, SPEC 7.6), the ledger
+** records the close, the stats count it in reconnects_lost, and the
+** message says "the server acknowledged nothing for the dead-peer
+** timeout". A server that is slow, or busy learning and not
+** answering, still acknowledges at the TCP level, and is not affected:
+** only its machine or the network going away is. While a send waits for a
+** server that takes no bytes (its receive window closed), send_timeout_ms
+** is the bound, as before, and this one is lifted: the kernel cannot tell
+** that server from one that is gone. Measured against a server whose
+** packets are dropped (plugrl-hostile vanish, vanish-unacked), with the
+** bound at 2000 ms: the infer returned after 2.06-2.43 s; the kernel
+** checks the bound at its timers, up to one probe interval (a quarter of
+** the bound, at least 1 s) late. The default, 20 s, is as long as a Python
+** websockets server waits for a pong before it drops a client.
+*/
 
 /*
 ** The step ledger. With options.ledger_path (or PLUGRL_LEDGER) set, the
@@ -935,7 +969,8 @@ typedef struct plugrl_statistics {
   /* This client's own deadline passed: receive_timeout_ms waiting for an
   ** action, or send_timeout_ms sending (PLUGRL_TIMEOUT). */
   uint64_t reconnects_timeout;
-  /* The connection ended without a close frame, or the server closed it
+  /* The connection ended without a close frame (a server whose machine
+  ** went away included: dead_peer_timeout_ms), or the server closed it
   ** with any other code or reason (1011 included), or sent a text frame. */
   uint64_t reconnects_lost;
   /* The library dropped the connection itself: after an interrupt, a

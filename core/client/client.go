@@ -63,6 +63,14 @@ type Options struct {
 	ReceiveTimeout  time.Duration // for an action after an infer; 300 s (a learn step can take minutes)
 	SendTimeout     time.Duration // for sending one message once the server stops reading; 10 s
 	CloseTimeout    time.Duration // Close's wait for the server's close frame; 1 s
+	// DeadPeerTimeout bounds how long the server's machine may leave what
+	// this client sent, or its TCP keepalive probes, unacknowledged before
+	// the connection counts as lost (a server that lost power, a network
+	// gone): it is noticed then, inside a call or between calls, instead of
+	// at ReceiveTimeout or after the kernel's 15 minutes. A slow or busy
+	// server still acknowledges and is not affected. 0: 20 s
+	// (conn.DefaultDeadPeerTimeout); below 1 s: 1 s; negative: off.
+	DeadPeerTimeout time.Duration
 
 	// MaxReconnects bounds the attempts after a lost connection or resync;
 	// 0 means 5, negative means never reconnect.

@@ -49,6 +49,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 		APIKey:           c.opts.APIKey,
 		DialTimeout:      dialTimeout,
 		SendTimeout:      c.opts.SendTimeout,
+		DeadPeerTimeout:  c.opts.DeadPeerTimeout,
 		TLS:              c.opts.TLS,
 		MaxMessageSize:   c.metadataCap(),
 		MaxHandshakeSize: c.opts.MaxHandshakeSize,

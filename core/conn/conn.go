@@ -56,6 +56,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -100,6 +101,18 @@ type Options struct {
 	// SendTimeout bounds writing one message once a write has to wait for
 	// the server to read. Zero means 10 s.
 	SendTimeout time.Duration
+	// DeadPeerTimeout bounds how long the server's machine may leave this
+	// side's bytes, or its TCP keepalive probes, unacknowledged before the
+	// connection fails with ErrLost: a server whose machine lost power, or
+	// the network to it, is noticed then, whether a call is waiting or
+	// not (TCP_USER_TIMEOUT, and keepalive probes every quarter of it on
+	// a connection that has been silent that long). A server that is only
+	// slow, or busy and not reading, still acknowledges, and is not
+	// affected. Zero means DefaultDeadPeerTimeout; below 1 s (probes go at
+	// most once a second), 1 s; negative turns both off, which leaves the
+	// kernel's own rules: data unacknowledged for some 15 minutes, and no
+	// keepalive.
+	DeadPeerTimeout time.Duration
 	// TLS configures wss:// connections; nil uses the system roots.
 	TLS *tls.Config
 	// MaxMessageSize caps one received message in bytes (the caller may
@@ -146,6 +159,51 @@ func (e *CloseError) Error() string {
 		return fmt.Sprintf("server closed the connection with code %d", e.Code)
 	}
 	return fmt.Sprintf("server closed the connection with code %d (%q)", e.Code, e.Reason)
+}
+
+// DefaultDeadPeerTimeout is Options.DeadPeerTimeout's default: as long as a
+// Python websockets server waits for the pong to its ping before it drops
+// a client (its ping_timeout), so the client does not give up on a server
+// that would still keep it.
+const DefaultDeadPeerTimeout = 20 * time.Second
+
+// deadPeerTimeout is Options.DeadPeerTimeout with its default and floor
+// applied; 0 when it is off.
+func deadPeerTimeout(t time.Duration) time.Duration {
+	switch {
+	case t < 0:
+		return 0
+	case t == 0:
+		return DefaultDeadPeerTimeout
+	}
+	return max(t, time.Second)
+}
+
+// watchPeer sets tc's dead-peer bound, timeout (0: off): keepalive probes
+// after a quarter of it in silence and every quarter after, and, where the
+// kernel has it, TCP_USER_TIMEOUT, which ends the connection once data or
+// probes have gone unacknowledged that long.
+func watchPeer(tc *net.TCPConn, timeout time.Duration) error {
+	if timeout == 0 {
+		if err := tc.SetKeepAlive(false); err != nil {
+			return fmt.Errorf("turning TCP keepalive off: %w", err)
+		}
+		return nil
+	}
+	every := max(timeout/4, time.Second)
+	if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: every, Interval: every, Count: 4}); err != nil {
+		return fmt.Errorf("setting TCP keepalive for the dead-peer timeout: %w", err)
+	}
+	return setUserTimeout(tc, timeout)
+}
+
+// lostError is the connection's failure for a transport error err met
+// while doing what: ErrLost, and for ETIMEDOUT, what it means.
+func (c *Conn) lostError(what string, err error) error {
+	if errors.Is(err, syscall.ETIMEDOUT) {
+		return fmt.Errorf("%w: %s: the server acknowledged nothing for the dead-peer timeout (%v): its machine, or the network to it, is gone (%v)", ErrLost, what, c.deadPeer, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrLost, what, err)
 }
 
 // Errors a connection can fail with, besides *CloseError. Match with errors.Is.
@@ -217,6 +275,8 @@ type Conn struct {
 	wmax     int
 	rng      *rand.ChaCha8
 	wtimeout time.Duration
+	// deadPeer is the dead-peer timeout in force (0: off), for messages.
+	deadPeer time.Duration
 	sentCls  bool
 	// inFrame: a message's write began and has not ended whole (its
 	// bytes sent, or held whole in wbuf), so the wire may be inside its
@@ -340,6 +400,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			if tc, ok := c.(*net.TCPConn); ok {
 				// Small messages (an infer of one env) must not wait for Nagle.
 				_ = tc.SetNoDelay(true)
+				if err := watchPeer(tc, deadPeerTimeout(o.DeadPeerTimeout)); err != nil {
+					c.Close()
+					return nil, err
+				}
 			}
 			dc = &dialConn{Conn: c, limit: limit}
 			return dc, nil
@@ -380,7 +444,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	}
 	nc = filter.Conn
 	dc.limit = 0 // the handshake is over: messages have their own cap
-	if err := dc.takeover(); err != nil {
+	if err := dc.takeover(deadPeerTimeout(o.DeadPeerTimeout)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}
@@ -440,6 +504,7 @@ func newConn(tr transport, o Options) *Conn {
 		wmax:     wmax,
 		rng:      rand.NewChaCha8(seed),
 		wtimeout: wt,
+		deadPeer: deadPeerTimeout(o.DeadPeerTimeout),
 		rb:       make([]byte, readBufferSize),
 		dead:     make(chan struct{}),
 	}
@@ -503,9 +568,16 @@ func RedactedURL(u string) string {
 // Done is closed once the connection has failed or been closed.
 func (c *Conn) Done() <-chan struct{} { return c.dead }
 
+// isTimeout reports whether err is one of this package's deadlines
+// passing. Not ETIMEDOUT, which Go counts as a timeout too: that is the
+// kernel giving up on the peer (DeadPeerTimeout), and ends the connection
+// (lostError).
 func isTimeout(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return true // the common case, without errors.As's allocation
+	}
+	if errors.Is(err, syscall.ETIMEDOUT) {
+		return false
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()

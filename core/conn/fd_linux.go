@@ -3,6 +3,7 @@
 package conn
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -30,6 +31,9 @@ type fdConn struct {
 	// wlazy) while noWait has replaced it.
 	savedWdl   int64
 	savedWlazy time.Duration
+	// userTimeout is the dead-peer timeout set as TCP_USER_TIMEOUT at the
+	// dial (0: none); a send that waits lifts it while it waits.
+	userTimeout time.Duration
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -51,8 +55,9 @@ const maxTimeo = 50 * time.Millisecond
 
 // takeover moves a *net.TCPConn to an fdConn: a duplicate of its descriptor
 // in blocking mode; the original is closed, which removes it from Go's
-// poller (and with it the poller's wake-ups on every arrival).
-func (d *dialConn) takeover() error {
+// poller (and with it the poller's wake-ups on every arrival). userTimeout
+// is the TCP_USER_TIMEOUT watchPeer set (0: none).
+func (d *dialConn) takeover(userTimeout time.Duration) error {
 	tc, ok := d.Conn.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -80,7 +85,7 @@ func (d *dialConn) takeover() error {
 		return os.NewSyscallError("fcntl", err)
 	}
 	_ = tc.Close()
-	d.fd = &fdConn{fd: nfd}
+	d.fd = &fdConn{fd: nfd, userTimeout: userTimeout}
 	return nil
 }
 
@@ -219,39 +224,58 @@ const dontWaitMax = 64 << 10
 func (f *fdConn) Write(p []byte) (int, error) {
 	f.wlock.Lock()
 	defer f.wlock.Unlock()
-	done := 0
-	if f.wlazy > 0 {
-		if len(p) > 0 {
-			var n uintptr
-			var e syscall.Errno
-			for {
-				if len(p) <= dontWaitMax {
-					n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
-				} else {
-					n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
-				}
-				if e != syscall.EINTR {
-					break
-				}
-			}
-			switch e {
-			case 0:
-				done = int(n)
-				kernelRead(p, done)
-			case syscall.EAGAIN:
-			default:
-				return 0, os.NewSyscallError("sendto", e)
-			}
-			if done == len(p) {
-				return done, nil
-			}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if f.wlazy == 0 {
+		// A fixed deadline (SetWriteDeadline) that has passed fails the
+		// write before it sends anything, as a blocking send would.
+		if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+			return 0, err
 		}
+	}
+	// First a send that does not wait: most messages go whole.
+	var done int
+	for {
+		var n uintptr
+		var e syscall.Errno
+		if len(p) <= dontWaitMax {
+			n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+		} else {
+			n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+		}
+		if e == syscall.EINTR {
+			continue
+		}
+		switch e {
+		case 0:
+			done = int(n)
+			kernelRead(p, done)
+		case syscall.EAGAIN:
+		default:
+			return 0, os.NewSyscallError("sendto", e)
+		}
+		break
+	}
+	if done == len(p) {
+		return done, nil
+	}
+	if f.wlazy > 0 {
 		// The send would wait: the message's deadline starts now.
 		f.wdl.set(time.Now().Add(f.wlazy))
 		f.wlazy = 0
 	}
 	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
 		return done, err
+	}
+	if f.userTimeout > 0 {
+		// The server is not taking bytes: its window is closed, or it is
+		// gone. Linux ends a connection whose window stays closed for
+		// TCP_USER_TIMEOUT, as it ends one whose peer is gone, so the
+		// send timeout, which is the bound for a server that does not
+		// read, governs while the send waits.
+		f.setUserTimeout(0)
+		defer f.setUserTimeout(f.userTimeout)
 	}
 	for done < len(p) {
 		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
@@ -279,6 +303,13 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		}
 	}
 	return done, nil
+}
+
+// setUserTimeout sets the socket's TCP_USER_TIMEOUT (0: the kernel's
+// own rules). A failure is ignored: the bound it set at the dial stays,
+// or the send timeout still ends the wait.
+func (f *fdConn) setUserTimeout(t time.Duration) {
+	_ = syscall.SetsockoptInt(f.fd, syscall.IPPROTO_TCP, tcpUserTimeout, int(t.Milliseconds()))
 }
 
 // tryWrite writes what the socket takes of p without waiting.
@@ -339,3 +370,28 @@ func (f *fdConn) close() error {
 	f.once.Do(func() { err = syscall.Close(f.fd) })
 	return err
 }
+
+// setUserTimeout sets TCP_USER_TIMEOUT on tc: the kernel ends the
+// connection (ETIMEDOUT) once data it sent, or a keepalive probe, has gone
+// unacknowledged for timeout, instead of retransmitting for some 15
+// minutes (tcp_retries2).
+func setUserTimeout(tc *net.TCPConn, timeout time.Duration) error {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpUserTimeout, int(timeout.Milliseconds()))
+	}); err != nil {
+		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", os.NewSyscallError("setsockopt", serr))
+	}
+	return nil
+}
+
+// tcpUserTimeout is TCP_USER_TIMEOUT (linux/tcp.h), which package syscall
+// does not name.
+const tcpUserTimeout = 18

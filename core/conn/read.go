@@ -509,7 +509,7 @@ func (c *Conn) readFailed(err error) {
 		if errors.Is(err, net.ErrClosed) {
 			err = ErrClosed
 		} else {
-			err = fmt.Errorf("%w: %v", ErrLost, err)
+			err = c.lostError("reading", err)
 		}
 	}
 	c.fail(err)

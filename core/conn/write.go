@@ -342,7 +342,7 @@ func (c *Conn) tryWriteHeld() bool {
 	if err != nil {
 		c.heldLost.Store(true)
 		c.heldEnds = c.heldEnds[:0]
-		c.fail(fmt.Errorf("%w: writing a held message: %v", ErrLost, err))
+		c.fail(c.lostError("writing a held message", err))
 		c.shutdown()
 		return false
 	}
@@ -416,7 +416,7 @@ func (c *Conn) flushCounted(p []byte) (int, error) {
 		if isTimeout(err) {
 			err = fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout)
 		} else {
-			err = fmt.Errorf("%w: writing: %v", ErrLost, err)
+			err = c.lostError("writing", err)
 		}
 		err = c.fail(err)
 		c.shutdown()
@@ -496,7 +496,7 @@ func (c *Conn) tryWriteControl() bool {
 	c.ctl.r += n
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
-		c.fail(fmt.Errorf("%w: writing a control frame: %v", ErrLost, err))
+		c.fail(c.lostError("writing a control frame", err))
 		c.shutdown()
 		return false
 	}

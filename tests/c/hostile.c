@@ -704,6 +704,86 @@ static void case_no_read(const char *url) {
   obs_free(&o);
 }
 
+/* vanish, vanish-unacked, vanish-idle: the server's machine vanishes
+** (plugrl-hostile vanish: every packet from the client dropped unacknowledged
+** from its third infer, nothing more sent; vanish-unacked: from its second
+** action, so the client's next feedback and infer go unacknowledged).
+** dead_peer_timeout_ms is 2000, receive_timeout_ms 60000. The infer in
+** flight must end after the bound, not the receive deadline, within one
+** keepalive interval (1 s: the kernel checks the bound at its timers) plus
+** the usual overshoot, with PLUGRL_RECONNECTED and a message naming the
+** dead-peer timeout; the next exchanges run on a new connection, and the
+** stats count one reconnect, lost. vanish-idle waits between calls instead:
+** the feedback after the wait must find the connection gone at once. Only
+** Linux can drop a connection's packets (a socket filter), so the cases
+** run there only. */
+#define DEAD_PEER_MS 2000
+static void vanish(const char *url, int idle) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  plugrl_statistics st;
+  double t0;
+  int i;
+  R.deadline_ms = DEAD_PEER_MS + 1000;
+  options(&opt, url);
+  opt.receive_timeout_ms = 60000;
+  opt.dead_peer_timeout_ms = DEAD_PEER_MS;
+  opt.reconnect_backoff_ms = 1;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  for (i = 0; i < 2 && !R.failed; i++) {
+    if (!expect("plugrl_infer", infer(c, &o, &a), PLUGRL_OK, c)) break;
+    if (idle && i == 1) break;
+    expect("plugrl_feedback", feedback(c, &o), PLUGRL_OK, c);
+  }
+  if (R.failed) goto out;
+  if (idle) {
+    /* The server vanished as it sent the last action: the connection is
+    ** silent, and only keepalive can tell. Then the poller's look (1 s). */
+    sleep_us((DEAD_PEER_MS + 1000 + 1500) * 1000L);
+    t0 = now_ms();
+    R.status = feedback(c, &o);
+    R.took_ms = now_ms() - t0;
+    R.deadline_ms = 0;
+    at_once("plugrl_feedback", R.took_ms);
+    extra("feedback=%s", status_name(R.status));
+    if (R.status == PLUGRL_OK) fail("plugrl_feedback on a connection whose server vanished returned PLUGRL_OK");
+  } else {
+    t0 = now_ms();
+    R.status = infer(c, &o, &a);
+    R.took_ms = now_ms() - t0;
+    expect("plugrl_infer", R.status, PLUGRL_RECONNECTED, c);
+    if (R.took_ms < DEAD_PEER_MS - UNDERSHOOT_LIMIT_MS)
+      fail("plugrl_infer gave up after %.1f ms, before the dead-peer timeout of %d ms", R.took_ms, DEAD_PEER_MS);
+    if (R.took_ms > R.deadline_ms + OVERSHOOT_LIMIT_MS)
+      fail("plugrl_infer took %.1f ms against a dead-peer timeout of %d ms: over its bound of %.0f ms + %.0f", R.took_ms,
+           DEAD_PEER_MS, R.deadline_ms, OVERSHOOT_LIMIT_MS);
+  }
+  if (strstr(plugrl_errmsg(c), "dead-peer timeout") == NULL)
+    fail("the message does not name the dead-peer timeout: %s", plugrl_errmsg(c));
+  /* The next connection is an honest server's (an idle client's first
+  ** infer is the one that reconnects). */
+  for (i = 0; i < 2 && !R.failed; i++) {
+    plugrl_status s = infer(c, &o, &a);
+    if (idle && i == 0 && s == PLUGRL_RECONNECTED) s = infer(c, &o, &a);
+    if (!expect("plugrl_infer on the next connection", s, PLUGRL_OK, c)) break;
+    expect("plugrl_feedback on the next connection", feedback(c, &o), PLUGRL_OK, c);
+  }
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  if (expect("plugrl_stats", plugrl_stats(c, &st), PLUGRL_OK, c) && (st.reconnects != 1 || st.reconnects_lost != 1))
+    fail("reconnects %llu, lost %llu: want one, lost", (unsigned long long)st.reconnects,
+         (unsigned long long)st.reconnects_lost);
+out:
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+}
+
+static void case_vanish(const char *url) { vanish(url, 0); }
+static void case_vanish_unacked(const char *url) { vanish(url, 0); }
+static void case_vanish_idle(const char *url) { vanish(url, 1); }
+
 /* ping-flood: pings as fast as the socket takes them, no action ever;
 ** then close with a short close deadline. */
 static void case_ping_flood(const char *url) {
@@ -2190,6 +2270,11 @@ static const struct kase {
     {"garble-runner", "garble --h 2 --d 3 --seed 2", case_garble_runner, 0},
     {"garble-metadata", "garble-metadata --h 2 --d 3 --seed 3", case_garble_metadata, 0},
     {"garble-frames", "garble-frames --h 2 --d 500 --seed 4", case_garble_frames, 0},
+#ifdef __linux__
+    {"vanish", "vanish --vanish-after 2", case_vanish, 0},
+    {"vanish-unacked", "vanish-unacked --vanish-after 2", case_vanish_unacked, 0},
+    {"vanish-idle", "vanish-unacked --vanish-after 2", case_vanish_idle, 0},
+#endif
 };
 
 static int usage(const char *argv0) {

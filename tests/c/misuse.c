@@ -632,6 +632,19 @@ static void test_options(void) {
     o.max_message_size = -2;
     EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
     EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    /* dead_peer_timeout_ms: -1 is off, 1..999 is below the keepalive
+    ** probes' one second, -2 means nothing. */
+    {
+      int32_t bad[] = {-2, 1, 999};
+      for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        plugrl_options_init(&o);
+        o.url = "ws://127.0.0.1:1";
+        o.dead_peer_timeout_ms = bad[i];
+        EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+        CHECK(strstr(plugrl_errmsg(c), "options.dead_peer_timeout_ms") != NULL);
+        EXPECT_N(plugrl_close(c), PLUGRL_OK);
+      }
+    }
   }
 
   /* A CA file that is not a regular file: refused at once. A FIFO with no

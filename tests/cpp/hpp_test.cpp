@@ -99,6 +99,11 @@ void test_offline() {
   EXPECT_ERROR(PLUGRL_CONNECT_FAILED,
                plugrl::Client c(plugrl::Options("ws://127.0.0.1:1").max_reconnects(-1).connect_timeout_ms(2000)));
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options()});
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options("ws://127.0.0.1:1").dead_peer_timeout_ms(500)});
+  EXPECT_ERROR(PLUGRL_CONNECT_FAILED, plugrl::Client c(plugrl::Options("ws://127.0.0.1:1")
+                                                            .max_reconnects(-1)
+                                                            .connect_timeout_ms(2000)
+                                                            .dead_peer_timeout_ms(-1)));
 
   plugrl::Observation o;
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, o.set_data("nope", nullptr));

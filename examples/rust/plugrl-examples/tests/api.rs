@@ -738,6 +738,28 @@ fn ledger_writer_on_given_cpus() {
     assert!(e.to_string().contains("ledger_cpus"), "{e}");
 }
 
+#[test]
+fn dead_peer_timeout_below_a_second_is_refused() {
+    for d in [Duration::ZERO, Duration::from_millis(999)] {
+        let e = Client::builder("ws://127.0.0.1:1")
+            .dead_peer_timeout(Some(d))
+            .open()
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{d:?}: {e}");
+        assert!(e.to_string().contains("dead_peer_timeout_ms"), "{e}");
+    }
+    // Off, or a second: accepted (then no server answers there).
+    for d in [None, Some(Duration::from_secs(1))] {
+        let e = Client::builder("ws://127.0.0.1:1")
+            .dead_peer_timeout(d)
+            .max_reconnects(0)
+            .connect_timeout(Duration::from_millis(500))
+            .open()
+            .unwrap_err();
+        assert!(!matches!(e, Error::InvalidArgument(_)), "{d:?}: {e}");
+    }
+}
+
 fn ledger_run(cpus: Option<&str>) {
     let dir = std::env::temp_dir().join(format!(
         "plugrl-rust-ledger-{}-{}",

@@ -153,6 +153,7 @@ struct Numbers {
     reconnect_timeout_ms: i32,
     max_handshake_size: i32,
     ledger_level: i32,
+    dead_peer_timeout_ms: i32,
 }
 
 /// Milliseconds for a C field: 0 stays 0 (the default), anything else is
@@ -217,6 +218,21 @@ impl ClientBuilder {
     /// (default 10 s).
     pub fn send_timeout(mut self, d: Duration) -> Self {
         self.n.send_timeout_ms = millis(d);
+        self
+    }
+
+    /// How long the server's machine may acknowledge nothing this client
+    /// sent, nor its TCP keepalive probes, before the connection counts as
+    /// lost: a server that lost power, or a network gone, is noticed then
+    /// instead of at the receive timeout (default 20 s; at least 1 s, or
+    /// `open` fails with `Error::InvalidArgument`). `None` turns it off.
+    /// plugrl.h, "A server that vanishes", says what it covers.
+    pub fn dead_peer_timeout(mut self, d: Option<Duration>) -> Self {
+        self.n.dead_peer_timeout_ms = match d {
+            None => -1,
+            Some(d) if d.is_zero() => 1, // not "the default": refused, as any bound under 1 s
+            Some(d) => millis(d),
+        };
         self
     }
 
@@ -385,6 +401,7 @@ impl ClientBuilder {
         o.reconnect_timeout_ms = n.reconnect_timeout_ms;
         o.max_handshake_size = n.max_handshake_size;
         o.ledger_level = n.ledger_level;
+        o.dead_peer_timeout_ms = n.dead_peer_timeout_ms;
         let log = self.log.map(LogBox::new);
         if let Some(l) = &log {
             o.log = Some(log_trampoline);
