@@ -133,6 +133,7 @@ class EnvNode : public rclcpp::Node {
     num_.receive_timeout_ms = declare_parameter<int64_t>("receive_timeout_ms", 30000);
     num_.close_timeout_ms = declare_parameter<int64_t>("close_timeout_ms", 50);
     num_.max_reconnects = declare_parameter<int64_t>("max_reconnects", 5);
+    num_.dead_peer_timeout_ms = declare_parameter<int64_t>("dead_peer_timeout_ms", 0);
 
     num_.control_rate_hz = declare_parameter<double>("control_rate_hz", 50.0);
     num_.max_obs_age_s = declare_parameter<double>("max_obs_age_s", 0.5);
@@ -545,6 +546,7 @@ class EnvNode : public rclcpp::Node {
         .receive_timeout_ms(static_cast<int32_t>(num_.receive_timeout_ms))
         .close_timeout_ms(static_cast<int32_t>(num_.close_timeout_ms))
         .max_reconnects(static_cast<int32_t>(num_.max_reconnects))
+        .dead_peer_timeout_ms(static_cast<int32_t>(num_.dead_peer_timeout_ms))
         .log([this](int level, const char *message) { log_from_library(level, message); });
 
     RCLCPP_INFO(get_logger(), "connecting to %s", url_.c_str());
