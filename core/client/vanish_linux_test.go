@@ -126,3 +126,42 @@ func TestHostileNoReadOutlastsDeadPeer(t *testing.T) {
 	}
 	within(t, "the send", took, send)
 }
+
+// TestHostileBriefOutage: a network that goes away for less than the
+// dead-peer timeout and comes back (internal/hostile's Vanish with
+// VanishFor) costs the connection nothing: the infer in flight gets its
+// action once the server's machine is heard again (its acknowledgement
+// or, unacknowledged, the client's kernel's next retransmission), and no
+// reconnect is made.
+func TestHostileBriefOutage(t *testing.T) {
+	const outage = time.Second
+	for _, sc := range []hostile.Scenario{hostile.Vanish, hostile.VanishUnacked} {
+		t.Run(string(sc), func(t *testing.T) {
+			t.Parallel()
+			s := hostileServer(t, hostile.Config{Scenario: sc, VanishAfter: 2, VanishFor: outage})
+			c, err := hostileDial(t, s.URL(), func(o *client.Options) {
+				o.ReceiveTimeout = time.Minute
+				o.DeadPeerTimeout = 4 * time.Second
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := newWorld()
+			for i := 0; i < 5; i++ {
+				start := time.Now()
+				if _, err := w.infer(c); err != nil {
+					t.Fatalf("infer %d, across an outage of %v: %v after %v", i, outage, err, time.Since(start))
+				}
+				if took := time.Since(start); took > outage/2 {
+					t.Logf("infer %d took %v: the outage", i, took)
+				}
+				if err := w.feedback(c); err != nil {
+					t.Fatalf("feedback %d: %v", i, err)
+				}
+			}
+			if st := c.Stats(); st.Reconnects != ([len(st.Reconnects)]uint64{}) || st.Exchanges != 5 {
+				t.Fatalf("stats %+v: want 5 exchanges on one connection", st)
+			}
+		})
+	}
+}

@@ -235,8 +235,11 @@ func (c *conn) answer(in *wire.InferMsg, rdone <-chan struct{}) error {
 			return c.resync()
 		}
 	case Vanish:
-		if c.first && c.infers > cfg.VanishAfter {
-			return c.vanish(rdone)
+		if c.first && c.infers == cfg.VanishAfter+1 {
+			if err := c.vanish(rdone); err != nil {
+				return err
+			}
+			// Back (VanishFor): answer the infer it vanished on.
 		}
 	case VanishUnacked:
 		if c.first && c.infers == cfg.VanishAfter {
@@ -274,16 +277,32 @@ func (c *conn) vanish(rdone <-chan struct{}) error {
 
 // gone stays silent until the connection's MaxConnTime or Close: a
 // vanished peer sends no FIN or RST the client could see. The frames that
-// wmu guards are closed to the reader's pongs and closes meanwhile.
+// wmu guards are closed to the reader's pongs and closes meanwhile. With
+// Config.VanishFor it comes back after that long instead: the filter is
+// removed and gone returns nil.
 func (c *conn) gone(rdone <-chan struct{}) error {
 	c.wmu.Lock()
 	c.silent = true
 	c.wmu.Unlock()
-	err := c.sleep(time.Until(c.deadline), rdone)
-	if err == nil || err == errReaderEnded {
-		err = errConnDeadline
+	back := c.s.cfg.VanishFor
+	if back <= 0 {
+		err := c.sleep(time.Until(c.deadline), rdone)
+		if err == nil || err == errReaderEnded {
+			err = errConnDeadline
+		}
+		return err
 	}
-	return err
+	if err := c.sleep(back, rdone); err != nil {
+		return err
+	}
+	if err := hearEverything(tcpOf(c.nc.Conn)); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.silent = false
+	c.wmu.Unlock()
+	c.s.logf("%s: back after %v", c.s.cfg.Scenario, back)
+	return nil
 }
 
 // framesAnswer is GarbleFrames' answer to in: an honest action whose

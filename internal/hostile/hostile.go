@@ -255,6 +255,9 @@ const (
 	// only TCP keepalive can tell it the peer is gone. A correct client
 	// notices within its own dead-peer bound, not its receive deadline or
 	// the kernel's two hours, and reconnects (to a Normal connection).
+	// With Config.VanishFor the connection comes back after that long, as
+	// a network that returns: a correct client whose bound is longer keeps
+	// it and gets its action.
 	Vanish Scenario = "vanish"
 
 	// VanishUnacked is Vanish, but the first connection vanishes as it
@@ -325,6 +328,11 @@ type Config struct {
 	// VanishAfter is how many infers Vanish's and VanishUnacked's first
 	// connection answers before it vanishes: 2.
 	VanishAfter int
+	// VanishFor, when set, brings the vanished connection back after that
+	// long, as a network that comes back would: the filter is removed, the
+	// client's retransmissions get through, and the connection goes on as
+	// Normal (Vanish answers the infer it vanished on). 0: gone for good.
+	VanishFor time.Duration
 	// Seed seeds Garble's, GarbleMetadata's and GarbleFrames' draws (with
 	// each connection's number, counted from 1 in the order of their
 	// first infer, or of their metadata): the same seed gives the same
@@ -421,7 +429,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
 		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0 || cfg.VanishAfter < 0:
 		return cfg, errors.New("hostile: sizes and counts must not be negative")
-	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0:
+	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0 || cfg.VanishFor < 0:
 		return cfg, errors.New("hostile: durations must not be negative")
 	}
 	host, _, err := net.SplitHostPort(cfg.Addr)

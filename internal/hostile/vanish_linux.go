@@ -31,6 +31,23 @@ var (
 // client sends: from the client's side the server's machine has gone.
 func dropEverythingFrom(nc net.Conn) error { return attach(nc, dropAll) }
 
+// hearEverything removes nc's socket filter: the client's segments, and
+// its kernel's retransmissions of what was dropped, get through again.
+func hearEverything(nc net.Conn) error {
+	_, rc, err := rawConn(nc)
+	if err != nil {
+		return err
+	}
+	var derr error
+	if err := rc.Control(func(fd uintptr) { derr = syscall.DetachLsf(int(fd)) }); err != nil {
+		return fmt.Errorf("coming back: %v", err)
+	}
+	if derr != nil {
+		return fmt.Errorf("coming back: removing the socket filter: %v", derr)
+	}
+	return nil
+}
+
 // vanishAfter sends what send writes to nc and then makes nc a black hole,
 // once the client has acknowledged all of it: the client's own data is
 // dropped from before send on (acksOnly), but the acknowledgements of what

@@ -20,3 +20,6 @@ func vanishAfter(nc net.Conn, send func() error) error {
 	}
 	return dropEverythingFrom(nc)
 }
+
+// hearEverything is never reached here: vanishing failed first.
+func hearEverything(net.Conn) error { return nil }
