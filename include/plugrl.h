@@ -501,9 +501,9 @@ typedef struct plugrl_options {
                                   environment variable PLUGRL_LEDGER_CPUS, if set and not empty,
                                   else wherever the process may run. See "The step ledger" below */
   int32_t dead_peer_timeout_ms;/* how long the server's machine may leave what this client sent,
-                                  or its TCP keepalive probes, unacknowledged before the
-                                  connection counts as lost; default 20000; at least 1000;
-                                  -1: off. See "A server that vanishes" below */
+                                  or its TCP keepalive probes, unanswered before the connection
+                                  counts as lost; default 20000; at least 1000; -1: off (no
+                                  keepalive). See "A server that vanishes" below */
 } plugrl_options;
 
 /*
@@ -514,26 +514,32 @@ typedef struct plugrl_options {
 ** receive_timeout_ms (5 minutes) inside an infer, or after the kernel's
 ** own retransmissions (about 15 minutes).
 ** dead_peer_timeout_ms is that bound: the connection counts as lost once
-** the server's machine has acknowledged nothing of what the client sent,
-** nor the TCP keepalive probes the kernel sends after a quarter of it in
-** silence (and every quarter after), for that long (Linux: TCP_USER_TIMEOUT;
-** elsewhere keepalive alone). It is then a connection lost without a
-** close frame: the call waiting on it, or between calls the next call,
-** returns as for any such loss (plugrl_infer and plugrl_feedback:
-** PLUGRL_RECONNECTED, the feedback owed dropped, SPEC 7.6), the ledger
-** records the close, the stats count it in reconnects_lost, and the
-** message says "the server acknowledged nothing for the dead-peer
-** timeout". A server that is slow, or busy learning and not
-** answering, still acknowledges at the TCP level, and is not affected:
-** only its machine or the network going away is. While a send waits for a
-** server that takes no bytes (its receive window closed), send_timeout_ms
-** is the bound, as before, and this one is lifted: the kernel cannot tell
-** that server from one that is gone. Measured against a server whose
-** packets are dropped (plugrl-hostile vanish, vanish-unacked), with the
-** bound at 2000 ms: the infer returned after 2.06-2.43 s; the kernel
-** checks the bound at its timers, up to one probe interval (a quarter of
-** the bound, at least 1 s) late. The default, 20 s, is as long as a Python
-** websockets server waits for a pong before it drops a client.
+** the server's machine has owed an answer for that long and given none:
+** to data the client sent, or to the TCP keepalive probes the kernel sends
+** after a quarter of it in silence (and every quarter after). The
+** library's poller reads the kernel's TCP_INFO once a second, and at the
+** moment the bound would pass (Linux 5.4 and later); the kernel itself
+** ends the connection after 8 unanswered probes, about twice the bound,
+** which is the bound where TCP_INFO cannot tell. It is then a connection
+** lost without a close frame: the call waiting on it, or between calls
+** the next call, returns as for any such loss (plugrl_infer and
+** plugrl_feedback: PLUGRL_RECONNECTED, the feedback owed dropped, SPEC
+** 7.6), the ledger records the close, the stats count it in
+** reconnects_lost, and the message names the dead-peer timeout. A server
+** that is slow, or busy learning and silent, still answers at the TCP
+** level and is not affected; nor is one that stops reading (its window
+** closed): it is there, and send_timeout_ms and receive_timeout_ms stay
+** its bounds, so a machine that vanishes while its window is closed is
+** noticed only by them. An outage shorter than the bound costs nothing:
+** TCP sends again what was lost. Measured against a server whose packets
+** are dropped (plugrl-hostile vanish, vanish-unacked) with the bound at
+** 2000 ms: the infer returned after 2.00-2.05 s, and a client idle
+** between calls found the connection gone at its next call, at once;
+** with the network back after 1 s, the infer got its action after 1.0-1.7
+** s on the same connection. The default, 20 s, is as long as a Python
+** websockets server waits for a pong before it drops a client. Probes go
+** at most once a second (hence at least 1000) and at least every 32767 s
+** (the kernel's limit).
 */
 
 /*

@@ -64,11 +64,12 @@ type Options struct {
 	SendTimeout     time.Duration // for sending one message once the server stops reading; 10 s
 	CloseTimeout    time.Duration // Close's wait for the server's close frame; 1 s
 	// DeadPeerTimeout bounds how long the server's machine may leave what
-	// this client sent, or its TCP keepalive probes, unacknowledged before
-	// the connection counts as lost (a server that lost power, a network
+	// this client sent, or its TCP keepalive probes, unanswered before the
+	// connection counts as lost (a server that lost power, a network
 	// gone): it is noticed then, inside a call or between calls, instead of
-	// at ReceiveTimeout or after the kernel's 15 minutes. A slow or busy
-	// server still acknowledges and is not affected. 0: 20 s
+	// at ReceiveTimeout or after the kernel's 15 minutes. A slow, busy or
+	// not-reading server still answers at the TCP level and is not
+	// affected (conn.Options.DeadPeerTimeout says how). 0: 20 s
 	// (conn.DefaultDeadPeerTimeout); below 1 s: 1 s; negative: off.
 	DeadPeerTimeout time.Duration
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/hostile"
 )
 
@@ -20,8 +21,8 @@ import (
 // is never resent (SPEC 7.6): the next infer starts afresh.
 func TestHostileVanish(t *testing.T) {
 	const dead = 2 * time.Second
-	// Keepalive probes go once a second at the least, and the kernel
-	// checks the bound at its timers: up to a probe's interval late.
+	// The poller looks once a second, and keepalive probes go once a
+	// second at the least: up to about a second late.
 	const late = 2 * time.Second
 	for _, tc := range []struct {
 		scenario hostile.Scenario
@@ -163,5 +164,77 @@ func TestHostileBriefOutage(t *testing.T) {
 				t.Fatalf("stats %+v: want 5 exchanges on one connection", st)
 			}
 		})
+	}
+}
+
+// TestHostileNoReadQueuedOutlastsDeadPeer: a live server that stops
+// reading while the client's message sits in the client's socket behind
+// its closed window (the send did not wait: the socket took the message
+// whole) is a server that does not read, bound by the receive timeout,
+// not a vanished machine: its kernel answers the window probes. (With
+// TCP_USER_TIMEOUT as the bound, which Linux applies to window probes
+// too, a 512 KiB infer to a server with a 256 KiB receive buffer that
+// never reads ended after 1.49 s under a 1 s bound, "its machine is
+// gone"; found by review.)
+func TestHostileNoReadQueuedOutlastsDeadPeer(t *testing.T) {
+	const recv = 4 * time.Second
+	s := hostileServer(t, hostile.Config{Scenario: hostile.NoRead, RecvBuffer: 256 << 10})
+	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
+		o.ReceiveTimeout = recv
+		o.SendTimeout = 3 * time.Second
+		o.DeadPeerTimeout = time.Second
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	w.state = make([]float64, 64<<10) // 512 KiB
+	w.obs.States[0].Array.Shape = []int{1, len(w.state)}
+	w.obs.States[0].Array.Data = wire.BytesOf(w.state)
+	start := time.Now()
+	_, err = w.infer(c)
+	took := time.Since(start)
+	if !errors.Is(err, client.ErrTimeout) || strings.Contains(err.Error(), "dead-peer") {
+		t.Fatalf("a live server that does not read: got %v after %v, want the receive timeout", err, took)
+	}
+	within(t, "the infer", took, recv)
+}
+
+// TestHostileSlowServerOutlastsDeadPeer: a server that takes longer than
+// the dead-peer timeout to answer, and says nothing meanwhile, is busy,
+// not gone: its kernel answers the keepalive probes.
+func TestHostileSlowServerOutlastsDeadPeer(t *testing.T) {
+	const delay = 5 * time.Second
+	s := hostileServer(t, hostile.Config{Scenario: hostile.SlowAction, ActionDelay: delay})
+	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
+		o.ReceiveTimeout = time.Minute
+		o.DeadPeerTimeout = time.Second
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := newWorld().infer(c); err != nil {
+		t.Fatalf("a server that answers after %v: %v after %v", delay, err, time.Since(start))
+	}
+}
+
+// TestHostileLongDeadPeer: every dead-peer timeout the C API accepts (up
+// to INT32_MAX ms, 24.8 days) connects. Linux refuses a keepalive idle or
+// interval over 32767 s, so a bound over 4 x that (36.4 h) made every dial
+// fail with "setsockopt: invalid argument" before its probes were capped
+// (found by review).
+func TestHostileLongDeadPeer(t *testing.T) {
+	s := hostileServer(t, hostile.Config{Scenario: hostile.Normal})
+	for _, d := range []time.Duration{36 * time.Hour, 37 * time.Hour, 2147483647 * time.Millisecond} {
+		c, err := hostileDial(t, s.URL(), func(o *client.Options) { o.DeadPeerTimeout = d })
+		if err != nil {
+			t.Errorf("dead-peer timeout %v: %v", d, err)
+			continue
+		}
+		if _, err := newWorld().infer(c); err != nil {
+			t.Errorf("dead-peer timeout %v: infer: %v", d, err)
+		}
+		c.Close()
 	}
 }

@@ -105,13 +105,16 @@ type Options struct {
 	// side's bytes, or its TCP keepalive probes, unacknowledged before the
 	// connection fails with ErrLost: a server whose machine lost power, or
 	// the network to it, is noticed then, whether a call is waiting or
-	// not (TCP_USER_TIMEOUT, and keepalive probes every quarter of it on
-	// a connection that has been silent that long). A server that is only
-	// slow, or busy and not reading, still acknowledges, and is not
+	// not. Keepalive probes go after a quarter of it in silence and every
+	// quarter after; the poller's looks, once a second, read the kernel's
+	// TCP_INFO and end a connection that has owed answers (data in flight,
+	// a probe) for the bound (Linux; elsewhere the kernel ends it after 8
+	// unanswered probes, about twice the bound). A server that is slow,
+	// busy, or not reading still answers at the TCP level, and is not
 	// affected. Zero means DefaultDeadPeerTimeout; below 1 s (probes go at
-	// most once a second), 1 s; negative turns both off, which leaves the
-	// kernel's own rules: data unacknowledged for some 15 minutes, and no
-	// keepalive.
+	// most once a second), 1 s; negative turns it off: no keepalive, and
+	// data unacknowledged waits for the kernel's own limit (some 15
+	// minutes) or the call's deadline.
 	DeadPeerTimeout time.Duration
 	// TLS configures wss:// connections; nil uses the system roots.
 	TLS *tls.Config
@@ -179,10 +182,12 @@ func deadPeerTimeout(t time.Duration) time.Duration {
 	return max(t, time.Second)
 }
 
-// watchPeer sets tc's dead-peer bound, timeout (0: off): keepalive probes
-// after a quarter of it in silence and every quarter after, and, where the
-// kernel has it, TCP_USER_TIMEOUT, which ends the connection once data or
-// probes have gone unacknowledged that long.
+// watchPeer sets tc's dead-peer bound, timeout (0: off): TCP keepalive
+// probes after a quarter of it in silence and every quarter after, which
+// the poller's looks weigh (idleLook, peerSilence: answers owed for
+// timeout end the connection), and after which the kernel itself ends the
+// connection (ETIMEDOUT) once keepaliveCount of them go unanswered, about
+// twice the bound: where there is no TCP_INFO, that is the bound.
 func watchPeer(tc *net.TCPConn, timeout time.Duration) error {
 	if timeout == 0 {
 		if err := tc.SetKeepAlive(false); err != nil {
@@ -190,18 +195,29 @@ func watchPeer(tc *net.TCPConn, timeout time.Duration) error {
 		}
 		return nil
 	}
-	every := max(timeout/4, time.Second)
-	if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: every, Interval: every, Count: 4}); err != nil {
+	// Linux refuses a keepalive idle time or interval over 32767 s
+	// (MAX_TCP_KEEPIDLE, MAX_TCP_KEEPINTVL).
+	every := min(max(timeout/4, time.Second), maxKeepAlive)
+	if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: every, Interval: every, Count: keepaliveCount}); err != nil {
 		return fmt.Errorf("setting TCP keepalive for the dead-peer timeout: %w", err)
 	}
-	return setUserTimeout(tc, timeout)
+	return nil
 }
+
+// keepaliveCount is how many unanswered keepalive probes make the kernel
+// end a connection: with probes every quarter of the bound, the kernel
+// gives up at about twice it, after the poller (where it can tell).
+const keepaliveCount = 8
+
+// maxKeepAlive is the longest keepalive idle time and interval Linux
+// takes (MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL, in seconds).
+const maxKeepAlive = 32767 * time.Second
 
 // lostError is the connection's failure for a transport error err met
 // while doing what: ErrLost, and for ETIMEDOUT, what it means.
 func (c *Conn) lostError(what string, err error) error {
 	if errors.Is(err, syscall.ETIMEDOUT) {
-		return fmt.Errorf("%w: %s: the server acknowledged nothing for the dead-peer timeout (%v): its machine, or the network to it, is gone (%v)", ErrLost, what, c.deadPeer, err)
+		return fmt.Errorf("%w: %s: the kernel gave up on the server: it acknowledged none of the keepalive probes or data sent (dead-peer timeout %v): its machine, or the network to it, is gone (%v)", ErrLost, what, c.deadPeer, err)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrLost, what, err)
 }
@@ -444,7 +460,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	}
 	nc = filter.Conn
 	dc.limit = 0 // the handshake is over: messages have their own cap
-	if err := dc.takeover(deadPeerTimeout(o.DeadPeerTimeout)); err != nil {
+	if err := dc.takeover(); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}

@@ -3,7 +3,6 @@
 package conn
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -31,9 +30,6 @@ type fdConn struct {
 	// wlazy) while noWait has replaced it.
 	savedWdl   int64
 	savedWlazy time.Duration
-	// userTimeout is the dead-peer timeout set as TCP_USER_TIMEOUT at the
-	// dial (0: none); a send that waits lifts it while it waits.
-	userTimeout time.Duration
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -55,9 +51,8 @@ const maxTimeo = 50 * time.Millisecond
 
 // takeover moves a *net.TCPConn to an fdConn: a duplicate of its descriptor
 // in blocking mode; the original is closed, which removes it from Go's
-// poller (and with it the poller's wake-ups on every arrival). userTimeout
-// is the TCP_USER_TIMEOUT watchPeer set (0: none).
-func (d *dialConn) takeover(userTimeout time.Duration) error {
+// poller (and with it the poller's wake-ups on every arrival).
+func (d *dialConn) takeover() error {
 	tc, ok := d.Conn.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -85,7 +80,7 @@ func (d *dialConn) takeover(userTimeout time.Duration) error {
 		return os.NewSyscallError("fcntl", err)
 	}
 	_ = tc.Close()
-	d.fd = &fdConn{fd: nfd, userTimeout: userTimeout}
+	d.fd = &fdConn{fd: nfd}
 	return nil
 }
 
@@ -224,58 +219,39 @@ const dontWaitMax = 64 << 10
 func (f *fdConn) Write(p []byte) (int, error) {
 	f.wlock.Lock()
 	defer f.wlock.Unlock()
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if f.wlazy == 0 {
-		// A fixed deadline (SetWriteDeadline) that has passed fails the
-		// write before it sends anything, as a blocking send would.
-		if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
-			return 0, err
-		}
-	}
-	// First a send that does not wait: most messages go whole.
-	var done int
-	for {
-		var n uintptr
-		var e syscall.Errno
-		if len(p) <= dontWaitMax {
-			n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
-		} else {
-			n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
-		}
-		if e == syscall.EINTR {
-			continue
-		}
-		switch e {
-		case 0:
-			done = int(n)
-			kernelRead(p, done)
-		case syscall.EAGAIN:
-		default:
-			return 0, os.NewSyscallError("sendto", e)
-		}
-		break
-	}
-	if done == len(p) {
-		return done, nil
-	}
+	done := 0
 	if f.wlazy > 0 {
+		if len(p) > 0 {
+			var n uintptr
+			var e syscall.Errno
+			for {
+				if len(p) <= dontWaitMax {
+					n, _, e = syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+				} else {
+					n, _, e = syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), syscall.MSG_NOSIGNAL|syscall.MSG_DONTWAIT, 0, 0)
+				}
+				if e != syscall.EINTR {
+					break
+				}
+			}
+			switch e {
+			case 0:
+				done = int(n)
+				kernelRead(p, done)
+			case syscall.EAGAIN:
+			default:
+				return 0, os.NewSyscallError("sendto", e)
+			}
+			if done == len(p) {
+				return done, nil
+			}
+		}
 		// The send would wait: the message's deadline starts now.
 		f.wdl.set(time.Now().Add(f.wlazy))
 		f.wlazy = 0
 	}
 	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
 		return done, err
-	}
-	if f.userTimeout > 0 {
-		// The server is not taking bytes: its window is closed, or it is
-		// gone. Linux ends a connection whose window stays closed for
-		// TCP_USER_TIMEOUT, as it ends one whose peer is gone, so the
-		// send timeout, which is the bound for a server that does not
-		// read, governs while the send waits.
-		f.setUserTimeout(0)
-		defer f.setUserTimeout(f.userTimeout)
 	}
 	for done < len(p) {
 		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
@@ -303,13 +279,6 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		}
 	}
 	return done, nil
-}
-
-// setUserTimeout sets the socket's TCP_USER_TIMEOUT (0: the kernel's
-// own rules). A failure is ignored: the bound it set at the dial stays,
-// or the send timeout still ends the wait.
-func (f *fdConn) setUserTimeout(t time.Duration) {
-	_ = syscall.SetsockoptInt(f.fd, syscall.IPPROTO_TCP, tcpUserTimeout, int(t.Milliseconds()))
 }
 
 // tryWrite writes what the socket takes of p without waiting.
@@ -371,27 +340,35 @@ func (f *fdConn) close() error {
 	return err
 }
 
-// setUserTimeout sets TCP_USER_TIMEOUT on tc: the kernel ends the
-// connection (ETIMEDOUT) once data it sent, or a keepalive probe, has gone
-// unacknowledged for timeout, instead of retransmitting for some 15
-// minutes (tcp_retries2).
-func setUserTimeout(tc *net.TCPConn, timeout time.Duration) error {
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
+// peerSilence reports, from the kernel's TCP_INFO, how long ago the peer's
+// machine last acknowledged anything (tcpi_last_ack_recv), and whether it
+// owes an answer meanwhile: data in flight unacknowledged (tcpi_unacked)
+// or a keepalive probe unanswered (tcpi_probes), while its window is open
+// (tcpi_snd_wnd). A server whose window is closed is there, and not
+// reading: its window probes go out ever more rarely and Linux counts
+// them, answered or not, as unanswered (measured: tcpi_probes 1 and
+// tcpi_last_ack_recv over a second, a closed window, against a live
+// server), so the send and receive timeouts stay its bounds. ok is false
+// where the kernel does not say (tcpi_snd_wnd came in Linux 5.4).
+func (f *fdConn) peerSilence() (since time.Duration, owed, ok bool) {
+	var info [tcpInfoSize]byte
+	n := uint32(len(info))
+	_, _, e := syscall.RawSyscall6(syscall.SYS_GETSOCKOPT, uintptr(f.fd), syscall.IPPROTO_TCP, syscall.TCP_INFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 || n < tcpInfoSize {
+		return 0, false, false
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpUserTimeout, int(timeout.Milliseconds()))
-	}); err != nil {
-		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", os.NewSyscallError("setsockopt", serr))
-	}
-	return nil
+	u32 := func(off int) uint32 { return *(*uint32)(unsafe.Pointer(&info[off])) }
+	probes, unacked, lastAck, window := info[tcpiProbes], u32(tcpiUnacked), u32(tcpiLastAckRecv), u32(tcpiSndWnd)
+	return time.Duration(lastAck) * time.Millisecond, (unacked > 0 || probes > 0) && window > 0, true
 }
 
-// tcpUserTimeout is TCP_USER_TIMEOUT (linux/tcp.h), which package syscall
-// does not name.
-const tcpUserTimeout = 18
+// Offsets in struct tcp_info (linux/tcp.h), and the bytes up to the last
+// one read.
+const (
+	tcpiProbes      = 3
+	tcpiUnacked     = 24
+	tcpiLastAckRecv = 56
+	tcpiSndWnd      = 228
+	tcpInfoSize     = tcpiSndWnd + 4
+)

@@ -3,7 +3,6 @@
 package conn
 
 import (
-	"net"
 	"os"
 	"time"
 )
@@ -19,7 +18,7 @@ type fdConn struct {
 func (f *fdConn) beginWrite(time.Duration)   {}
 func (f *fdConn) setWriteDeadline(time.Time) {}
 
-func (d *dialConn) takeover(time.Duration) error { return nil }
+func (d *dialConn) takeover() error { return nil }
 
 func (f *fdConn) Read([]byte) (int, error)     { return 0, os.ErrInvalid }
 func (f *fdConn) Write([]byte) (int, error)    { return 0, os.ErrInvalid }
@@ -30,7 +29,6 @@ func (f *fdConn) noWait(bool)                  {}
 func (f *fdConn) writable() bool               { return true }
 func (f *fdConn) close() error                 { return nil }
 
-// setUserTimeout does nothing here: keepalive alone bounds a silent
-// connection's dead peer, and data left unacknowledged waits for the
-// kernel's own retransmission limit or the call's deadline.
-func setUserTimeout(*net.TCPConn, time.Duration) error { return nil }
+// peerSilence: no TCP_INFO here; keepalive alone ends a connection whose
+// peer is gone.
+func (f *fdConn) peerSilence() (time.Duration, bool, bool) { return 0, false, false }

@@ -53,6 +53,10 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 		c.shutdown()
 		return 0, false
 	}
+	gone, due := c.peerGone()
+	if gone {
+		return 0, false
+	}
 	// Only with both sides free: a caller is reading, or writing, and
 	// over TLS a read may have to write (a key update) and wait for that
 	// writer.
@@ -85,5 +89,41 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 	if d := c.recvDeadline.Load(); d != 0 {
 		next = min(next, max(time.Duration(d)-mono(), 0))
 	}
+	if due > 0 {
+		next = min(next, due)
+	}
 	return next, c.Err() == nil
+}
+
+// peerGone ends c, and reports true, when its server's machine has owed
+// answers for the dead-peer timeout: data in flight or a probe, nothing
+// acknowledged since (peerSilence). Whoever waits on c (a Receive, a
+// send) is woken by the shutdown and reports it. Otherwise, while answers
+// are owed, due is when the bound will have passed (the next look's time),
+// else 0. It takes no lock but fdmu, which orders it with the
+// descriptor's release.
+func (c *Conn) peerGone() (gone bool, due time.Duration) {
+	if c.deadPeer <= 0 {
+		return false, 0
+	}
+	st, ok := c.tr.(silenceTeller)
+	if !ok {
+		return false, 0
+	}
+	c.fdmu.Lock()
+	if c.released {
+		c.fdmu.Unlock()
+		return false, 0
+	}
+	since, owed, known := st.peerSilence()
+	c.fdmu.Unlock()
+	switch {
+	case !known || !owed:
+		return false, 0
+	case since < c.deadPeer:
+		return false, c.deadPeer - since + time.Millisecond // the kernel counts in ms
+	}
+	c.fail(fmt.Errorf("%w: the server acknowledged nothing for %v, past the dead-peer timeout (%v): its machine, or the network to it, is gone", ErrLost, since.Round(time.Millisecond), c.deadPeer))
+	c.shutdown()
+	return true, 0
 }

@@ -196,6 +196,22 @@ type tlsTransport struct {
 // read).
 type looker interface{ setLooking(on bool) }
 
+// silenceTeller is a transport that can say how long its peer has owed
+// answers (fdConn.peerSilence); the poller weighs it against the
+// dead-peer timeout.
+type silenceTeller interface {
+	peerSilence() (since time.Duration, owed, ok bool)
+}
+
+func (d *dialConn) peerSilence() (time.Duration, bool, bool) {
+	if d.fd == nil {
+		return 0, false, false
+	}
+	return d.fd.peerSilence()
+}
+
+func (t *tlsTransport) peerSilence() (time.Duration, bool, bool) { return t.d.peerSilence() }
+
 // setLooking begins (on) or ends a poller's look, during which the
 // Conn's read and write locks are held, so that nothing else reads or
 // writes: crypto/tls's own writes within TryRead (a key update's answer,
