@@ -257,8 +257,8 @@ func checkNumbers(o *C.plugrl_options) error {
 			return fmt.Errorf("options.%s is %d; want milliseconds, or 0 for the default", f.name, int32(f.v))
 		}
 	}
-	if v := o.dead_peer_timeout_ms; v < -1 || v > 0 && v < 1000 {
-		return fmt.Errorf("options.dead_peer_timeout_ms is %d; want at least 1000 milliseconds (keepalive probes go at most once a second), 0 for the default or -1 for off", int32(v))
+	if v := o.dead_peer_timeout_ms; v < -1 || v > 0 && time.Duration(v)*time.Millisecond < conn.MinDeadPeerTimeout {
+		return fmt.Errorf("options.dead_peer_timeout_ms is %d; want at least %d milliseconds (keepalive probes go at most once a second, and each needs time to be answered), 0 for the default or -1 for off", int32(v), conn.MinDeadPeerTimeout.Milliseconds())
 	}
 	if o.max_handshake_size < 0 {
 		return fmt.Errorf("options.max_handshake_size is %d; want a size in bytes, or 0 for the default", int32(o.max_handshake_size))

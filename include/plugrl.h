@@ -502,7 +502,7 @@ typedef struct plugrl_options {
                                   else wherever the process may run. See "The step ledger" below */
   int32_t dead_peer_timeout_ms;/* how long the server's machine may leave what this client sent,
                                   or its TCP keepalive probes, unanswered before the connection
-                                  counts as lost; default 20000; at least 1000; -1: off (no
+                                  counts as lost; default 20000; at least 2000; -1: off (no
                                   keepalive). See "A server that vanishes" below */
 } plugrl_options;
 
@@ -530,16 +530,21 @@ typedef struct plugrl_options {
 ** level and is not affected; nor is one that stops reading (its window
 ** closed): it is there, and send_timeout_ms and receive_timeout_ms stay
 ** its bounds, so a machine that vanishes while its window is closed is
-** noticed only by them. An outage shorter than the bound costs nothing:
-** TCP sends again what was lost. Measured against a server whose packets
+** noticed only by them. An outage shorter than the bound costs nothing
+** when TCP's next probe or retransmission after it is answered within
+** the bound; TCP's retransmissions back off (0.2, 0.4, 0.8 s, ...), and
+** on an idle connection the last probe before the bound goes at three
+** quarters of it, so an outage of over half the bound, or two or three
+** segments lost in a row on a short bound, may end the connection. On a
+** lossy link, keep the bound at 10 s or more. Measured against a server whose packets
 ** are dropped (plugrl-hostile vanish, vanish-unacked) with the bound at
 ** 2000 ms: the infer returned after 2.00-2.05 s, and a client idle
 ** between calls found the connection gone at its next call, at once;
 ** with the network back after 1 s, the infer got its action after 1.0-1.7
 ** s on the same connection. The default, 20 s, is as long as a Python
 ** websockets server waits for a pong before it drops a client. Probes go
-** at most once a second (hence at least 1000) and at least every 32767 s
-** (the kernel's limit).
+** at most once a second, and each needs time to be answered (hence at
+** least 2000), and at least every 32767 s (the kernel's limit).
 */
 
 /*

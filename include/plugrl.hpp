@@ -297,7 +297,7 @@ class Options {
   Options &reconnect_timeout_ms(int32_t v) { o_.reconnect_timeout_ms = v; return *this; }
   Options &max_handshake_size(int32_t v) { o_.max_handshake_size = v; return *this; }
   /* How long the server's machine may acknowledge nothing before the connection
-  ** counts as lost (see plugrl.h, "A server that vanishes"); at least 1000; -1: off. */
+  ** counts as lost (see plugrl.h, "A server that vanishes"); at least 2000; -1: off. */
   Options &dead_peer_timeout_ms(int32_t v) { o_.dead_peer_timeout_ms = v; return *this; }
   /* Record a step ledger at this path (a directory: one file per client). */
   Options &ledger_path(std::string v) { ledger_ = std::move(v); return *this; }

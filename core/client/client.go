@@ -70,7 +70,8 @@ type Options struct {
 	// at ReceiveTimeout or after the kernel's 15 minutes. A slow, busy or
 	// not-reading server still answers at the TCP level and is not
 	// affected (conn.Options.DeadPeerTimeout says how). 0: 20 s
-	// (conn.DefaultDeadPeerTimeout); below 1 s: 1 s; negative: off.
+	// (conn.DefaultDeadPeerTimeout); below 2 s (conn.MinDeadPeerTimeout):
+	// 2 s; negative: off.
 	DeadPeerTimeout time.Duration
 
 	// MaxReconnects bounds the attempts after a lost connection or resync;

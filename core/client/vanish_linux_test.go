@@ -100,18 +100,17 @@ func TestHostileVanish(t *testing.T) {
 }
 
 // TestHostileNoReadOutlastsDeadPeer: a server that is there but takes no
-// bytes keeps its window closed, which Linux's TCP_USER_TIMEOUT would end
-// as it ends a vanished peer. The send timeout is the bound for that
-// server, so the dead-peer timeout is lifted while a send waits: with the
-// dead-peer timeout shorter than the send timeout, the send still ends at
-// the send timeout, as a timeout (it ended at the dead-peer timeout, as a
-// lost connection blaming the server's machine, before).
+// bytes keeps its window closed, and answers the client's window probes:
+// the send timeout is its bound, not the dead-peer timeout, even when the
+// latter is shorter. (With TCP_USER_TIMEOUT as the bound, which Linux
+// applies to window probes too, a send to such a server ended after 2.4 s
+// under a 2 s bound, as a lost connection blaming its machine.)
 func TestHostileNoReadOutlastsDeadPeer(t *testing.T) {
 	const send = 3 * time.Second
 	s := hostileServer(t, hostile.Config{Scenario: hostile.NoRead})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
 		o.SendTimeout = send
-		o.DeadPeerTimeout = time.Second
+		o.DeadPeerTimeout = 2 * time.Second // conn.MinDeadPeerTimeout
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +181,7 @@ func TestHostileNoReadQueuedOutlastsDeadPeer(t *testing.T) {
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
 		o.ReceiveTimeout = recv
 		o.SendTimeout = 3 * time.Second
-		o.DeadPeerTimeout = time.Second
+		o.DeadPeerTimeout = 2 * time.Second // conn.MinDeadPeerTimeout
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +207,7 @@ func TestHostileSlowServerOutlastsDeadPeer(t *testing.T) {
 	s := hostileServer(t, hostile.Config{Scenario: hostile.SlowAction, ActionDelay: delay})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
 		o.ReceiveTimeout = time.Minute
-		o.DeadPeerTimeout = time.Second
+		o.DeadPeerTimeout = 2 * time.Second // conn.MinDeadPeerTimeout
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -111,8 +111,8 @@ type Options struct {
 	// a probe) for the bound (Linux; elsewhere the kernel ends it after 8
 	// unanswered probes, about twice the bound). A server that is slow,
 	// busy, or not reading still answers at the TCP level, and is not
-	// affected. Zero means DefaultDeadPeerTimeout; below 1 s (probes go at
-	// most once a second), 1 s; negative turns it off: no keepalive, and
+	// affected. Zero means DefaultDeadPeerTimeout; below MinDeadPeerTimeout
+	// (2 s), that; negative turns it off: no keepalive, and
 	// data unacknowledged waits for the kernel's own limit (some 15
 	// minutes) or the call's deadline.
 	DeadPeerTimeout time.Duration
@@ -170,6 +170,12 @@ func (e *CloseError) Error() string {
 // that would still keep it.
 const DefaultDeadPeerTimeout = 20 * time.Second
 
+// MinDeadPeerTimeout is the shortest dead-peer timeout: keepalive probes go
+// at most once a second, and a bound no longer than their interval would
+// count a probe that is on its way, answered a round trip later, as owed
+// for the whole bound (found by review). At 2 s an answer has a second.
+const MinDeadPeerTimeout = 2 * time.Second
+
 // deadPeerTimeout is Options.DeadPeerTimeout with its default and floor
 // applied; 0 when it is off.
 func deadPeerTimeout(t time.Duration) time.Duration {
@@ -179,7 +185,7 @@ func deadPeerTimeout(t time.Duration) time.Duration {
 	case t == 0:
 		return DefaultDeadPeerTimeout
 	}
-	return max(t, time.Second)
+	return max(t, MinDeadPeerTimeout)
 }
 
 // watchPeer sets tc's dead-peer bound, timeout (0: off): TCP keepalive

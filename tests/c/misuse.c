@@ -632,10 +632,10 @@ static void test_options(void) {
     o.max_message_size = -2;
     EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
     EXPECT_N(plugrl_close(c), PLUGRL_OK);
-    /* dead_peer_timeout_ms: -1 is off, 1..999 is below the keepalive
-    ** probes' one second, -2 means nothing. */
+    /* dead_peer_timeout_ms: -1 is off, 1..1999 is below the 2 s a
+    ** keepalive probe (one a second at most) needs, -2 means nothing. */
     {
-      int32_t bad[] = {-2, 1, 999};
+      int32_t bad[] = {-2, 1, 1999};
       for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         plugrl_options_init(&o);
         o.url = "ws://127.0.0.1:1";

@@ -102,13 +102,13 @@ std::string check_parameters(const NumericParameters &p) {
   if (!(why = check_int32("max_reconnects", p.max_reconnects, -1, "attempts (-1: never reconnect)")).empty())
     return why;
   if (!(why = check_int32("dead_peer_timeout_ms", p.dead_peer_timeout_ms, -1,
-                          "milliseconds >= 1000 (0: the library's default, -1: off)"))
+                          "milliseconds >= 2000 (0: the library's default, -1: off)"))
            .empty())
     return why;
-  if (p.dead_peer_timeout_ms > 0 && p.dead_peer_timeout_ms < 1000)
+  if (p.dead_peer_timeout_ms > 0 && p.dead_peer_timeout_ms < 2000)
     return "dead_peer_timeout_ms is " + std::to_string(p.dead_peer_timeout_ms) +
-           "; want milliseconds >= 1000 (keepalive probes go at most once a second), 0 for the library's default "
-           "or -1 for off";
+           "; want milliseconds >= 2000 (keepalive probes go at most once a second, and each needs time to be "
+           "answered), 0 for the library's default or -1 for off";
   if (p.max_episodes < 0)
     return "max_episodes is " + std::to_string(p.max_episodes) + "; want a count >= 0 (0: no limit)";
   return "";

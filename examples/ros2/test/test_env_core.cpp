@@ -162,7 +162,7 @@ TEST(Parameters, EachUnusableValueIsNamed) {
       {[](NumericParameters &p) { p.close_timeout_ms = int64_t{3} << 31; }, "close_timeout_ms"},
       {[](NumericParameters &p) { p.max_reconnects = -2; }, "max_reconnects"},
       {[](NumericParameters &p) { p.dead_peer_timeout_ms = -2; }, "dead_peer_timeout_ms"},
-      {[](NumericParameters &p) { p.dead_peer_timeout_ms = 999; }, "dead_peer_timeout_ms"},
+      {[](NumericParameters &p) { p.dead_peer_timeout_ms = 1999; }, "dead_peer_timeout_ms"},
       {[](NumericParameters &p) { p.dead_peer_timeout_ms = int64_t{1} << 31; }, "dead_peer_timeout_ms"},
       {[](NumericParameters &p) { p.max_episodes = -1; }, "max_episodes"},
   };

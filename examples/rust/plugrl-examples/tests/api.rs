@@ -739,8 +739,8 @@ fn ledger_writer_on_given_cpus() {
 }
 
 #[test]
-fn dead_peer_timeout_below_a_second_is_refused() {
-    for d in [Duration::ZERO, Duration::from_millis(999)] {
+fn dead_peer_timeout_below_two_seconds_is_refused() {
+    for d in [Duration::ZERO, Duration::from_millis(1999)] {
         let e = Client::builder("ws://127.0.0.1:1")
             .dead_peer_timeout(Some(d))
             .open()
@@ -748,8 +748,8 @@ fn dead_peer_timeout_below_a_second_is_refused() {
         assert!(matches!(e, Error::InvalidArgument(_)), "{d:?}: {e}");
         assert!(e.to_string().contains("dead_peer_timeout_ms"), "{e}");
     }
-    // Off, or a second: accepted (then no server answers there).
-    for d in [None, Some(Duration::from_secs(1))] {
+    // Off, or two seconds: accepted (then no server answers there).
+    for d in [None, Some(Duration::from_secs(2))] {
         let e = Client::builder("ws://127.0.0.1:1")
             .dead_peer_timeout(d)
             .max_reconnects(0)

@@ -224,13 +224,13 @@ impl ClientBuilder {
     /// How long the server's machine may acknowledge nothing this client
     /// sent, nor its TCP keepalive probes, before the connection counts as
     /// lost: a server that lost power, or a network gone, is noticed then
-    /// instead of at the receive timeout (default 20 s; at least 1 s, or
+    /// instead of at the receive timeout (default 20 s; at least 2 s, or
     /// `open` fails with `Error::InvalidArgument`). `None` turns it off.
     /// plugrl.h, "A server that vanishes", says what it covers.
     pub fn dead_peer_timeout(mut self, d: Option<Duration>) -> Self {
         self.n.dead_peer_timeout_ms = match d {
             None => -1,
-            Some(d) if d.is_zero() => 1, // not "the default": refused, as any bound under 1 s
+            Some(d) if d.is_zero() => 1, // not "the default": refused, as any bound under 2 s
             Some(d) => millis(d),
         };
         self
