@@ -513,38 +513,42 @@ typedef struct plugrl_options {
 ** reset. Without a bound, the client would learn of it only at
 ** receive_timeout_ms (5 minutes) inside an infer, or after the kernel's
 ** own retransmissions (about 15 minutes).
+**
 ** dead_peer_timeout_ms is that bound: the connection counts as lost once
-** the server's machine has owed an answer for that long and given none:
-** to data the client sent, or to the TCP keepalive probes the kernel sends
-** after a quarter of it in silence (and every quarter after). The
-** library's poller reads the kernel's TCP_INFO once a second, and at the
-** moment the bound would pass (Linux 5.4 and later); the kernel itself
-** ends the connection after 8 unanswered probes, about twice the bound,
-** which is the bound where TCP_INFO cannot tell. It is then a connection
-** lost without a close frame: the call waiting on it, or between calls
-** the next call, returns as for any such loss (plugrl_infer and
-** plugrl_feedback: PLUGRL_RECONNECTED, the feedback owed dropped, SPEC
-** 7.6), the ledger records the close, the stats count it in
-** reconnects_lost, and the message names the dead-peer timeout. A server
-** that is slow, or busy learning and silent, still answers at the TCP
-** level and is not affected; nor is one that stops reading (its window
-** closed): it is there, and send_timeout_ms and receive_timeout_ms stay
-** its bounds, so a machine that vanishes while its window is closed is
-** noticed only by them. An outage shorter than the bound costs nothing
-** when TCP's next probe or retransmission after it is answered within
-** the bound; TCP's retransmissions back off (0.2, 0.4, 0.8 s, ...), and
-** on an idle connection the last probe before the bound goes at three
-** quarters of it, so an outage of over half the bound, or two or three
-** segments lost in a row on a short bound, may end the connection. On a
-** lossy link, keep the bound at 10 s or more. Measured against a server whose packets
-** are dropped (plugrl-hostile vanish, vanish-unacked) with the bound at
-** 2000 ms: the infer returned after 2.00-2.05 s, and a client idle
-** between calls found the connection gone at its next call, at once;
-** with the network back after 1 s, the infer got its action after 1.0-1.7
-** s on the same connection. The default, 20 s, is as long as a Python
-** websockets server waits for a pong before it drops a client. Probes go
-** at most once a second, and each needs time to be answered (hence at
-** least 2000), and at least every 32767 s (the kernel's limit).
+** the server's machine has owed an answer for that long and given none,
+** to data the client sent or to the TCP keepalive probes the kernel sends
+** after a quarter of the bound in silence (and every quarter after; at
+** most once a second, hence a bound of at least 2000, so that each probe
+** has time to be answered; at least every 32767 s, the kernel's limit).
+** The library's poller reads the kernel's TCP_INFO once a second, and at
+** the moment the bound would pass (Linux 5.4 and later); the kernel
+** itself ends the connection after 8 unanswered probes, about twice the
+** bound, which is the bound where TCP_INFO cannot tell. It is then a
+** connection lost without a close frame: the call waiting on it, or
+** between calls the next call, returns as for any such loss
+** (plugrl_infer and plugrl_feedback: PLUGRL_RECONNECTED, the feedback
+** owed dropped, SPEC 7.6), the ledger records the close, the stats count
+** it in reconnects_lost, and the message names the dead-peer timeout.
+**
+** What it does not touch: a server that is slow, or busy learning and
+** silent, still answers at the TCP level; so does one that stops reading
+** (its window closed): it is there, and send_timeout_ms and
+** receive_timeout_ms stay its bounds, so a machine that vanishes while
+** its window is closed is noticed only by them. An outage shorter than
+** the bound costs nothing when TCP's next probe or retransmission after
+** it is answered within the bound; TCP's retransmissions back off (0.2,
+** 0.4, 0.8 s, ...), and on an idle connection the last probe before the
+** bound goes at three quarters of it, so an outage of over half the
+** bound, or two or three segments lost in a row on a short bound, may end
+** the connection. On a lossy link, keep the bound at 10 s or more. The
+** default, 20 s, is as long as a Python websockets server waits for a
+** pong before it drops a client.
+**
+** Measured against a server whose packets are dropped (plugrl-hostile
+** vanish, vanish-unacked) with the bound at 2000 ms: the infer returned
+** after 2.00-2.05 s, and a client idle between calls found the connection
+** gone at its next call, at once; with the network back after 1 s, the
+** infer got its action after 1.0-1.7 s on the same connection.
 */
 
 /*
