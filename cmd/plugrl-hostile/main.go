@@ -4,7 +4,7 @@
 //
 //	plugrl-hostile --scenario NAME [--addr 127.0.0.1:0] [--h H --d D]
 //	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--slow-every N] [--stray-gap DUR]
-//	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR] [--vanish-after N] [--vanish-for DUR]
+//	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR] [--vanish-after N] [--vanish-for DUR] [--loss PERCENT]
 //	               [--max-conn-time DUR] [--max-time 5m] [--watch-stdin=true] [-v]
 //	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE]
 //	plugrl-hostile --list
@@ -99,6 +99,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&c.SlowEvery, "slow-every", 0, "slow-action: delay only every N-th infer of a connection, answer the others at once (0: every one)")
 	fs.DurationVar(&c.StrayGap, "stray-gap", 0, "double-action: delay before the second copy of each action (0: in the same write)")
 	fs.IntVar(&c.VanishAfter, "vanish-after", hostile.DefaultVanishAfter, "vanish, vanish-unacked: infers the first connection answers before it vanishes (vanish-unacked: as it sends that many-th action)")
+	fs.IntVar(&c.LossPercent, "loss", hostile.DefaultLossPercent, "lossy: percent of the client's segments dropped at random")
 	fs.DurationVar(&c.VanishFor, "vanish-for", 0, "vanish, vanish-unacked: come back after this long, as a network that returns (0: gone for good)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "garble, garble-metadata, garble-frames: the seed of their draws (with each connection's number)")
 	fs.IntVar(&c.TrickleBytes, "trickle-bytes", hostile.DefaultTrickleBytes, "huge-length: payload bytes per trickle")

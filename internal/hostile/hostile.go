@@ -270,6 +270,14 @@ const (
 	// bound (TCP_USER_TIMEOUT, keepalive), where the kernel's own
 	// retransmissions would last some 15 minutes.
 	VanishUnacked Scenario = "vanish-unacked"
+
+	// Lossy is Normal over a lossy link: on every connection, a socket
+	// filter drops Config.LossPercent (20) of the segments the client
+	// sends, at random, before TCP sees them (Linux only). TCP sends
+	// again what was lost, backing off (0.2, 0.4, 0.8 s, ...). A correct
+	// client goes on, slower, and keeps its connection unless the losses
+	// in a row outlast its dead-peer bound.
+	Lossy Scenario = "lossy"
 )
 
 // Scenarios lists every scenario, in the order of their documentation.
@@ -277,7 +285,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange, Garble, GarbleMetadata, GarbleFrames, Vanish, VanishUnacked,
+		WidthChange, Garble, GarbleMetadata, GarbleFrames, Vanish, VanishUnacked, Lossy,
 	}
 }
 
@@ -328,6 +336,8 @@ type Config struct {
 	// VanishAfter is how many infers Vanish's and VanishUnacked's first
 	// connection answers before it vanishes: 2.
 	VanishAfter int
+	// LossPercent is the share of the client's segments Lossy drops: 20.
+	LossPercent int
 	// VanishFor, when set, brings the vanished connection back after that
 	// long, as a network that comes back would: the filter is removed, the
 	// client's retransmissions get through, and the connection goes on as
@@ -384,6 +394,7 @@ const (
 	DefaultMaxMessage   = int64(256) << 20
 	DefaultMaxConns     = 64
 	DefaultVanishAfter  = 2
+	DefaultLossPercent  = 20
 )
 
 // withDefaults fills the zero fields of cfg and checks the rest.
@@ -423,14 +434,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	set64(&cfg.MaxMessage, DefaultMaxMessage)
 	set(&cfg.MaxConns, DefaultMaxConns)
 	set(&cfg.VanishAfter, DefaultVanishAfter)
+	set(&cfg.LossPercent, DefaultLossPercent)
 	switch {
 	case cfg.H < 0 || cfg.D < 0:
 		return cfg, fmt.Errorf("hostile: H %d and D %d must not be negative", cfg.H, cfg.D)
 	case cfg.ZeroDimH < 0 || cfg.ActionBytes < 0 || cfg.TrickleBytes < 0 || cfg.HeaderBound < 0 ||
-		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0 || cfg.VanishAfter < 0:
+		cfg.RecvBuffer < 0 || cfg.MaxMessage < 0 || cfg.MaxConns < 0 || cfg.SlowEvery < 0 || cfg.VanishAfter < 0 || cfg.LossPercent < 0:
 		return cfg, errors.New("hostile: sizes and counts must not be negative")
 	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0 || cfg.VanishFor < 0:
 		return cfg, errors.New("hostile: durations must not be negative")
+	case cfg.LossPercent > 100:
+		return cfg, fmt.Errorf("hostile: a loss of %d %%: want 0 to 100", cfg.LossPercent)
 	}
 	host, _, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
@@ -631,6 +645,12 @@ func (s *Server) serve(raw net.Conn, number int64) {
 		// closes after a few KiB.
 		if tc, ok := tcpOf(raw).(*net.TCPConn); ok {
 			_ = tc.SetReadBuffer(s.cfg.RecvBuffer)
+		}
+	}
+	if s.cfg.Scenario == Lossy {
+		if err := dropSome(tcpOf(raw), s.cfg.LossPercent); err != nil {
+			s.logf("%s: connection from %s ended: %v", s.cfg.Scenario, raw.RemoteAddr(), err)
+			return
 		}
 	}
 	s.logf("%s: connection from %s", s.cfg.Scenario, raw.RemoteAddr())

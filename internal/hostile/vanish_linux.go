@@ -27,6 +27,26 @@ var (
 	}
 )
 
+// dropSome makes nc a lossy link for what the client sends: percent of its
+// segments dropped at random (classic BPF's random ancillary load).
+func dropSome(nc net.Conn, percent int) error {
+	threshold := uint32(uint64(percent) * (1 << 32) / 100)
+	if percent >= 100 {
+		return attach(nc, dropAll)
+	}
+	return attach(nc, []syscall.SockFilter{
+		{Code: syscall.BPF_LD | syscall.BPF_W | syscall.BPF_ABS, K: skfAdRandom},
+		{Code: syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K, K: threshold, Jt: 1, Jf: 0},
+		{Code: syscall.BPF_RET | syscall.BPF_K, K: 0},          // drop
+		{Code: syscall.BPF_RET | syscall.BPF_K, K: 0xffffffff}, // keep it whole
+	})
+}
+
+// skfAdRandom is SKF_AD_OFF + SKF_AD_RANDOM (linux/filter.h: -0x1000 +
+// 56) as the unsigned offset BPF takes: a load from it gives a random
+// 32-bit number.
+const skfAdRandom = 0xfffff000 + 56
+
 // dropEverythingFrom makes nc, a TCP connection, a black hole for what the
 // client sends: from the client's side the server's machine has gone.
 func dropEverythingFrom(nc net.Conn) error { return attach(nc, dropAll) }
