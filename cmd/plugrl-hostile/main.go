@@ -99,7 +99,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&c.SlowEvery, "slow-every", 0, "slow-action: delay only every N-th infer of a connection, answer the others at once (0: every one)")
 	fs.DurationVar(&c.StrayGap, "stray-gap", 0, "double-action: delay before the second copy of each action (0: in the same write)")
 	fs.IntVar(&c.VanishAfter, "vanish-after", hostile.DefaultVanishAfter, "vanish, vanish-unacked: infers the first connection answers before it vanishes (vanish-unacked: as it sends that many-th action)")
-	fs.IntVar(&c.LossPercent, "loss", hostile.DefaultLossPercent, "lossy: percent of the client's segments dropped at random")
+	fs.IntVar(&c.LossPercent, "loss", hostile.DefaultLossPercent, "lossy: percent of the client's segments dropped at random, 1 to 100")
 	fs.DurationVar(&c.VanishFor, "vanish-for", 0, "vanish, vanish-unacked: come back after this long, as a network that returns (0: gone for good)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "garble, garble-metadata, garble-frames: the seed of their draws (with each connection's number)")
 	fs.IntVar(&c.TrickleBytes, "trickle-bytes", hostile.DefaultTrickleBytes, "huge-length: payload bytes per trickle")
@@ -143,6 +143,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.maxTime <= 0 {
 		return fail("--max-time must be positive")
+	}
+	if c.LossPercent < 1 || c.LossPercent > 100 {
+		// hostile.Config takes 0 for its default, 20: --loss 0 would lose a fifth.
+		return fail("--loss must be 1 to 100 (no loss at all is --scenario normal)")
 	}
 	if c.TLS, err = testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned); err != nil {
 		return fail("%v", err)

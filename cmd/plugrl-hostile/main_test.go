@@ -47,6 +47,8 @@ func TestParseArgs(t *testing.T) {
 		{},
 		{"--scenario", "polite"},
 		{"--scenario", "normal", "--h", "0"},
+		{"--scenario", "lossy", "--loss", "0"}, // Config's 0 is its default, 20
+		{"--scenario", "lossy", "--loss", "101"},
 		{"--scenario", "normal", "--max-time", "0s"},
 		{"--scenario", "normal", "extra"},
 		{"--scenario", "normal", "--action-delay", "soon"},

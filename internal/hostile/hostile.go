@@ -336,7 +336,8 @@ type Config struct {
 	// VanishAfter is how many infers Vanish's and VanishUnacked's first
 	// connection answers before it vanishes: 2.
 	VanishAfter int
-	// LossPercent is the share of the client's segments Lossy drops: 20.
+	// LossPercent is the share of the client's segments Lossy drops, 1
+	// to 100; 0 takes the default, 20 (no loss at all is Normal).
 	LossPercent int
 	// VanishFor, when set, brings the vanished connection back after that
 	// long, as a network that comes back would: the filter is removed, the
@@ -444,7 +445,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.TrickleEvery < 0 || cfg.ActionDelay < 0 || cfg.StrayGap < 0 || cfg.ByteEvery < 0 || cfg.MaxConnTime < 0 || cfg.VanishFor < 0:
 		return cfg, errors.New("hostile: durations must not be negative")
 	case cfg.LossPercent > 100:
-		return cfg, fmt.Errorf("hostile: a loss of %d %%: want 0 to 100", cfg.LossPercent)
+		return cfg, fmt.Errorf("hostile: a loss of %d %%: want 1 to 100 (0: the default, 20)", cfg.LossPercent)
 	}
 	host, _, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {

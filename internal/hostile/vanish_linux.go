@@ -29,17 +29,21 @@ var (
 
 // dropSome makes nc a lossy link for what the client sends: percent of its
 // segments dropped at random (classic BPF's random ancillary load).
-func dropSome(nc net.Conn, percent int) error {
-	threshold := uint32(uint64(percent) * (1 << 32) / 100)
+func dropSome(nc net.Conn, percent int) error { return attach(nc, lossFilter(percent)) }
+
+// lossFilter drops percent (0 to 100) of what it sees, at random: a random
+// 32-bit number below percent/100 of 2^32 drops the packet.
+func lossFilter(percent int) []syscall.SockFilter {
 	if percent >= 100 {
-		return attach(nc, dropAll)
+		return dropAll // 2^32 does not fit the comparison's 32 bits
 	}
-	return attach(nc, []syscall.SockFilter{
+	threshold := uint32(uint64(max(percent, 0)) << 32 / 100)
+	return []syscall.SockFilter{
 		{Code: syscall.BPF_LD | syscall.BPF_W | syscall.BPF_ABS, K: skfAdRandom},
 		{Code: syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K, K: threshold, Jt: 1, Jf: 0},
 		{Code: syscall.BPF_RET | syscall.BPF_K, K: 0},          // drop
 		{Code: syscall.BPF_RET | syscall.BPF_K, K: 0xffffffff}, // keep it whole
-	})
+	}
 }
 
 // skfAdRandom is SKF_AD_OFF + SKF_AD_RANDOM (linux/filter.h: -0x1000 +
