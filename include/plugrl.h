@@ -521,9 +521,12 @@ typedef struct plugrl_options {
 ** most once a second, hence a bound of at least 2000, so that each probe
 ** has time to be answered; at least every 32767 s, the kernel's limit).
 ** The library's poller reads the kernel's TCP_INFO once a second, and at
-** the moment the bound would pass (Linux 5.4 and later); the kernel
-** itself ends the connection after 8 unanswered probes, about twice the
-** bound, which is the bound where TCP_INFO cannot tell. It is then a
+** the moment the bound would pass (Linux 5.4 and later). Where TCP_INFO
+** cannot tell (older kernels, other systems, qemu-user), the bound is the
+** kernel's own: an idle connection ends after 8 unanswered probes, nine
+** probe intervals (2.25 times the bound; 9 s at 2000, measured 9.3 s),
+** and one with data in flight, which Linux sends no probe on, at
+** receive_timeout_ms or after the kernel's retransmissions. It is then a
 ** connection lost without a close frame: the call waiting on it, or
 ** between calls the next call, returns as for any such loss
 ** (plugrl_infer and plugrl_feedback: PLUGRL_RECONNECTED, the feedback

@@ -108,8 +108,11 @@ type Options struct {
 	// not. Keepalive probes go after a quarter of it in silence and every
 	// quarter after; the poller's looks, once a second, read the kernel's
 	// TCP_INFO and end a connection that has owed answers (data in flight,
-	// a probe) for the bound (Linux; elsewhere the kernel ends it after 8
-	// unanswered probes, about twice the bound). A server that is slow,
+	// a probe) for the bound (Linux 5.4 on; elsewhere the kernel ends an
+	// idle connection after 8 unanswered probes, 9 intervals: 2.25 times
+	// the bound, 9 s at 2 s; with data in flight, Linux sends no probe,
+	// and the call's deadline or the kernel's retransmission limit ends
+	// it). A server that is slow,
 	// busy, or not reading still answers at the TCP level, and is not
 	// affected. Zero means DefaultDeadPeerTimeout; below MinDeadPeerTimeout
 	// (2 s), that; negative turns it off: no keepalive, and
