@@ -521,17 +521,19 @@ typedef struct plugrl_options {
 ** most once a second, hence a bound of at least 2000, so that each probe
 ** has time to be answered; at least every 32767 s, the kernel's limit).
 ** The library's poller reads the kernel's TCP_INFO once a second, and at
-** the moment the bound would pass (Linux 5.4 and later). Where TCP_INFO
-** cannot tell (older kernels, other systems, qemu-user), the bound is the
-** kernel's own: an idle connection ends after 8 unanswered probes, nine
-** probe intervals (2.25 times the bound; 9 s at 2000, measured 9.3 s),
-** and one with data in flight, which Linux sends no probe on, at
-** receive_timeout_ms or after the kernel's retransmissions. It is then a
-** connection lost without a close frame: the call waiting on it, or
-** between calls the next call, returns as for any such loss
-** (plugrl_infer and plugrl_feedback: PLUGRL_RECONNECTED, the feedback
-** owed dropped, SPEC 7.6), the ledger records the close, the stats count
-** it in reconnects_lost, and the message names the dead-peer timeout.
+** the moment the bound would pass (Linux 5.4 and later). The connection
+** is then lost without a close frame: the call waiting on it, or between
+** calls the next call, returns as for any such loss (plugrl_infer and
+** plugrl_feedback: PLUGRL_RECONNECTED, the feedback owed dropped, SPEC
+** 7.6), the ledger records the close, the stats count it in
+** reconnects_lost, and the message names the dead-peer timeout.
+**
+** Where TCP_INFO cannot tell (older kernels, other systems, qemu-user),
+** the bound is the kernel's own: an idle connection ends after 8
+** unanswered probes, nine probe intervals (2.25 times the bound; 9 s at
+** 2000, measured 9.3 s), as above; one with data in flight, which Linux
+** sends no probe on, ends at receive_timeout_ms (PLUGRL_TIMEOUT) or after
+** the kernel's retransmissions.
 **
 ** What it does not touch: a server that is slow, or busy learning and
 ** silent, still answers at the TCP level; so does one that stops reading
