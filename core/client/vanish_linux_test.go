@@ -110,6 +110,7 @@ func TestHostileVanish(t *testing.T) {
 // applies to window probes too, a send to such a server ended after 2.4 s
 // under a 2 s bound, as a lost connection blaming its machine.)
 func TestHostileNoReadOutlastsDeadPeer(t *testing.T) {
+	t.Parallel() // each mostly waits: on the server, or for a bound
 	const send = 3 * time.Second
 	s := hostileServer(t, hostile.Config{Scenario: hostile.NoRead})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
@@ -181,6 +182,7 @@ func TestHostileBriefOutage(t *testing.T) {
 // never reads ended after 1.49 s under a 1 s bound, "its machine is
 // gone"; found by review.)
 func TestHostileNoReadQueuedOutlastsDeadPeer(t *testing.T) {
+	t.Parallel() // each mostly waits: on the server, or for a bound
 	const recv = 4 * time.Second
 	s := hostileServer(t, hostile.Config{Scenario: hostile.NoRead, RecvBuffer: 256 << 10})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
@@ -208,7 +210,8 @@ func TestHostileNoReadQueuedOutlastsDeadPeer(t *testing.T) {
 // the dead-peer timeout to answer, and says nothing meanwhile, is busy,
 // not gone: its kernel answers the keepalive probes.
 func TestHostileSlowServerOutlastsDeadPeer(t *testing.T) {
-	const delay = 5 * time.Second
+	t.Parallel() // each mostly waits: on the server, or for a bound
+	const delay = 3500 * time.Millisecond
 	s := hostileServer(t, hostile.Config{Scenario: hostile.SlowAction, ActionDelay: delay})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
 		o.ReceiveTimeout = time.Minute
@@ -229,6 +232,7 @@ func TestHostileSlowServerOutlastsDeadPeer(t *testing.T) {
 // fail with "setsockopt: invalid argument" before its probes were capped
 // (found by review).
 func TestHostileLongDeadPeer(t *testing.T) {
+	t.Parallel() // each mostly waits: on the server, or for a bound
 	s := hostileServer(t, hostile.Config{Scenario: hostile.Normal})
 	for _, d := range []time.Duration{36 * time.Hour, 37 * time.Hour, 2147483647 * time.Millisecond} {
 		c, err := hostileDial(t, s.URL(), func(o *client.Options) { o.DeadPeerTimeout = d })
@@ -291,6 +295,7 @@ func needVanish(t *testing.T) {
 // under 5 s, 1 under 10 s and none under 20 s, 411-471 exchanges, the
 // slowest infer 13.2 s.)
 func TestHostileLossyLink(t *testing.T) {
+	t.Parallel() // each mostly waits: on the server, or for a bound
 	needVanish(t)
 	s := hostileServer(t, hostile.Config{Scenario: hostile.Lossy, LossPercent: 20})
 	c, err := hostileDial(t, s.URL(), func(o *client.Options) {
