@@ -335,9 +335,11 @@ fi
 # The hostile cases but for those that bound memory or CPU, which are the
 # sanitizer's there: rlimit (AddressSanitizer reserves terabytes of
 # address space, over any RLIMIT_AS), idle-cpu, and tokens (4.2 million
-# opens, minutes instrumented).
+# opens, minutes instrumented); and vanish-idle, 4.5 s of sleep whose
+# calls are vanish's (a connection the poller ended, then a reconnect),
+# run by CTest hostile and hostile_tls.
 cases=()
-if list=$(hostile_cases "$bin/hostile" rlimit idle-cpu tokens); then
+if list=$(hostile_cases "$bin/hostile" rlimit idle-cpu tokens vanish-idle); then
   mapfile -t cases <<<"$list"
   # The garble cases with fewer draws (HOSTILE_SHORT): instrumented, each
   # took 4-6 s over wss://, a fifth of the run.
