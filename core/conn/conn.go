@@ -194,9 +194,10 @@ func deadPeerTimeout(t time.Duration) time.Duration {
 // watchPeer sets tc's dead-peer bound, timeout (0: off): TCP keepalive
 // probes after a quarter of it in silence and every quarter after, which
 // the poller's looks weigh (idleLook, peerSilence: answers owed for
-// timeout end the connection), and after which the kernel itself ends the
-// connection (ETIMEDOUT) once keepaliveCount of them go unanswered, about
-// twice the bound: where there is no TCP_INFO, that is the bound.
+// timeout end the connection), and after which the kernel itself ends an
+// idle connection (ETIMEDOUT) once keepaliveCount of them go unanswered,
+// nine intervals (2.25 times the bound, 9 s at 2 s): where there is no
+// TCP_INFO, that is the bound.
 func watchPeer(tc *net.TCPConn, timeout time.Duration) error {
 	if timeout == 0 {
 		if err := tc.SetKeepAlive(false); err != nil {
@@ -215,7 +216,8 @@ func watchPeer(tc *net.TCPConn, timeout time.Duration) error {
 
 // keepaliveCount is how many unanswered keepalive probes make the kernel
 // end a connection: with probes every quarter of the bound, the kernel
-// gives up at about twice it, after the poller (where it can tell).
+// gives up at 2.25 times it (more where the 1 s floor on the interval
+// applies), after the poller (where it can tell).
 const keepaliveCount = 8
 
 // maxKeepAlive is the longest keepalive idle time and interval Linux

@@ -253,8 +253,8 @@ const (
 	// no RST comes back, and the server sends nothing more (Linux only).
 	// The client waits for an action with nothing of its own unacknowledged:
 	// only TCP keepalive can tell it the peer is gone. A correct client
-	// notices within its own dead-peer bound, not its receive deadline or
-	// the kernel's two hours, and reconnects (to a Normal connection).
+	// notices within its own dead-peer bound, not at its receive deadline,
+	// and reconnects (to a Normal connection).
 	// With Config.VanishFor the connection comes back after that long, as
 	// a network that returns: a correct client whose bound is longer keeps
 	// it and gets its action.
@@ -267,8 +267,8 @@ const (
 	// The client's next feedback and infer are never acknowledged, and its
 	// kernel retransmits them; a client that sends nothing more meets a
 	// silent connection. A correct client gives up within its dead-peer
-	// bound (TCP_USER_TIMEOUT, keepalive), where the kernel's own
-	// retransmissions would last some 15 minutes.
+	// bound, where the kernel's own retransmissions would last some 15
+	// minutes.
 	VanishUnacked Scenario = "vanish-unacked"
 
 	// Lossy is Normal over a lossy link: on every connection, a socket
