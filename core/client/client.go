@@ -58,7 +58,7 @@ type Options struct {
 	URL    string // ws://host:port or wss://host:port
 	APIKey string // sent as Authorization: Api-Key <key> (SPEC 1.2)
 
-	ConnectTimeout  time.Duration // TCP + TLS + WebSocket handshake; 10 s
+	ConnectTimeout  time.Duration // name lookup + TCP + TLS + WebSocket handshake; 10 s
 	MetadataTimeout time.Duration // for the metadata after the handshake; 30 s
 	ReceiveTimeout  time.Duration // for an action after an infer; 300 s (a learn step can take minutes)
 	SendTimeout     time.Duration // for sending one message once the server stops reading; 10 s

@@ -13,11 +13,12 @@
 // floods pings or stops reading cannot stall a second goroutine; and any
 // goroutine can Interrupt a blocked call.
 //
-// Files: conn.go (options, errors, Dial), read.go (Receive, the frame
-// reader), idlepoll.go (the poller), write.go (WriteMessage and control
-// frames), heldsweep.go (held messages' timer), ticker.go (the timer both
-// share), close.go (Close, Abort, Interrupt), transport.go and fd_*.go
-// (the socket).
+// Files: conn.go (options, errors, Dial), dial.go (the TCP connection: a
+// name's addresses raced), read.go (Receive, the frame reader),
+// idlepoll.go (the poller), write.go (WriteMessage and control frames),
+// heldsweep.go (held messages' timer), ticker.go (the timer both share),
+// close.go (Close, Abort, Interrupt), transport.go and fd_*.go (the
+// socket).
 //
 // Reading: the caller reads. Receive reads frames on the calling thread
 // (on Linux a blocking system call on the socket, see fdConn), answering
@@ -95,7 +96,8 @@ type Options struct {
 	URL string
 	// APIKey, when set, is sent as "Authorization: Api-Key <key>" (SPEC 1.2).
 	APIKey string
-	// DialTimeout bounds TCP connect, TLS and the WebSocket handshake.
+	// DialTimeout bounds the host name's lookup, the TCP connect (a name's
+	// addresses race, see dial.go), TLS and the WebSocket handshake.
 	// Zero means 10 s. Cancelling Dial's context ends the dial at once.
 	DialTimeout time.Duration
 	// SendTimeout bounds writing one message once a write has to wait for
@@ -494,11 +496,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// netDial makes the TCP connection; the handshake fuzz test replaces it.
-var netDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	return nd.DialContext(ctx, network, addr)
-}
+// netDial makes the TCP connection (dial.go); the handshake fuzz test
+// replaces it.
+var netDial = dialAddrs
 
 func newConn(tr transport, o Options) *Conn {
 	var seed [32]byte

@@ -196,7 +196,7 @@ impl ClientBuilder {
         self
     }
 
-    /// TCP + TLS + handshake (default 10 s).
+    /// Name lookup + TCP + TLS + handshake (default 10 s).
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.n.connect_timeout_ms = millis(d);
         self
