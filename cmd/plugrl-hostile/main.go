@@ -90,7 +90,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		names = append(names, string(sc))
 	}
 	scenario := fs.String("scenario", "", "how to misbehave: "+strings.Join(names, ", "))
-	fs.StringVar(&c.Addr, "addr", hostile.DefaultAddr, "listen address; only 127.0.0.1, port 0 picks a free one")
+	fs.StringVar(&c.Addr, "addr", hostile.DefaultAddr, "listen address; only a loopback address (127.0.0.0/8), port 0 picks a free one")
 	fs.IntVar(&c.H, "h", 1, "action_horizon in metadata, and the actions' H (normal, slow-action, close-no-reply, stall-mid-frame, width-change)")
 	fs.IntVar(&c.D, "d", 1, "action_dim in metadata, and the actions' D (also big-action-one-env's; width-change's even connections: D+2)")
 	fs.Int64Var(&c.ZeroDimH, "zero-dim-h", hostile.DefaultZeroDimH, "zero-dim-action: the H claimed")

@@ -308,7 +308,9 @@ func ParseScenario(s string) (Scenario, error) {
 type Config struct {
 	Scenario Scenario
 	// Addr is where to listen: "127.0.0.1:0" (a free port) by default. Only
-	// 127.0.0.1 is accepted: this server must never face a network.
+	// an IPv4 loopback address (127.0.0.0/8) is accepted: this server must
+	// never face a network. tests/names.sh serves on 127.0.0.2, a name's
+	// second address.
 	Addr string
 	// H and D are the action_horizon and action_dim that metadata declares,
 	// and the shape of the actions Normal, SlowAction, DoubleAction,
@@ -451,8 +453,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("hostile: address %q: %v", cfg.Addr, err)
 	}
-	if host != "127.0.0.1" {
-		return cfg, fmt.Errorf("hostile: address %q: only 127.0.0.1 is allowed", cfg.Addr)
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return cfg, fmt.Errorf("hostile: address %q: only a loopback address, 127.0.0.0/8, is allowed", cfg.Addr)
 	}
 	return cfg, nil
 }
@@ -522,8 +524,8 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// URL is the server's address as a client dials it: "ws://127.0.0.1:PORT",
-// or "wss://127.0.0.1:PORT" with Config.TLS.
+// URL is the server's address as a client dials it: "ws://127.0.0.1:PORT"
+// (by default), or "wss://127.0.0.1:PORT" with Config.TLS.
 func (s *Server) URL() string {
 	if s.cfg.TLS != nil {
 		return "wss://" + s.ln.Addr().String()
@@ -531,7 +533,7 @@ func (s *Server) URL() string {
 	return "ws://" + s.ln.Addr().String()
 }
 
-// Addr is the listening address, "127.0.0.1:PORT".
+// Addr is the listening address, "127.0.0.1:PORT" by default.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Scenario is the scenario being served.

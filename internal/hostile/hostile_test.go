@@ -260,6 +260,9 @@ func TestListenRefuses(t *testing.T) {
 		{Scenario: Normal, Addr: "0.0.0.0:0"},
 		{Scenario: Normal, Addr: "localhost:0"},
 		{Scenario: Normal, Addr: "127.0.0.1"},
+		{Scenario: Normal, Addr: "[::]:0"},
+		{Scenario: Normal, Addr: "[::ffff:10.0.0.1]:0"},
+		{Scenario: Normal, Addr: "10.0.0.1:0"},
 		{Scenario: Normal, H: -1},
 	} {
 		if s, err := Listen(cfg); err == nil {
