@@ -21,9 +21,11 @@
 ** usage error.
 **
 ** --list prints one line per case: NAME SCENARIO [plugrl-hostile flags...].
-** --list-all adds cases CTest does not run (none at present; the flag in
-** the case table). interrupt-once, the reproducer of a fixed bug, is one
-** of the default cases: one plugrl_interrupt must end at most one call.
+** --list-all adds the cases tests/hostile.sh does not run (the flag in the
+** case table): dead-address and silent-dns, which tests/names.sh runs
+** where it can give them a name that resolves as they need.
+** interrupt-once, the reproducer of a fixed bug, is one of the default
+** cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
 ** tokens (4200000), errmsg-threads (200000), interrupt-once (200) and
 ** garble and garble-runner (1000), garble-metadata (300 opens) and
@@ -51,6 +53,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -778,6 +783,167 @@ out:
 
 static void case_vanish(const char *url) { vanish(url, 0); } /* vanish and vanish-unacked: the server differs */
 static void case_vanish_idle(const char *url) { vanish(url, 1); }
+
+/* ------------------------------------------------------------------------ */
+/* A server's name (tests/names.sh)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* These cases need a name that resolves as they ask, so they are not in
+** --list: tests/names.sh runs them in a mount namespace of their own
+** whose /etc/hosts maps NAMES_HOST to 127.0.0.1 and then 127.0.0.2 (where
+** the server listens), and whose /etc/resolv.conf names NAMES_ADDR_DNS
+** (port 53) as the only name server, under each of Go's two resolvers
+** (GODEBUG=netdns=go, =cgo). glibc's getaddrinfo puts 127.0.0.1 first
+** whatever the file's order (RFC 6724's longest matching prefix with the
+** source address, 127.0.0.1), and Go's resolver keeps the file's: the
+** dead address is the first either way. Nothing leaves the loopback
+** interface. */
+#define NAMES_HOST "trainer.test"
+#define NAMES_ADDR_DEAD "127.0.0.1"
+#define NAMES_ADDR_DNS "127.0.0.2"
+
+/* The URL with its host replaced by host (url is ws://127.0.0.2:PORT);
+** port gets the port. Returns 0 when url has no port. */
+static int url_with_host(const char *url, const char *host, char *out, size_t size, int *port) {
+  const char *colon = strrchr(url, ':');
+  if (colon == NULL || strncmp(url, "ws://", 5) != 0) {
+    fail("the URL %s is not ws://HOST:PORT", url);
+    return 0;
+  }
+  *port = atoi(colon + 1);
+  snprintf(out, size, "ws://%s%s", host, colon);
+  return 1;
+}
+
+/* A socket of type on ip:port, bound and, for a stream socket, listening
+** with a backlog of 0 and never accepting; -1 on failure (reported). */
+static int bound_socket(int type, const char *ip, int port) {
+  struct sockaddr_in sa;
+  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || (type == SOCK_STREAM && listen(fd, 0) != 0)) {
+    fail("binding %s:%d: %s", ip, port, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Connects to ip:port without blocking; returns the socket when the
+** connection is made within ms, else closes it and returns -1. */
+static int connect_within(const char *ip, int port, int ms) {
+  struct sockaddr_in sa;
+  struct timeval tv = {0, ms * 1000};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, ip, &sa.sin_addr);
+  if (fd < 0) return -1;
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv); /* bounds a blocking connect */
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+/* dead-address: the name's first address is a machine that is not there
+** (a listener whose queue is full, so the kernel drops every SYN), its
+** second the server. plugrl_open under a 2 s connect timeout must reach
+** the server, after the 250 ms it gives the first address alone. Go's
+** dialer gave the first address the whole 2 s and never tried the second
+** (under the default 10 s, 5 s of it, at every connect and reconnect). */
+static void case_dead_address(const char *url) {
+  char named[256];
+  int port, dead, queued[4], nq = 0;
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  double t0;
+  R.deadline_ms = -1;
+  if (!url_with_host(url, NAMES_HOST, named, sizeof named, &port)) return;
+  if ((dead = bound_socket(SOCK_STREAM, NAMES_ADDR_DEAD, port)) < 0) return;
+  /* Fill its queue (a backlog of 0 queues one); the next must not connect. */
+  while (nq < 4 && (queued[nq] = connect_within(NAMES_ADDR_DEAD, port, 200)) >= 0) nq++;
+  if (nq == 4) {
+    fail("%s:%d queued 4 connections at a backlog of 0: it cannot stand for a dead address", NAMES_ADDR_DEAD, port);
+  } else {
+    options(&opt, named);
+    opt.connect_timeout_ms = 2000;
+    t0 = now_ms();
+    c = open_ok(&opt);
+    R.took_ms = now_ms() - t0;
+    if (c != NULL && obs_init(&o, 1, 1)) {
+      if (exchange(c, &o)) R.status = PLUGRL_OK;
+      obs_free(&o);
+    }
+    if (c != NULL) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+    if (!R.failed && R.took_ms < 200)
+      fail("plugrl_open(%s) connected in %.1f ms: the resolver gave the live address first, and the case tested "
+           "nothing (check the hosts file's order)",
+           named, R.took_ms);
+    if (!R.failed && R.took_ms > 1000)
+      fail("plugrl_open(%s) took %.1f ms: the dead address held it up for most of its 2 s", named, R.took_ms);
+  }
+  while (nq > 0) close(queued[--nq]);
+  close(dead);
+}
+
+/* silent-dns: the name server takes the question and never answers.
+** plugrl_open must end at connect_timeout_ms with PLUGRL_TIMEOUT and a
+** message that names the lookup, and plugrl_interrupt must end one with a
+** long timeout at once (the lookup is part of the connect). */
+static void case_silent_dns(const char *url) {
+  char named[256];
+  int port, dns;
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  pthread_t th;
+  double t0;
+  R.deadline_ms = 1000;
+  if (!url_with_host(url, NAMES_HOST, named, sizeof named, &port)) return;
+  if ((dns = bound_socket(SOCK_DGRAM, NAMES_ADDR_DNS, 53)) < 0) return;
+  options(&opt, named);
+  opt.connect_timeout_ms = 1000;
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  R.took_ms = now_ms() - t0;
+  R.status = s;
+  if (expect("plugrl_open", s, PLUGRL_TIMEOUT, c)) {
+    check_deadline("plugrl_open with a silent name server", R.took_ms, R.deadline_ms);
+    if (strstr(plugrl_errmsg(c), "lookup") == NULL)
+      fail("plugrl_open's message does not say the lookup timed out: %s", plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+
+  /* The same with a minute to go, interrupted after 200 ms. */
+  opt.connect_timeout_ms = 60000;
+  open_handle = NULL;
+  if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
+    fail("pthread_create failed");
+  } else {
+    for (int i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
+    if (c != NULL) {
+      sleep_us(200000);
+      t0 = now_ms();
+      expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+    }
+    pthread_join(th, NULL);
+    if (c == NULL) {
+      fail("plugrl_open did not set *client within 2 s");
+    } else {
+      double took = open_returned_ms - t0;
+      extra("interrupted_ms=%.1f", took);
+      expect("plugrl_open interrupted while it looks up the name", open_status, PLUGRL_INTERRUPTED, c);
+      at_once("plugrl_open after plugrl_interrupt", took);
+      plugrl_close(c);
+    }
+  }
+  close(dns);
+}
 
 /* ping-flood: pings as fast as the socket takes them, no action ever;
 ** then close with a short close deadline. */
@@ -2232,7 +2398,7 @@ static const struct kase {
   const char *name;
   const char *server; /* scenario and flags for plugrl-hostile */
   void (*run)(const char *url);
-  int reproducer; /* not listed by --list (which lists what CTest runs); --list-all lists it */
+  int unlisted; /* not listed by --list (which lists what hostile.sh runs); --list-all lists it */
 } cases[] = {
     {"huge-length", "huge-length", case_huge_length, 0},
     {"huge-length-nocap", "huge-length", case_huge_length_nocap, 0},
@@ -2270,6 +2436,9 @@ static const struct kase {
     {"vanish-unacked", "vanish-unacked --vanish-after 2", case_vanish, 0},
     {"vanish-idle", "vanish-unacked --vanish-after 2", case_vanish_idle, 0},
 #endif
+    /* tests/names.sh: a namespace of their own (see "A server's name") */
+    {"dead-address", "normal", case_dead_address, 1},
+    {"silent-dns", "normal", case_silent_dns, 1},
 };
 
 static int usage(const char *argv0) {
@@ -2288,7 +2457,7 @@ int main(int argc, char **argv) {
   for (a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--list") == 0 || strcmp(argv[a], "--list-all") == 0) {
       for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (!cases[i].reproducer || strcmp(argv[a], "--list-all") == 0) printf("%s %s\n", cases[i].name, cases[i].server);
+        if (!cases[i].unlisted || strcmp(argv[a], "--list-all") == 0) printf("%s %s\n", cases[i].name, cases[i].server);
       return 0;
     } else if (strcmp(argv[a], "--case") == 0 && a + 1 < argc) {
       name = argv[++a];

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# libplugrl and a server's name: tests/c/hostile.c's cases dead-address and
+# silent-dns, through the C API, under both of Go's resolvers.
+#
+#   names.sh BIN_DIR
+#
+# A robot reaches its trainer by name (trainer.local over mDNS, a DNS
+# record), and a name can have an address that leads nowhere (a Docker
+# bridge's, an unplugged cable's, a stale record's) or a name server that
+# never answers. Each case runs in a mount namespace of its own (unshare
+# -m) in which /etc/hosts maps trainer.test to 127.0.0.1 (where
+# dead-address makes a listener that drops every SYN) and then 127.0.0.2
+# (where the server listens), /etc/resolv.conf names 127.0.0.2 as the only
+# name server (which silent-dns binds and never answers), and
+# /etc/nsswitch.conf looks in files, then DNS; the machine's own files are
+# not touched. The case
+# runs once with GODEBUG=netdns=go (Go's own resolver) and once with
+# netdns=cgo (glibc's getaddrinfo, which Go uses where nsswitch.conf names
+# mdns and the like). Nothing leaves the loopback interface.
+#
+# Needs root (a mount namespace, and port 53 for silent-dns): elsewhere it
+# prints a SKIPPED line and exits 0.
+set -uo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 BIN_DIR" >&2
+  exit 2
+fi
+bin=$1
+require_built "$bin" plugrl-hostile hostile
+
+if ! command -v mount >/dev/null || ! unshare -m --propagation private true 2>/dev/null; then
+  echo "SKIPPED: names.sh: unshare -m is not permitted here (it needs root); the name cases need a mount namespace"
+  exit 0
+fi
+
+tmp=$(mktemp -d)
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+printf '127.0.0.1 localhost\n127.0.0.1 trainer.test\n127.0.0.2 trainer.test\n' >"$tmp/hosts"
+printf 'nameserver 127.0.0.2\n' >"$tmp/resolv.conf"
+printf 'hosts: files dns\n' >"$tmp/nsswitch.conf"
+
+: >"$tmp/url"
+"$bin/plugrl-hostile" --scenario normal --addr 127.0.0.2:0 >"$tmp/url" 2>"$tmp/server.err" &
+pid=$!
+if ! url=$(wait_url "$tmp/url" "$pid"); then
+  echo "$0: plugrl-hostile printed no URL:" >&2
+  cat "$tmp/url" "$tmp/server.err" >&2
+  exit 1
+fi
+
+failed=0
+for resolver in go cgo; do
+  for c in dead-address silent-dns; do
+    # silent-dns: no trainer.test in the hosts file, so that the name
+    # server is asked.
+    hosts=$tmp/hosts
+    if [[ $c == silent-dns ]]; then
+      grep -v trainer.test "$tmp/hosts" >"$tmp/hosts.nameless"
+      hosts=$tmp/hosts.nameless
+    fi
+    rc=0
+    timeout -k 5 60 unshare -m --propagation private sh -c '
+      mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf &&
+        mount --bind "$3" /etc/nsswitch.conf || exit 3
+      shift 3
+      exec "$@"' sh "$hosts" "$tmp/resolv.conf" "$tmp/nsswitch.conf" \
+      env GODEBUG="netdns=$resolver" "$bin/hostile" --case "$c" "$url" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    line=$(grep '^case=' "$tmp/out" | tail -n 1)
+    [[ -n $line ]] || line="case=$c result=CRASH(rc=$rc)"
+    echo "$line resolver=$resolver"
+    if [[ $rc -ne 0 ]]; then
+      failed=1
+      [[ $rc -eq 3 ]] && echo "---- the namespace's bind mounts failed" >&2
+      cat "$tmp/err" >&2
+    elif [[ -s $tmp/err ]]; then
+      sed "s/^/    /" "$tmp/err"
+    fi
+  done
+done
+exit "$failed"
