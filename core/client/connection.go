@@ -76,7 +76,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
 	}
 	if c.ledger != nil {
-		c.ledger.Connected(conn.RedactedURL(c.opts.URL), raw)
+		c.ledger.Connected(conn.RedactedURL(c.opts.URL), cn.RemoteAddr(), raw)
 	}
 	cn.Release()
 	c.conn, c.meta = cn, meta

@@ -256,7 +256,8 @@ func TestHeldFeedbackNeverSent(t *testing.T) {
 }
 
 // TestLedgerRedactsURLPassword: a password in the URL is not recorded (the
-// API key never is); the rest of the URL is.
+// API key never is); the rest of the URL is, and the address the
+// connection went to.
 func TestLedgerRedactsURLPassword(t *testing.T) {
 	_, url := serve(t, refserver.Config{Horizon: 1, ActionDim: 1})
 	path := filepath.Join(t.TempDir(), "l")
@@ -275,6 +276,9 @@ func TestLedgerRedactsURLPassword(t *testing.T) {
 			connects++
 			if strings.Contains(rec.URL, "s3cret") || !strings.Contains(rec.URL, "robot:") {
 				t.Fatalf("recorded URL %q", rec.URL)
+			}
+			if want := strings.TrimPrefix(url, "ws://"); rec.Addr != want {
+				t.Fatalf("recorded address %q; the server is at %s", rec.Addr, want)
 			}
 		}
 	})

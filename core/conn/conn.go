@@ -293,9 +293,10 @@ const (
 // concurrently with them, and Interrupt from any goroutine.
 // Close or Abort must be called to release the socket.
 type Conn struct {
-	tr    transport
-	alloc Allocator
-	max   int64 // message size cap; <= 0: none
+	tr     transport
+	alloc  Allocator
+	max    int64  // message size cap; <= 0: none
+	remote string // the server's IP and port (RemoteAddr)
 
 	// Write side, serialised by wmu, which is never waited for by the
 	// read side or the poller (they TryLock it).
@@ -482,6 +483,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		tr = &tlsTransport{Conn: tc, d: dc}
 	}
 	c := newConn(tr, o)
+	if a := dc.Conn.RemoteAddr(); a != nil {
+		c.remote = a.String()
+	}
 	// The server may speak in the same packet as its handshake reply: the
 	// bytes the filter read past the reply come first (less than its one
 	// 4 KiB read; rb is 64 KiB), then any the dialer's reader holds (none,
@@ -495,6 +499,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	c.startPolling()
 	return c, nil
 }
+
+// RemoteAddr is the server's IP and port: of a name's addresses, the one
+// this connection went to ("" for a Conn made without Dial).
+func (c *Conn) RemoteAddr() string { return c.remote }
 
 // netDial makes the TCP connection (dial.go); the handshake fuzz test
 // replaces it.

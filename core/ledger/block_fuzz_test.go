@@ -265,7 +265,7 @@ func ledgerFile(tb testing.TB) ([]byte, []rawBlock) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w.Connected("ws://x", []byte{0x80})
+	w.Connected("ws://x", "127.0.0.1:1", []byte{0x80})
 	rng := uint32(7)
 	for i := 0; i < 6; i++ {
 		rng = newAction(data[:8], rng) // two values change: a few short patches

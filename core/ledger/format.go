@@ -129,6 +129,7 @@ const (
 	keyVersion = "version"
 	keyPID     = "pid"
 	keyURL     = "url"
+	keyAddr    = "addr" // connect: the server's address the connection went to (IP and port)
 	keyMsg     = "m"    // the message, with observation data cut out at digest level
 	keyPatch   = "p"    // how m is coded: 0 the message, k > 0 a patch of the k-th previous of its kind (see history)
 	keyLen     = "len"  // the message's length on the wire (before cuts)

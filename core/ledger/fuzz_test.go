@@ -25,7 +25,7 @@ func FuzzReader(f *testing.F) {
 	if err := wire.EncodeInfer(&m, in); err != nil {
 		f.Fatal(err)
 	}
-	w.Connected("ws://x", []byte{0x80})
+	w.Connected("ws://x", "127.0.0.1:1", []byte{0x80})
 	w.Sent(&m, in.Obs)
 	w.Received([]byte("a"))
 	w.Closed("local", 0, "", "e", []int64{1}, true)

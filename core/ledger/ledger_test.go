@@ -112,7 +112,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			m, in, img, state := encodedRequest(t)
-			w.Connected("ws://x", []byte("meta"))
+			w.Connected("ws://x", "127.0.0.1:1", []byte("meta"))
 			w.Sent(m, in.Obs)
 			w.Received([]byte("action"))
 			w.Interrupted()
@@ -507,10 +507,10 @@ func TestConnectionsCountedAcrossAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := ledger.HoldFlushes(w)
-	w.Connected("ws://a", []byte("meta"))
+	w.Connected("ws://a", "", []byte("meta"))
 	w.Closed("server", 1000, "", "", nil, false)
-	w.Received(bytes.Repeat([]byte{1}, 3500))            // the queue is full now
-	w.Connected("ws://a", bytes.Repeat([]byte{2}, 1000)) // connection 2: dropped
+	w.Received(bytes.Repeat([]byte{1}, 3500))                // the queue is full now
+	w.Connected("ws://a", "", bytes.Repeat([]byte{2}, 1000)) // connection 2: dropped
 	release()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if recs, _, err := readAll(t, path); err == nil && len(recs) >= 5 {
@@ -521,7 +521,7 @@ func TestConnectionsCountedAcrossAGap(t *testing.T) {
 		}
 	}
 	w.Closed("local", 0, "", "lost", nil, false) // connection 2's end
-	w.Connected("ws://a", []byte("meta"))        // connection 3
+	w.Connected("ws://a", "", []byte("meta"))    // connection 3
 	w.Closed("client", 1000, "", "", nil, false)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ type Record struct {
 	Version string // open: the library's version
 	PID     int64  // open
 	URL     string // connect
+	Addr    string // connect: the server's IP and port ("" in ledgers of earlier libraries)
 
 	Msg     []byte   // connect, send, recv: the message, with cuts at digest level
 	Len     int64    // send: the message's length on the wire (len(Msg) when nothing was cut)
@@ -515,6 +516,8 @@ func (rec *Record) field(key string, b []byte) (rest []byte, err error) {
 		num(&rec.PID)
 	case keyURL:
 		str(&rec.URL)
+	case keyAddr:
+		str(&rec.Addr)
 	case keyMsg:
 		rec.Msg, rest, err = msgp.ReadBytesZC(b)
 	case keyLen:

@@ -515,7 +515,7 @@ func (w *Writer) reserve(size int) bool {
 }
 
 // Connected records a new connection and the metadata message it read.
-func (w *Writer) Connected(url string, metadata []byte) {
+func (w *Writer) Connected(url, addr string, metadata []byte) {
 	if w == nil {
 		return
 	}
@@ -523,12 +523,19 @@ func (w *Writer) Connected(url string, metadata []byte) {
 	// after a gap name the connection they belong to, not the last one
 	// recorded (connect records number the client's connections).
 	w.conn++
-	if !w.reserve(len(metadata) + len(url) + 64) {
+	if !w.reserve(len(metadata) + len(url) + len(addr) + 64) {
 		return
 	}
-	b, at := w.begin(KindConnect, 3)
+	keys := 3
+	if addr != "" {
+		keys++
+	}
+	b, at := w.begin(KindConnect, keys)
 	b = appendInt64(b, keyConn, int64(w.conn))
 	b = appendStr(b, keyURL, url)
+	if addr != "" {
+		b = appendStr(b, keyAddr, addr)
+	}
 	b = appendBin(b, keyMsg, metadata)
 	w.endFrame(b, at)
 	w.mu.Unlock()

@@ -60,7 +60,7 @@ func (b *brokenClient) connect() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.led.Connected(b.url, meta)
+	b.led.Connected(b.url, "", meta)
 	b.cn = cn
 }
 

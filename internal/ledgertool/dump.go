@@ -36,6 +36,7 @@ func (d *Dumper) Add(ev *Event) error {
 		out["wall_ns"], out["level"], out["version"], out["pid"] = ev.Wall, ev.Level, ev.Version, ev.PID
 	case ledger.KindConnect:
 		out["url"] = ev.URL
+		put("addr", ev.Addr, ev.Addr != "")
 		if ev.Meta != nil {
 			out["metadata"] = json.RawMessage(metaJSON(ev.Meta))
 		}

@@ -28,7 +28,7 @@ func TestDumpNonFinite(t *testing.T) {
 	if err := wire.EncodeMetadata(&m, &wire.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	w.Connected("ws://127.0.0.1:1", wholeOf())
+	w.Connected("ws://127.0.0.1:1", "127.0.0.1:1", wholeOf())
 	in := &wire.Infer{EnvIndices: []int64{0}, StepIDs: []int64{0}, Obs: &wire.Observation{}}
 	if err := wire.EncodeInfer(&m, in); err != nil {
 		t.Fatal(err)
@@ -62,11 +62,14 @@ func TestDumpNonFinite(t *testing.T) {
 		if len(lines) != records {
 			t.Fatalf("dump (whole arrays %v): %d lines for %d records", whole, len(lines), records)
 		}
-		var sawReward, sawAction bool
+		var sawReward, sawAction, sawAddr bool
 		for _, l := range lines {
 			var rec map[string]any
 			if err := json.Unmarshal([]byte(l), &rec); err != nil {
 				t.Fatalf("dump (whole arrays %v) wrote a line that is not JSON: %v\n%s", whole, err, l)
+			}
+			if rec["k"] == "connect" {
+				sawAddr = rec["addr"] == "127.0.0.1:1"
 			}
 			if rec["type"] == "feedback" {
 				sawReward = strings.Contains(l, `"rewards":["NaN"]`)
@@ -74,6 +77,9 @@ func TestDumpNonFinite(t *testing.T) {
 			if rec["type"] == "action" && whole {
 				sawAction = strings.Contains(l, `"values":["NaN","Inf","-Inf",0.5]`)
 			}
+		}
+		if !sawAddr {
+			t.Errorf("dump (whole arrays %v): no connect line with the server's address:\n%s", whole, out.String())
 		}
 		if !sawReward {
 			t.Errorf("dump (whole arrays %v): no feedback line with the reward as \"NaN\":\n%s", whole, out.String())

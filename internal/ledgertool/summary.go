@@ -33,6 +33,12 @@ type Summary struct {
 	BytesSent, BytesReceived          int64
 	Chunks                            map[int]int // action horizon -> actions
 	Latency                           latencies   // infer -> action, one per exchange
+	// Servers are the addresses the connections went to (connect
+	// records' addr: a name's addresses may differ from one connection to
+	// the next), in the order first seen, at most maxServers of them;
+	// OtherServers counts the connections to any address past those.
+	Servers      []ServerCount
+	OtherServers int
 	// Episodes is what AddEpisode was given: how many, their returns'
 	// and lengths' sums and range, and the last ten (not every row: a
 	// run's episodes may be millions).
@@ -47,9 +53,39 @@ type Summary struct {
 	inferAt int64
 }
 
+// ServerCount is one server address and its connections.
+type ServerCount struct {
+	Addr        string
+	Connections int
+}
+
+// maxServers bounds Summary.Servers: the addresses come from the file.
+const maxServers = 16
+
 // NewSummary returns an empty summary; feed it events with Add.
 func NewSummary() *Summary {
 	return &Summary{Reconnects: map[string]int{}, Closes: map[string]int{}, Chunks: map[int]int{}, envs: map[int64]bool{}, inferAt: -1}
+}
+
+func connections(n int) string {
+	if n == 1 {
+		return "1 connection"
+	}
+	return fmt.Sprintf("%d connections", n)
+}
+
+func (s *Summary) countServer(addr string) {
+	for i := range s.Servers {
+		if s.Servers[i].Addr == addr {
+			s.Servers[i].Connections++
+			return
+		}
+	}
+	if len(s.Servers) < maxServers {
+		s.Servers = append(s.Servers, ServerCount{addr, 1})
+	} else {
+		s.OtherServers++
+	}
 }
 
 // lastEpisodes is how many of the last episodes a summary prints.
@@ -80,6 +116,9 @@ func (s *Summary) Add(ev *Event) {
 		s.Level, s.Version, s.Opened = ev.Level, ev.Version, time.Unix(0, ev.Wall)
 	case ledger.KindConnect:
 		s.Connections++
+		if ev.Addr != "" {
+			s.countServer(ev.Addr)
+		}
 	case ledger.KindReconnect:
 		s.Reconnects[ev.Cause]++
 	case ledger.KindClose:
@@ -194,6 +233,20 @@ func (s *Summary) Print(w io.Writer) {
 		unsent = fmt.Sprintf(" (and %d held in the client that never left: their rows are among those dropped)", s.Unsent)
 	}
 	fmt.Fprintf(w, "connections: %d; exchanges: %d; feedbacks: %d%s; envs: %d\n", s.Connections, s.Exchanges, s.Feedbacks, unsent, len(s.envs))
+	if len(s.Servers) > 0 {
+		fmt.Fprint(w, "server addresses:")
+		for i, sv := range s.Servers {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(w, "%s %s (%s)", sep, sv.Addr, connections(sv.Connections))
+		}
+		if s.OtherServers > 0 {
+			fmt.Fprintf(w, ", and %s to other addresses", connections(s.OtherServers))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "bytes: %d sent, %d received (messages, before WebSocket framing)\n", s.BytesSent, s.BytesReceived)
 	fmt.Fprintf(w, "chunks (horizon: actions):%s\n", counts(s.Chunks, " %d: %d"))
 	if l := &s.Latency; l.n > 0 {

@@ -99,3 +99,41 @@ func TestSummaryLatencyPairs(t *testing.T) {
 		t.Errorf("summary:\n%s\nwant a latency line ending %q", out.String(), want)
 	}
 }
+
+// TestSummaryServers: the addresses the connections went to, each with
+// its count, in the order first seen, at most 16 listed (a ledger's file
+// says how many there are); a connect record without one (a ledger of an
+// earlier library) lists nothing.
+func TestSummaryServers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := ledger.Create(path, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Connected("ws://trainer.local:8765", "", []byte{0x80})
+	for _, a := range []string{"10.0.0.5:8765", "192.168.1.10:8765", "10.0.0.5:8765"} {
+		w.Connected("ws://trainer.local:8765", a, []byte{0x80})
+	}
+	for i := 0; i < 20; i++ {
+		w.Connected("ws://trainer.local:8765", fmt.Sprintf("10.1.0.%d:8765", i), []byte{0x80})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := ledgertool.NewSummary()
+	if _, err := ledgertool.Walk(path, func(ev *ledgertool.Event) error { s.Add(ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	s.Print(&out)
+	want := "server addresses: 10.0.0.5:8765 (2 connections), 192.168.1.10:8765 (1 connection), 10.1.0.0:8765 (1 connection)"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
+	}
+	if !strings.Contains(out.String(), "10.1.0.13:8765 (1 connection), and 6 connections to other addresses\n") {
+		t.Errorf("summary does not stop at 16 addresses:\n%s", out.String())
+	}
+	if s.Connections != 24 {
+		t.Errorf("%d connections; want 24", s.Connections)
+	}
+}

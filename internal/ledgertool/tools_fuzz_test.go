@@ -158,7 +158,7 @@ func scriptLedger(t *testing.T, script []byte, level ledger.Level) string {
 		script = script[n:]
 		switch kind % 6 {
 		case 0:
-			w.Connected("ws://fuzz", body)
+			w.Connected("ws://fuzz", "", body)
 		case 1:
 			m.Reset()
 			m.Raw(body)
