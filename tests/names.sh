@@ -18,6 +18,10 @@
 # netdns=cgo (glibc's getaddrinfo, which Go uses where nsswitch.conf names
 # mdns and the like). Nothing leaves the loopback interface.
 #
+# dead-address records a step ledger (PLUGRL_LEDGER), whose summary
+# (`plugrl ledger summary`) must name 127.0.0.2, the address the
+# connection went to.
+#
 # Needs root (a mount namespace, and port 53 for silent-dns): elsewhere it
 # prints a SKIPPED line and exits 0.
 set -uo pipefail
@@ -29,7 +33,7 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 bin=$1
-require_built "$bin" plugrl-hostile hostile
+require_built "$bin" plugrl-hostile hostile plugrl
 
 if ! command -v mount >/dev/null || ! unshare -m --propagation private true 2>/dev/null; then
   echo "SKIPPED: names.sh: unshare -m is not permitted here (it needs root); the name cases need a mount namespace"
@@ -62,8 +66,10 @@ for resolver in go cgo; do
       grep -v trainer.test "$tmp/hosts" >"$tmp/hosts.nameless"
       hosts=$tmp/hosts.nameless
     fi
+    ledger=
+    [[ $c == dead-address ]] && ledger=$tmp/$c-$resolver.ledger
     rc=0
-    timeout -k 5 60 unshare -m --propagation private sh -c '
+    PLUGRL_LEDGER=$ledger timeout -k 5 60 unshare -m --propagation private sh -c '
       mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf &&
         mount --bind "$3" /etc/nsswitch.conf || exit 3
       shift 3
@@ -78,6 +84,14 @@ for resolver in go cgo; do
       cat "$tmp/err" >&2
     elif [[ -s $tmp/err ]]; then
       sed "s/^/    /" "$tmp/err"
+    fi
+    if [[ $rc -eq 0 && -n $ledger ]]; then
+      want="server addresses: 127.0.0.2:${url##*:} (1 connection)"
+      if ! "$bin/plugrl" ledger summary "$ledger" >"$tmp/summary" 2>&1 || ! grep -qF "$want" "$tmp/summary"; then
+        failed=1
+        echo "---- $c ($resolver): the ledger's summary does not say \"$want\":" >&2
+        cat "$tmp/summary" >&2
+      fi
     fi
   done
 done
