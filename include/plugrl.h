@@ -578,7 +578,7 @@ typedef struct plugrl_options {
 ** families alternating (IPv6, IPv4, IPv6, ...) from the resolver's first;
 ** the first connection made is used and the others are closed. Each
 ** attempt may run until connect_timeout_ms, and at most 16 addresses are
-** tried. When none connects, the message names every address tried and
+** tried (one the resolver repeats, once). When none connects, the message names every address tried and
 ** why each failed. Measured (tests/names.sh): a name whose first address
 ** drops every SYN connected in 252 ms under a 2000 ms connect timeout,
 ** with either resolver. Before, the first address took the whole 2000 ms

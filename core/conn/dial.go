@@ -58,7 +58,9 @@ func dialAddrs(ctx context.Context, network, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ip, _, _ := strings.Cut(host, "%"); net.ParseIP(ip) != nil {
+	// An IP literal, or no host at all (":port", which a URL's host may
+	// be): net.Dialer's, the latter the local system, as it always was.
+	if ip, _, _ := strings.Cut(host, "%"); host == "" || net.ParseIP(ip) != nil {
 		return dialAddr(ctx, network, addr)
 	}
 	ips, err := lookupIPAddr(ctx, host)
@@ -68,7 +70,7 @@ func dialAddrs(ctx context.Context, network, addr string) (net.Conn, error) {
 	if len(ips) == 0 { // the resolvers say no such host instead; kept safe
 		return nil, &net.DNSError{Err: "no address", Name: host, IsNotFound: true}
 	}
-	addrs := interleaveFamilies(ips)
+	addrs := interleaveFamilies(distinct(ips))
 	if len(addrs) > maxAddrs {
 		addrs = addrs[:maxAddrs]
 	}
@@ -77,6 +79,22 @@ func dialAddrs(ctx context.Context, network, addr string) (net.Conn, error) {
 		targets[i] = net.JoinHostPort(a.String(), port)
 	}
 	return race(ctx, network, targets)
+}
+
+// distinct is ips without repeats, in their order. Both resolvers keep
+// the repeated lines of /etc/hosts, and a DNS server may repeat a record:
+// a dead address listed n times would cost n attempt delays, and its
+// copies could fill maxAddrs ahead of the address that answers.
+func distinct(ips []net.IPAddr) []net.IPAddr {
+	out := make([]net.IPAddr, 0, len(ips))
+	seen := make(map[string]bool, len(ips))
+	for _, a := range ips {
+		if k := a.String(); !seen[k] { // the zone included
+			seen[k] = true
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // interleaveFamilies orders ips with the families alternating, each

@@ -254,3 +254,59 @@ func TestInterleaveFamilies(t *testing.T) {
 		t.Errorf("interleaved %v", got)
 	}
 }
+
+// TestDialEmptyHost: "ws://:PORT" (the C API takes it: its host is not
+// empty) is the local system, as net.Dialer has it, not a lookup of "".
+func TestDialEmptyHost(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	c, err := dialAddrs(context.Background(), "tcp", ":"+port)
+	if err != nil {
+		t.Fatalf("dial :%s: %v; net.Dialer connects to the local system", port, err)
+	}
+	c.Close()
+}
+
+// TestDialDuplicateAddresses: a name whose resolver lists an address more
+// than once (both resolvers keep an /etc/hosts name's repeated lines; a
+// DNS server may repeat a record) tries it once: a dead address repeated
+// costs one attempt delay, not one per copy, and copies do not fill the
+// cap ahead of a live address.
+func TestDialDuplicateAddresses(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := fakeNames(t, "trainer.test", deadListener(t), l.Addr().String())
+	inner := lookupIPAddr
+	lookupIPAddr = func(ctx context.Context, host string) ([]net.IPAddr, error) {
+		ips, err := inner(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		var dup []net.IPAddr
+		for i := 0; i < maxAddrs; i++ {
+			dup = append(dup, ips[0]) // the dead address, maxAddrs times
+		}
+		return append(dup, ips[1:]...), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	c, err := dialAddrs(ctx, "tcp", "trainer.test:80")
+	if err != nil {
+		t.Fatalf("a dead address listed %d times, then a live one: %v", maxAddrs, err)
+	}
+	c.Close()
+	if took := time.Since(t0); took > 3*attemptDelay {
+		t.Errorf("connected after %v: the copies of the dead address were tried one by one", took)
+	}
+	if d := n.dials.Load(); d != 2 {
+		t.Errorf("%d attempts; want 2, one per distinct address", d)
+	}
+}
