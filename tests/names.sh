@@ -8,9 +8,9 @@
 # record), and a name can have an address that leads nowhere (a Docker
 # bridge's, an unplugged cable's, a stale record's) or a name server that
 # never answers. Each case runs in a mount namespace of its own (unshare
-# -m) in which /etc/hosts maps trainer.test to 127.0.0.1 (where
-# dead-address makes a listener that drops every SYN) and then 127.0.0.2
-# (where the server listens), /etc/resolv.conf names 127.0.0.2 as the only
+# -m, inside the script's network namespace, below) in which /etc/hosts
+# maps trainer.test to 127.0.0.1 (where dead-address makes a listener
+# that drops every SYN) and then 127.0.0.2 (where the server listens), /etc/resolv.conf names 127.0.0.2 as the only
 # name server (which silent-dns binds and never answers), and
 # /etc/nsswitch.conf looks in files, then DNS; the machine's own files are
 # not touched. The case
@@ -22,8 +22,14 @@
 # (`plugrl ledger summary`) must name 127.0.0.2, the address the
 # connection went to.
 #
-# Needs root (a mount namespace, and port 53 for silent-dns): elsewhere it
-# prints a SKIPPED line and exits 0.
+# The whole script runs in a network namespace of its own (unshare -n,
+# its loopback brought up with ip), server and cases: the machine's own
+# loopback may have 127.0.0.1:PORT taken (the server's port, where
+# dead-address binds) or a name server listening on 0.0.0.0:53 (dnsmasq,
+# unbound: silent-dns could not bind 127.0.0.2:53), and neither can here.
+#
+# Needs root (network and mount namespaces): elsewhere it prints a
+# SKIPPED line and exits 0.
 set -uo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,9 +41,17 @@ fi
 bin=$1
 require_built "$bin" plugrl-hostile hostile plugrl
 
-if ! command -v mount >/dev/null || ! unshare -m --propagation private true 2>/dev/null; then
-  echo "SKIPPED: names.sh: unshare -m is not permitted here (it needs root); the name cases need a mount namespace"
-  exit 0
+if [[ -z ${PLUGRL_NAMES_NETNS:-} ]]; then
+  if ! command -v mount >/dev/null || ! command -v ip >/dev/null ||
+    ! unshare -m -n --propagation private true 2>/dev/null; then
+    echo "SKIPPED: names.sh: unshare -m -n is not permitted here (it needs root), or mount or ip is missing; the name cases need mount and network namespaces"
+    exit 0
+  fi
+  PLUGRL_NAMES_NETNS=1 exec unshare -m -n --propagation private bash "$0" "$@"
+fi
+if ! ip link set lo up; then
+  echo "$0: cannot bring up the network namespace's loopback interface" >&2
+  exit 1
 fi
 
 tmp=$(mktemp -d)

@@ -789,9 +789,10 @@ static void case_vanish_idle(const char *url) { vanish(url, 1); }
 /* ------------------------------------------------------------------------ */
 
 /* These cases need a name that resolves as they ask, so they are not in
-** --list: tests/names.sh runs them in a mount namespace of their own
-** whose /etc/hosts maps NAMES_HOST to 127.0.0.1 and then 127.0.0.2 (where
-** the server listens), and whose /etc/resolv.conf names NAMES_ADDR_DNS
+** --list: tests/names.sh runs them in a network namespace of its own
+** (a private loopback), each in a mount namespace of its own whose
+** /etc/hosts maps NAMES_HOST to 127.0.0.1 and then 127.0.0.2 (where the
+** server listens), and whose /etc/resolv.conf names NAMES_ADDR_DNS
 ** (port 53) as the only name server, under each of Go's two resolvers
 ** (GODEBUG=netdns=go, =cgo). glibc's getaddrinfo puts 127.0.0.1 first
 ** whatever the file's order (RFC 6724's longest matching prefix with the
