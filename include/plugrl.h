@@ -582,8 +582,9 @@ typedef struct plugrl_options {
 ** why each failed. Measured (tests/names.sh): a name whose first address
 ** drops every SYN connected in 252 ms under a 2000 ms connect timeout,
 ** with either resolver. Before, the first address took the whole 2000 ms
-** and the open failed (with Go's resolver, its message named the address
-** that would have answered); under the default 10000, the first took
+** and the open failed (its message named one address or the other as
+** timing had it, often the one that would have answered); under the
+** default 10000, the first took
 ** 5000 at every connect and reconnect.
 */
 
