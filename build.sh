@@ -87,6 +87,7 @@ debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one 
 debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
 debian_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
+debian_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then
