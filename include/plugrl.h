@@ -578,16 +578,20 @@ typedef struct plugrl_options {
 ** families alternating (IPv6, IPv4, IPv6, ...) from the resolver's first;
 ** the first connection made is used and the others are closed. Each
 ** attempt may run until connect_timeout_ms, and at most 16 addresses are
-** tried (an address the resolver repeats, once). When none connects, the
-** message names every address tried and why each failed. A step ledger's
-** connect record names the address each connection went to.
+** tried (an address the resolver repeats, once). A reconnect tries the
+** address of the last connection first, when the name still has it. When
+** none connects, the message names every address tried and why each
+** failed. A step ledger's connect record names the address each
+** connection went to.
 **
 ** Measured (tests/names.sh): a name whose first address drops every SYN
 ** connected in 252 ms under a 2000 ms connect timeout, with either
 ** resolver. Before, the first address took the whole 2000 ms and the open
 ** failed (its message named one address or the other as timing had it,
 ** often the one that would have answered); under the default 10000, the
-** first address took 5000 at every connect and reconnect.
+** first address took 5000 at every connect and reconnect. A reconnect
+** (reconnect_backoff_ms 1) took 1.7-3.9 ms; 253.5-255.0 ms when it did not
+** try the last connection's address first.
 */
 
 /*

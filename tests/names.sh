@@ -18,9 +18,11 @@
 # netdns=cgo (glibc's getaddrinfo, which Go uses where nsswitch.conf names
 # mdns and the like). Nothing leaves the loopback interface.
 #
-# dead-address records a step ledger (PLUGRL_LEDGER), whose summary
-# (`plugrl ledger summary`) must name 127.0.0.2, the address the
-# connection went to.
+# The server (plugrl-hostile slow-action --slow-every 2) holds every
+# connection's second infer: dead-address interrupts it, and the reconnect
+# that follows must try the server's address first. dead-address records
+# a step ledger (PLUGRL_LEDGER), whose summary (`plugrl ledger summary`)
+# must name 127.0.0.2, the address both connections went to.
 #
 # The whole script runs in a network namespace of its own (unshare -n,
 # its loopback brought up with ip), server and cases: the machine's own
@@ -62,7 +64,7 @@ printf 'nameserver 127.0.0.2\n' >"$tmp/resolv.conf"
 printf 'hosts: files dns\n' >"$tmp/nsswitch.conf"
 
 : >"$tmp/url"
-"$bin/plugrl-hostile" --scenario normal --addr 127.0.0.2:0 >"$tmp/url" 2>"$tmp/server.err" &
+"$bin/plugrl-hostile" --scenario slow-action --action-delay 60s --slow-every 2 --addr 127.0.0.2:0 >"$tmp/url" 2>"$tmp/server.err" &
 pid=$!
 if ! url=$(wait_url "$tmp/url" "$pid"); then
   echo "$0: plugrl-hostile printed no URL:" >&2
@@ -100,7 +102,7 @@ for resolver in go cgo; do
       sed "s/^/    /" "$tmp/err"
     fi
     if [[ $rc -eq 0 && -n $ledger ]]; then
-      want="server addresses: 127.0.0.2:${url##*:} (1 connection)"
+      want="server addresses: 127.0.0.2:${url##*:} (2 connections)"
       if ! "$bin/plugrl" ledger summary "$ledger" >"$tmp/summary" 2>&1 || ! grep -qF "$want" "$tmp/summary"; then
         failed=1
         echo "---- $c ($resolver): the ledger's summary does not say \"$want\":" >&2

@@ -203,11 +203,14 @@ type Client struct {
 	// the next reconnect starts from if the server ends it soon (reconnect).
 	connectedAt time.Time
 	carried     time.Duration
-	stats       stats
-	ledger      *ledger.Writer // nil: no ledger
-	owedLost    []int64        // envs of a feedback whose send failed, for the ledger
-	heldEnvs    []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
-	givenUp     bool           // GiveUpOwed: the next Infer drops the connection first
+	// lastAddr is the server address (IP and port) of the last connection
+	// that got as far as metadata: a reconnect tries it first.
+	lastAddr string
+	stats    stats
+	ledger   *ledger.Writer // nil: no ledger
+	owedLost []int64        // envs of a feedback whose send failed, for the ledger
+	heldEnvs []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
+	givenUp  bool           // GiveUpOwed: the next Infer drops the connection first
 	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
 	// reconnect that follows (in this Infer or a later one, if this one's
 	// failed) is reported with ErrGivenUp.

@@ -48,6 +48,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 		URL:              c.opts.URL,
 		APIKey:           c.opts.APIKey,
 		DialTimeout:      dialTimeout,
+		PreferAddr:       c.lastAddr,
 		SendTimeout:      c.opts.SendTimeout,
 		DeadPeerTimeout:  c.opts.DeadPeerTimeout,
 		TLS:              c.opts.TLS,
@@ -80,6 +81,7 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 	}
 	cn.Release()
 	c.conn, c.meta = cn, meta
+	c.lastAddr = cn.RemoteAddr()
 	c.connectedAt = time.Now()
 	c.reuseOffered = !c.opts.DisableReuse && meta.Has(FeatureReuse) // once: CanReuse runs per env per step
 	c.phase = phaseIdle

@@ -100,6 +100,11 @@ type Options struct {
 	// addresses race, see dial.go), TLS and the WebSocket handshake.
 	// Zero means 10 s. Cancelling Dial's context ends the dial at once.
 	DialTimeout time.Duration
+	// PreferAddr, an IP and port (the RemoteAddr of the last connection
+	// to the same URL), goes first in the race when the URL's host is a
+	// name that still resolves to it: a reconnect does not wait behind an
+	// address that led nowhere last time.
+	PreferAddr string
 	// SendTimeout bounds writing one message once a write has to wait for
 	// the server to read. Zero means 10 s.
 	SendTimeout time.Duration
@@ -423,7 +428,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			return filter
 		},
 		NetDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := netDial(ctx, network, addr)
+			c, err := netDial(ctx, network, addr, o.PreferAddr)
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,8 +34,9 @@ import (
 // address is tried beside it: RFC 8305's recommended Connection Attempt
 // Delay. A server on the same network connects in well under a
 // millisecond; one behind a slow link that takes longer merely has a
-// second SYN to another of its addresses race its own.
-const attemptDelay = 250 * time.Millisecond
+// second SYN to another of its addresses race its own. A variable only so
+// that tests can lengthen it.
+var attemptDelay = 250 * time.Millisecond
 
 // maxAddrs caps the addresses tried for one name: the number is the
 // resolver's (a DNS server's), and each attempt is a socket and a
@@ -51,9 +53,10 @@ var dialAddr = func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // dialAddrs connects to addr (host:port): an IP literal directly, a name
-// by racing its addresses (above). ctx bounds the lookup and every
-// attempt; its end ends them all.
-func dialAddrs(ctx context.Context, network, addr string) (net.Conn, error) {
+// by racing its addresses (above), prefer first when the name has it
+// (Options.PreferAddr). ctx bounds the lookup and every attempt; its end
+// ends them all.
+func dialAddrs(ctx context.Context, network, addr, prefer string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -71,12 +74,16 @@ func dialAddrs(ctx context.Context, network, addr string) (net.Conn, error) {
 		return nil, &net.DNSError{Err: "no address", Name: host, IsNotFound: true}
 	}
 	addrs := interleaveFamilies(distinct(ips))
-	if len(addrs) > maxAddrs {
-		addrs = addrs[:maxAddrs]
-	}
 	targets := make([]string, len(addrs))
 	for i, a := range addrs {
 		targets[i] = net.JoinHostPort(a.String(), port)
+	}
+	if i := slices.Index(targets, prefer); i > 0 {
+		copy(targets[1:i+1], targets[:i])
+		targets[0] = prefer
+	}
+	if len(targets) > maxAddrs {
+		targets = targets[:maxAddrs]
 	}
 	return race(ctx, network, targets)
 }

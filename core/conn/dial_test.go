@@ -138,7 +138,7 @@ func TestDialLoserClosed(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, l.Addr().String())
 	}
-	c, err := dialAddrs(context.Background(), "tcp", "trainer.test:80")
+	c, err := dialAddrs(context.Background(), "tcp", "trainer.test:80", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestDialLoserClosed(t *testing.T) {
 func TestDialEveryAddressFails(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		fakeNames(t, "trainer.test", refusedAddr(t), refusedAddr(t))
-		_, err := dialAddrs(context.Background(), "tcp", "trainer.test:80")
+		_, err := dialAddrs(context.Background(), "tcp", "trainer.test:80", "")
 		if err == nil {
 			t.Fatal("dial succeeded with nothing listening")
 		}
@@ -210,13 +210,13 @@ func TestDialEveryAddressFails(t *testing.T) {
 // the resolver's own; a name's addresses are tried up to maxAddrs.
 func TestDialNames(t *testing.T) {
 	n := fakeNames(t, "trainer.test", refusedAddr(t))
-	if _, err := dialAddrs(context.Background(), "tcp", refusedAddr(t)); err == nil {
+	if _, err := dialAddrs(context.Background(), "tcp", refusedAddr(t), ""); err == nil {
 		t.Fatal("dial succeeded with nothing listening")
 	}
 	if l := n.lookups.Load(); l != 0 {
 		t.Errorf("an IP literal was looked up %d times", l)
 	}
-	_, err := dialAddrs(context.Background(), "tcp", "nowhere.test:80")
+	_, err := dialAddrs(context.Background(), "tcp", "nowhere.test:80", "")
 	var dnsErr *net.DNSError
 	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
 		t.Errorf("unknown name: %v; want the resolver's not-found error", err)
@@ -227,7 +227,7 @@ func TestDialNames(t *testing.T) {
 		many = append(many, refusedAddr(t))
 	}
 	fakeNames(t, "many.test", many...)
-	_, err = dialAddrs(context.Background(), "tcp", "many.test:80")
+	_, err = dialAddrs(context.Background(), "tcp", "many.test:80", "")
 	var de *dialError
 	if !errors.As(err, &de) || len(de.addrs) != maxAddrs || len(de.errs) != maxAddrs {
 		t.Fatalf("40 refusing addresses: %v; want %d tried", err, maxAddrs)
@@ -264,7 +264,7 @@ func TestDialEmptyHost(t *testing.T) {
 	}
 	defer l.Close()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	c, err := dialAddrs(context.Background(), "tcp", ":"+port)
+	c, err := dialAddrs(context.Background(), "tcp", ":"+port, "")
 	if err != nil {
 		t.Fatalf("dial :%s: %v; net.Dialer connects to the local system", port, err)
 	}
@@ -298,7 +298,7 @@ func TestDialDuplicateAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	c, err := dialAddrs(ctx, "tcp", "trainer.test:80")
+	c, err := dialAddrs(ctx, "tcp", "trainer.test:80", "")
 	if err != nil {
 		t.Fatalf("a dead address listed %d times, then a live one: %v", maxAddrs, err)
 	}
@@ -308,5 +308,67 @@ func TestDialDuplicateAddresses(t *testing.T) {
 	}
 	if d := n.dials.Load(); d != 2 {
 		t.Errorf("%d attempts; want 2, one per distinct address", d)
+	}
+}
+
+// TestDialPrefersLastAddress: the address the last connection went to
+// goes first when the name still has it, so a reconnect does not wait an
+// attempt delay behind a dead address; one the name no longer has is
+// ignored, and one past the cap still goes first.
+func TestDialPrefersLastAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// A refusing address first, so that the next starts at once, and an
+	// attempt delay no test machine can outlast: the count of attempts
+	// started says which address went first.
+	orig := attemptDelay
+	attemptDelay = time.Minute
+	defer func() { attemptDelay = orig }()
+	refused, live := refusedAddr(t), l.Addr().String()
+	for _, tc := range []struct {
+		prefer string
+		dials  int32 // attempts started
+	}{
+		{"", 2},               // the refusing one first, then the live one
+		{"192.0.2.2:80", 1},   // the live one first
+		{"192.0.2.9:80", 2},   // not the name's: ignored
+		{"192.0.2.2:8080", 2}, // the live IP at another port: not this URL's address
+	} {
+		n := fakeNames(t, "trainer.test", refused, live)
+		c, err := dialAddrs(context.Background(), "tcp", "trainer.test:80", tc.prefer)
+		if err != nil {
+			t.Fatalf("prefer %q: %v", tc.prefer, err)
+		}
+		c.Close()
+		if got := n.dials.Load(); got != tc.dials {
+			t.Errorf("prefer %q: %d attempts; want %d", tc.prefer, got, tc.dials)
+		}
+	}
+
+	// Past the cap: 20 refusing addresses, then the live one, preferred.
+	var many []string
+	for i := 0; i < 20; i++ {
+		many = append(many, refusedAddr(t))
+	}
+	n := fakeNames(t, "many.test", append(many, live)...)
+	c, err := dialAddrs(context.Background(), "tcp", "many.test:80", "192.0.2.21:80")
+	if err != nil {
+		t.Fatalf("the preferred 21st address: %v", err)
+	}
+	c.Close()
+	if got := n.dials.Load(); got != 1 {
+		t.Errorf("the preferred 21st address: %d attempts; want 1", got)
 	}
 }

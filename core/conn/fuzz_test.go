@@ -102,7 +102,7 @@ func FuzzHandshake(f *testing.F) {
 		var read atomic.Int64
 		orig := netDial
 		defer func() { netDial = orig }()
-		netDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		netDial = func(ctx context.Context, network, addr, _ string) (net.Conn, error) {
 			cli, srv := net.Pipe()
 			go func() {
 				defer srv.Close()

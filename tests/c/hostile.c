@@ -850,12 +850,55 @@ static int connect_within(const char *ip, int port, int ms) {
   return -1;
 }
 
+/* An infer on another thread (the one the server holds back). */
+struct held_infer {
+  plugrl_client *c;
+  obsbuf *o;
+  plugrl_status status;
+};
+static void *held_infer_worker(void *arg) {
+  struct held_infer *h = arg;
+  plugrl_action a;
+  h->status = infer(h->c, h->o, &a);
+  return NULL;
+}
+
+/* The reconnect after an interrupt ended the connection: the next infer
+** reconnects (PLUGRL_RECONNECTED), and must go to the address the last
+** connection went to first, not wait 250 ms behind the dead one again.
+** The server (slow-action --slow-every 2) holds the connection's second
+** infer, which is interrupted. */
+static void reconnect_prefers_last_address(plugrl_client *c, obsbuf *o) {
+  struct held_infer h = {c, o, PLUGRL_OK};
+  pthread_t th;
+  plugrl_action a;
+  plugrl_status s;
+  double t0, took;
+  if (pthread_create(&th, NULL, held_infer_worker, &h) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  sleep_us(100000);
+  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  pthread_join(th, NULL);
+  if (!expect("the held plugrl_infer, interrupted", h.status, PLUGRL_INTERRUPTED, c)) return;
+  t0 = now_ms();
+  s = infer(c, o, &a);
+  took = now_ms() - t0;
+  extra("reconnect_ms=%.1f", took);
+  if (!expect("plugrl_infer after the interrupt (it reconnects)", s, PLUGRL_RECONNECTED, c)) return;
+  if (took > 200)
+    fail("the reconnect took %.1f ms: it did not try the address of the last connection first", took);
+  exchange(c, o);
+}
+
 /* dead-address: the name's first address is a machine that is not there
 ** (a listener whose queue is full, so the kernel drops every SYN), its
 ** second the server. plugrl_open under a 2 s connect timeout must reach
 ** the server, after the 250 ms it gives the first address alone. Go's
 ** dialer gave the first address the whole 2 s and never tried the second
-** (under the default 10 s, 5 s of it, at every connect and reconnect). */
+** (under the default 10 s, 5 s of it, at every connect and reconnect).
+** Then a reconnect must go to the server's address first (above). */
 static void case_dead_address(const char *url) {
   char named[256];
   int port, dead, queued[4], nq = 0;
@@ -873,11 +916,15 @@ static void case_dead_address(const char *url) {
   } else {
     options(&opt, named);
     opt.connect_timeout_ms = 2000;
+    opt.reconnect_backoff_ms = 1; /* the reconnect's time is then its connect's */
     t0 = now_ms();
     c = open_ok(&opt);
     R.took_ms = now_ms() - t0;
     if (c != NULL && obs_init(&o, 1, 1)) {
-      if (exchange(c, &o)) R.status = PLUGRL_OK;
+      if (exchange(c, &o)) {
+        R.status = PLUGRL_OK;
+        reconnect_prefers_last_address(c, &o);
+      }
       obs_free(&o);
     }
     if (c != NULL) expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
@@ -2438,8 +2485,8 @@ static const struct kase {
     {"vanish-idle", "vanish-unacked --vanish-after 2", case_vanish_idle, 0},
 #endif
     /* tests/names.sh: a namespace of their own (see "A server's name") */
-    {"dead-address", "normal", case_dead_address, 1},
-    {"silent-dns", "normal", case_silent_dns, 1},
+    {"dead-address", "slow-action --action-delay 60s --slow-every 2", case_dead_address, 1},
+    {"silent-dns", "slow-action --action-delay 60s --slow-every 2", case_silent_dns, 1},
 };
 
 static int usage(const char *argv0) {
