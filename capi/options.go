@@ -140,6 +140,7 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		ReconnectTimeout: ms(full.reconnect_timeout_ms),
 		MaxHandshakeSize: int(full.max_handshake_size),
 		DeadPeerTimeout:  ms(full.dead_peer_timeout_ms), // -1: off
+		OpenWait:         ms(full.open_wait_ms),         // -1: until the server answers
 	}
 	if err := checkNumbers(&full); err != nil {
 		return opts, err
@@ -259,6 +260,9 @@ func checkNumbers(o *C.plugrl_options) error {
 	}
 	if v := o.dead_peer_timeout_ms; v < -1 || v > 0 && time.Duration(v)*time.Millisecond < conn.MinDeadPeerTimeout {
 		return fmt.Errorf("options.dead_peer_timeout_ms is %d; want at least %d milliseconds (keepalive probes go at most once a second, and each needs time to be answered), 0 for the default or -1 for off", int32(v), conn.MinDeadPeerTimeout.Milliseconds())
+	}
+	if o.open_wait_ms < -1 {
+		return fmt.Errorf("options.open_wait_ms is %d; want milliseconds, 0 for one attempt or -1 to wait until the server answers", int32(o.open_wait_ms))
 	}
 	if o.max_handshake_size < 0 {
 		return fmt.Errorf("options.max_handshake_size is %d; want a size in bytes, or 0 for the default", int32(o.max_handshake_size))

@@ -506,6 +506,10 @@ typedef struct plugrl_options {
                                   or its TCP keepalive probes, unanswered before the connection
                                   counts as lost; default 20000; at least 2000; -1: off (no
                                   keepalive). See "A server that vanishes" below */
+  int32_t open_wait_ms;        /* how long plugrl_open keeps trying while the server cannot be
+                                  reached yet (a robot that boots before its trainer); 0
+                                  (default): one attempt; -1: until it answers. See "Waiting for
+                                  the server" below */
 } plugrl_options;
 
 /*
@@ -558,6 +562,31 @@ typedef struct plugrl_options {
 ** after 2.00-2.05 s, and a client idle between calls found the connection
 ** gone at its next call, at once; with the network back after 1 s, the
 ** infer got its action after 1.0-1.7 s on the same connection.
+*/
+
+/*
+** Waiting for the server. A robot often starts before its trainer: both
+** come up at boot, a launch file starts them together, or the trainer is
+** restarting. By default plugrl_open makes one attempt, and a server that
+** is not listening yet fails it at once (PLUGRL_CONNECT_FAILED). With
+** open_wait_ms, plugrl_open keeps trying for that long (-1: until the
+** server answers), with the reconnect backoff between attempts
+** (reconnect_backoff_ms, doubling up to max_backoff_ms, with jitter), each
+** attempt's connect_timeout_ms and metadata_timeout_ms cut to what is left
+** of the wait. It keeps trying on what the server's side can mend: a
+** connection refused, reset or timed out, a host or network unreachable,
+** a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
+** a proxy whose backend is down), a connection closed before the
+** handshake, a connect or metadata timeout. Anything else ends it at once
+** with its own status: a certificate that does not verify, an HTTP answer
+** other than 5xx, a protocol error, the server's stop. plugrl_interrupt
+** (and plugrl_interrupt_all) ends the wait at once with
+** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
+** (PLUGRL_LOG_INFO). When the wait ends without a server, the status is
+** the last attempt's (PLUGRL_CONNECT_FAILED or PLUGRL_TIMEOUT) and the
+** message says how long it waited and how many attempts it made.
+** Reconnects after a connection was made keep their own bounds
+** (max_reconnects, reconnect_timeout_ms).
 */
 
 /*
@@ -704,7 +733,9 @@ typedef struct plugrl_client plugrl_client;
 
 /*
 ** Connects to options->url, waits for the server's metadata, and sets
-** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms. *client
+** *client. Blocks up to connect_timeout_ms + metadata_timeout_ms, or with
+** open_wait_ms up to that long (-1: until the server answers; see "Waiting
+** for the server"). *client
 ** is set before the connection starts: plugrl_interrupt(*client) from
 ** another thread or a signal handler ends the open at once with
 ** PLUGRL_INTERRUPTED (a Ctrl-C while the server is unreachable, say).

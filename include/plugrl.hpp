@@ -299,6 +299,9 @@ class Options {
   /* How long the server's machine may acknowledge nothing before the connection
   ** counts as lost (see plugrl.h, "A server that vanishes"); at least 2000; -1: off. */
   Options &dead_peer_timeout_ms(int32_t v) { o_.dead_peer_timeout_ms = v; return *this; }
+  /* How long the open keeps trying while the server cannot be reached yet (see
+  ** plugrl.h, "Waiting for the server"); 0: one attempt; -1: until it answers. */
+  Options &open_wait_ms(int32_t v) { o_.open_wait_ms = v; return *this; }
   /* Record a step ledger at this path (a directory: one file per client). */
   Options &ledger_path(std::string v) { ledger_ = std::move(v); return *this; }
   /* PLUGRL_LEDGER_DIGEST or PLUGRL_LEDGER_FULL; 0: PLUGRL_LEDGER_LEVEL, else digest. */

@@ -82,6 +82,17 @@ type Options struct {
 	// the last connection less than 2 x MaxBackoff after it was made, the
 	// next reconnect's waits go on from where the last one's were.
 	ReconnectBackoff, MaxBackoff time.Duration
+	// OpenWait is how long Connect (and Dial) keeps trying while the server
+	// cannot be reached yet: a robot that boots before its trainer, a
+	// trainer restarting (openwait.go says which failures count). Zero:
+	// one attempt. Positive: attempts with the reconnect backoff
+	// (ReconnectBackoff doubling up to MaxBackoff, with jitter) until
+	// OpenWait has passed, each attempt's timeouts cut to what is left of
+	// it. Negative: until the server answers. Interrupt, or the context,
+	// ends the wait at once, and a failure no wait can mend (a URL or
+	// certificate that is wrong, an HTTP answer other than 5xx, a
+	// protocol error) ends it too.
+	OpenWait time.Duration
 	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
 	// included: each attempt's connect and metadata timeouts are cut to
 	// what is left of it. 30 s.
@@ -295,7 +306,7 @@ func (c *Client) Connect(ctx context.Context) error {
 		return err
 	}
 	defer c.unblock()
-	err := c.connect(ctx, time.Time{})
+	err := c.open(ctx)
 	if err != nil {
 		if KindOf(err) == KindInterrupted {
 			c.ledger.Interrupted() // as every other call's interrupt is

@@ -244,6 +244,10 @@ func (c *Conn) lostError(what string, err error) error {
 var (
 	// ErrTextFrame: the server sent a text frame, which SPEC 7.4 makes fatal.
 	ErrTextFrame = errors.New("server sent a text frame where a binary message was expected (SPEC 7.4: a server-side error)")
+	// ErrClosedBeforeHandshake: the TCP connection was made and then
+	// closed without a handshake answer: a server restarting, a proxy
+	// whose backend is down, or a TLS port (for a ws:// URL).
+	ErrClosedBeforeHandshake = errors.New("the server closed the connection before it answered the WebSocket handshake")
 	// ErrProtocol: the server broke RFC 6455 framing or the handshake.
 	ErrProtocol = errors.New("websocket protocol violation by the server")
 	// ErrTooBig: a message exceeded the message size cap.
@@ -469,7 +473,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			if strings.HasPrefix(strings.ToLower(o.URL), "ws:") {
 				hint = "; a wss:// (TLS) server does that to a ws:// client: check the URL's scheme"
 			}
-			return nil, fmt.Errorf("connect to %s: the server closed the connection before it answered the WebSocket handshake (%v)%s", shown, err, hint)
+			return nil, fmt.Errorf("connect to %s: %w (%v)%s", shown, ErrClosedBeforeHandshake, err, hint)
 		}
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}

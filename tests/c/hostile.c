@@ -23,7 +23,8 @@
 ** --list prints one line per case: NAME SCENARIO [plugrl-hostile flags...].
 ** --list-all adds the cases tests/hostile.sh does not run (the flag in the
 ** case table): dead-address and silent-dns, which tests/names.sh runs
-** where it can give them a name that resolves as they need.
+** where it can give them a name that resolves as they need, and
+** server-late, whose server tests/server_late.sh starts a second late.
 ** interrupt-once, the reproducer of a fixed bug, is one of the default
 ** cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
@@ -991,6 +992,94 @@ static void case_silent_dns(const char *url) {
     }
   }
   close(dns);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A server that is not up yet (tests/server_late.sh)                       */
+/* ------------------------------------------------------------------------ */
+
+static void count_attempts(void *user, int level, const char *message) {
+  (void)level;
+  if (strstr(message, "connect attempt") != NULL) ++*(int *)user;
+}
+
+/* server-late: tests/server_late.sh starts the server on url's port a
+** second after this case starts (nothing listens there before). Without
+** open_wait_ms the open fails at once; with it, it connects once the
+** server comes. Then, against a port where nothing ever listens: a wait
+** of 500 ms ends after it, saying so, and one with no end ends at once on
+** plugrl_interrupt. */
+static void case_server_late(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  obsbuf o;
+  pthread_t th;
+  int attempts = 0;
+  double t0, took;
+  R.deadline_ms = -1;
+
+  options(&opt, url);
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  took = now_ms() - t0;
+  if (expect("plugrl_open before the server is up, no wait", s, PLUGRL_CONNECT_FAILED, c)) at_once("plugrl_open", took);
+  plugrl_close(c);
+
+  options(&opt, url);
+  opt.open_wait_ms = 10000;
+  opt.reconnect_backoff_ms = 50;
+  opt.max_backoff_ms = 200;
+  opt.log = count_attempts;
+  opt.log_user = &attempts;
+  t0 = now_ms();
+  c = open_ok(&opt);
+  R.took_ms = now_ms() - t0;
+  extra("attempts=%d", attempts);
+  if (c == NULL) return;
+  if (attempts < 2) fail("plugrl_open connected after %d failed attempts; the server came a second late", attempts);
+  if (obs_init(&o, 1, 1)) {
+    if (exchange(c, &o)) R.status = PLUGRL_OK;
+    obs_free(&o);
+  }
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+
+  /* Nothing ever listens at port 1. */
+  options(&opt, "ws://127.0.0.1:1");
+  opt.open_wait_ms = 500;
+  opt.reconnect_backoff_ms = 50;
+  c = NULL;
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  took = now_ms() - t0;
+  extra("wait_500_ms=%.1f", took);
+  if (expect("plugrl_open with open_wait_ms 500 and no server", s, PLUGRL_CONNECT_FAILED, c)) {
+    check_deadline("plugrl_open with open_wait_ms 500", took, 500);
+    if (strstr(plugrl_errmsg(c), "open wait") == NULL) fail("its message does not name the wait: %s", plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+
+  opt.open_wait_ms = -1;
+  open_handle = NULL;
+  if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  for (int i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
+  if (c == NULL) {
+    fail("plugrl_open did not set *client within 2 s");
+    pthread_join(th, NULL);
+    return;
+  }
+  sleep_us(300000);
+  t0 = now_ms();
+  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  pthread_join(th, NULL);
+  took = open_returned_ms - t0;
+  extra("interrupted_ms=%.1f", took);
+  if (expect("plugrl_open waiting for ever, interrupted", open_status, PLUGRL_INTERRUPTED, c))
+    at_once("plugrl_open after plugrl_interrupt", took);
+  plugrl_close(c);
 }
 
 /* ping-flood: pings as fast as the socket takes them, no action ever;
@@ -2487,6 +2576,8 @@ static const struct kase {
     /* tests/names.sh: a namespace of their own (see "A server's name") */
     {"dead-address", "slow-action --action-delay 60s --slow-every 2", case_dead_address, 1},
     {"silent-dns", "slow-action --action-delay 60s --slow-every 2", case_silent_dns, 1},
+    /* tests/server_late.sh: the server starts a second after the case */
+    {"server-late", "normal", case_server_late, 1},
 };
 
 static int usage(const char *argv0) {

@@ -645,6 +645,13 @@ static void test_options(void) {
         EXPECT_N(plugrl_close(c), PLUGRL_OK);
       }
     }
+    /* open_wait_ms: -1 waits until the server answers; -2 means nothing. */
+    plugrl_options_init(&o);
+    o.url = "ws://127.0.0.1:1";
+    o.open_wait_ms = -2;
+    EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+    CHECK(strstr(plugrl_errmsg(c), "options.open_wait_ms") != NULL);
+    EXPECT_N(plugrl_close(c), PLUGRL_OK);
   }
 
   /* A CA file that is not a regular file: refused at once. A FIFO with no

@@ -100,6 +100,8 @@ void test_offline() {
                plugrl::Client c(plugrl::Options("ws://127.0.0.1:1").max_reconnects(-1).connect_timeout_ms(2000)));
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options()});
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options("ws://127.0.0.1:1").dead_peer_timeout_ms(500)});
+  EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, plugrl::Client c{plugrl::Options("ws://127.0.0.1:1").open_wait_ms(-2)});
+  EXPECT_ERROR(PLUGRL_CONNECT_FAILED, plugrl::Client c{plugrl::Options("ws://127.0.0.1:1").open_wait_ms(200)});
   EXPECT_ERROR(PLUGRL_CONNECT_FAILED, plugrl::Client c(plugrl::Options("ws://127.0.0.1:1")
                                                             .max_reconnects(-1)
                                                             .connect_timeout_ms(2000)

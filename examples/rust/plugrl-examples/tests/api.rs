@@ -760,6 +760,27 @@ fn dead_peer_timeout_below_two_seconds_is_refused() {
     }
 }
 
+#[test]
+fn open_wait_ends_with_the_wait() {
+    // Nothing listens at port 1: without a wait the open fails at once;
+    // with 300 ms it tries until then and says so.
+    let e = Client::builder("ws://127.0.0.1:1").open().unwrap_err();
+    assert!(matches!(e, Error::ConnectFailed(_)), "{e}");
+    let t0 = std::time::Instant::now();
+    let e = Client::builder("ws://127.0.0.1:1")
+        .open_wait(Some(Duration::from_millis(300)))
+        .reconnect_backoff(Duration::from_millis(20))
+        .open()
+        .unwrap_err();
+    assert!(matches!(e, Error::ConnectFailed(_)), "{e}");
+    assert!(e.to_string().contains("open wait"), "{e}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(250),
+        "returned after {:?}",
+        t0.elapsed()
+    );
+}
+
 fn ledger_run(cpus: Option<&str>) {
     let dir = std::env::temp_dir().join(format!(
         "plugrl-rust-ledger-{}-{}",

@@ -154,6 +154,7 @@ struct Numbers {
     max_handshake_size: i32,
     ledger_level: i32,
     dead_peer_timeout_ms: i32,
+    open_wait_ms: i32,
 }
 
 /// Milliseconds for a C field: 0 stays 0 (the default), anything else is
@@ -231,6 +232,21 @@ impl ClientBuilder {
         self.n.dead_peer_timeout_ms = match d {
             None => -1,
             Some(d) if d.is_zero() => 1, // not "the default": refused, as any bound under 2 s
+            Some(d) => millis(d),
+        };
+        self
+    }
+
+    /// How long `open` keeps trying while the server cannot be reached yet
+    /// (a robot that boots before its trainer), with the reconnect backoff
+    /// between attempts: `Some(d)` for up to `d`, `None` until the server
+    /// answers or an [`Interrupt`] ends it. By default `open` makes one
+    /// attempt. Failures no wait can mend (a certificate that does not
+    /// verify, an HTTP answer other than 5xx, a protocol error) end it at
+    /// once; plugrl.h, "Waiting for the server", says which.
+    pub fn open_wait(mut self, d: Option<Duration>) -> Self {
+        self.n.open_wait_ms = match d {
+            None => -1,
             Some(d) => millis(d),
         };
         self
@@ -402,6 +418,7 @@ impl ClientBuilder {
         o.max_handshake_size = n.max_handshake_size;
         o.ledger_level = n.ledger_level;
         o.dead_peer_timeout_ms = n.dead_peer_timeout_ms;
+        o.open_wait_ms = n.open_wait_ms;
         let log = self.log.map(LogBox::new);
         if let Some(l) = &log {
             o.log = Some(log_trampoline);

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/plugrl/libplugrl/core/conn"
+)
+
+// Waiting for a server that is not there yet.
+//
+// A robot often starts before its trainer: both come up at boot, or a
+// launch file starts them together, or the trainer is restarting. With
+// Options.OpenWait, Connect keeps trying while the server cannot be
+// reached, with the reconnect backoff between attempts, instead of failing
+// at the first refused connection and leaving the loop to every caller.
+// It stops at once on what no wait can mend: a URL or port that is wrong,
+// a certificate that does not verify, an HTTP answer other than 5xx, a
+// protocol error, the server's stop.
+
+// open is Connect's connection: one attempt, or attempts until OpenWait
+// has passed (negative: until one succeeds), Interrupt or a failure that
+// waiting cannot mend.
+func (c *Client) open(ctx context.Context) error {
+	if c.opts.OpenWait == 0 {
+		return c.connect(ctx, time.Time{})
+	}
+	var deadline time.Time // zero: no end
+	if c.opts.OpenWait > 0 {
+		deadline = time.Now().Add(c.opts.OpenWait)
+	}
+	wait := c.opts.ReconnectBackoff
+	for attempt := 1; ; attempt++ {
+		err := c.connect(ctx, deadline)
+		if err == nil {
+			if attempt > 1 {
+				c.logf(LevelInfo, "connected to %s at attempt %d", conn.RedactedURL(c.opts.URL), attempt)
+			}
+			return nil
+		}
+		if !waitMends(err) {
+			return err
+		}
+		ended := func() error {
+			return newErr(KindOf(err), err, "no server answered within the open wait (%v, %d attempts); the last attempt", c.opts.OpenWait, attempt)
+		}
+		pause := wait/2 + time.Duration(rand.Int64N(int64(wait)/2+1))
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return ended()
+			}
+			pause = min(pause, left)
+		}
+		c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
+		if serr := c.sleep(pause); serr != nil {
+			if ctx.Err() != nil {
+				return newErr(KindInterrupted, context.Cause(ctx), "waiting for the server: the context ended")
+			}
+			return newErr(KindInterrupted, nil, "waiting for the server to answer (attempt %d failed: %v): interrupted", attempt, err)
+		}
+		if !deadline.IsZero() && time.Until(deadline) <= 0 {
+			return ended() // no time for another attempt
+		}
+		if wait *= 2; wait > c.opts.MaxBackoff {
+			wait = c.opts.MaxBackoff
+		}
+	}
+}
+
+// waitMends says whether a failed connect may succeed later without
+// anything on this side changing: the server not running yet, its
+// machine or network not up, its name not published yet (mDNS at boot),
+// a server or proxy that is full or restarting (HTTP 5xx, a connection
+// closed before the handshake), a connect or metadata timeout.
+func waitMends(err error) bool {
+	switch KindOf(err) {
+	case KindTimeout:
+		return true
+	case KindConnect:
+	default:
+		return false // a protocol error, the server's stop, an interrupt, ...
+	}
+	var status ws.StatusError
+	if errors.As(err, &status) {
+		return status >= 500
+	}
+	var addrErr *net.AddrError // a port out of range, an address that is not one
+	if errors.As(err, &addrErr) {
+		return false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	for _, mendable := range []error{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EHOSTUNREACH,
+		syscall.ENETUNREACH, syscall.ENETDOWN, syscall.EHOSTDOWN, syscall.ETIMEDOUT,
+		conn.ErrClosedBeforeHandshake, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, mendable) {
+			return true
+		}
+	}
+	return false
+}

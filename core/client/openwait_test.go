@@ -1,0 +1,150 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/internal/refserver"
+)
+
+// freeAddr returns a 127.0.0.1 address where nothing listens (now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func waitOptions(url string, wait time.Duration) client.Options {
+	return client.Options{URL: url, OpenWait: wait, ConnectTimeout: time.Second,
+		ReconnectBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, ReceiveTimeout: 5 * time.Second}
+}
+
+// TestOpenWaitsForTheServer: a client that starts before its server (a
+// robot booting before its trainer) connects once the server comes, with
+// OpenWait; without it, the first refused connection ends the open.
+func TestOpenWaitsForTheServer(t *testing.T) {
+	addr := freeAddr(t)
+	url := "ws://" + addr
+	if _, err := client.Dial(context.Background(), waitOptions(url, 0)); client.KindOf(err) != client.KindConnect {
+		t.Fatalf("no server, no wait: %v; want a connect failure at once", err)
+	}
+	var logs []string
+	o := waitOptions(url, 10*time.Second)
+	o.Logf = func(_ client.Level, msg string) { logs = append(logs, msg) }
+	s := refserver.New(refserver.Config{Horizon: 1, ActionDim: 1, FeedbackTimeout: 5 * time.Second})
+	t.Cleanup(func() { s.Close() })
+	started := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		_, err := s.Listen(addr)
+		started <- err
+	})
+	c, err := client.Dial(context.Background(), o)
+	if lerr := <-started; lerr != nil {
+		t.Skipf("the server could not take the port back: %v", lerr)
+	}
+	if err != nil {
+		t.Fatalf("open with a 10 s wait, the server up after 300 ms: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w := newWorld()
+	if _, err := w.infer(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.feedback(c); err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) < 2 || !strings.Contains(logs[0], "connect attempt 1 failed") || !strings.Contains(logs[len(logs)-1], "connected to") {
+		t.Errorf("the log does not tell the wait: %q", logs)
+	}
+}
+
+// TestOpenWaitEnds: the wait ends when OpenWait has passed, saying so and
+// how many attempts it made; and at once on what waiting cannot mend,
+// whatever the wait.
+func TestOpenWaitEnds(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		t0 := time.Now()
+		_, err := client.Dial(context.Background(), waitOptions("ws://"+freeAddr(t), 500*time.Millisecond))
+		took := time.Since(t0)
+		if client.KindOf(err) != client.KindConnect || !strings.Contains(err.Error(), "within the open wait (500ms, ") {
+			t.Fatalf("no server in 500 ms: %v; want a connect failure that names the wait", err)
+		}
+		if took < 400*time.Millisecond || took > 3*time.Second {
+			t.Errorf("the open returned after %v; its wait was 500 ms", took)
+		}
+	})
+	t.Run("http 503", func(t *testing.T) {
+		var n int
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			n++
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		defer srv.Close()
+		_, err := client.Dial(context.Background(), waitOptions(strings.Replace(srv.URL, "http", "ws", 1), 400*time.Millisecond))
+		if err == nil || n < 2 {
+			t.Fatalf("a server answering 503 for 400 ms: %v after %d attempts; want several, then a failure", err, n)
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{{"http 404", http.StatusNotFound}, {"http 401", http.StatusUnauthorized}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				n++
+				w.WriteHeader(tc.status)
+			}))
+			defer srv.Close()
+			_, err := client.Dial(context.Background(), waitOptions(strings.Replace(srv.URL, "http", "ws", 1), -1))
+			if err == nil || n != 1 {
+				t.Fatalf("a server answering %d, waiting for ever: %v after %d attempts; want one attempt", tc.status, err, n)
+			}
+		})
+	}
+	t.Run("bad port", func(t *testing.T) {
+		_, err := client.Dial(context.Background(), waitOptions("ws://127.0.0.1:99999", -1))
+		if err == nil || !strings.Contains(err.Error(), "invalid port") {
+			t.Fatalf("port 99999, waiting for ever: %v; want the port refused at once", err)
+		}
+	})
+}
+
+// TestOpenWaitInterrupted: Interrupt, or the context, ends a wait with no
+// end at once, between attempts or in one.
+func TestOpenWaitInterrupted(t *testing.T) {
+	url := "ws://" + freeAddr(t)
+	c, err := client.New(waitOptions(url, -1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.AfterFunc(200*time.Millisecond, c.Interrupt)
+	t0 := time.Now()
+	err = c.Connect(context.Background())
+	if client.KindOf(err) != client.KindInterrupted {
+		t.Fatalf("interrupted wait: %v", err)
+	}
+	if took := time.Since(t0); took > 2*time.Second {
+		t.Errorf("the interrupted wait returned after %v", took)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = client.Dial(ctx, waitOptions(url, -1))
+	if client.KindOf(err) != client.KindInterrupted || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait whose context ended: %v; want KindInterrupted and the context's error", err)
+	}
+}
