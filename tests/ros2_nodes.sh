@@ -10,6 +10,9 @@
 #    for 320: passes when cem's last 40 episodes' mean return is at least 3
 #    times its first 40's and 5 times the random policy's (as
 #    tests/cartpole_learns.sh asks of the C++ demo).
+# 1b. A node started before its server: plugrl_env_node (open_wait_ms -1,
+#    its default) against a port where `plugrl serve` starts 2 s later
+#    must log its waiting, then connect and run 20 episodes.
 # 2. Action chunks: the same against `plugrl serve --policy cem --horizon
 #    4` for 40 episodes, with trajectory_probe (test/trajectory_probe.cpp,
 #    from the build tree) on env 0's JointTrajectory topic: the node must
@@ -186,6 +189,36 @@ python3 "$plot" "$tmp/cem.csv" --random "$tmp/random.csv" --window 40 \
   --require-gain 3 --require-ratio 5 --out "$tmp/returns.svg" \
   --title "MuJoCo cartpole through ROS 2 (plugrl_env_node, $envs envs) learning with plugrl serve --policy cem"
 echo "PASS: the cartpole learns through ROS 2"
+
+# late_server: the node first, the server 2 s later (1b. above).
+late_server() {
+  local port url server rc=0 start=$SECONDS log=$tmp/late-env.log csv=$tmp/late.csv
+  port=$("$here/free_port.sh")
+  url=ws://127.0.0.1:$port
+  start_sim "$tmp/late-sim.log"
+  timeout -s INT -k 5 120 "$nodes/plugrl_env_node" --ros-args --params-file "$tmp/params.yaml" \
+    -p "url:=$url" -p max_episodes:=20 -p "episode_csv:=$csv" >"$log" 2>&1 &
+  local node=$!
+  pids+=("$node")
+  sleep 2
+  "$bin/plugrl" serve --addr "127.0.0.1:$port" --policy random --horizon 1 --action-dim 1 --action-dtype float64 \
+    --seed 1 --quiet >"$tmp/late-serve.log" 2>&1 &
+  server=$!
+  pids+=("$server")
+  wait "$node" || rc=$?
+  stop "$sim_pid"
+  stop "$server"
+  if [[ $rc -ne 0 ]] || ! grep -q 'waiting for the server' "$log" || [[ $(($(wc -l <"$csv") - 1)) -lt 20 ]]; then
+    echo "FAIL: plugrl_env_node started 2 s before its server exited $rc; want it to wait (logging so), then run 20 episodes; its log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  echo "started 2 s before its server: $(grep -c 'waiting for the server' "$log") attempts logged, then $(($(wc -l <"$csv") - 1)) episodes in $((SECONDS - start)) s"
+}
+
+echo "== a node started before its server (open_wait_ms -1)"
+late_server
+echo "PASS: a node started before its server waits for it, then runs"
 
 # chunks EPISODES: H = 4 in lockstep, trajectory_probe listening to env 0's
 # trajectories (see 2. above).

@@ -105,6 +105,10 @@ std::string check_parameters(const NumericParameters &p) {
                           "milliseconds >= 2000 (0: the library's default, -1: off)"))
            .empty())
     return why;
+  if (!(why = check_int32("open_wait_ms", p.open_wait_ms, -1,
+                          "milliseconds (0: one attempt, -1: until the server answers)"))
+           .empty())
+    return why;
   if (p.dead_peer_timeout_ms > 0 && p.dead_peer_timeout_ms < 2000)
     return "dead_peer_timeout_ms is " + std::to_string(p.dead_peer_timeout_ms) +
            "; want milliseconds >= 2000 (keepalive probes go at most once a second, and each needs time to be "

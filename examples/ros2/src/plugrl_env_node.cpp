@@ -134,6 +134,7 @@ class EnvNode : public rclcpp::Node {
     num_.close_timeout_ms = declare_parameter<int64_t>("close_timeout_ms", 50);
     num_.max_reconnects = declare_parameter<int64_t>("max_reconnects", 5);
     num_.dead_peer_timeout_ms = declare_parameter<int64_t>("dead_peer_timeout_ms", 0);
+    num_.open_wait_ms = declare_parameter<int64_t>("open_wait_ms", -1);
 
     num_.control_rate_hz = declare_parameter<double>("control_rate_hz", 50.0);
     num_.max_obs_age_s = declare_parameter<double>("max_obs_age_s", 0.5);
@@ -547,6 +548,7 @@ class EnvNode : public rclcpp::Node {
         .close_timeout_ms(static_cast<int32_t>(num_.close_timeout_ms))
         .max_reconnects(static_cast<int32_t>(num_.max_reconnects))
         .dead_peer_timeout_ms(static_cast<int32_t>(num_.dead_peer_timeout_ms))
+        .open_wait_ms(static_cast<int32_t>(num_.open_wait_ms))
         .log([this](int level, const char *message) { log_from_library(level, message); });
 
     RCLCPP_INFO(get_logger(), "connecting to %s", url_.c_str());

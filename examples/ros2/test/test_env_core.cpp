@@ -164,6 +164,8 @@ TEST(Parameters, EachUnusableValueIsNamed) {
       {[](NumericParameters &p) { p.dead_peer_timeout_ms = -2; }, "dead_peer_timeout_ms"},
       {[](NumericParameters &p) { p.dead_peer_timeout_ms = 1999; }, "dead_peer_timeout_ms"},
       {[](NumericParameters &p) { p.dead_peer_timeout_ms = int64_t{1} << 31; }, "dead_peer_timeout_ms"},
+      {[](NumericParameters &p) { p.open_wait_ms = -2; }, "open_wait_ms"},
+      {[](NumericParameters &p) { p.open_wait_ms = int64_t{1} << 31; }, "open_wait_ms"},
       {[](NumericParameters &p) { p.max_episodes = -1; }, "max_episodes"},
   };
   for (std::size_t i = 0; i < cases.size(); i++) {

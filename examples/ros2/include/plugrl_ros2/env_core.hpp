@@ -49,6 +49,7 @@ struct NumericParameters {
   int64_t connect_timeout_ms = 5000, receive_timeout_ms = 30000, close_timeout_ms = 50;
   int64_t max_reconnects = 5;
   int64_t dead_peer_timeout_ms = 0;  // 0: the library's (20000); -1: off; else >= 2000
+  int64_t open_wait_ms = -1;         // -1: wait for the server until it answers; 0: one attempt
   int64_t max_episodes = 0;
 };
 
