@@ -58,7 +58,9 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 		Counters:         &c.stats.io,
 	})
 	if err != nil {
-		return c.classify(err, "connecting to "+conn.RedactedURL(c.opts.URL))
+		// conn.Dial's errors begin "connect to URL" (its password
+		// redacted): said once, not twice.
+		return c.classify(err, "")
 	}
 	c.setLive(cn)
 	if !deadline.IsZero() {
