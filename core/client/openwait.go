@@ -58,7 +58,7 @@ func (c *Client) open(ctx context.Context) error {
 			pause = min(pause, left)
 		}
 		c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
-		if serr := c.sleep(pause); serr != nil {
+		if serr := c.pause(ctx, pause); serr != nil {
 			if ctx.Err() != nil {
 				return newErr(KindInterrupted, context.Cause(ctx), "waiting for the server: the context ended")
 			}
@@ -71,6 +71,25 @@ func (c *Client) open(ctx context.Context) error {
 			wait = c.opts.MaxBackoff
 		}
 	}
+}
+
+// pause is sleep between two attempts of the wait, which the end of ctx
+// cuts short too: connect's context.AfterFunc covers only an attempt, and
+// the pause may be MaxBackoff long.
+func (c *Client) pause(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.wake:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	if c.intr.Swap(false) || ctx.Err() != nil {
+		return newErr(KindInterrupted, nil, "waiting for the server: interrupted")
+	}
+	return nil
 }
 
 // waitMends says whether a failed connect may succeed later without

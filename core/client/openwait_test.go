@@ -148,3 +148,22 @@ func TestOpenWaitInterrupted(t *testing.T) {
 		t.Fatalf("a wait whose context ended: %v; want KindInterrupted and the context's error", err)
 	}
 }
+
+// TestOpenWaitContextEndsPause: the end of the context ends the wait at
+// once also between attempts, not only in one: here the pause is 2-4 s,
+// and the context ends 100 ms in, during the first.
+func TestOpenWaitContextEndsPause(t *testing.T) {
+	o := waitOptions("ws://"+freeAddr(t), -1)
+	o.ReconnectBackoff, o.MaxBackoff = 4*time.Second, 4*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err := client.Dial(ctx, o)
+	took := time.Since(t0)
+	if client.KindOf(err) != client.KindInterrupted || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait whose context ended: %v; want KindInterrupted and the context's error", err)
+	}
+	if took > time.Second {
+		t.Errorf("the context ended 100 ms in, in the pause between attempts; the open returned after %v", took)
+	}
+}
