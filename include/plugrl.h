@@ -577,7 +577,9 @@ typedef struct plugrl_options {
 ** connection refused, reset or timed out, a host or network unreachable,
 ** a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
 ** a proxy whose backend is down), a connection closed before the
-** handshake, a connect or metadata timeout. Anything else ends it at once
+** handshake, or lost or closed with 1001 (going away), 1012 (service
+** restart), 1013 (try again later) or 1014 (bad gateway) before the
+** metadata, a connect or metadata timeout. Anything else ends it at once
 ** with its own status: a certificate that does not verify, an HTTP answer
 ** other than 5xx, a protocol error, the server's stop. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with

@@ -96,7 +96,8 @@ func (c *Client) pause(ctx context.Context, d time.Duration) error {
 // anything on this side changing: the server not running yet, its
 // machine or network not up, its name not published yet (mDNS at boot),
 // a server or proxy that is full or restarting (HTTP 5xx, a connection
-// closed before the handshake), a connect or metadata timeout.
+// closed before the handshake, or lost or closed with 1001, 1012, 1013 or
+// 1014 before the metadata), a connect or metadata timeout.
 func waitMends(err error) bool {
 	switch KindOf(err) {
 	case KindTimeout:
@@ -108,6 +109,25 @@ func waitMends(err error) bool {
 	var status ws.StatusError
 	if errors.As(err, &status) {
 		return status >= 500
+	}
+	var closeErr *conn.CloseError
+	if errors.As(err, &closeErr) {
+		// A close before the metadata (the server's stop is KindStopped,
+		// above): one that says the server is going away or restarting,
+		// or a proxy's backend is down, is mended by waiting; any other
+		// (1008 policy violation, say) says this client is wrong.
+		switch closeErr.Code {
+		case 1001, 1012, 1013, 1014: // going away, service restart, try again later, bad gateway
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, conn.ErrLost) {
+		// The WebSocket was made and then reset or ended before the
+		// metadata: a server restarting, as ErrClosedBeforeHandshake
+		// one step earlier. (Lost's text keeps the errno but does not
+		// wrap it.)
+		return true
 	}
 	var addrErr *net.AddrError // a port out of range, an address that is not one
 	if errors.As(err, &addrErr) {

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/plugrl/libplugrl/core/client"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
@@ -165,5 +167,64 @@ func TestOpenWaitContextEndsPause(t *testing.T) {
 	}
 	if took > time.Second {
 		t.Errorf("the context ended 100 ms in, in the pause between attempts; the open returned after %v", took)
+	}
+}
+
+// TestOpenWaitServerGoingAway: a server that takes the WebSocket and then
+// ends it before its metadata (restarting: a reset, an EOF, a close with
+// 1001 going away, 1012 service restart, 1013 try again later) is waited
+// for, as one that refuses is; a close that says the client is wrong
+// (1008 policy violation) ends the wait at once.
+func TestOpenWaitServerGoingAway(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   ws.StatusCode // 0: no close frame
+		rst    bool
+		mended bool
+	}{
+		{"eof", 0, false, true},
+		{"reset", 0, true, true},
+		{"1001", 1001, false, true},
+		{"1012", 1012, false, true},
+		{"1013", 1013, false, true},
+		{"1008", 1008, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var n atomic.Int32
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					n.Add(1)
+					go func() {
+						defer c.Close()
+						if _, err := ws.Upgrade(c); err != nil {
+							return
+						}
+						switch {
+						case tc.code != 0:
+							ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(tc.code, "")))
+							time.Sleep(20 * time.Millisecond)
+						case tc.rst:
+							c.(*net.TCPConn).SetLinger(0)
+						}
+					}()
+				}
+			}()
+			_, err = client.Dial(context.Background(), waitOptions("ws://"+l.Addr().String(), 400*time.Millisecond))
+			if tc.mended && (n.Load() < 2 || !strings.Contains(err.Error(), "within the open wait")) {
+				t.Errorf("a server that ends every connection before its metadata (%s): %v after %d attempts; want it waited for", tc.name, err, n.Load())
+			}
+			if !tc.mended && (n.Load() != 1 || err == nil) {
+				t.Errorf("a server that closes with %d before its metadata: %v after %d attempts; want one attempt", tc.code, err, n.Load())
+			}
+		})
 	}
 }
