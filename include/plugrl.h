@@ -461,7 +461,8 @@ typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 ** ever added at the end. Strings are copied during plugrl_open. A zero in any
 ** numeric field means its default; a negative value is refused
 ** (PLUGRL_INVALID_ARGUMENT, naming the field) but for the -1 that
-** max_reconnects and max_message_size document.
+** max_reconnects, max_message_size, dead_peer_timeout_ms and open_wait_ms
+** document.
 */
 typedef struct plugrl_options {
   size_t size;                 /* sizeof(plugrl_options); set by _init */
@@ -584,7 +585,10 @@ typedef struct plugrl_options {
 ** other than 5xx, a protocol error, the server's stop. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with
 ** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
-** (PLUGRL_LOG_INFO). When the wait ends without a server, the status is
+** (PLUGRL_LOG_INFO), with its cause: a name that is misspelt, or a ws://
+** url at a TLS port that closes without answering, looks like a server
+** not up yet, and with -1 is tried until interrupted. When the wait ends
+** without a server, the status is
 ** the last attempt's (PLUGRL_CONNECT_FAILED or PLUGRL_TIMEOUT) and the
 ** message says how long it waited and how many attempts it made.
 ** Reconnects after a connection was made keep their own bounds

@@ -89,9 +89,11 @@ type Options struct {
 	// (ReconnectBackoff doubling up to MaxBackoff, with jitter) until
 	// OpenWait has passed, each attempt's timeouts cut to what is left of
 	// it. Negative: until the server answers. Interrupt, or the context,
-	// ends the wait at once, and a failure no wait can mend (a URL or
-	// certificate that is wrong, an HTTP answer other than 5xx, a
-	// protocol error) ends it too.
+	// ends the wait at once, and a failure no wait can mend (a URL that
+	// does not parse or a bad port, a certificate that is wrong, an HTTP
+	// answer other than 5xx, a protocol error) ends it too; a name not
+	// found is waited for (it may not be published yet), also a misspelt
+	// one.
 	OpenWait time.Duration
 	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
 	// included: each attempt's connect and metadata timeouts are cut to
