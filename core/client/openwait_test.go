@@ -88,15 +88,15 @@ func TestOpenWaitEnds(t *testing.T) {
 		}
 	})
 	t.Run("http 503", func(t *testing.T) {
-		var n int
+		var n atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			n++
+			n.Add(1)
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}))
 		defer srv.Close()
 		_, err := client.Dial(context.Background(), waitOptions(strings.Replace(srv.URL, "http", "ws", 1), 400*time.Millisecond))
-		if err == nil || n < 2 {
-			t.Fatalf("a server answering 503 for 400 ms: %v after %d attempts; want several, then a failure", err, n)
+		if err == nil || n.Load() < 2 {
+			t.Fatalf("a server answering 503 for 400 ms: %v after %d attempts; want several, then a failure", err, n.Load())
 		}
 	})
 	for _, tc := range []struct {
@@ -104,15 +104,15 @@ func TestOpenWaitEnds(t *testing.T) {
 		status int
 	}{{"http 404", http.StatusNotFound}, {"http 401", http.StatusUnauthorized}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var n int
+			var n atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				n++
+				n.Add(1)
 				w.WriteHeader(tc.status)
 			}))
 			defer srv.Close()
 			_, err := client.Dial(context.Background(), waitOptions(strings.Replace(srv.URL, "http", "ws", 1), -1))
-			if err == nil || n != 1 {
-				t.Fatalf("a server answering %d, waiting for ever: %v after %d attempts; want one attempt", tc.status, err, n)
+			if err == nil || n.Load() != 1 {
+				t.Fatalf("a server answering %d, waiting for ever: %v after %d attempts; want one attempt", tc.status, err, n.Load())
 			}
 		})
 	}
