@@ -1003,18 +1003,46 @@ static void count_attempts(void *user, int level, const char *message) {
   if (strstr(message, "connect attempt") != NULL) ++*(int *)user;
 }
 
+/* Opens with opt (open_wait_ms -1) on another thread, interrupts it
+** 300 ms in, and checks it returned PLUGRL_INTERRUPTED at once; where
+** says where the interrupt lands, key names the figure. */
+static void interrupted_wait(plugrl_options *opt, const char *where, const char *key) {
+  plugrl_client *c = NULL;
+  pthread_t th;
+  double t0, took;
+  opt->open_wait_ms = -1;
+  open_handle = NULL;
+  if (pthread_create(&th, NULL, open_worker, opt) != 0) {
+    fail("pthread_create failed");
+    return;
+  }
+  for (int i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
+  if (c == NULL) {
+    fail("plugrl_open did not set *client within 2 s");
+    pthread_join(th, NULL);
+    return;
+  }
+  sleep_us(300000);
+  t0 = now_ms();
+  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
+  pthread_join(th, NULL);
+  took = open_returned_ms - t0;
+  extra("%s=%.1f", key, took);
+  if (expect(where, open_status, PLUGRL_INTERRUPTED, c)) at_once("plugrl_open after plugrl_interrupt", took);
+  plugrl_close(c);
+}
+
 /* server-late: tests/server_late.sh starts the server on url's port a
 ** second after this case starts (nothing listens there before). Without
 ** open_wait_ms the open fails at once; with it, it connects once the
 ** server comes. Then, against a port where nothing ever listens: a wait
 ** of 500 ms ends after it, saying so, and one with no end ends at once on
-** plugrl_interrupt. */
+** plugrl_interrupt, between attempts and inside one. */
 static void case_server_late(const char *url) {
   plugrl_options opt;
   plugrl_client *c = NULL;
   plugrl_status s;
   obsbuf o;
-  pthread_t th;
   int attempts = 0;
   double t0, took;
   R.deadline_ms = -1;
@@ -1059,27 +1087,28 @@ static void case_server_late(const char *url) {
   }
   plugrl_close(c);
 
-  opt.open_wait_ms = -1;
-  open_handle = NULL;
-  if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
-    fail("pthread_create failed");
-    return;
+  interrupted_wait(&opt, "between attempts (refused at once)", "interrupted_ms");
+
+  /* The same inside an attempt: a port whose queue is full drops the SYN,
+  ** so the connect waits (connect_timeout_ms 5000) when the interrupt
+  ** comes. */
+  {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    char dead_url[64];
+    int dead = bound_socket(SOCK_STREAM, "127.0.0.1", 0), queued = -1, port;
+    if (dead < 0) return;
+    getsockname(dead, (struct sockaddr *)&sa, &len);
+    port = ntohs(sa.sin_port);
+    queued = connect_within("127.0.0.1", port, 200); /* fills its backlog of 0 */
+    snprintf(dead_url, sizeof dead_url, "ws://127.0.0.1:%d", port);
+    options(&opt, dead_url);
+    opt.open_wait_ms = -1;
+    opt.connect_timeout_ms = 5000;
+    interrupted_wait(&opt, "inside an attempt (its SYN dropped)", "interrupted_in_attempt_ms");
+    if (queued >= 0) close(queued);
+    close(dead);
   }
-  for (int i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
-  if (c == NULL) {
-    fail("plugrl_open did not set *client within 2 s");
-    pthread_join(th, NULL);
-    return;
-  }
-  sleep_us(300000);
-  t0 = now_ms();
-  expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
-  pthread_join(th, NULL);
-  took = open_returned_ms - t0;
-  extra("interrupted_ms=%.1f", took);
-  if (expect("plugrl_open waiting for ever, interrupted", open_status, PLUGRL_INTERRUPTED, c))
-    at_once("plugrl_open after plugrl_interrupt", took);
-  plugrl_close(c);
 }
 
 /* ping-flood: pings as fast as the socket takes them, no action ever;
