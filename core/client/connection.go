@@ -262,12 +262,10 @@ func (c *Client) reconnect() error {
 	}
 	var last error
 	for attempt := 1; attempt <= c.opts.MaxReconnects; attempt++ {
-		jitter := time.Duration(rand.Int64N(int64(wait)/2 + 1))
-		if err := c.sleep(min(wait/2+jitter, time.Until(deadline))); err != nil {
-			return err
-		}
-		if wait *= 2; wait > c.opts.MaxBackoff {
-			wait = c.opts.MaxBackoff
+		var pause time.Duration
+		pause, wait = c.backoff(wait)
+		if c.sleep(context.Background(), min(pause, time.Until(deadline))) {
+			return newErr(KindInterrupted, nil, "reconnecting: interrupted during the backoff; the next infer tries again")
 		}
 		if time.Until(deadline) <= 0 {
 			break
@@ -301,18 +299,26 @@ func (c *Client) reconnect() error {
 // after it to start again at ReconnectBackoff: twice the longest backoff.
 func settled(o Options) time.Duration { return 2 * o.MaxBackoff }
 
-// sleep waits d, or less if Interrupt is called (then KindInterrupted).
-func (c *Client) sleep(d time.Duration) error {
+// backoff is the pause before an attempt when the backoff stands at wait
+// (half of it, plus up to half again at random, so that clients that lost
+// one server together do not come back together), and the backoff after
+// it (doubled, up to MaxBackoff). Reconnects and the open's wait share it.
+func (c *Client) backoff(wait time.Duration) (pause, next time.Duration) {
+	pause = wait/2 + time.Duration(rand.Int64N(int64(wait)/2+1))
+	return pause, min(2*wait, c.opts.MaxBackoff)
+}
+
+// sleep waits d, or less if Interrupt is called or ctx ends, and reports
+// whether either did (an interrupt is taken).
+func (c *Client) sleep(ctx context.Context, d time.Duration) (interrupted bool) {
 	if d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-c.wake:
-			t.Stop()
+		case <-ctx.Done():
 		}
+		t.Stop()
 	}
-	if c.intr.Swap(false) {
-		return newErr(KindInterrupted, nil, "reconnecting: interrupted during the backoff; the next infer tries again")
-	}
-	return nil
+	return c.intr.Swap(false) || ctx.Err() != nil
 }

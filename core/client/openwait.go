@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"syscall"
 	"time"
@@ -49,7 +48,8 @@ func (c *Client) open(ctx context.Context) error {
 		ended := func() error {
 			return newErr(KindOf(err), err, "no server answered within the open wait (%v, %d attempts); the last attempt", c.opts.OpenWait, attempt)
 		}
-		pause := wait/2 + time.Duration(rand.Int64N(int64(wait)/2+1))
+		var pause time.Duration
+		pause, wait = c.backoff(wait)
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -58,7 +58,9 @@ func (c *Client) open(ctx context.Context) error {
 			pause = min(pause, left)
 		}
 		c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
-		if serr := c.pause(ctx, pause); serr != nil {
+		// ctx too: connect's context.AfterFunc covers only an attempt,
+		// and a pause may be MaxBackoff long.
+		if c.sleep(ctx, pause) {
 			if ctx.Err() != nil {
 				return newErr(KindInterrupted, context.Cause(ctx), "waiting for the server: the context ended")
 			}
@@ -67,29 +69,7 @@ func (c *Client) open(ctx context.Context) error {
 		if !deadline.IsZero() && time.Until(deadline) <= 0 {
 			return ended() // no time for another attempt
 		}
-		if wait *= 2; wait > c.opts.MaxBackoff {
-			wait = c.opts.MaxBackoff
-		}
 	}
-}
-
-// pause is sleep between two attempts of the wait, which the end of ctx
-// cuts short too: connect's context.AfterFunc covers only an attempt, and
-// the pause may be MaxBackoff long.
-func (c *Client) pause(ctx context.Context, d time.Duration) error {
-	if d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-c.wake:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
-	if c.intr.Swap(false) || ctx.Err() != nil {
-		return newErr(KindInterrupted, nil, "waiting for the server: interrupted")
-	}
-	return nil
 }
 
 // waitMends says whether a failed connect may succeed later without

@@ -129,9 +129,8 @@ func interleaveFamilies(ips []net.IPAddr) []net.IPAddr {
 }
 
 type attempt struct {
-	c    net.Conn
-	err  error
-	addr string
+	c   net.Conn
+	err error // net.Dialer's errors name the address
 }
 
 // race dials targets in order, each attemptDelay after the last or at
@@ -144,19 +143,21 @@ func race(ctx context.Context, network string, targets []string) (net.Conn, erro
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan attempt, len(targets)) // never blocks a loser
+	delay := time.NewTimer(attemptDelay)
+	defer delay.Stop()
 	next, running := 0, 0
+	// start begins the next target's attempt, and the next attempt delay.
 	start := func() {
 		a := targets[next]
 		next++
 		running++
 		go func() {
 			c, err := dialAddr(rctx, network, a)
-			done <- attempt{c, err, a}
+			done <- attempt{c, err}
 		}()
+		delay.Reset(attemptDelay)
 	}
 	start()
-	delay := time.NewTimer(attemptDelay)
-	defer delay.Stop()
 	errs := make([]error, 0, len(targets))
 	for running > 0 {
 		select {
@@ -170,12 +171,10 @@ func race(ctx context.Context, network string, targets []string) (net.Conn, erro
 			errs = append(errs, r.err)
 			if running == 0 && next < len(targets) && rctx.Err() == nil {
 				start()
-				delay.Reset(attemptDelay)
 			}
 		case <-delay.C:
 			if next < len(targets) && rctx.Err() == nil {
 				start()
-				delay.Reset(attemptDelay)
 			}
 		}
 	}

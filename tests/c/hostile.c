@@ -940,79 +940,16 @@ static void case_dead_address(const char *url) {
   close(dead);
 }
 
-/* silent-dns: the name server takes the question and never answers.
-** plugrl_open must end at connect_timeout_ms with PLUGRL_TIMEOUT and a
-** message that names the lookup, and plugrl_interrupt must end one with a
-** long timeout at once (the lookup is part of the connect). */
-static void case_silent_dns(const char *url) {
-  char named[256];
-  int port, dns;
-  plugrl_options opt;
-  plugrl_client *c = NULL;
-  plugrl_status s;
-  pthread_t th;
-  double t0;
-  R.deadline_ms = 1000;
-  if (!url_with_host(url, NAMES_HOST, named, sizeof named, &port)) return;
-  if ((dns = bound_socket(SOCK_DGRAM, NAMES_ADDR_DNS, 53)) < 0) return;
-  options(&opt, named);
-  opt.connect_timeout_ms = 1000;
-  t0 = now_ms();
-  s = plugrl_open(&opt, &c);
-  R.took_ms = now_ms() - t0;
-  R.status = s;
-  if (expect("plugrl_open", s, PLUGRL_TIMEOUT, c)) {
-    check_deadline("plugrl_open with a silent name server", R.took_ms, R.deadline_ms);
-    if (strstr(plugrl_errmsg(c), "lookup") == NULL)
-      fail("plugrl_open's message does not say the lookup timed out: %s", plugrl_errmsg(c));
-  }
-  plugrl_close(c);
-
-  /* The same with a minute to go, interrupted after 200 ms. */
-  opt.connect_timeout_ms = 60000;
-  open_handle = NULL;
-  if (pthread_create(&th, NULL, open_worker, &opt) != 0) {
-    fail("pthread_create failed");
-  } else {
-    for (int i = 0; i < 2000000 && (c = __atomic_load_n(&open_handle, __ATOMIC_ACQUIRE)) == NULL; i++) sleep_us(1);
-    if (c != NULL) {
-      sleep_us(200000);
-      t0 = now_ms();
-      expect("plugrl_interrupt", plugrl_interrupt(c), PLUGRL_OK, NULL);
-    }
-    pthread_join(th, NULL);
-    if (c == NULL) {
-      fail("plugrl_open did not set *client within 2 s");
-    } else {
-      double took = open_returned_ms - t0;
-      extra("interrupted_ms=%.1f", took);
-      expect("plugrl_open interrupted while it looks up the name", open_status, PLUGRL_INTERRUPTED, c);
-      at_once("plugrl_open after plugrl_interrupt", took);
-      plugrl_close(c);
-    }
-  }
-  close(dns);
-}
-
-/* ------------------------------------------------------------------------ */
-/* A server that is not up yet (tests/server_late.sh)                       */
-/* ------------------------------------------------------------------------ */
-
-static void count_attempts(void *user, int level, const char *message) {
-  (void)level;
-  if (strstr(message, "connect attempt") != NULL) ++*(int *)user;
-}
-
-/* Opens with opt (open_wait_ms -1) on another thread, interrupts it
-** 300 ms in, and checks it returned PLUGRL_INTERRUPTED at once; where
-** says where the interrupt lands, key names the figure. */
-static void interrupted_wait(plugrl_options *opt, const char *where, const char *key) {
+/* Opens with opt on another thread, interrupts it 300 ms in (well into a
+** wait that would last longer), and checks that it returned
+** PLUGRL_INTERRUPTED at once; where says where the interrupt lands, key
+** names the figure. */
+static void open_interrupted(const plugrl_options *opt, const char *where, const char *key) {
   plugrl_client *c = NULL;
   pthread_t th;
   double t0, took;
-  opt->open_wait_ms = -1;
   open_handle = NULL;
-  if (pthread_create(&th, NULL, open_worker, opt) != 0) {
+  if (pthread_create(&th, NULL, open_worker, (void *)opt) != 0) {
     fail("pthread_create failed");
     return;
   }
@@ -1030,6 +967,48 @@ static void interrupted_wait(plugrl_options *opt, const char *where, const char 
   extra("%s=%.1f", key, took);
   if (expect(where, open_status, PLUGRL_INTERRUPTED, c)) at_once("plugrl_open after plugrl_interrupt", took);
   plugrl_close(c);
+}
+
+/* silent-dns: the name server takes the question and never answers.
+** plugrl_open must end at connect_timeout_ms with PLUGRL_TIMEOUT and a
+** message that names the lookup, and plugrl_interrupt must end one with a
+** long timeout at once (the lookup is part of the connect). */
+static void case_silent_dns(const char *url) {
+  char named[256];
+  int port, dns;
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  double t0;
+  R.deadline_ms = 1000;
+  if (!url_with_host(url, NAMES_HOST, named, sizeof named, &port)) return;
+  if ((dns = bound_socket(SOCK_DGRAM, NAMES_ADDR_DNS, 53)) < 0) return;
+  options(&opt, named);
+  opt.connect_timeout_ms = 1000;
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  R.took_ms = now_ms() - t0;
+  R.status = s;
+  if (expect("plugrl_open", s, PLUGRL_TIMEOUT, c)) {
+    check_deadline("plugrl_open with a silent name server", R.took_ms, R.deadline_ms);
+    if (strstr(plugrl_errmsg(c), "lookup") == NULL)
+      fail("plugrl_open's message does not say the lookup timed out: %s", plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+
+  /* The same with a minute to go, interrupted. */
+  opt.connect_timeout_ms = 60000;
+  open_interrupted(&opt, "plugrl_open interrupted while it looks up the name", "interrupted_ms");
+  close(dns);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A server that is not up yet (tests/server_late.sh)                       */
+/* ------------------------------------------------------------------------ */
+
+static void count_attempts(void *user, int level, const char *message) {
+  (void)level;
+  if (strstr(message, "connect attempt") != NULL) ++*(int *)user;
 }
 
 /* server-late: tests/server_late.sh starts the server on url's port a
@@ -1087,7 +1066,9 @@ static void case_server_late(const char *url) {
   }
   plugrl_close(c);
 
-  interrupted_wait(&opt, "between attempts (refused at once)", "interrupted_ms");
+  opt.open_wait_ms = -1;
+  open_interrupted(&opt, "plugrl_open waiting for ever, interrupted between attempts (refused at once)",
+                   "interrupted_ms");
 
   /* The same inside an attempt: a port whose queue is full drops the SYN,
   ** so the connect waits (connect_timeout_ms 5000) when the interrupt
@@ -1105,7 +1086,8 @@ static void case_server_late(const char *url) {
     options(&opt, dead_url);
     opt.open_wait_ms = -1;
     opt.connect_timeout_ms = 5000;
-    interrupted_wait(&opt, "inside an attempt (its SYN dropped)", "interrupted_in_attempt_ms");
+    open_interrupted(&opt, "plugrl_open waiting for ever, interrupted inside an attempt (its SYN dropped)",
+                     "interrupted_in_attempt_ms");
     if (queued >= 0) close(queued);
     close(dead);
   }
