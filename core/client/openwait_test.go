@@ -172,22 +172,26 @@ func TestOpenWaitContextEndsPause(t *testing.T) {
 
 // TestOpenWaitServerGoingAway: a server that takes the WebSocket and then
 // ends it before its metadata (restarting: a reset, an EOF, a close with
-// 1001 going away, 1012 service restart, 1013 try again later) is waited
-// for, as one that refuses is; a close that says the client is wrong
-// (1008 policy violation) ends the wait at once.
+// 1001 going away, 1012 service restart, 1013 try again later, 1014 bad
+// gateway), or closes the TCP connection before it answers the handshake,
+// is waited for, as one that refuses is; a close that says the client is
+// wrong (1008 policy violation) ends the wait at once.
 func TestOpenWaitServerGoingAway(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		code   ws.StatusCode // 0: no close frame
-		rst    bool
-		mended bool
+		name      string
+		code      ws.StatusCode // 0: no close frame
+		rst       bool
+		mended    bool
+		noUpgrade bool // closed before the handshake's answer
 	}{
-		{"eof", 0, false, true},
-		{"reset", 0, true, true},
-		{"1001", 1001, false, true},
-		{"1012", 1012, false, true},
-		{"1013", 1013, false, true},
-		{"1008", 1008, false, false},
+		{"eof", 0, false, true, false},
+		{"reset", 0, true, true, false},
+		{"1001", 1001, false, true, false},
+		{"1012", 1012, false, true, false},
+		{"1013", 1013, false, true, false},
+		{"1014", 1014, false, true, false},
+		{"1008", 1008, false, false, false},
+		{"before the handshake", 0, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -205,6 +209,9 @@ func TestOpenWaitServerGoingAway(t *testing.T) {
 					n.Add(1)
 					go func() {
 						defer c.Close()
+						if tc.noUpgrade {
+							return
+						}
 						if _, err := ws.Upgrade(c); err != nil {
 							return
 						}

@@ -222,6 +222,14 @@ func TestDialNames(t *testing.T) {
 		t.Errorf("unknown name: %v; want the resolver's not-found error", err)
 	}
 
+	fakeNames(t, "empty.test") // a resolver that answers with no address and no error
+	if _, err := dialAddrs(context.Background(), "tcp", "empty.test:80", ""); !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		t.Errorf("a name with no address: %v; want a not-found error", err)
+	}
+	if _, err := dialAddrs(context.Background(), "tcp", "no-port", ""); err == nil || !strings.Contains(err.Error(), "missing port") {
+		t.Errorf("an address with no port: %v; want it refused", err)
+	}
+
 	var many []string
 	for i := 0; i < 40; i++ {
 		many = append(many, refusedAddr(t))
