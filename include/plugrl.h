@@ -566,6 +566,32 @@ typedef struct plugrl_options {
 */
 
 /*
+** A process that stops. A deadline is when the library stops waiting, not
+** when it stops looking. A thread that could not run past its deadline (a
+** debugger's breakpoint, Ctrl-Z or SIGSTOP, a frozen container, a thread
+** starved by higher-priority ones) finds, when it runs again, what arrived
+** meanwhile: before a call reports PLUGRL_TIMEOUT for a receive deadline,
+** it reads what its socket already holds, without waiting, and an action
+** there whole is returned (PLUGRL_OK, the connection kept); a send whose
+** deadline passed sends what the socket takes at once (plain ws:// on
+** Linux; over wss:// a send that timed out is final, as Go's TLS makes
+** it). This last look lasts at most 50 ms, so a server that floods cannot
+** stretch it, and a call whose thread ran on time while its server was
+** late still returns at its deadline: the look finds nothing there. A
+** receive_timeout_ms of 1000 or more is kept by the library's poller, and
+** a look of its that comes more than 10 ms late gives the call those 50 ms
+** too. A process stopped for longer than its server waits for the pongs to
+** its pings (20 s for a Python websockets server) may find the connection
+** closed by the server: the call returns as for any lost connection.
+**
+** Measured (tests/c/hostile.c case stopped: the process stopped 100 ms
+** into an infer for receive_timeout_ms + 1 s, the action arriving 500 ms
+** after the infer): PLUGRL_OK as soon as it was continued, the connection
+** kept, with a receive_timeout_ms of 300 and of 1500, over ws:// and wss://;
+** the library before this returned PLUGRL_TIMEOUT and reconnected.
+*/
+
+/*
 ** Waiting for the server. A robot often starts before its trainer: both
 ** come up at boot, a launch file starts them together, or the trainer is
 ** restarting. By default plugrl_open makes one attempt, and a server that

@@ -16,7 +16,7 @@ func (c *Conn) Close(wait time.Duration) error {
 		if c.Err() == nil && c.writeClose(ws.StatusNormalClosure, wait) == nil && wait > 0 {
 			// Read (and drop) until the server's close, EOF or the deadline.
 			c.rmu.Lock()
-			_ = c.tr.SetReadDeadline(deadline)
+			c.setReadDeadline(deadline)
 			for c.Err() == nil {
 				if _, err := c.readMessage(); err != nil {
 					break

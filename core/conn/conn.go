@@ -290,6 +290,18 @@ const (
 	// yieldEvery: Receive lets the scheduler run something else this
 	// often (see Receive); under the runtime's 10 ms preemption slice.
 	yieldEvery = 8 * time.Millisecond
+	// lateGrace bounds a Receive's last look past its deadline: it then
+	// reads, without waiting, what has already arrived, for at most this
+	// long. A process stopped past a deadline (a debugger's breakpoint,
+	// SIGSTOP and SIGCONT, a frozen container) finds the server's answer
+	// waiting in its socket when it runs again; the look takes it instead
+	// of throwing it away with the connection. A server that floods
+	// cannot stretch the look past this.
+	lateGrace = 50 * time.Millisecond
+	// lateSlack: a poller look at a watched deadline that runs later than
+	// this was held up (the process was stopped, or starved); the Receive
+	// then gets lateGrace to take what arrived meanwhile.
+	lateSlack = 10 * time.Millisecond
 	// watchedTimeout: Receive timeouts this long or longer are enforced
 	// by the poller, which wakes at the deadline, instead of by the
 	// socket. It must be at least idlePoll, so that a poller asleep when
@@ -376,11 +388,17 @@ type Conn struct {
 	// A Receive with a timeout of watchedTimeout or more stores its
 	// deadline (mono) here, and the poller ends the connection when it
 	// passes. Each takes it with a swap, so exactly one of them decides.
+	// An even value is the Receive's own deadline; an odd one, the
+	// lateGrace the poller gave it once (see idleLook).
 	recvDeadline atomic.Int64
 	// readDeadline is the socket deadline of the Receive under way (zero:
 	// none, or the poller's): fill's shorter waits, while control frames
 	// are queued on TLS, put it back. Guarded by rmu.
 	readDeadline time.Time
+	// lateUntil is zero until the Receive under way meets its socket
+	// deadline; from then on it reads only what has already arrived,
+	// until lateUntil (see read). Guarded by rmu.
+	lateUntil time.Time
 
 	// replyDue is set while the server owes a data message: from the
 	// start (the metadata), and from ExpectMessage (an infer about to go

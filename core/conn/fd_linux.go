@@ -30,6 +30,7 @@ type fdConn struct {
 	// wlazy) while noWait has replaced it.
 	savedWdl   int64
 	savedWlazy time.Duration
+	noWaiting  bool // between noWait(true) and noWait(false)
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -169,10 +170,12 @@ func (f *fdConn) noWait(on bool) {
 		// and the deadline it then fixes has passed.
 		f.wdl.set(time.Time{})
 		f.wlazy = time.Nanosecond
+		f.noWaiting = true
 		return
 	}
 	f.wdl.ns.Store(f.savedWdl)
 	f.wlazy = f.savedWlazy
+	f.noWaiting = false
 }
 
 // writable reports whether a send of a few hundred bytes is taken whole
@@ -251,7 +254,7 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		f.wlazy = 0
 	}
 	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
-		return done, err
+		return f.sendLate(p, done, err)
 	}
 	for done < len(p) {
 		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(f.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done), syscall.MSG_NOSIGNAL, 0, 0)
@@ -263,20 +266,47 @@ func (f *fdConn) Write(p []byte) (int, error) {
 			// would otherwise stretch the send past its deadline.
 			if done < len(p) {
 				if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
-					return done, err
+					return f.sendLate(p, done, err)
 				}
 			}
 		case syscall.EINTR: // as in Read
 			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
-				return done, err
+				return f.sendLate(p, done, err)
 			}
 		case syscall.EAGAIN: // SO_SNDTIMEO ran out
 			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, true); err != nil {
-				return done, err
+				return f.sendLate(p, done, err)
 			}
 		default:
 			return done, os.NewSyscallError("sendto", e)
 		}
+	}
+	return done, nil
+}
+
+// sendLate is Write's last look once its deadline has passed (err): it
+// sends what the socket takes without waiting, for at most lateGrace, as
+// Conn.read takes what has arrived. A process stopped past the deadline
+// (a debugger, SIGSTOP, a frozen container) finds its socket drained when
+// it runs again: the message goes whole instead of ending the connection.
+// A poller's look (noWait) never waits and gets err as it is.
+func (f *fdConn) sendLate(p []byte, done int, err error) (int, error) {
+	if err != os.ErrDeadlineExceeded || f.noWaiting {
+		return done, err
+	}
+	until := time.Now().Add(lateGrace)
+	for done < len(p) && time.Now().Before(until) {
+		n, werr := f.tryWrite(p[done:min(len(p), done+dontWaitMax)])
+		if werr != nil {
+			return done, werr
+		}
+		if n == 0 {
+			break // the socket is full
+		}
+		done += n
+	}
+	if done < len(p) {
+		return done, err
 	}
 	return done, nil
 }

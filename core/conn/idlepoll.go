@@ -46,12 +46,21 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 	if c.Err() != nil {
 		return 0, false
 	}
-	if d := c.recvDeadline.Load(); d != 0 && int64(mono()) >= d && c.recvDeadline.CompareAndSwap(d, 0) {
-		// A Receive waits past its deadline: end the connection, which
-		// wakes it (it reports the timeout).
-		c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
-		c.shutdown()
-		return 0, false
+	if d := c.recvDeadline.Load(); d != 0 {
+		switch now := int64(mono()); {
+		case now < d:
+		case d&1 == 0 && now-d > int64(lateSlack) && c.recvDeadline.CompareAndSwap(d, (now+int64(lateGrace))|1):
+			// This look comes late: the process could not run at the
+			// deadline (stopped, or starved), and what arrived meanwhile
+			// may be a whole message the reader is taking now. Give it
+			// lateGrace, once, as read gives a socket deadline.
+		case c.recvDeadline.CompareAndSwap(d, 0):
+			// A Receive waits past its deadline: end the connection,
+			// which wakes it (it reports the timeout).
+			c.fail(fmt.Errorf("%w: no message by the receive deadline", ErrTimeout))
+			c.shutdown()
+			return 0, false
+		}
 	}
 	gone, due := c.peerGone()
 	if gone {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -106,12 +107,12 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 	case watched:
 		// The poller enforces it (see idleLook): the read blocks with no
 		// socket timeout, which spares the kernel a timer on every wait.
-		c.recvDeadline.Store(int64(now + min(timeout, math.MaxInt64-now))) // a huge timeout saturates
+		// Even: the poller's grace is marked by an odd deadline.
+		c.recvDeadline.Store(int64(now+min(timeout, math.MaxInt64-1-now)) &^ 1) // a huge timeout saturates
 	case timeout > 0:
 		deadline = epoch.Add(now + timeout)
 	}
-	_ = c.tr.SetReadDeadline(deadline)
-	c.readDeadline = deadline
+	c.setReadDeadline(deadline)
 	msg, err := c.readMessage()
 	// Whoever takes the deadline first decides: this Receive (it ended in
 	// time) or the poller (it ends the connection: a timeout, even if a
@@ -261,7 +262,7 @@ func (c *Conn) fill(need int) error {
 			}
 			continue
 		}
-		n, err := c.tr.Read(c.rb[c.rw:])
+		n, err := c.read(c.rb[c.rw:])
 		c.rw += n
 		c.counters.Received.Add(uint64(n))
 		if err != nil && c.rw-c.rr < need {
@@ -269,6 +270,42 @@ func (c *Conn) fill(need int) error {
 		}
 	}
 	return nil
+}
+
+// setReadDeadline sets the deadline of the reads that follow (a Receive's,
+// or Close's wait for the server's close), and with it a new last look
+// (see read). rmu must be held.
+func (c *Conn) setReadDeadline(t time.Time) {
+	_ = c.tr.SetReadDeadline(t)
+	c.readDeadline = t
+	c.lateUntil = time.Time{}
+}
+
+// read reads into p, waiting up to the Receive's socket deadline. Once
+// that has passed it takes one last look: it reads only what has already
+// arrived, without waiting, and for at most lateGrace. So a message that
+// came while the caller's thread could not run (stopped in a debugger,
+// SIGSTOP, starved) is returned rather than thrown away with the
+// connection, and a message still on its way still times out. rmu must
+// be held.
+func (c *Conn) read(p []byte) (int, error) {
+	if c.lateUntil.IsZero() {
+		n, err := c.tr.Read(p)
+		if err == nil || !isTimeout(err) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the next read looks
+		}
+		c.lateUntil = time.Now().Add(lateGrace)
+	} else if time.Now().After(c.lateUntil) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	n, err := c.tr.TryRead(p)
+	if n == 0 && err == nil {
+		return 0, os.ErrDeadlineExceeded // nothing more has arrived
+	}
+	return n, err
 }
 
 // readerSendsControl reports whether only this connection's reader can
@@ -289,18 +326,29 @@ const ctlRetry = 20 * time.Millisecond
 // server that reads its socket empty and then waits for the pong before
 // it answers would otherwise wait until the Receive's deadline.
 func (c *Conn) fillSliced() error {
-	until := time.Now().Add(ctlRetry)
-	if !c.readDeadline.IsZero() && c.readDeadline.Before(until) {
-		until = c.readDeadline
+	var n int
+	var err error
+	if c.lateUntil.IsZero() {
+		until := time.Now().Add(ctlRetry)
+		if !c.readDeadline.IsZero() && c.readDeadline.Before(until) {
+			until = c.readDeadline
+		}
+		_ = c.tr.SetReadDeadline(until)
+		n, err = c.tr.Read(c.rb[c.rw:])
+		_ = c.tr.SetReadDeadline(c.readDeadline)
+		if err != nil && isTimeout(err) {
+			switch {
+			case n > 0, c.readDeadline.IsZero() || time.Now().Before(c.readDeadline):
+				err = nil // bytes came, or only the slice ended
+			default:
+				n, err = c.read(c.rb[c.rw:]) // the deadline passed: the last look
+			}
+		}
+	} else {
+		n, err = c.read(c.rb[c.rw:])
 	}
-	_ = c.tr.SetReadDeadline(until)
-	n, err := c.tr.Read(c.rb[c.rw:])
-	_ = c.tr.SetReadDeadline(c.readDeadline)
 	c.rw += n
 	c.counters.Received.Add(uint64(n))
-	if err != nil && isTimeout(err) && (c.readDeadline.IsZero() || time.Now().Before(c.readDeadline)) {
-		err = nil // only the slice ended
-	}
 	c.flushControl()
 	return err
 }
@@ -434,7 +482,7 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 			c.rr += k
 		case want >= len(c.rb)/2: // a big payload: straight into rbuf
 			var err error
-			k, err = c.tr.Read(c.rbuf[n : n+want])
+			k, err = c.read(c.rbuf[n : n+want])
 			c.counters.Received.Add(uint64(k))
 			if err != nil && k == 0 {
 				return n, err

@@ -681,6 +681,83 @@ static void case_stall_mid_frame(const char *url) {
   receive_deadline(url, 1500);
 }
 
+/* stopped: the process is stopped (SIGSTOP, as a debugger's breakpoint,
+** Ctrl-Z or a frozen container stops it) while an infer waits, for longer
+** than receive_timeout_ms, and the action arrives meanwhile (slow-action
+** --action-delay 500ms --slow-every 2: every second infer of a connection
+** is answered 500 ms late, the others at once). After a first exchange,
+** the second infer is the one stopped. When the process runs again the
+** action is in its socket: the infer must return it (PLUGRL_OK, not
+** PLUGRL_TIMEOUT), and the connection must go on (the next exchange
+** without a reconnect). Twice: a 300 ms receive timeout, which
+** the socket's timeout keeps, and a 1500 ms one, which the library's
+** poller keeps. A child process stops the case 100 ms into the infer and
+** continues it stop_ms later; took_ms is the longest infer. */
+static int stopped_infer(const char *url, int32_t timeout_ms) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  plugrl_statistics st;
+  pid_t parent = getpid(), pid;
+  int wst = 0, ok = 1;
+  long stop_ms = timeout_ms + 1000L;
+  double t0, took;
+  options(&opt, url);
+  opt.receive_timeout_ms = timeout_ms;
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return 0;
+  if (!exchange(c, &o)) {
+    plugrl_close(c);
+    obs_free(&o);
+    return 0;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  t0 = now_ms();
+  pid = fork();
+  if (pid < 0) {
+    fail("fork: %s", strerror(errno));
+    plugrl_close(c);
+    obs_free(&o);
+    return 0;
+  }
+  if (pid == 0) {
+    /* Only async-signal-safe calls: the parent hosts a Go runtime. */
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(parent, SIGSTOP);
+    ts.tv_sec = stop_ms / 1000;
+    ts.tv_nsec = (stop_ms % 1000) * 1000 * 1000;
+    nanosleep(&ts, NULL);
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  R.status = infer(c, &o, &a);
+  took = now_ms() - t0;
+  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) fail("the stopping child did not exit cleanly");
+  R.took_ms = took > R.took_ms ? took : R.took_ms;
+  extra("timeout%d_ms=%.1f", (int)timeout_ms, took);
+  if (took < (double)stop_ms) fail("the infer returned after %.1f ms, before the process was continued (%ld ms)", took, stop_ms);
+  ok = expect("plugrl_infer (stopped past its deadline, the action arrived meanwhile)", R.status, PLUGRL_OK, c) &&
+       expect("plugrl_feedback after it", feedback(c, &o), PLUGRL_OK, c) && exchange(c, &o);
+  if (ok) {
+    st.size = sizeof st;
+    if (expect("plugrl_stats", plugrl_stats(c, &st), PLUGRL_OK, c) && st.reconnects != 0) {
+      fail("the connection was replaced (%llu reconnects): the action that waited was thrown away",
+           (unsigned long long)st.reconnects);
+      ok = 0;
+    }
+  }
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
+  return ok;
+}
+
+static void case_stopped(const char *url) {
+  R.deadline_ms = -1;
+  if (stopped_infer(url, 300)) stopped_infer(url, 1500);
+}
+
 /* no-read: the server never reads; a 4 MiB observation cannot be sent. */
 static void case_no_read(const char *url) {
   plugrl_options opt;
@@ -2563,6 +2640,7 @@ static const struct kase {
     {"receive-short", "slow-action --action-delay 60s", case_receive_short, 0},
     {"receive-long", "slow-action --action-delay 60s", case_receive_long, 0},
     {"stall-mid-frame", "stall-mid-frame", case_stall_mid_frame, 0},
+    {"stopped", "slow-action --action-delay 500ms --slow-every 2", case_stopped, 0},
     {"no-read", "no-read", case_no_read, 0},
     {"ping-flood", "ping-flood", case_ping_flood, 0},
     {"close-no-reply", "close-no-reply", case_close_no_reply, 0},

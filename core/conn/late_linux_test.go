@@ -1,0 +1,68 @@
+//go:build linux
+
+package conn
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// fdPair is a loopback TCP connection whose client end is an fdConn.
+func fdPair(t *testing.T) (*fdConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	d := &dialConn{Conn: nc}
+	if err := d.takeover(); err != nil || d.fd == nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	t.Cleanup(func() { d.fd.close() })
+	return d.fd, peer
+}
+
+// TestWritePastDeadlineSendsWhatFits: a write whose deadline passed before
+// it could send (its thread stopped since the deadline was set) sends what
+// the socket takes at once: the whole message when there is room. A
+// socket that stays full still times out, and a poller's look (noWait)
+// never sends late.
+func TestWritePastDeadlineSendsWhatFits(t *testing.T) {
+	f, peer := fdPair(t)
+	msg := []byte("a feedback message")
+	f.setWriteDeadline(time.Now().Add(-time.Second))
+	if n, err := f.Write(msg); err != nil || n != len(msg) {
+		t.Fatalf("Write past its deadline, with room: %d, %v; want all %d bytes", n, err, len(msg))
+	}
+	got := make([]byte, len(msg))
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil || string(got) != string(msg) {
+		t.Fatalf("the peer read %q, %v", got, err)
+	}
+
+	// Fill the socket: the peer reads nothing.
+	f.setWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	big := make([]byte, 64<<20)
+	n, err := f.Write(big)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || n == len(big) {
+		t.Fatalf("Write of 64 MiB to a peer that reads nothing: %d, %v; want a timeout", n, err)
+	}
+	f.setWriteDeadline(time.Now().Add(-time.Second))
+	if n, err := f.Write(msg); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
+		t.Fatalf("Write past its deadline to a full socket: %d, %v; want nothing sent and a timeout", n, err)
+	}
+}
