@@ -606,9 +606,15 @@ typedef struct plugrl_options {
 ** a proxy whose backend is down), a connection closed before the
 ** handshake, or lost or closed with 1001 (going away), 1012 (service
 ** restart), 1013 (try again later) or 1014 (bad gateway) before the
-** metadata, a connect or metadata timeout. Anything else ends it at once
-** with its own status: a certificate that does not verify, an HTTP answer
-** other than 5xx, a protocol error, the server's stop. plugrl_interrupt
+** metadata, a connect or metadata timeout; and over wss://, a server's
+** certificate that is not valid yet by this machine's clock (a robot's
+** computer without a battery-backed clock boots with the wrong time, and
+** has the right one once NTP sets it: the certificate is still verified in
+** full when it does; without a wait the message says that the clock is
+** behind and from when the certificate is valid). Anything else ends it
+** at once with its own status: a certificate that does not verify (an
+** expired one included), an HTTP answer other than 5xx, a protocol error,
+** the server's stop. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with
 ** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
 ** (PLUGRL_LOG_INFO), with its cause: a name that is misspelt, or a ws://
@@ -623,7 +629,10 @@ typedef struct plugrl_options {
 ** client): with open_wait_ms 10000 (backoff 50 to 200 ms) the open
 ** connected after 1137-1143 ms and 8-9 attempts; a 500 ms wait with no
 ** server ended at 500.3-500.8 ms; plugrl_interrupt ended a wait of -1
-** within 0.3 ms.
+** within 0.3 ms. Over wss://, a certificate valid from 0.5 to 1.5 s after
+** the server started (case clock-behind): without a wait
+** PLUGRL_CONNECT_FAILED in 2.6 ms, the message saying the clock is behind;
+** with open_wait_ms 10000, connected after 1343 ms and 10 attempts.
 */
 
 /*

@@ -6,7 +6,7 @@
 //	               [--zero-dim-h N] [--action-bytes N] [--action-delay DUR] [--slow-every N] [--stray-gap DUR]
 //	               [--trickle-bytes N --trickle-every DUR] [--byte-every DUR] [--vanish-after N] [--vanish-for DUR] [--loss PERCENT]
 //	               [--max-conn-time DUR] [--max-time 5m] [--watch-stdin=true] [-v]
-//	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE]
+//	               [--tls-cert FILE --tls-key FILE | --tls-self-signed FILE [--tls-valid-in DUR]]
 //	plugrl-hostile --list
 //
 // It prints exactly one line to stdout, its URL ("ws://127.0.0.1:PORT"), as
@@ -114,6 +114,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	tlsCert := fs.String("tls-cert", "", "serve wss:// with this PEM certificate (chain); with --tls-key")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
 	tlsSelfSigned := fs.String("tls-self-signed", "", "serve wss:// with a new self-signed certificate for 127.0.0.1, ::1 and localhost, valid for a day, and write its PEM to this file (a client's CA file)")
+	tlsValidIn := fs.Duration("tls-valid-in", 0, "with --tls-self-signed: the certificate is valid only from this long after the start (the server of a client whose clock is behind)")
 	verbose := fs.Bool("v", false, "log connections to stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 		// hostile.Config takes 0 for its default, 20: --loss 0 would lose a fifth.
 		return fail("--loss must be 1 to 100 (no loss at all is --scenario normal)")
 	}
-	if c.TLS, err = testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned); err != nil {
+	if c.TLS, err = testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned, *tlsValidIn); err != nil {
 		return fail("%v", err)
 	}
 	if *verbose {

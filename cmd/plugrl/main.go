@@ -243,7 +243,7 @@ observation).
 		MaxMessage:      *maxMessage,
 		MaxLog:          -1, // a long run would otherwise keep every message
 	}
-	tlsConfig, err := testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned)
+	tlsConfig, err := testcert.ServerConfig(*tlsCert, *tlsKey, *tlsSelfSigned, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "plugrl serve: %v\n", err)
 		return 2

@@ -93,7 +93,8 @@ type Options struct {
 	// does not parse or a bad port, a certificate that is wrong, an HTTP
 	// answer other than 5xx, a protocol error) ends it too; a name not
 	// found is waited for (it may not be published yet), also a misspelt
-	// one.
+	// one, and so is a certificate not valid yet by this machine's clock
+	// (conn.ErrClockBehind: a clock NTP has not set yet since boot).
 	OpenWait time.Duration
 	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
 	// included: each attempt's connect and metadata timeouts are cut to

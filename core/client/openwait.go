@@ -19,7 +19,9 @@ import (
 // reached, with the reconnect backoff between attempts, instead of failing
 // at the first refused connection and leaving the loop to every caller.
 // It stops at once on what no wait can mend: a URL or port that is wrong,
-// a certificate that does not verify, an HTTP answer other than 5xx, a
+// a certificate that does not verify (but for one not valid yet by a clock
+// that NTP has not set yet: a robot's computer without a battery-backed
+// clock boots with the wrong time), an HTTP answer other than 5xx, a
 // protocol error, the server's stop.
 
 // open is Connect's connection: one attempt, or attempts until OpenWait
@@ -77,7 +79,8 @@ func (c *Client) open(ctx context.Context) error {
 // machine or network not up, its name not published yet (mDNS at boot),
 // a server or proxy that is full or restarting (HTTP 5xx, a connection
 // closed before the handshake, or lost or closed with 1001, 1012, 1013 or
-// 1014 before the metadata), a connect or metadata timeout.
+// 1014 before the metadata), a connect or metadata timeout, and this
+// machine's clock not set yet (before the server's certificate starts).
 func waitMends(err error) bool {
 	switch KindOf(err) {
 	case KindTimeout:
@@ -118,6 +121,7 @@ func waitMends(err error) bool {
 		return true
 	}
 	for _, mendable := range []error{
+		conn.ErrClockBehind, // a robot's clock not set yet after boot: NTP sets it
 		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EHOSTUNREACH,
 		syscall.ENETUNREACH, syscall.ENETDOWN, syscall.EHOSTDOWN, syscall.ETIMEDOUT,
 		conn.ErrClosedBeforeHandshake, context.DeadlineExceeded,

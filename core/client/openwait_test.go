@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/plugrl/libplugrl/core/client"
+	"github.com/plugrl/libplugrl/core/conn"
 	"github.com/plugrl/libplugrl/internal/refserver"
+	"github.com/plugrl/libplugrl/internal/testcert"
 )
 
 // freeAddr returns a 127.0.0.1 address where nothing listens (now).
@@ -233,5 +237,79 @@ func TestOpenWaitServerGoingAway(t *testing.T) {
 				t.Errorf("a server that closes with %d before its metadata: %v after %d attempts; want one attempt", tc.code, err, n.Load())
 			}
 		})
+	}
+}
+
+// TestOpenWaitForTheClock: a robot's computer without a battery-backed
+// clock boots with the wrong time, and the server's certificate is not
+// valid yet by it until NTP sets it. Played here by a certificate that
+// starts 1.5 s after the server does (0.5-1.5 s: a certificate's times
+// are in whole seconds): without a wait the open fails at
+// once, saying the clock is behind and from when the certificate is
+// valid; with one it connects once the certificate is valid, still fully
+// verified. An expired certificate is not waited for.
+func TestOpenWaitForTheClock(t *testing.T) {
+	const validIn = 1500 * time.Millisecond
+	cfg, err := testcert.ServerConfig("", "", t.TempDir()+"/ca.pem", validIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	leaf, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots.AddCert(leaf)
+	s := refserver.New(refserver.Config{Horizon: 1, ActionDim: 1, FeedbackTimeout: 5 * time.Second, TLS: cfg})
+	t.Cleanup(func() { s.Close() })
+	url, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := waitOptions(url, 0)
+	o.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	_, err = client.Dial(context.Background(), o)
+	if client.KindOf(err) != client.KindConnect || !errors.Is(err, conn.ErrClockBehind) ||
+		!strings.Contains(err.Error(), leaf.NotBefore.UTC().Format(time.RFC3339)) {
+		t.Fatalf("no wait, the clock behind the certificate: %v; want a connect failure saying so, with the certificate's start", err)
+	}
+	if !time.Now().Before(leaf.NotBefore) {
+		t.Skip("the certificate became valid before the first attempt ended (a slow machine)")
+	}
+	o.OpenWait = 10 * time.Second
+	c, err := client.Dial(context.Background(), o)
+	if err != nil {
+		t.Fatalf("a 10 s wait, the certificate valid after 1.5 s: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if time.Now().Before(leaf.NotBefore) {
+		t.Fatalf("connected at %v, before the certificate's start %v", time.Now(), leaf.NotBefore)
+	}
+	w := newWorld()
+	if _, err := w.infer(c); err != nil {
+		t.Fatal(err)
+	}
+
+	// Expired: the clock is past it, and no wait mends that.
+	old, err := testcert.ServerConfig("", "", t.TempDir()+"/old.pem", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldLeaf, err := x509.ParseCertificate(old.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, Time: func() time.Time { return oldLeaf.NotAfter.Add(time.Hour) }}
+	o.TLS.RootCAs.AddCert(oldLeaf)
+	s2 := refserver.New(refserver.Config{Horizon: 1, ActionDim: 1, TLS: old})
+	t.Cleanup(func() { s2.Close() })
+	url2, err := s2.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.URL = url2
+	t0 := time.Now()
+	if _, err := client.Dial(context.Background(), o); client.KindOf(err) != client.KindConnect || errors.Is(err, conn.ErrClockBehind) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("an expired certificate under a 10 s wait: %v after %v; want a connect failure at once, not the clock's", err, time.Since(t0))
 	}
 }

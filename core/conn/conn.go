@@ -46,6 +46,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -248,6 +249,12 @@ var (
 	// closed without a handshake answer: a server restarting, a proxy
 	// whose backend is down, or a TLS port (for a ws:// URL).
 	ErrClosedBeforeHandshake = errors.New("the server closed the connection before it answered the WebSocket handshake")
+	// ErrClockBehind: the server's certificate is not valid yet by this
+	// machine's clock: a machine without a battery-backed clock (a
+	// Raspberry Pi, most robots' computers) that has not had the time
+	// from NTP yet since it booted. Waiting mends it once the clock is
+	// set; the certificate is still checked in full.
+	ErrClockBehind = errors.New("this machine's clock is before the server's certificate becomes valid")
 	// ErrProtocol: the server broke RFC 6455 framing or the handshake.
 	ErrProtocol = errors.New("websocket protocol violation by the server")
 	// ErrTooBig: a message exceeded the message size cap.
@@ -492,6 +499,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 				hint = "; a wss:// (TLS) server does that to a ws:// client: check the URL's scheme"
 			}
 			return nil, fmt.Errorf("connect to %s: %w (%v)%s", shown, ErrClosedBeforeHandshake, err, hint)
+		case clockBehind(err, tlsNow(o.TLS)) != nil:
+			cert := clockBehind(err, tlsNow(o.TLS))
+			return nil, fmt.Errorf("connect to %s: %w: the clock says %s, and the certificate (%q) is valid from %s: is the clock set? A machine without a battery-backed clock has the time only once NTP (or systemd-timesyncd) has set it after boot; a wait for the server (open_wait_ms, Options.OpenWait) waits for it (%v)",
+				shown, ErrClockBehind, tlsNow(o.TLS).UTC().Format(time.RFC3339), cert.Subject.CommonName, cert.NotBefore.UTC().Format(time.RFC3339), err)
 		}
 		return nil, fmt.Errorf("connect to %s: %w", shown, err)
 	}
@@ -525,6 +536,26 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	c.counters.Received.Add(uint64(c.rw))
 	c.startPolling()
 	return c, nil
+}
+
+// clockBehind is the certificate err refused for not being valid yet at
+// now, or nil. Go says "expired or not yet valid" for both; only a clock
+// before the certificate's start can be mended by waiting (an expired
+// certificate cannot).
+func clockBehind(err error, now time.Time) *x509.Certificate {
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &invalid) && invalid.Reason == x509.Expired && invalid.Cert != nil && now.Before(invalid.Cert.NotBefore) {
+		return invalid.Cert
+	}
+	return nil
+}
+
+// tlsNow is the time a TLS configuration verifies certificates at.
+func tlsNow(cfg *tls.Config) time.Time {
+	if cfg != nil && cfg.Time != nil {
+		return cfg.Time()
+	}
+	return time.Now()
 }
 
 // RemoteAddr is the server's IP and port: of a name's addresses, the one

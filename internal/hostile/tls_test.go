@@ -42,7 +42,7 @@ var testCert struct {
 func loadTestCert(t *testing.T) {
 	t.Helper()
 	testCert.once.Do(func() {
-		cert, pemBytes, err := testcert.SelfSigned()
+		cert, pemBytes, err := testcert.SelfSigned(time.Time{})
 		if err != nil {
 			testCert.failed = err
 			return
@@ -74,7 +74,7 @@ func clientTLS(t *testing.T) *tls.Config {
 // system's roots is refused in the TLS handshake.
 func TestTLSWrittenPEM(t *testing.T) {
 	pemFile := filepath.Join(t.TempDir(), "ca.pem")
-	cfg, err := testcert.ServerConfig("", "", pemFile)
+	cfg, err := testcert.ServerConfig("", "", pemFile, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

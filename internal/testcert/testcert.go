@@ -24,11 +24,17 @@ import (
 // ws:// when all three are empty. certFile and keyFile are PEM files
 // (--tls-cert, --tls-key); selfSigned, when not empty (--tls-self-signed),
 // is where a new self-signed certificate's PEM goes: it is its own CA,
-// valid for 127.0.0.1, ::1 and localhost for a day.
-func ServerConfig(certFile, keyFile, selfSigned string) (*tls.Config, error) {
+// valid for 127.0.0.1, ::1 and localhost for a day. validIn, when
+// positive (--tls-valid-in), makes that certificate valid only from
+// validIn after now: the server of a client whose clock is behind.
+func ServerConfig(certFile, keyFile, selfSigned string, validIn time.Duration) (*tls.Config, error) {
 	switch {
 	case selfSigned != "" && (certFile != "" || keyFile != ""):
 		return nil, errors.New("--tls-self-signed makes its own certificate: give it or --tls-cert and --tls-key, not both")
+	case validIn < 0:
+		return nil, errors.New("--tls-valid-in must not be negative")
+	case validIn > 0 && selfSigned == "":
+		return nil, errors.New("--tls-valid-in is for the certificate --tls-self-signed makes")
 	case (certFile == "") != (keyFile == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	case certFile != "":
@@ -38,7 +44,11 @@ func ServerConfig(certFile, keyFile, selfSigned string) (*tls.Config, error) {
 		}
 		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 	case selfSigned != "":
-		cert, certPEM, err := SelfSigned()
+		var from time.Time
+		if validIn > 0 {
+			from = time.Now().Add(validIn)
+		}
+		cert, certPEM, err := SelfSigned(from)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-self-signed: %w", err)
 		}
@@ -51,9 +61,9 @@ func ServerConfig(certFile, keyFile, selfSigned string) (*tls.Config, error) {
 }
 
 // SelfSigned makes a P-256 certificate that is its own CA, for the
-// loopback names, valid from an hour ago for a day, and returns it with
-// its PEM.
-func SelfSigned() (tls.Certificate, []byte, error) {
+// loopback names, valid from validFrom (zero: an hour ago) for a day, and
+// returns it with its PEM.
+func SelfSigned(validFrom time.Time) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -62,12 +72,14 @@ func SelfSigned() (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	now := time.Now()
+	if validFrom.IsZero() {
+		validFrom = time.Now().Add(-time.Hour)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "plugrl serve (self-signed)"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
+		NotBefore:             validFrom,
+		NotAfter:              validFrom.Add(25 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,

@@ -24,7 +24,8 @@
 ** --list-all adds the cases tests/hostile.sh does not run (the flag in the
 ** case table): dead-address and silent-dns, which tests/names.sh runs
 ** where it can give them a name that resolves as they need, and
-** server-late, whose server tests/server_late.sh starts a second late.
+** server-late, whose server tests/server_late.sh starts a second late,
+** and clock-behind, which it runs over wss://.
 ** interrupt-once, the reproducer of a fixed bug, is one of the default
 ** cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
@@ -1168,6 +1169,58 @@ static void case_server_late(const char *url) {
     if (queued >= 0) close(queued);
     close(dead);
   }
+}
+
+/* clock-behind (tests/server_late.sh, over wss://): the server's
+** certificate becomes valid 1.5 s after the server starts (plugrl-hostile
+** --tls-valid-in 1500ms; 0.5 to 1.5 s, as a certificate's times are whole
+** seconds), as a trainer's certificate looks to a robot whose clock NTP has
+** not set yet since it booted. Without open_wait_ms the open fails at once
+** (PLUGRL_CONNECT_FAILED), its message saying that the clock is behind the
+** certificate; with open_wait_ms 10000 it connects once the certificate
+** is valid (took_ms; the certificate still verified against
+** HOSTILE_CA_FILE), and an exchange follows. */
+static void case_clock_behind(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  obsbuf o;
+  int attempts = 0;
+  double t0, took;
+  R.deadline_ms = -1;
+  if (strncmp(url, "wss://", 6) != 0 || getenv("HOSTILE_CA_FILE") == NULL) {
+    fail("needs a wss:// URL and HOSTILE_CA_FILE (tests/server_late.sh gives both), got %s", url);
+    return;
+  }
+  options(&opt, url);
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  took = now_ms() - t0;
+  extra("no_wait_ms=%.1f", took);
+  if (expect("plugrl_open, the clock behind the certificate, no wait", s, PLUGRL_CONNECT_FAILED, c)) {
+    at_once("plugrl_open", took);
+    if (strstr(plugrl_errmsg(c), "clock") == NULL || strstr(plugrl_errmsg(c), "valid from") == NULL)
+      fail("its message does not say the clock is behind the certificate: %s", plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+
+  options(&opt, url);
+  opt.open_wait_ms = 10000;
+  opt.reconnect_backoff_ms = 50;
+  opt.max_backoff_ms = 200;
+  opt.log = count_attempts;
+  opt.log_user = &attempts;
+  t0 = now_ms();
+  c = open_ok(&opt);
+  R.took_ms = now_ms() - t0;
+  extra("attempts=%d", attempts);
+  if (c == NULL) return;
+  if (attempts < 1) fail("plugrl_open with a wait connected at once; the certificate was not valid yet");
+  if (obs_init(&o, 1, 1)) {
+    if (exchange(c, &o)) R.status = PLUGRL_OK;
+    obs_free(&o);
+  }
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
 }
 
 /* ping-flood: pings as fast as the socket takes them, no action ever;
@@ -2667,6 +2720,8 @@ static const struct kase {
     {"silent-dns", "slow-action --action-delay 60s --slow-every 2", case_silent_dns, 1},
     /* tests/server_late.sh: the server starts a second after the case */
     {"server-late", "normal", case_server_late, 1},
+    /* tests/server_late.sh: over wss://, a certificate valid from 1.5 s on */
+    {"clock-behind", "normal --tls-valid-in 1500ms", case_clock_behind, 1},
 };
 
 static int usage(const char *argv0) {
