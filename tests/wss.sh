@@ -8,8 +8,9 @@
 # A client that trusts the written certificate (options.tls_ca_file) runs
 # probe envs until the server stops the run; one with tls_insecure does
 # too; one that trusts only the system's roots, or another server's
-# certificate, or that speaks ws:// to the TLS port, fails to connect with a
-# message, at once.
+# certificate, or a machine with no CA certificates at all, or that speaks
+# ws:// to the TLS port, fails to connect at once, with a message that
+# says what mends it.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -79,8 +80,13 @@ start b 50
 url_b=$url
 [[ $url_a == wss://127.0.0.1:* ]] || fail "the server's URL is $url_a, want wss://127.0.0.1:PORT"
 
-refused "system roots only" "certificate" --url "$url_a"
-refused "another server's certificate" "certificate" --url "$url_a" --ca-file "$tmp/b.pem"
+# (A machine without ca-certificates has no system roots either.)
+refused "system roots only" "(none of the system's CA certificates|no CA certificates).*tls_ca_file" --url "$url_a"
+refused "another server's certificate" "none of the CA file given" --url "$url_a" --ca-file "$tmp/b.pem"
+# A container image without CA certificates: Go reads the system's roots
+# from SSL_CERT_FILE and SSL_CERT_DIR when they are set.
+SSL_CERT_FILE=$tmp/none.pem SSL_CERT_DIR=$tmp/none.d \
+  refused "no system roots at all" "no CA certificates.*tls_ca_file" --url "$url_a"
 refused "ws:// to the TLS port" "TLS" --url "ws://${url_a#wss://}" --ca-file "$tmp/a.pem"
 
 "$client" --url "$url_a" --envs 3 --ca-file "$tmp/a.pem" --timeout-ms 10000 >"$tmp/client-a.log" 2>&1 ||

@@ -504,7 +504,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			return nil, fmt.Errorf("connect to %s: %w: the clock says %s, and the certificate (%q) is valid from %s: is the clock set? A machine without a battery-backed clock has the time only once NTP (or systemd-timesyncd) has set it after boot; a wait for the server (open_wait_ms, Options.OpenWait) waits for it (%v)",
 				shown, ErrClockBehind, tlsNow(o.TLS).UTC().Format(time.RFC3339), cert.Subject.CommonName, cert.NotBefore.UTC().Format(time.RFC3339), err)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", shown, err)
+		return nil, fmt.Errorf("connect to %s: %w%s", shown, err, trustHint(err, o.TLS))
 	}
 	if dc == nil || filter == nil || nc != net.Conn(filter) { // cannot happen: NetDial and WrapConn made it
 		nc.Close()
@@ -548,6 +548,43 @@ func clockBehind(err error, now time.Time) *x509.Certificate {
 		return invalid.Cert
 	}
 	return nil
+}
+
+// trustHint says what to do about a server certificate that this side
+// does not trust (err), or "". Go's messages name the failure, not the
+// option that mends it; the likeliest cause on a robot is a trainer with a
+// self-signed certificate, or a container image without CA certificates.
+func trustHint(err error, cfg *tls.Config) string {
+	const noCAs = "; this machine has no CA certificates (a container image without ca-certificates?): install them, or give the PEM of the server's certificate, or of its CA, as tls_ca_file (Options.TLS.RootCAs)"
+	var unknown x509.UnknownAuthorityError
+	var noRoots x509.SystemRootsError
+	switch {
+	case errors.As(err, &noRoots):
+		return noCAs
+	case errors.As(err, &unknown) && (cfg == nil || cfg.RootCAs == nil) && noSystemRoots():
+		return noCAs
+	case errors.As(err, &unknown):
+		trusted := "the system's CA certificates"
+		if cfg != nil && cfg.RootCAs != nil {
+			trusted = "the CA file given (tls_ca_file, Options.TLS.RootCAs)"
+		}
+		issuer := "?"
+		if unknown.Cert != nil {
+			issuer = unknown.Cert.Issuer.String()
+		}
+		return fmt.Sprintf("; the server's certificate (issued by %q) is signed by none of %s: give the PEM of the server's certificate (a self-signed one), or of its CA, as tls_ca_file", issuer, trusted)
+	}
+	return ""
+}
+
+// noSystemRoots reports whether the system's CA certificates are none:
+// Go takes missing files (SSL_CERT_FILE, /etc/ssl/certs...) as an empty
+// set, not an error. (Subjects is deprecated because a system pool on
+// macOS and Windows does not list the platform's roots; it then says
+// "none", and the hint says to install them, which is harmless there.)
+func noSystemRoots() bool {
+	pool, err := x509.SystemCertPool()
+	return err != nil || pool == nil || len(pool.Subjects()) == 0
 }
 
 // tlsNow is the time a TLS configuration verifies certificates at.

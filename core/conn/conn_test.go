@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -272,9 +274,25 @@ func TestWSS(t *testing.T) {
 	if p := <-got; string(p) != string(want) {
 		t.Fatalf("server got %q, want %q", p, want)
 	}
-	// And without the CA the handshake must fail.
-	if _, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second}); err == nil {
-		t.Fatal("dialing wss with an unknown CA succeeded")
+	// And without the CA the handshake must fail, saying what mends it:
+	// with the system's roots, and with a CA file of another server's.
+	_, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second})
+	hint := "none of the system's CA certificates"
+	if noSystemRoots() { // a machine without ca-certificates
+		hint = "this machine has no CA certificates"
+	}
+	if err == nil || !strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), "tls_ca_file") {
+		t.Fatalf("dialing wss with an unknown CA: %v; want a refusal saying %q and naming tls_ca_file", err, hint)
+	}
+	_, err = Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second, TLS: &tls.Config{RootCAs: x509.NewCertPool()}})
+	if err == nil || !strings.Contains(err.Error(), "none of the CA file given") {
+		t.Fatalf("dialing wss with another CA file: %v; want a refusal saying the CA file does not sign it", err)
+	}
+	if h := trustHint(fmt.Errorf("tls: %w", x509.SystemRootsError{}), nil); !strings.Contains(h, "no CA certificates") {
+		t.Fatalf("no system roots: the hint is %q", h)
+	}
+	if h := trustHint(errors.New("x509: certificate is valid for a, not b"), nil); h != "" {
+		t.Fatalf("a name mismatch got a trust hint: %q", h)
 	}
 }
 
