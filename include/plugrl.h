@@ -327,7 +327,10 @@ typedef enum plugrl_status {
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */
   PLUGRL_TIMEOUT = 3,
-  /* The server failed: close code 1011, or a text frame (SPEC 7.4). */
+  /* The server failed: close code 1011, or a text frame (SPEC 7.4). Not
+  ** 1011 with the reason "keepalive ping timeout": Python websockets'
+  ** drop of a client that left its pings unanswered (stopped in a
+  ** debugger, say) is a lost connection, PLUGRL_RECONNECTED. */
   PLUGRL_SERVER_ERROR = 4,
   /* The server sent a malformed or inconsistent message, or a message out
   ** of turn (a second reply to one infer, if it is there when the client
@@ -582,13 +585,20 @@ typedef struct plugrl_options {
 ** a look of its that comes more than 10 ms late gives the call those 50 ms
 ** too. A process stopped for longer than its server waits for the pongs to
 ** its pings (20 s for a Python websockets server) may find the connection
-** closed by the server: the call returns as for any lost connection.
+** closed by the server: the call returns as for any lost connection
+** (PLUGRL_RECONNECTED; websockets closes with 1011 and the reason
+** "keepalive ping timeout", which the library takes for what it is, not
+** for the server failing).
 **
 ** Measured (tests/c/hostile.c case stopped: the process stopped 100 ms
 ** into an infer for receive_timeout_ms + 1 s, the action arriving 500 ms
 ** after the infer): PLUGRL_OK as soon as it was continued, the connection
 ** kept, with a receive_timeout_ms of 300 and of 1500, over ws:// and wss://;
-** the library before this returned PLUGRL_TIMEOUT and reconnected.
+** the library before this returned PLUGRL_TIMEOUT and reconnected. Stopped
+** for 5 s between calls against a Python websockets server that pings
+** every second and waits 2 s (CTest keepalive): the next infer returned
+** PLUGRL_RECONNECTED, and the exchange after it PLUGRL_OK; before,
+** PLUGRL_SERVER_ERROR ("the server failed (1011)").
 */
 
 /*

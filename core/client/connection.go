@@ -126,6 +126,10 @@ func (c *Client) classify(err error, during string) *Error {
 	switch {
 	case errors.As(err, &ce) && ce.Reason == ReasonStop:
 		return newErr(KindStopped, err, "%s: the server ended the run", during)
+	case errors.As(err, &ce) && ce.Code == 1011 && ce.Reason == wire.ReasonKeepaliveTimeout:
+		// Not the server failing: this client did not answer its pings
+		// in time. A lost connection: reconnect.
+		return newErr(KindConnect, err, "%s: the server dropped this client for pings it left unanswered (was the process stopped, in a debugger or by SIGSTOP, or unable to run?)", during)
 	case errors.As(err, &ce) && ce.Code == 1011:
 		return newErr(KindServer, err, "%s: the server failed (1011)", during)
 	case errors.Is(err, conn.ErrInterrupted):
@@ -167,15 +171,16 @@ func (c *Client) lost(err error, during string) error {
 	}
 	// A resync, a feedback timeout, another close or a lost connection:
 	// reconnect (SPEC 7.2, 7.3, 7.6).
+	// e.Msg is during, or says more (a keepalive timeout).
 	if held {
-		c.logf(LevelWarn, "%s: %v; reconnecting and dropping the feedback this client owed (SPEC 7.6)", during, err)
+		c.logf(LevelWarn, "%s: %v; reconnecting and dropping the feedback this client owed (SPEC 7.6)", e.Msg, err)
 	} else {
-		c.logf(LevelInfo, "%s: %v; reconnecting", during, err)
+		c.logf(LevelInfo, "%s: %v; reconnecting", e.Msg, err)
 	}
 	if rerr := c.reconnect(); rerr != nil {
 		return rerr
 	}
-	return newErr(KindReconnected, err, "%s: reconnected after the connection ended; any feedback owed was dropped (SPEC 7.6), start again with infer", during)
+	return newErr(KindReconnected, err, "%s: reconnected after the connection ended; any feedback owed was dropped (SPEC 7.6), start again with infer", e.Msg)
 }
 
 // dropConnection ends the connection without waiting for the server (it

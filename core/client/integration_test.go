@@ -174,6 +174,9 @@ func TestClosePaths(t *testing.T) {
 		{"drop at infer", refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 2, When: refserver.AtInfer, Drop: true}}}, "infer", client.ErrReconnected},
 		{"plain close after feedback", refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 1, When: refserver.AfterFeedback, Code: 1000}}}, "infer", client.ErrReconnected},
 		{"1011", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyInternalError}}}, "infer", client.ErrServer},
+		// Python websockets' keepalive: 1011 too, but this client's pongs were late, the server did not fail.
+		{"keepalive timeout at infer", refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 2, When: refserver.AtInfer, Code: 1011, Reason: "keepalive ping timeout"}}}, "infer", client.ErrReconnected},
+		{"keepalive timeout while holding", refserver.Faults{Closes: []refserver.CloseFault{{Exchange: 2, When: refserver.AfterAction, Code: 1011, Reason: "keepalive ping timeout"}}}, "feedback", client.ErrReconnected},
 		{"text frame", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyText}}}, "infer", client.ErrServer},
 		{"garbage", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyGarbage}}}, "infer", client.ErrProtocol},
 		{"wrong env_ids", refserver.Faults{Replies: []refserver.ReplyFault{{Exchange: 2, Kind: refserver.ReplyWrongEnvIDs}}}, "infer", client.ErrProtocol},

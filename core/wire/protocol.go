@@ -20,6 +20,13 @@ const (
 	ReasonFeedbackTimeout = "Feedback timeout"
 	// ReasonInternalError goes with close code 1011 (SPEC 7.4).
 	ReasonInternalError = "Internal server error."
+	// ReasonKeepaliveTimeout goes with close code 1011 too, but is not the
+	// server failing: it is the Python websockets library (which PlugRL
+	// servers run on) dropping a client that left its pings unanswered
+	// (ping_timeout, 20 s by default). The client was stopped (a debugger,
+	// SIGSTOP) or could not run; a client reconnects, as the reference
+	// client does.
+	ReasonKeepaliveTimeout = "keepalive ping timeout"
 	// FeatureReuse: infer may reuse an env's last fed-back observation (SPEC 10.1).
 	FeatureReuse = "reuse-feedback-obs"
 )

@@ -25,7 +25,8 @@
 ** case table): dead-address and silent-dns, which tests/names.sh runs
 ** where it can give them a name that resolves as they need, and
 ** server-late, whose server tests/server_late.sh starts a second late,
-** and clock-behind, which it runs over wss://.
+** and clock-behind, which it runs over wss://; and keepalive, whose server
+** tests/keepalive.sh starts (a Python websockets one).
 ** interrupt-once, the reproducer of a fixed bug, is one of the default
 ** cases: one plugrl_interrupt must end at most one call.
 ** --n N sets the count of interrupt-latency (1000), interrupt-signal (100),
@@ -1221,6 +1222,65 @@ static void case_clock_behind(const char *url) {
     obs_free(&o);
   }
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
+/* keepalive (tests/keepalive.sh): against a PlugRL server on Python
+** websockets whose keepalive is short (tests/keepalive_server.py: a ping
+** every 1 s, a client dropped after 2 s without its pong), the process is
+** stopped for 5 s between an exchange and the next infer (SIGSTOP, as a
+** debugger's breakpoint stops it), and the server drops it with close code
+** 1011, reason "keepalive ping timeout". That is not the server failing:
+** the infer must return PLUGRL_RECONNECTED (not PLUGRL_SERVER_ERROR), its
+** message saying why, the next exchange must go through, and the stats
+** must count one reconnect. */
+static void case_keepalive(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c;
+  obsbuf o;
+  plugrl_action a;
+  plugrl_statistics st;
+  pid_t parent = getpid(), pid;
+  int wst = 0;
+  double t0;
+  R.deadline_ms = -1;
+  options(&opt, url);
+  if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
+  if (!exchange(c, &o)) goto out;
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  if (pid < 0) {
+    fail("fork: %s", strerror(errno));
+    goto out;
+  }
+  if (pid == 0) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(parent, SIGSTOP);
+    ts.tv_sec = 5;
+    ts.tv_nsec = 0;
+    nanosleep(&ts, NULL);
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  /* Between calls: stopped, then continued, while this waits. */
+  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) fail("the stopping child did not exit cleanly");
+  t0 = now_ms();
+  R.status = infer(c, &o, &a);
+  R.took_ms = now_ms() - t0;
+  if (expect("plugrl_infer after the server dropped the stopped client (1011, keepalive ping timeout)", R.status,
+             PLUGRL_RECONNECTED, c) &&
+      strstr(plugrl_errmsg(c), "unanswered") == NULL)
+    fail("its message does not say the server dropped this client for unanswered pings: %s", plugrl_errmsg(c));
+  if (exchange(c, &o)) {
+    st.size = sizeof st;
+    if (expect("plugrl_stats", plugrl_stats(c, &st), PLUGRL_OK, c) && st.reconnects != 1)
+      fail("%llu reconnects counted, want 1", (unsigned long long)st.reconnects);
+    extra("reconnects_lost=%llu", (unsigned long long)st.reconnects_lost);
+  }
+out:
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  obs_free(&o);
 }
 
 /* ping-flood: pings as fast as the socket takes them, no action ever;
@@ -2720,6 +2780,8 @@ static const struct kase {
     {"silent-dns", "slow-action --action-delay 60s --slow-every 2", case_silent_dns, 1},
     /* tests/server_late.sh: the server starts a second after the case */
     {"server-late", "normal", case_server_late, 1},
+    /* tests/keepalive.sh: its server is tests/keepalive_server.py */
+    {"keepalive", "normal", case_keepalive, 1},
     /* tests/server_late.sh: over wss://, a certificate valid from 1.5 s on */
     {"clock-behind", "normal --tls-valid-in 1500ms", case_clock_behind, 1},
 };

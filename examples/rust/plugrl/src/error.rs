@@ -27,7 +27,8 @@ pub enum Error {
     /// `PLUGRL_TIMEOUT`: a deadline of the client's options passed.
     Timeout(String),
     /// `PLUGRL_SERVER_ERROR`: the server failed (close code 1011, or a text
-    /// frame).
+    /// frame; not 1011 "keepalive ping timeout", a lost connection that
+    /// reconnects).
     ServerError(String),
     /// `PLUGRL_PROTOCOL_ERROR`: the server sent a malformed or inconsistent
     /// message.
