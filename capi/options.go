@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -118,7 +119,13 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	}
 	rawURL := copyString(full.url)
 	if u, err := url.Parse(rawURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port", conn.RedactedURL(rawURL))
+		hint := ""
+		if zoneUnescaped(rawURL) {
+			// A robot cabled straight to its trainer reaches it at a
+			// link-local address, which needs its interface (zone).
+			hint = "; an IPv6 address's zone is written %25 in a URL (RFC 6874): ws://[fe80::1%25eth0]:8000"
+		}
+		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port%s", conn.RedactedURL(rawURL), hint)
 	}
 	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
 	opts = client.Options{
@@ -344,4 +351,16 @@ func firstNonzero(p unsafe.Pointer, n uintptr) (at int, err error) {
 		}
 	}
 	return -1, nil
+}
+
+// zoneUnescaped reports whether rawURL's host is a bracketed IPv6 address
+// with a zone written as a bare % (fe80::1%eth0), which url.Parse refuses.
+func zoneUnescaped(rawURL string) bool {
+	open := strings.Index(rawURL, "[")
+	end := strings.Index(rawURL, "]")
+	if open < 0 || end < open {
+		return false
+	}
+	i := strings.Index(rawURL[open:end], "%")
+	return i >= 0 && !strings.HasPrefix(rawURL[open+i:end], "%25")
 }

@@ -611,6 +611,12 @@ static void test_options(void) {
   o.url = "";
   EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
+  /* A link-local address's zone written bare: the message says how to
+  ** write it (a robot cabled straight to its trainer). */
+  o.url = "ws://[fe80::1%eth0]:8000";
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+  CHECK(strstr(plugrl_errmsg(c), "%25") != NULL);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
 
   /* Negative numbers mean nothing but the documented -1s: refused, naming
   ** the field (they used to become the defaults). */
