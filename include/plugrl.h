@@ -576,9 +576,9 @@ typedef struct plugrl_options {
 ** meanwhile: before a call reports PLUGRL_TIMEOUT for a receive deadline,
 ** it reads what its socket already holds, without waiting, and an action
 ** there whole is returned (PLUGRL_OK, the connection kept); a send whose
-** deadline passed sends what the socket takes at once (plain ws:// on
-** Linux; over wss:// a send that timed out is final, as Go's TLS makes
-** it). This last look lasts at most 50 ms, so a server that floods cannot
+** deadline passed sends what the socket takes at once (on Linux, ws://
+** and wss:// alike: a TLS record goes whole or the connection ends;
+** elsewhere a send past its deadline fails). This last look lasts at most 50 ms, so a server that floods cannot
 ** stretch it, and a call whose thread ran on time while its server was
 ** late still returns at its deadline: the look finds nothing there. A
 ** receive_timeout_ms of 1000 or more is kept by the library's poller, and
