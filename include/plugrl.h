@@ -591,9 +591,9 @@ typedef struct plugrl_options {
 ** for the server failing).
 **
 ** Measured (tests/c/hostile.c case stopped: the process stopped 100 ms
-** into an infer for receive_timeout_ms + 1 s, the action arriving 500 ms
+** into an infer for receive_timeout_ms + 1 s, the action arriving 800 ms
 ** after the infer): PLUGRL_OK as soon as it was continued, the connection
-** kept, with a receive_timeout_ms of 300 and of 1500, over ws:// and wss://;
+** kept, with a receive_timeout_ms of 700 and of 1500, over ws:// and wss://;
 ** the library before this returned PLUGRL_TIMEOUT and reconnected. Stopped
 ** for 5 s between calls against a Python websockets server that pings
 ** every second and waits 2 s (CTest keepalive): the next infer returned
