@@ -7,9 +7,23 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
+
+// socketQueued is how many bytes c's socket holds unread (SIOCINQ), and
+// whether it could tell.
+func socketQueued(c *Conn) (int, bool) {
+	d, ok := c.tr.(*dialConn)
+	if !ok || d.fd == nil {
+		return 0, false
+	}
+	var n int32
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(d.fd.fd), syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	return int(n), e == 0
+}
 
 // fdPair is a loopback TCP connection whose client end is an fdConn.
 func fdPair(t *testing.T) (*fdConn, net.Conn) {

@@ -44,6 +44,19 @@ func lateServer(t *testing.T, send <-chan string, sent chan<- struct{}) string {
 	})
 }
 
+// waitArrived waits (up to 10 s) until c's socket holds n bytes, where
+// the platform can tell (socketQueued): a loopback write has usually
+// delivered its bytes when it returns, but a loaded kernel may defer that.
+func waitArrived(t *testing.T, c *Conn, n int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if q, ok := socketQueued(c); !ok || q >= n {
+			return
+		}
+	}
+	t.Fatalf("%d bytes the server wrote had not reached the client's socket after 10 s", n)
+}
+
 // TestReceiveTakesWhatArrivedBeforeItLooked: a Receive whose deadline had
 // passed before it could look (its thread stopped, in a debugger or by
 // SIGSTOP, since the wait began) returns a message that is waiting whole
@@ -60,6 +73,7 @@ func TestReceiveTakesWhatArrivedBeforeItLooked(t *testing.T) {
 	c.ExpectMessage()
 	send <- "whole"
 	<-sent
+	waitArrived(t, c, 8) // 2 bytes of header, "action"
 	// The wait began a second ago, with a 100 ms timeout: the socket's
 	// deadline (under watchedTimeout) passed 900 ms ago.
 	msg, err := c.ReceiveFrom(mono()-time.Second, 100*time.Millisecond)
@@ -95,6 +109,7 @@ func TestLateLookTakesNoMoreThanHasArrived(t *testing.T) {
 	c.ExpectMessage()
 	send <- "half"
 	<-sent
+	waitArrived(t, c, 6) // 2 bytes of header, "acti"
 	if msg, err := c.ReceiveFrom(mono()-time.Second, 100*time.Millisecond); !errors.Is(err, ErrTimeout) || c.Err() == nil {
 		t.Fatalf("half a message waiting: got %q, %v (connection: %v); want a timeout that fails it", msg, err, c.Err())
 	}
