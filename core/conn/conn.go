@@ -484,6 +484,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		err = errors.New("the URL does not parse")
 	}
 	if err != nil {
+		// Looked at once: the clock may be stepped (NTP) at any moment, and
+		// a second look could find the certificate valid after the first
+		// found it not yet.
+		behind, now := clockBehind(err, o.TLS)
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("connect to %s: %w", shown, ErrInterrupted)
@@ -499,10 +503,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 				hint = "; a wss:// (TLS) server does that to a ws:// client: check the URL's scheme"
 			}
 			return nil, fmt.Errorf("connect to %s: %w (%v)%s", shown, ErrClosedBeforeHandshake, err, hint)
-		case clockBehind(err, tlsNow(o.TLS)) != nil:
-			cert := clockBehind(err, tlsNow(o.TLS))
+		case behind != nil:
 			return nil, fmt.Errorf("connect to %s: %w: the clock says %s, and the certificate (%q) is valid from %s: is the clock set? A machine without a battery-backed clock has the time only once NTP (or systemd-timesyncd) has set it after boot; a wait for the server (open_wait_ms, Options.OpenWait) waits for it (%v)",
-				shown, ErrClockBehind, tlsNow(o.TLS).UTC().Format(time.RFC3339), cert.Subject.CommonName, cert.NotBefore.UTC().Format(time.RFC3339), err)
+				shown, ErrClockBehind, now.UTC().Format(time.RFC3339), behind.Subject.CommonName, behind.NotBefore.UTC().Format(time.RFC3339), err)
 		}
 		return nil, fmt.Errorf("connect to %s: %w%s", shown, err, trustHint(err, o.TLS))
 	}
@@ -538,16 +541,24 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// clockBehind is the certificate err refused for not being valid yet at
-// now, or nil. Go says "expired or not yet valid" for both; only a clock
-// before the certificate's start can be mended by waiting (an expired
-// certificate cannot).
-func clockBehind(err error, now time.Time) *x509.Certificate {
+// clockBehind is the certificate err refused for not being valid yet, or
+// nil, and the TLS configuration's time it looked at. Go says "expired or
+// not yet valid" for both; only a clock before the certificate's start can
+// be mended by waiting (an expired certificate cannot). The look comes
+// after the verification: a clock that NTP set in between is past the
+// start by now, so Go's own verifier's word ("current time ... is before
+// ...") counts too; the platform verifiers (macOS, Windows) do not say
+// which end it was, and the clock's time then decides.
+func clockBehind(err error, cfg *tls.Config) (*x509.Certificate, time.Time) {
 	var invalid x509.CertificateInvalidError
-	if errors.As(err, &invalid) && invalid.Reason == x509.Expired && invalid.Cert != nil && now.Before(invalid.Cert.NotBefore) {
-		return invalid.Cert
+	if !errors.As(err, &invalid) || invalid.Reason != x509.Expired || invalid.Cert == nil {
+		return nil, time.Time{}
 	}
-	return nil
+	now := tlsNow(cfg)
+	if now.Before(invalid.Cert.NotBefore) || strings.Contains(invalid.Detail, " is before ") {
+		return invalid.Cert, now
+	}
+	return nil, now
 }
 
 // trustHint says what to do about a server certificate that this side
