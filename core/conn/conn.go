@@ -55,6 +55,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -590,10 +591,15 @@ func trustHint(err error, cfg *tls.Config) string {
 
 // noSystemRoots reports whether the system's CA certificates are none:
 // Go takes missing files (SSL_CERT_FILE, /etc/ssl/certs...) as an empty
-// set, not an error. (Subjects is deprecated because a system pool on
-// macOS and Windows does not list the platform's roots; it then says
-// "none", and the hint says to install them, which is harmless there.)
+// set, not an error. On macOS and Windows the system pool lists nothing
+// (the platform verifies against its own store; Subjects is deprecated
+// for that): there it is never "none", or every untrusted certificate
+// would be said to be a machine without CA certificates.
 func noSystemRoots() bool {
+	switch runtime.GOOS {
+	case "darwin", "ios", "windows":
+		return false
+	}
 	pool, err := x509.SystemCertPool()
 	return err != nil || pool == nil || len(pool.Subjects()) == 0
 }
