@@ -62,7 +62,10 @@ func ServerConfig(certFile, keyFile, selfSigned string, validIn time.Duration) (
 
 // SelfSigned makes a P-256 certificate that is its own CA, for the
 // loopback names, valid from validFrom (zero: an hour ago) for a day, and
-// returns it with its PEM.
+// returns it with its PEM. A certificate's times are whole seconds: a
+// validFrom within a second is rounded up, never down, so that the
+// certificate is not valid before it (a test's "not valid yet" keeps all
+// the margin it asked for).
 func SelfSigned(validFrom time.Time) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -74,6 +77,8 @@ func SelfSigned(validFrom time.Time) (tls.Certificate, []byte, error) {
 	}
 	if validFrom.IsZero() {
 		validFrom = time.Now().Add(-time.Hour)
+	} else if s := validFrom.Truncate(time.Second); s.Before(validFrom) {
+		validFrom = s.Add(time.Second)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,

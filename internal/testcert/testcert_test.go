@@ -59,6 +59,7 @@ func TestServerConfigFlags(t *testing.T) {
 // as a client whose clock is behind it refuses it, and verifies after.
 func TestValidIn(t *testing.T) {
 	pemFile := filepath.Join(t.TempDir(), "ca.pem")
+	asked := time.Now().Add(time.Hour)
 	cfg, err := ServerConfig("", "", pemFile, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,9 @@ func TestValidIn(t *testing.T) {
 	leaf, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	if leaf.NotBefore.Before(asked) {
+		t.Fatalf("valid from %v, before the hour asked for (%v): a whole second rounded down", leaf.NotBefore, asked)
 	}
 	var invalid x509.CertificateInvalidError
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "127.0.0.1"}); !errors.As(err, &invalid) || invalid.Reason != x509.Expired {

@@ -1176,8 +1176,8 @@ static void case_server_late(const char *url) {
 
 /* clock-behind (tests/server_late.sh, over wss://): the server's
 ** certificate becomes valid 1.5 s after the server starts (plugrl-hostile
-** --tls-valid-in 1500ms; 0.5 to 1.5 s, as a certificate's times are whole
-** seconds), as a trainer's certificate looks to a robot whose clock NTP has
+** --tls-valid-in 1500ms; 1.5 to 2.5 s, as a certificate's times are whole
+** seconds, rounded up), as a trainer's certificate looks to a robot whose clock NTP has
 ** not set yet since it booted. Without open_wait_ms the open fails at once
 ** (PLUGRL_CONNECT_FAILED), its message saying that the clock is behind the
 ** certificate; with open_wait_ms 10000 it connects once the certificate
