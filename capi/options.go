@@ -355,12 +355,24 @@ func firstNonzero(p unsafe.Pointer, n uintptr) (at int, err error) {
 
 // zoneUnescaped reports whether rawURL's host is a bracketed IPv6 address
 // with a zone written as a bare % (fe80::1%eth0), which url.Parse refuses.
+// Only the host is looked at (after any userinfo, before the path, query
+// or fragment): a '[' and a bad escape in a password or a path are not a
+// zone.
 func zoneUnescaped(rawURL string) bool {
-	open := strings.Index(rawURL, "[")
-	end := strings.Index(rawURL, "]")
-	if open < 0 || end < open {
+	host := rawURL // no scheme: the host comes first
+	if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		host = rest
+	}
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = host[i+1:]
+	}
+	end := strings.Index(host, "]")
+	if !strings.HasPrefix(host, "[") || end < 0 {
 		return false
 	}
-	i := strings.Index(rawURL[open:end], "%")
-	return i >= 0 && !strings.HasPrefix(rawURL[open+i:end], "%25")
+	i := strings.Index(host[:end], "%")
+	return i >= 0 && !strings.HasPrefix(host[i:end], "%25")
 }
