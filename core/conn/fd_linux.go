@@ -31,6 +31,12 @@ type fdConn struct {
 	savedWdl   int64
 	savedWlazy time.Duration
 	noWaiting  bool // between noWait(true) and noWait(false)
+	// lateUntil ends the current message's last look past its write
+	// deadline (sendLate): zero until a Write finds the deadline passed.
+	// One window per message, not per Write: crypto/tls writes a message
+	// in many records, and a socket that takes a little now and then must
+	// not carry each one past the deadline in turn.
+	lateUntil time.Time
 	// wlock guards the write side's state (wlazy, wto): with TLS,
 	// crypto/tls writes on its own from within a read (a key update, an
 	// alert) while a message may be written.
@@ -154,6 +160,7 @@ func (f *fdConn) beginWrite(timeout time.Duration) {
 	f.wlock.Lock()
 	f.wdl.set(time.Time{})
 	f.wlazy = timeout
+	f.lateUntil = time.Time{}
 	f.wlock.Unlock()
 }
 
@@ -212,6 +219,7 @@ func (f *fdConn) setWriteDeadline(t time.Time) {
 	f.wlock.Lock()
 	f.wdl.set(t)
 	f.wlazy = 0
+	f.lateUntil = time.Time{}
 	f.wlock.Unlock()
 }
 
@@ -285,17 +293,21 @@ func (f *fdConn) Write(p []byte) (int, error) {
 }
 
 // sendLate is Write's last look once its deadline has passed (err): it
-// sends what the socket takes without waiting, for at most lateGrace, as
+// sends what the socket takes without waiting, within lateGrace of the
+// first Write of the message to find the deadline passed (lateUntil), as
 // Conn.read takes what has arrived. A process stopped past the deadline
 // (a debugger, SIGSTOP, a frozen container) finds its socket drained when
 // it runs again: the message goes whole instead of ending the connection.
-// A poller's look (noWait) never waits and gets err as it is.
+// A poller's look (noWait) never waits and gets err as it is. wlock must
+// be held.
 func (f *fdConn) sendLate(p []byte, done int, err error) (int, error) {
 	if err != os.ErrDeadlineExceeded || f.noWaiting {
 		return done, err
 	}
-	until := time.Now().Add(lateGrace)
-	for done < len(p) && time.Now().Before(until) {
+	if f.lateUntil.IsZero() {
+		f.lateUntil = time.Now().Add(lateGrace)
+	}
+	for done < len(p) && time.Now().Before(f.lateUntil) {
 		n, werr := f.tryWrite(p[done:min(len(p), done+dontWaitMax)])
 		if werr != nil {
 			return done, werr

@@ -68,6 +68,24 @@ func TestWritePastDeadlineSendsWhatFits(t *testing.T) {
 		t.Fatalf("the peer read %q, %v", got, err)
 	}
 
+	// One window per message, however many Writes it takes (crypto/tls
+	// writes one per record): a later Write of the same message, past
+	// lateGrace, fails even with room. Each record used to get a window
+	// of its own, and a socket that took a little now and then carried a
+	// 4 MiB message over wss:// 0.8-0.9 s past its deadline.
+	f.setWriteDeadline(time.Now().Add(-time.Second))
+	if n, err := f.Write(msg); err != nil || n != len(msg) {
+		t.Fatalf("the message's first Write past its deadline: %d, %v; want all of it", n, err)
+	}
+	time.Sleep(lateGrace + 10*time.Millisecond)
+	if n, err := f.Write(msg); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
+		t.Fatalf("a Write of the same message after its late window: %d, %v; want a timeout", n, err)
+	}
+	got = make([]byte, len(msg))
+	if _, err := io.ReadFull(peer, got); err != nil || string(got) != string(msg) {
+		t.Fatalf("the peer read %q, %v", got, err)
+	}
+
 	// Fill the socket: the peer reads nothing.
 	f.setWriteDeadline(time.Now().Add(200 * time.Millisecond))
 	big := make([]byte, 64<<20)
