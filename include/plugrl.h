@@ -639,10 +639,11 @@ typedef struct plugrl_options {
 ** client): with open_wait_ms 10000 (backoff 50 to 200 ms) the open
 ** connected after 1137-1143 ms and 8-9 attempts; a 500 ms wait with no
 ** server ended at 500.3-500.8 ms; plugrl_interrupt ended a wait of -1
-** within 0.3 ms. Over wss://, a certificate valid from 0.5 to 1.5 s after
+** within 0.3 ms. Over wss://, a certificate valid from 1.5 to 2.5 s after
 ** the server started (case clock-behind): without a wait
-** PLUGRL_CONNECT_FAILED in 2.6 ms, the message saying the clock is behind;
-** with open_wait_ms 10000, connected after 1343 ms and 10 attempts.
+** PLUGRL_CONNECT_FAILED in 2.6-5.9 ms, the message saying the clock is
+** behind; with open_wait_ms 10000, connected after 2217 ms and 15
+** attempts.
 */
 
 /*
