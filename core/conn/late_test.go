@@ -44,6 +44,20 @@ func lateServer(t *testing.T, send <-chan string, sent chan<- struct{}) string {
 	})
 }
 
+// lateConn connects to a lateServer and reads its metadata: the
+// connection then waits for a message (ExpectMessage) the test has the
+// server send.
+func lateConn(t *testing.T, send <-chan string, sent chan<- struct{}) *Conn {
+	t.Helper()
+	c := dialT(t, Options{URL: lateServer(t, send, sent)})
+	if _, err := c.Receive(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	c.ExpectMessage()
+	return c
+}
+
 // waitArrived waits (up to 10 s) until c's socket holds n bytes, where
 // the platform can tell (socketQueued): a loopback write has usually
 // delivered its bytes when it returns, but a loaded kernel may defer that.
@@ -65,12 +79,7 @@ func waitArrived(t *testing.T, c *Conn, n int) {
 func TestReceiveTakesWhatArrivedBeforeItLooked(t *testing.T) {
 	send, sent := make(chan string), make(chan struct{})
 	defer close(send)
-	c := dialT(t, Options{URL: lateServer(t, send, sent)})
-	if _, err := c.Receive(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.Release()
-	c.ExpectMessage()
+	c := lateConn(t, send, sent)
 	send <- "whole"
 	<-sent
 	waitArrived(t, c, 8) // 2 bytes of header, "action"
@@ -91,12 +100,7 @@ func TestReceiveTakesWhatArrivedBeforeItLooked(t *testing.T) {
 func TestLateLookTakesNoMoreThanHasArrived(t *testing.T) {
 	send, sent := make(chan string), make(chan struct{})
 	defer close(send)
-	c := dialT(t, Options{URL: lateServer(t, send, sent)})
-	if _, err := c.Receive(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.Release()
-	c.ExpectMessage()
+	c := lateConn(t, send, sent)
 	if msg, err := c.ReceiveFrom(mono()-time.Second, 100*time.Millisecond); !errors.Is(err, ErrTimeout) || c.Err() != nil {
 		t.Fatalf("nothing waiting: got %q, %v (connection: %v); want a timeout that leaves it usable", msg, err, c.Err())
 	}
@@ -122,12 +126,7 @@ func TestLateLookTakesNoMoreThanHasArrived(t *testing.T) {
 // assertion.
 func TestLateLookEndsUnderAFlood(t *testing.T) {
 	send, sent := make(chan string, 1), make(chan struct{}, 1)
-	c := dialT(t, Options{URL: lateServer(t, send, sent)})
-	if _, err := c.Receive(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.Release()
-	c.ExpectMessage()
+	c := lateConn(t, send, sent)
 	send <- "pings"
 	<-sent
 	done := make(chan error, 1)
@@ -155,12 +154,7 @@ func TestLateLookEndsUnderAFlood(t *testing.T) {
 func TestLatePollerLookGivesGrace(t *testing.T) {
 	send, sent := make(chan string), make(chan struct{})
 	defer close(send)
-	c := dialT(t, Options{URL: lateServer(t, send, sent)})
-	if _, err := c.Receive(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c.Release()
-	c.ExpectMessage()
+	c := lateConn(t, send, sent)
 	d := int64(mono()-time.Second) &^ 1
 	c.recvDeadline.Store(d)
 	if _, open := c.idleLook(); !open {

@@ -683,6 +683,39 @@ static void case_stall_mid_frame(const char *url) {
   receive_deadline(url, 1500);
 }
 
+/* Forks a child that stops this process (SIGSTOP, as a debugger's
+** breakpoint or Ctrl-Z does) after_ms from now and continues it (SIGCONT)
+** for_ms later; returns its pid, or -1 (failed). The child makes only
+** async-signal-safe calls: this process hosts a Go runtime. */
+static pid_t stop_me_later(long after_ms, long for_ms) {
+  pid_t parent = getpid(), pid;
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  if (pid < 0) {
+    fail("fork: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    struct timespec ts = {after_ms / 1000, (after_ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(parent, SIGSTOP);
+    ts.tv_sec = for_ms / 1000;
+    ts.tv_nsec = (for_ms % 1000) * 1000 * 1000;
+    nanosleep(&ts, NULL);
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  return pid;
+}
+
+/* Waits for stop_me_later's child, which ends once it continued this
+** process. */
+static void wait_stopper(pid_t pid) {
+  int wst = 0;
+  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) fail("the stopping child did not exit cleanly");
+}
+
 /* stopped: the process is stopped (SIGSTOP, as a debugger's breakpoint,
 ** Ctrl-Z or a frozen container stops it) while an infer waits, for longer
 ** than receive_timeout_ms, and the action arrives meanwhile (slow-action
@@ -703,8 +736,8 @@ static int stopped_infer(const char *url, int32_t timeout_ms) {
   obsbuf o;
   plugrl_action a;
   plugrl_statistics st;
-  pid_t parent = getpid(), pid;
-  int wst = 0, ok = 1;
+  pid_t pid;
+  int ok = 1;
   long stop_ms = timeout_ms + 1000L;
   double t0, took;
   options(&opt, url);
@@ -715,30 +748,15 @@ static int stopped_infer(const char *url, int32_t timeout_ms) {
     obs_free(&o);
     return 0;
   }
-  fflush(stdout);
-  fflush(stderr);
   t0 = now_ms();
-  pid = fork();
-  if (pid < 0) {
-    fail("fork: %s", strerror(errno));
+  if ((pid = stop_me_later(100, stop_ms)) < 0) {
     plugrl_close(c);
     obs_free(&o);
     return 0;
   }
-  if (pid == 0) {
-    /* Only async-signal-safe calls: the parent hosts a Go runtime. */
-    struct timespec ts = {0, 100 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    kill(parent, SIGSTOP);
-    ts.tv_sec = stop_ms / 1000;
-    ts.tv_nsec = (stop_ms % 1000) * 1000 * 1000;
-    nanosleep(&ts, NULL);
-    kill(parent, SIGCONT);
-    _exit(0);
-  }
   R.status = infer(c, &o, &a);
   took = now_ms() - t0;
-  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) fail("the stopping child did not exit cleanly");
+  wait_stopper(pid);
   R.took_ms = took > R.took_ms ? took : R.took_ms;
   extra("timeout%d_ms=%.1f", (int)timeout_ms, took);
   if (took < (double)stop_ms) fail("the infer returned after %.1f ms, before the process was continued (%ld ms)", took, stop_ms);
@@ -1092,28 +1110,16 @@ static void count_attempts(void *user, int level, const char *message) {
   if (strstr(message, "connect attempt") != NULL) ++*(int *)user;
 }
 
-/* server-late: tests/server_late.sh starts the server on url's port a
-** second after this case starts (nothing listens there before). Without
-** open_wait_ms the open fails at once; with it, it connects once the
-** server comes. Then, against a port where nothing ever listens: a wait
-** of 500 ms ends after it, saying so, and one with no end ends at once on
-** plugrl_interrupt, between attempts and inside one. */
-static void case_server_late(const char *url) {
+/* Opens url with open_wait_ms 10000 (backoff 50 to 200 ms), which must
+** connect after at least min_failed failed attempts (why says what made
+** them fail), then exchanges and closes: took_ms is the open, and the
+** status PLUGRL_OK once the exchange went through. */
+static void open_waiting(const char *url, int min_failed, const char *why) {
   plugrl_options opt;
-  plugrl_client *c = NULL;
-  plugrl_status s;
+  plugrl_client *c;
   obsbuf o;
   int attempts = 0;
-  double t0, took;
-  R.deadline_ms = -1;
-
-  options(&opt, url);
-  t0 = now_ms();
-  s = plugrl_open(&opt, &c);
-  took = now_ms() - t0;
-  if (expect("plugrl_open before the server is up, no wait", s, PLUGRL_CONNECT_FAILED, c)) at_once("plugrl_open", took);
-  plugrl_close(c);
-
+  double t0;
   options(&opt, url);
   opt.open_wait_ms = 10000;
   opt.reconnect_backoff_ms = 50;
@@ -1125,12 +1131,36 @@ static void case_server_late(const char *url) {
   R.took_ms = now_ms() - t0;
   extra("attempts=%d", attempts);
   if (c == NULL) return;
-  if (attempts < 2) fail("plugrl_open connected after %d failed attempts; the server came a second late", attempts);
+  if (attempts < min_failed) fail("plugrl_open connected after %d failed attempts; %s", attempts, why);
   if (obs_init(&o, 1, 1)) {
     if (exchange(c, &o)) R.status = PLUGRL_OK;
     obs_free(&o);
   }
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
+/* server-late: tests/server_late.sh starts the server on url's port a
+** second after this case starts (nothing listens there before). Without
+** open_wait_ms the open fails at once; with it, it connects once the
+** server comes. Then, against a port where nothing ever listens: a wait
+** of 500 ms ends after it, saying so, and one with no end ends at once on
+** plugrl_interrupt, between attempts and inside one. */
+static void case_server_late(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  double t0, took;
+  R.deadline_ms = -1;
+
+  options(&opt, url);
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  took = now_ms() - t0;
+  if (expect("plugrl_open before the server is up, no wait", s, PLUGRL_CONNECT_FAILED, c)) at_once("plugrl_open", took);
+  plugrl_close(c);
+
+  open_waiting(url, 2, "the server came a second late");
+  if (R.status != PLUGRL_OK) return;
 
   /* Nothing ever listens at port 1. */
   options(&opt, "ws://127.0.0.1:1");
@@ -1187,8 +1217,6 @@ static void case_clock_behind(const char *url) {
   plugrl_options opt;
   plugrl_client *c = NULL;
   plugrl_status s;
-  obsbuf o;
-  int attempts = 0;
   double t0, took;
   R.deadline_ms = -1;
   if (strncmp(url, "wss://", 6) != 0 || getenv("HOSTILE_CA_FILE") == NULL) {
@@ -1207,23 +1235,7 @@ static void case_clock_behind(const char *url) {
   }
   plugrl_close(c);
 
-  options(&opt, url);
-  opt.open_wait_ms = 10000;
-  opt.reconnect_backoff_ms = 50;
-  opt.max_backoff_ms = 200;
-  opt.log = count_attempts;
-  opt.log_user = &attempts;
-  t0 = now_ms();
-  c = open_ok(&opt);
-  R.took_ms = now_ms() - t0;
-  extra("attempts=%d", attempts);
-  if (c == NULL) return;
-  if (attempts < 1) fail("plugrl_open with a wait connected at once; the certificate was not valid yet");
-  if (obs_init(&o, 1, 1)) {
-    if (exchange(c, &o)) R.status = PLUGRL_OK;
-    obs_free(&o);
-  }
-  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+  open_waiting(url, 1, "the certificate was not valid yet");
 }
 
 /* keepalive (tests/keepalive.sh): against a PlugRL server on Python
@@ -1241,32 +1253,14 @@ static void case_keepalive(const char *url) {
   obsbuf o;
   plugrl_action a;
   plugrl_statistics st;
-  pid_t parent = getpid(), pid;
-  int wst = 0;
+  pid_t pid;
   double t0;
   R.deadline_ms = -1;
   options(&opt, url);
   if (!(c = open_ok(&opt)) || !obs_init(&o, 1, 1)) return;
   if (!exchange(c, &o)) goto out;
-  fflush(stdout);
-  fflush(stderr);
-  pid = fork();
-  if (pid < 0) {
-    fail("fork: %s", strerror(errno));
-    goto out;
-  }
-  if (pid == 0) {
-    struct timespec ts = {0, 100 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    kill(parent, SIGSTOP);
-    ts.tv_sec = 5;
-    ts.tv_nsec = 0;
-    nanosleep(&ts, NULL);
-    kill(parent, SIGCONT);
-    _exit(0);
-  }
-  /* Between calls: stopped, then continued, while this waits. */
-  if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst)) fail("the stopping child did not exit cleanly");
+  if ((pid = stop_me_later(100, 5000)) < 0) goto out;
+  wait_stopper(pid); /* between calls: stopped, then continued, while this waits */
   t0 = now_ms();
   R.status = infer(c, &o, &a);
   R.took_ms = now_ms() - t0;
