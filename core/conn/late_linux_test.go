@@ -3,20 +3,30 @@
 package conn
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 )
 
 // socketQueued is how many bytes c's socket holds unread (SIOCINQ), and
 // whether it could tell.
 func socketQueued(c *Conn) (int, bool) {
 	d, ok := c.tr.(*dialConn)
+	if t, isTLS := c.tr.(*tlsTransport); isTLS {
+		d, ok = t.d, true
+	}
 	if !ok || d.fd == nil {
 		return 0, false
 	}
@@ -96,5 +106,41 @@ func TestWritePastDeadlineSendsWhatFits(t *testing.T) {
 	f.setWriteDeadline(time.Now().Add(-time.Second))
 	if n, err := f.Write(msg); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
 		t.Fatalf("Write past its deadline to a full socket: %d, %v; want nothing sent and a timeout", n, err)
+	}
+}
+
+// TestLateLookWhileControlQueued: over wss:// with a control frame queued
+// (a pong the full socket did not take), the reader waits in slices
+// (fillSliced) so that it can retry it; a slice that ends past the
+// Receive's deadline takes the last look too, and returns a message that
+// is waiting whole. Before the late look, that slice's timeout was the
+// Receive's.
+func TestLateLookWhileControlQueued(t *testing.T) {
+	sent := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = wsutil.WriteServerBinary(c, []byte("metadata"))
+		<-sent
+		_ = wsutil.WriteServerBinary(c, []byte("action"))
+		time.Sleep(5 * time.Second) // until the client is done
+	}))
+	defer srv.Close()
+	c := dialT(t, Options{URL: "wss" + strings.TrimPrefix(srv.URL, "https"),
+		TLS: &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}})
+	if _, err := c.Receive(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	c.ExpectMessage()
+	sent <- struct{}{}
+	waitArrived(t, c, 8+22) // the frame, in a TLS record (22 bytes of header and tag)
+	c.ctlQueued.Store(true) // as if a pong had found the socket full
+	msg, err := c.ReceiveFrom(mono()-time.Second, 100*time.Millisecond)
+	if err != nil || string(msg) != "action" {
+		t.Fatalf("got %q, %v; want the action that was waiting", msg, err)
 	}
 }

@@ -289,14 +289,24 @@ func (c *Conn) setReadDeadline(t time.Time) {
 // connection, and a message still on its way still times out. rmu must
 // be held.
 func (c *Conn) read(p []byte) (int, error) {
+	if !c.lateUntil.IsZero() {
+		return c.lateRead(p)
+	}
+	n, err := c.tr.Read(p)
+	switch {
+	case err == nil || !isTimeout(err):
+		return n, err
+	case n > 0:
+		return n, nil // the next read looks
+	}
+	return c.lateRead(p)
+}
+
+// lateRead is read once the deadline has passed: the first call opens the
+// last look's window, and each reads, without waiting, what has arrived
+// until the window closes. rmu must be held.
+func (c *Conn) lateRead(p []byte) (int, error) {
 	if c.lateUntil.IsZero() {
-		n, err := c.tr.Read(p)
-		if err == nil || !isTimeout(err) {
-			return n, err
-		}
-		if n > 0 {
-			return n, nil // the next read looks
-		}
 		c.lateUntil = time.Now().Add(lateGrace)
 	} else if time.Now().After(c.lateUntil) {
 		return 0, os.ErrDeadlineExceeded
@@ -341,11 +351,11 @@ func (c *Conn) fillSliced() error {
 			case n > 0, c.readDeadline.IsZero() || time.Now().Before(c.readDeadline):
 				err = nil // bytes came, or only the slice ended
 			default:
-				n, err = c.read(c.rb[c.rw:]) // the deadline passed: the last look
+				n, err = c.lateRead(c.rb[c.rw:]) // the deadline passed: the last look
 			}
 		}
 	} else {
-		n, err = c.read(c.rb[c.rw:])
+		n, err = c.lateRead(c.rb[c.rw:])
 	}
 	c.rw += n
 	c.counters.Received.Add(uint64(n))
