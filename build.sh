@@ -270,9 +270,14 @@ run_tests() {
   # The Go core is usable from Go on every platform (the C library is
   # Linux's): check it where its files differ, so a Linux-only change to a
   # shared signature cannot break them unseen.
-  say "go vet ./core/... for darwin, go build ./core/... for windows"
+  say "go vet ./core/... for darwin (amd64, arm64), go build ./core/... for windows"
   GOOS=darwin go vet ./core/...
+  GOOS=darwin GOARCH=arm64 go vet ./core/...
   GOOS=windows go build ./core/...
+  # The portable masking and digest code (every CPU but amd64 and arm64,
+  # and the purego builds) has no CPU of its own here: test it on this one.
+  say "go test -tags purego ./core/maskcopy (the portable kernels)"
+  go test -count=1 -tags purego ./core/maskcopy
   say "go test -race -p 1 ./..."
   go test -race -p 1 ./...
   # The race detector allocates, so the tests that prove an exchange

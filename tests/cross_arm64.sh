@@ -8,8 +8,9 @@
 # (PLUGRL_CROSS=aarch64-linux-gnu ./build.sh, into
 # build-aarch64-linux-gnu/), then runs under qemu-aarch64, against this
 # machine's servers (build/bin: ./build.sh first):
-#   - the Go core's tests, built for arm64 (its portable masking and
-#     digest code, which amd64 replaces with AVX2);
+#   - the Go core's tests, built for arm64 (among them the NEON masking
+#     and digest loops of core/maskcopy, against hash/adler32 and
+#     gobwas/ws);
 #   - the C and C++ probe clients under the protocol checker;
 #   - misuse, threads, the C++ wrapper's tests and signals;
 #   - the hostile-server cases, but for those that measure time, memory

@@ -128,6 +128,9 @@ func sumScalar(sum uint32, p []byte) uint32 {
 //	    before j)
 //	s2: each group's bytes weighted 32, 31, ..., 1 (VPMADDUBSW, VPMADDWD:
 //	    8 lanes of 32 bits, stored as 4 uint64 holding 2 each)
+//
+// arm64's NEON loop (copy_arm64.s) fills the same lanes with the same
+// sums, though it splits them across its lanes differently.
 type lanes struct {
 	s1, ps, s2 [4]uint64
 }
