@@ -88,6 +88,7 @@ debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
 debian_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
 debian_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
+debian_packages+=(debootstrap curl) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then
@@ -197,9 +198,16 @@ build_lib() {
   if GOEXPERIMENT=${experiment:+$experiment,}nodwarf5 go env GOEXPERIMENT >/dev/null 2>&1; then
     experiment=${experiment:+$experiment,}nodwarf5
   fi
-  GOEXPERIMENT=$experiment CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers" \
+  # glibc 2.31 (Ubuntu 20.04, JetPack 5): capi/glibc_compat.h binds every
+  # C file's calls, the Go runtime's included, to symbol versions it has,
+  # and the libraries that held those functions before glibc 2.34 merged
+  # them into libc.so.6 are named as needed (on a newer glibc, stubs).
+  local compat=$root/capi/glibc_compat.h
+  [[ $compat != *[[:space:]]* ]] || die "build.sh cannot pass -include '$compat' in CGO_CFLAGS: the path has a space"
+  GOEXPERIMENT=$experiment CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -DPLUGRL_HEADERS_HASH=$headers -include $compat" \
     go build -p "$jobs" -buildmode=c-shared -o "$build/tmp/$libfile" \
-    -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map -Wl,-z,relro -Wl,-z,now'" ./capi
+    -ldflags "-extldflags '-Wl,-soname,$soname -Wl,--version-script=$map -Wl,-z,relro -Wl,-z,now -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -l:libresolv.so.2 -Wl,--pop-state'" ./capi
+  check_glibc "$build/tmp/$libfile"
   # go build also writes cgo's generated header beside the library; the
   # contract is include/plugrl.h, so only the library is kept.
   rm -f "$build/tmp/libplugrl".*.h
@@ -247,6 +255,19 @@ build_all() {
 # ---------------------------------------------------------------- test
 
 # Only the functions of plugrl.h may be exported, and all of them must be.
+# check_glibc LIB: LIB asks for no glibc symbol version newer than 2.31,
+# so that it loads where Ubuntu 20.04's or JetPack 5's glibc is (readelf's
+# list of the versions it needs; a Go release that adds a call to a
+# function glibc 2.32-2.34 moved gets it into capi/glibc_compat.h).
+check_glibc() {
+  local newer
+  newer=$(readelf -V -W "$1" | grep -o 'Name: GLIBC_[0-9.]*' | sed 's/Name: GLIBC_//' |
+    awk -F. '$1 > 2 || ($1 == 2 && $2 > 31)' | sort -u -V | paste -sd' ')
+  [[ -z $newer ]] || die "$(basename "$1") needs glibc $newer, newer than 2.31, for:
+$(readelf --dyn-syms -W "$1" | grep -E '@GLIBC_(2\.(3[2-9]|[4-9][0-9])|[3-9]\.)' || true)
+bind them to their old versions in capi/glibc_compat.h"
+}
+
 check_exports() {
   say "exported symbols of build/lib/libplugrl.so"
   local exported declared

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# libplugrl on glibc 2.31, the oldest glibc it supports: Ubuntu 20.04 (ROS
+# Noetic, Foxy, Galactic), Debian 11, a Jetson on JetPack 5.
+#
+#   old_glibc.sh REPO_ROOT CONFORMANCE
+#
+# Debian 11 (bullseye: glibc 2.31, gcc 10, cmake 3.18) is debootstrapped
+# into REPO_ROOT/build/old-glibc once (about 45 s and 250 MB). This build's
+# library is installed into it (./build.sh install), the C and C++ probe
+# clients are built there by its own compilers through the installed CMake
+# package, and each runs in the chroot, under the protocol checker outside
+# it (over 127.0.0.1: a chroot shares the network). A library that asks for
+# a glibc symbol version the chroot's glibc lacks fails to load: the
+# library before capi/glibc_compat.h got "version `GLIBC_2.34' not found".
+#
+# Skipped, saying why, when not run as root (chroot, debootstrap), without
+# debootstrap (Debian: debootstrap), or when the Debian mirror does not
+# answer.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 REPO_ROOT CONFORMANCE" >&2
+  exit 2
+fi
+root=$(cd "$1" && pwd)
+checker=$2
+mirror=${PLUGRL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bullseye
+rootfs=$root/build/old-glibc/$suite
+
+skip() {
+  echo "SKIPPED: old_glibc.sh: $*"
+  exit 0
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root (debootstrap, chroot)"
+command -v debootstrap >/dev/null || skip "debootstrap is not installed (Debian: debootstrap)"
+[[ -x $checker ]] || { echo "FAIL: $checker is not an executable" >&2; exit 1; }
+
+if [[ ! -x $rootfs/usr/bin/cmake ]]; then
+  if ! curl -fsS --max-time 20 -o /dev/null "$mirror/dists/$suite/Release" 2>/dev/null; then
+    skip "the Debian mirror $mirror does not answer"
+  fi
+  echo "== debootstrap $suite into $rootfs"
+  rm -rf "$rootfs"
+  mkdir -p "$rootfs"
+  if ! debootstrap --variant=minbase --include=gcc,g++,libc6-dev,cmake,make \
+    "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
+    tail -20 "$rootfs.log" >&2
+    echo "FAIL: debootstrap $suite" >&2
+    rm -rf "$rootfs"
+    exit 1
+  fi
+fi
+echo "== $(chroot "$rootfs" ldd --version | head -n 1)"
+
+# The install and the clients' build, fresh each run.
+rm -rf "$rootfs/opt/plugrl" "$rootfs/opt/consumer"
+PLUGRL_NO_BUILD=1 "$root/build.sh" install "$rootfs/opt/plugrl" >/dev/null
+mkdir -p "$rootfs/opt/consumer/src"
+cp "$root/examples/c/probe_client.c" "$root/examples/cpp/probe_client.cpp" "$rootfs/opt/consumer/src/"
+cat >"$rootfs/opt/consumer/src/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.13)
+project(old_glibc_consumer C CXX)
+set(CMAKE_C_STANDARD 99)
+set(CMAKE_CXX_STANDARD 17)
+find_package(plugrl CONFIG REQUIRED)
+add_executable(probe_client_c probe_client.c)
+target_link_libraries(probe_client_c PRIVATE plugrl::plugrl)
+add_executable(probe_client_cpp probe_client.cpp)
+target_link_libraries(probe_client_cpp PRIVATE plugrl::plugrl)
+EOF
+echo "== cmake, make in the chroot (find_package(plugrl) from /opt/plugrl)"
+if ! chroot "$rootfs" sh -c 'cd /opt/consumer && cmake -S src -B out -DCMAKE_PREFIX_PATH=/opt/plugrl >cmake.log 2>&1 &&
+  make -C out >make.log 2>&1'; then
+  cat "$rootfs/opt/consumer/cmake.log" "$rootfs/opt/consumer/make.log" >&2 || true
+  echo "FAIL: building the probe clients against the installed library on $suite" >&2
+  exit 1
+fi
+
+# The library loads (the dynamic loader refuses a missing symbol version
+# before main, with status 127), or the loader's message says why not.
+if ! out=$(chroot "$rootfs" /opt/consumer/out/probe_client_c --help 2>&1); then
+  echo "$out" >&2
+  echo "FAIL: probe_client_c --help failed on $suite: does libplugrl load on its glibc?" >&2
+  exit 1
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=()
+for client in probe_client_c probe_client_cpp; do
+  # conformance.sh runs the client by its path, with its arguments after.
+  printf '#!/bin/sh\nexec chroot %q /opt/consumer/out/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
+  chmod +x "$tmp/$client"
+  echo "== conformance: $client in the $suite chroot"
+  "$root/tests/conformance.sh" "$checker" "$tmp/$client" || failed+=("$client")
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "FAIL: on $suite (glibc 2.31): ${failed[*]}" >&2
+  exit 1
+fi
+echo "PASS: libplugrl on $suite (glibc 2.31): built against by gcc 10 and cmake 3.18 there; both probe clients conform"
