@@ -254,20 +254,31 @@ build_all() {
 
 # ---------------------------------------------------------------- test
 
-# Only the functions of plugrl.h may be exported, and all of them must be.
-# check_glibc LIB: LIB asks for no glibc symbol version newer than 2.31,
-# so that it loads where Ubuntu 20.04's or JetPack 5's glibc is (readelf's
-# list of the versions it needs; a Go release that adds a call to a
-# function glibc 2.32-2.34 moved gets it into capi/glibc_compat.h).
+# check_glibc LIB: LIB asks for no glibc symbol version that glibc 2.31
+# lacks, so that it loads where Ubuntu 20.04's or JetPack 5's glibc is
+# (readelf's list of the versions it needs; a Go release that adds a call
+# to a function glibc 2.32-2.34 moved gets it into capi/glibc_compat.h).
+# Numbered versions must be 2.31 or older, compared as numbers (2.4 is
+# older, 2.40 newer); any other GLIBC_ name is refused too:
+# GLIBC_ABI_DT_RELR (glibc 2.36, which ld -z pack-relative-relocs asks
+# for), GLIBC_ABI_GNU_TLS and the like, or GLIBC_PRIVATE.
 check_glibc() {
   local newer
-  newer=$(readelf -V -W "$1" | grep -o 'Name: GLIBC_[0-9.]*' | sed 's/Name: GLIBC_//' |
-    awk -F. '$1 > 2 || ($1 == 2 && $2 > 31)' | sort -u -V | paste -sd' ')
-  [[ -z $newer ]] || die "$(basename "$1") needs glibc $newer, newer than 2.31, for:
-$(readelf --dyn-syms -W "$1" | grep -E '@GLIBC_(2\.(3[2-9]|[4-9][0-9])|[3-9]\.)' || true)
+  newer=$(readelf -V -W "$1" | sed -n 's/.*Name: \(GLIBC_[^[:space:]]*\).*/\1/p' |
+    awk -F'[_.]' '$2 !~ /^[0-9]+$/ || $2 > 2 || ($2 == 2 && $3 > 31)' | sort -u -V | paste -sd' ')
+  [[ -n $newer ]] || return 0
+  local syms
+  syms=$(readelf --dyn-syms -W "$1" | awk -v newer=" $newer " '{
+    n = split($8, p, "@+"); if (n == 2 && index(newer, " " p[2] " ")) print "  " p[1] "@" p[2] }' | sort -u)
+  if [[ -n $syms ]]; then
+    die "$(basename "$1") needs $newer, which glibc 2.31 lacks, for:
+$syms
 bind them to their old versions in capi/glibc_compat.h"
+  fi
+  die "$(basename "$1") needs $newer, which glibc 2.31 lacks, for no symbol: a link option asks for it (GLIBC_ABI_DT_RELR: ld's -z pack-relative-relocs)"
 }
 
+# Only the functions of plugrl.h may be exported, and all of them must be.
 check_exports() {
   say "exported symbols of build/lib/libplugrl.so"
   local exported declared
