@@ -36,18 +36,33 @@ skip() {
 command -v debootstrap >/dev/null || skip "debootstrap is not installed (Debian: debootstrap)"
 [[ -x $checker ]] || { echo "FAIL: $checker is not an executable" >&2; exit 1; }
 
-if [[ ! -x $rootfs/usr/bin/cmake ]]; then
+# A debootstrap cut short (CTest's timeout kills it; ^C; the machine went
+# down) leaves packages unpacked but not configured, /usr/bin/cmake among
+# them, and can leave the target's /proc and /sys mounted. So the chroot
+# counts as built once debootstrap's log says it finished, and one that
+# did not is unmounted before it is removed (and rm never crosses into a
+# mount: --one-file-system).
+remove_rootfs() {
+  local m
+  awk -v d="$(realpath -m "$rootfs")" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" || true; done
+  rm -rf --one-file-system "$rootfs"
+}
+if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null ||
+  [[ ! -x $rootfs/usr/bin/cmake ]]; then
   if ! curl -fsS --max-time 20 -o /dev/null "$mirror/dists/$suite/Release" 2>/dev/null; then
     skip "the Debian mirror $mirror does not answer"
   fi
   echo "== debootstrap $suite into $rootfs"
-  rm -rf "$rootfs"
+  remove_rootfs
   mkdir -p "$rootfs"
-  if ! debootstrap --variant=minbase --include=gcc,g++,libc6-dev,cmake,make \
+  # Within CTest's 600 s, so that debootstrap, stopped by SIGTERM, unmounts
+  # what it mounted and this script says why it failed.
+  if ! timeout 420 debootstrap --variant=minbase --include=gcc,g++,libc6-dev,cmake,make \
     "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
     tail -20 "$rootfs.log" >&2
-    echo "FAIL: debootstrap $suite" >&2
-    rm -rf "$rootfs"
+    echo "FAIL: debootstrap $suite (or it took over 420 s)" >&2
+    remove_rootfs
     exit 1
   fi
 fi
