@@ -88,7 +88,7 @@ debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
 debian_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
 debian_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
-debian_packages+=(debootstrap curl) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
+debian_packages+=(debootstrap) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then

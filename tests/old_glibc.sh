@@ -24,8 +24,20 @@ if [[ $# -ne 2 ]]; then
 fi
 root=$(cd "$1" && pwd)
 checker=$2
-mirror=${PLUGRL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bullseye
+# The mirror apt uses here (deb822 or one-line sources), else debootstrap's
+# own default; PLUGRL_DEBIAN_MIRROR overrides both.
+apt_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) { print $i; exit } }' "$f"
+  done
+  if [[ -f /etc/apt/sources.list ]]; then
+    awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:.*\/debian\/?$/) { print $i; exit } }' /etc/apt/sources.list
+  fi
+}
+mirror=${PLUGRL_DEBIAN_MIRROR:-$(apt_mirror | head -n 1)}
 rootfs=$root/build/old-glibc/$suite
 
 skip() {
@@ -50,19 +62,22 @@ remove_rootfs() {
 }
 if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null ||
   [[ ! -x $rootfs/usr/bin/cmake ]]; then
-  if ! curl -fsS --max-time 20 -o /dev/null "$mirror/dists/$suite/Release" 2>/dev/null; then
-    skip "the Debian mirror $mirror does not answer"
-  fi
-  echo "== debootstrap $suite into $rootfs"
+  echo "== debootstrap $suite into $rootfs${mirror:+ from $mirror}"
   remove_rootfs
   mkdir -p "$rootfs"
   # Within CTest's 600 s, so that debootstrap, stopped by SIGTERM, unmounts
   # what it mounted and this script says why it failed.
   if ! timeout 420 debootstrap --variant=minbase --include=gcc,g++,libc6-dev,cmake,make \
-    "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
-    tail -20 "$rootfs.log" >&2
-    echo "FAIL: debootstrap $suite (or it took over 420 s)" >&2
+    "$suite" "$rootfs" ${mirror:+"$mirror"} >"$rootfs.log" 2>&1; then
     remove_rootfs
+    # A mirror that does not answer is this machine's network, not the
+    # library: skipped, saying so.
+    unreachable='Failed getting release file|Temporary failure resolving|Could not resolve|Connection refused|Network is unreachable|Connection timed out'
+    if grep -Eq "$unreachable" "$rootfs.log"; then
+      skip "debootstrap could not reach the Debian mirror: $(grep -Em1 "$unreachable" "$rootfs.log")"
+    fi
+    tail -20 "$rootfs.log" >&2
+    echo "FAIL: debootstrap $suite (or it took over 420 s; its log: $rootfs.log)" >&2
     exit 1
   fi
 fi
