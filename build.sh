@@ -38,8 +38,10 @@
 # Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make,
 # python3 with websockets, msgpack and numpy for the protocol checker, and
 # MuJoCo: libmujoco-dev, with libqhull-dev, libgl-dev and libopengl-dev for
-# its CMake package; ament-cmake and colcon for examples/ros2) are Debian packages: run as root, this script installs the missing ones;
-# otherwise it prints the apt-get line to run.
+# its CMake package; ament-cmake and colcon for examples/ros2) are Debian
+# packages: run as root, this script installs the missing ones that the
+# command needs and the distribution packages (see ensure_deps); otherwise
+# it prints the apt-get line to run.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -81,28 +83,46 @@ usage() {
 
 # ---------------------------------------------------------------- deps
 
-debian_packages=(cmake make g++ pkg-config binutils procps python3 python3-websockets python3-msgpack python3-numpy)
-debian_packages+=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev) # the cartpole demo
-debian_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
-debian_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
-debian_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
-debian_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
-debian_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
-debian_packages+=(debootstrap) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
+# What the library and its C/C++ programs need to build (./build.sh,
+# install, run): without these nothing builds.
+build_packages=(cmake make g++ pkg-config binutils)
+# MuJoCo for the cartpole demo (./build.sh demo; built whenever found):
+# libmujoco-dev, whose package config also needs the other three. Debian 12
+# packages it; Ubuntu 22.04 and Debian 11 do not, and a build there leaves
+# the demo out.
+demo_packages=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev)
+# The tests' and the bench's own tools.
+test_packages=(procps python3 python3-websockets python3-msgpack python3-numpy) # the protocol checker
+test_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
+test_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
+test_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
+test_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
+test_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
+test_packages+=(debootstrap) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
+# colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is
+# not packaged for Debian, so its nodes build only under a sourced ROS 2)
+test_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake python3-colcon-ros
+  python3-colcon-test-result python3-colcon-recursive-crawl python3-colcon-package-selection
+  python3-colcon-parallel-executor python3-colcon-output python3-colcon-library-path python3-colcon-defaults)
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
 # one under qemu, on an x86-64 machine, where Debian packages them so.
 if [[ -n $cross ]]; then
-  debian_packages+=("${arm64_cross_packages[@]}")
-elif [[ ${1:-} == test ]] && command -v dpkg >/dev/null && [[ $(dpkg --print-architecture) == amd64 ]]; then
-  debian_packages+=("${arm64_cross_packages[@]}" qemu-user)
+  build_packages+=("${arm64_cross_packages[@]}")
+  demo_packages=() # the demo is the build machine's, never cross-built
+elif command -v dpkg >/dev/null && [[ $(dpkg --print-architecture) == amd64 ]]; then
+  test_packages+=("${arm64_cross_packages[@]}" qemu-user)
 fi
-# colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is
-# not packaged for Debian, so its nodes build only under a sourced ROS 2)
-debian_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake python3-colcon-ros
-  python3-colcon-test-result python3-colcon-recursive-crawl python3-colcon-package-selection
-  python3-colcon-parallel-executor python3-colcon-output python3-colcon-library-path python3-colcon-defaults)
 
+# ensure_deps COMMAND: installs, as root, the Debian packages COMMAND
+# needs (build, install and run: build_packages and, where packaged,
+# demo_packages; demo: both; test and bench: all three), or says which to
+# install. On Debian 12 every one is packaged. Elsewhere (Ubuntu 20.04 or
+# 22.04, Debian 11: a robot's own computer, building natively) a package
+# the distribution lacks is left out, saying so, unless COMMAND cannot do
+# without it: a build without MuJoCo has no demo, and the tests that need
+# a missing tool skip or fail, each saying what it lacked.
 ensure_deps() {
+  local command=$1
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
   if [[ -n $cross ]]; then
     if ! command -v "$CC" >/dev/null || ! command -v "$CXX" >/dev/null; then
@@ -116,19 +136,53 @@ ensure_deps() {
     done
     return
   fi
-  local missing=() p
-  for p in "${debian_packages[@]}"; do
-    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  local required=("${build_packages[@]}") optional=()
+  case $command in
+    demo) required+=("${demo_packages[@]}") ;;
+    test | bench) optional+=("${demo_packages[@]}" "${test_packages[@]}") ;;
+    *) optional+=("${demo_packages[@]}") ;;
+  esac
+  local missing_required=() missing_optional=() p
+  for p in "${required[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing_required+=("$p")
   done
-  [[ ${#missing[@]} -eq 0 ]] && return
-  if [[ $(id -u) -eq 0 ]]; then
-    say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${missing[@]}"
-  else
-    die "missing Debian packages; run:
-    sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+  for p in "${optional[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing_optional+=("$p")
+  done
+  [[ ${#missing_required[@]} -eq 0 && ${#missing_optional[@]} -eq 0 ]] && return
+  if [[ $(id -u) -ne 0 ]]; then
+    [[ ${#missing_required[@]} -eq 0 ]] || die "missing Debian packages; run:
+    sudo apt-get update && sudo apt-get install -y ${missing_required[*]} ${missing_optional[*]}"
+    say "not installed, so left out (as root, build.sh installs those this system packages): ${missing_optional[*]}"
+    return
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  # What this distribution packages (apt-cache knows it once updated).
+  local install=() absent_required=() absent_optional=()
+  for p in "${missing_required[@]}"; do
+    if apt-cache show "$p" >/dev/null 2>&1; then install+=("$p"); else absent_required+=("$p"); fi
+  done
+  # The demo's packages go together: without libmujoco-dev the others
+  # serve nothing.
+  local demo_absent=0
+  for p in "${demo_packages[@]}"; do
+    apt-cache show "$p" >/dev/null 2>&1 || demo_absent=1
+  done
+  for p in "${missing_optional[@]}"; do
+    if apt-cache show "$p" >/dev/null 2>&1 && ! { [[ $demo_absent -eq 1 ]] && [[ " ${demo_packages[*]} " == *" $p "* ]]; }; then
+      install+=("$p")
+    else
+      absent_optional+=("$p")
+    fi
+  done
+  [[ ${#absent_required[@]} -eq 0 ]] || die "./build.sh $command needs ${absent_required[*]}, which this system's apt does not have"
+  if [[ ${#absent_optional[@]} -gt 0 ]]; then
+    say "not packaged here (or, for the demo's, not all of them), so left out: ${absent_optional[*]}"
+  fi
+  if [[ ${#install[@]} -gt 0 ]]; then
+    say "installing ${install[*]}"
+    apt-get install -y --no-install-recommends "${install[@]}"
   fi
 }
 
@@ -245,7 +299,7 @@ build_examples() {
 }
 
 build_all() {
-  ensure_deps
+  ensure_deps "$cmd"
   build_lib
   build_cmds
   build_examples
@@ -383,6 +437,7 @@ run_cartpole_demo() {
   build_all
   local dir=$build/demo envs=8 episodes=800
   local client=$build/bin/plugrl_mujoco_cartpole
+  [[ -x $client ]] || die "the demo needs MuJoCo, which the build did not find (Debian 12: libmujoco-dev)"
   local serve=(--horizon 1 --action-dim 1 --action-dtype float64 --seed 1 --quiet)
   rm -rf "$dir"
   mkdir -p "$dir"

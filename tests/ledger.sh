@@ -96,6 +96,12 @@ stop_server() {
   spid=
 }
 cartpole=("$bin/plugrl_mujoco_cartpole" --envs 8 --seed 1 --quiet)
+# A build where MuJoCo was not found has no cartpole (CMakeLists.txt): the
+# test is reported skipped, with what it did run.
+if [[ ! -x ${cartpole[0]} ]]; then
+  echo "SKIPPED: ledger.sh: ${cartpole[0]} was not built (MuJoCo not found): parts 2-4 left out; part 1 passed"
+  exit 0
+fi
 
 # 2. The cartpole: audit and compare with the server's own record.
 start_server "$tmp/server-episodes.csv"

@@ -4,12 +4,13 @@
 #
 #   old_glibc.sh REPO_ROOT CONFORMANCE
 #
-# Debian 11 (bullseye: glibc 2.31, gcc 10, cmake 3.18) is debootstrapped
-# into REPO_ROOT/build/old-glibc once (about 45 s and 250 MB). This build's
-# library is installed into it (./build.sh install), the C and C++ probe
-# clients are built there by its own compilers through the installed CMake
-# package, and each runs in the chroot, under the protocol checker outside
-# it (over 127.0.0.1: a chroot shares the network). A library that asks for
+# Debian 11 (bullseye: glibc 2.31, gcc 10, g++ 9 as Ubuntu 20.04 has it,
+# cmake 3.18) is debootstrapped into REPO_ROOT/build/old-glibc once
+# (about 50 s and 300 MB). This build's library is installed into it
+# (./build.sh install); this project's C and C++ examples and tests are
+# built there by its own compilers through the installed CMake package
+# (about 5 s); and both probe clients run in the chroot, under the protocol
+# checker outside it (over 127.0.0.1: a chroot shares the network). A library that asks for
 # a glibc symbol version the chroot's glibc lacks fails to load: the
 # library before capi/glibc_compat.h got "version `GLIBC_2.34' not found".
 #
@@ -61,13 +62,13 @@ remove_rootfs() {
   rm -rf --one-file-system "$rootfs"
 }
 if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null ||
-  [[ ! -x $rootfs/usr/bin/cmake ]]; then
+  [[ ! -x $rootfs/usr/bin/cmake || ! -x $rootfs/usr/bin/g++-9 ]]; then
   echo "== debootstrap $suite into $rootfs${mirror:+ from $mirror}"
   remove_rootfs
   mkdir -p "$rootfs"
   # Within CTest's 600 s, so that debootstrap, stopped by SIGTERM, unmounts
   # what it mounted and this script says why it failed.
-  if ! timeout 420 debootstrap --variant=minbase --include=gcc,g++,libc6-dev,cmake,make \
+  if ! timeout 420 debootstrap --variant=minbase --include=gcc,g++,g++-9,libc6-dev,cmake,make \
     "$suite" "$rootfs" ${mirror:+"$mirror"} >"$rootfs.log" 2>&1; then
     remove_rootfs
     # A mirror that does not answer is this machine's network, not the
@@ -83,44 +84,38 @@ if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null
 fi
 echo "== $(chroot "$rootfs" ldd --version | head -n 1)"
 
-# The install and the clients' build, fresh each run.
-rm -rf "$rootfs/opt/plugrl" "$rootfs/opt/consumer"
+# The install, and this project's examples and tests built against it
+# there (CMakeLists.txt through find_package(plugrl), as ./build.sh builds
+# them here), fresh each run: C with Debian 11's gcc 10, C++ with g++ 9,
+# Ubuntu 20.04's compiler, at -O0 and -Werror (each compiler warns of its
+# own things; at -O0 every libm call is a call).
+rm -rf "$rootfs/opt/plugrl" "$rootfs/opt/src" "$rootfs/opt/out"
 PLUGRL_NO_BUILD=1 "$root/build.sh" install "$rootfs/opt/plugrl" >/dev/null
-mkdir -p "$rootfs/opt/consumer/src"
-cp "$root/examples/c/probe_client.c" "$root/examples/cpp/probe_client.cpp" "$rootfs/opt/consumer/src/"
-cat >"$rootfs/opt/consumer/src/CMakeLists.txt" <<'EOF'
-cmake_minimum_required(VERSION 3.13)
-project(old_glibc_consumer C CXX)
-set(CMAKE_C_STANDARD 99)
-set(CMAKE_CXX_STANDARD 17)
-find_package(plugrl CONFIG REQUIRED)
-add_executable(probe_client_c probe_client.c)
-target_link_libraries(probe_client_c PRIVATE plugrl::plugrl)
-add_executable(probe_client_cpp probe_client.cpp)
-target_link_libraries(probe_client_cpp PRIVATE plugrl::plugrl)
-EOF
-echo "== cmake, make in the chroot (find_package(plugrl) from /opt/plugrl)"
-if ! chroot "$rootfs" sh -c 'cd /opt/consumer && cmake -S src -B out -DCMAKE_PREFIX_PATH=/opt/plugrl >cmake.log 2>&1 &&
-  make -C out >make.log 2>&1'; then
-  cat "$rootfs/opt/consumer/cmake.log" "$rootfs/opt/consumer/make.log" >&2 || true
-  echo "FAIL: building the probe clients against the installed library on $suite" >&2
+mkdir -p "$rootfs/opt/src"
+tar -C "$root" --exclude=./build --exclude='./build-*' --exclude=./.git -cf - . | tar -C "$rootfs/opt/src" -xf -
+echo "== cmake, make in the chroot: the examples and tests, find_package(plugrl) from /opt/plugrl"
+if ! chroot "$rootfs" sh -c 'cmake -S /opt/src -B /opt/out -Dplugrl_DIR=/opt/plugrl/lib/cmake/plugrl \
+  -DCMAKE_CXX_COMPILER=g++-9 >/opt/cmake.log 2>&1 && make -C /opt/out -j 2 >/opt/make.log 2>&1'; then
+  cat "$rootfs/opt/cmake.log" >&2 || true
+  grep -E -B2 -A6 'error|Error' "$rootfs/opt/make.log" >&2 || tail -40 "$rootfs/opt/make.log" >&2
+  echo "FAIL: building the examples and tests against the installed library on $suite" >&2
   exit 1
 fi
 
 # The library loads (the dynamic loader refuses a missing symbol version
 # before main, with status 127), or the loader's message says why not.
-if ! out=$(chroot "$rootfs" /opt/consumer/out/probe_client_c --help 2>&1); then
+if ! out=$(chroot "$rootfs" /opt/out/bin/plugrl_probe_client_c --help 2>&1); then
   echo "$out" >&2
-  echo "FAIL: probe_client_c --help failed on $suite: does libplugrl load on its glibc?" >&2
+  echo "FAIL: plugrl_probe_client_c --help failed on $suite: does libplugrl load on its glibc?" >&2
   exit 1
 fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=()
-for client in probe_client_c probe_client_cpp; do
+for client in plugrl_probe_client_c plugrl_probe_client; do
   # conformance.sh runs the client by its path, with its arguments after.
-  printf '#!/bin/sh\nexec chroot %q /opt/consumer/out/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
+  printf '#!/bin/sh\nexec chroot %q /opt/out/bin/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
   chmod +x "$tmp/$client"
   echo "== conformance: $client in the $suite chroot"
   "$root/tests/conformance.sh" "$checker" "$tmp/$client" || failed+=("$client")
@@ -129,4 +124,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "FAIL: on $suite (glibc 2.31): ${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: libplugrl on $suite (glibc 2.31): built against by gcc 10 and cmake 3.18 there; both probe clients conform"
+echo "PASS: libplugrl on $suite (glibc 2.31): the examples and tests built against it by gcc 10, g++ 9 and cmake 3.18 there; both probe clients conform"

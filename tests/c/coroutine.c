@@ -64,7 +64,7 @@ struct thread {
   ucontext_t scheduler;
   struct coroutine co[COROUTINES];
   int failed;
-  char why[512];
+  char why[512 + 32]; /* room for "coroutine N: " and a coroutine's why */
 };
 
 static struct thread threads[THREADS];
