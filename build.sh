@@ -105,41 +105,59 @@ test_packages+=(ament-cmake ament-cmake-googletest colcon python3-colcon-cmake p
   python3-colcon-test-result python3-colcon-recursive-crawl python3-colcon-package-selection
   python3-colcon-parallel-executor python3-colcon-output python3-colcon-library-path python3-colcon-defaults)
 # A cross build needs its compilers; the tests (tests/cross_arm64.sh) run
-# one under qemu, on an x86-64 machine, where Debian packages them so.
+# one under qemu, on an x86-64 machine, where Debian packages them so
+# (./build.sh test only: the bench has no use for them).
+cross_test_packages=()
 if [[ -n $cross ]]; then
   build_packages+=("${arm64_cross_packages[@]}")
   demo_packages=() # the demo is the build machine's, never cross-built
 elif command -v dpkg >/dev/null && [[ $(dpkg --print-architecture) == amd64 ]]; then
-  test_packages+=("${arm64_cross_packages[@]}" qemu-user)
+  cross_test_packages=("${arm64_cross_packages[@]}" qemu-user)
 fi
+
+# packaged P: this system's apt has package P to install (its lists name
+# it). A purely virtual package, which apt-cache show exits 0 for while
+# printing nothing, does not count: apt-get install refuses it.
+packaged() {
+  apt-cache show "$1" 2>/dev/null | grep '^Package: ' >/dev/null
+}
 
 # ensure_deps COMMAND: installs, as root, the Debian packages COMMAND
 # needs (build, install and run: build_packages and, where packaged,
-# demo_packages; demo: both; test and bench: all three), or says which to
-# install. On Debian 12 every one is packaged. Elsewhere (Ubuntu 20.04 or
-# 22.04, Debian 11: a robot's own computer, building natively) a package
-# the distribution lacks is left out, saying so, unless COMMAND cannot do
-# without it: a build without MuJoCo has no demo, and the tests that need
-# a missing tool skip or fail, each saying what it lacked.
+# demo_packages; demo: both, and python3 for its plot; bench: all three;
+# test: those and, on x86-64, the cross compilers and qemu-user), or says
+# which to install. On Debian 12 every one is packaged. Elsewhere (Ubuntu
+# 20.04 or 22.04, Debian 11: a robot's own computer, building natively) a
+# package the distribution lacks is left out, saying so, unless COMMAND
+# cannot do without it: a build without MuJoCo has no demo, and the tests
+# that need a missing tool skip or fail, each saying what it lacked.
+# Without root, a missing package that apt has stops it with the apt-get
+# line to run, as one does as root.
 ensure_deps() {
-  local command=$1
   command -v go >/dev/null || die "Go is not on PATH (https://go.dev/dl/)"
+  if command -v dpkg >/dev/null; then
+    ensure_packages "$1"
+  else
+    local tool
+    for tool in cmake make c++ pkg-config nm; do
+      command -v "$tool" >/dev/null || die "$tool is not on PATH"
+    done
+  fi
+  # After the packages, which as root install a cross build's compilers.
   if [[ -n $cross ]]; then
     if ! command -v "$CC" >/dev/null || ! command -v "$CXX" >/dev/null; then
       die "PLUGRL_CROSS=$cross needs $CC and $CXX (Debian: ${arm64_cross_packages[*]})"
     fi
   fi
-  if ! command -v dpkg >/dev/null; then
-    local cmd
-    for cmd in cmake make c++ pkg-config nm; do
-      command -v "$cmd" >/dev/null || die "$cmd is not on PATH"
-    done
-    return
-  fi
+}
+
+ensure_packages() {
+  local command=$1
   local required=("${build_packages[@]}") optional=()
   case $command in
-    demo) required+=("${demo_packages[@]}") ;;
-    test | bench) optional+=("${demo_packages[@]}" "${test_packages[@]}") ;;
+    demo) required+=("${demo_packages[@]}" python3) ;; # python3: examples/plot_returns.py
+    test) optional+=("${demo_packages[@]}" "${test_packages[@]}" "${cross_test_packages[@]}") ;;
+    bench) optional+=("${demo_packages[@]}" "${test_packages[@]}") ;;
     *) optional+=("${demo_packages[@]}") ;;
   esac
   local missing_required=() missing_optional=() p
@@ -150,27 +168,36 @@ ensure_deps() {
     dpkg -s "$p" >/dev/null 2>&1 || missing_optional+=("$p")
   done
   [[ ${#missing_required[@]} -eq 0 && ${#missing_optional[@]} -eq 0 ]] && return
-  if [[ $(id -u) -ne 0 ]]; then
-    [[ ${#missing_required[@]} -eq 0 ]] || die "missing Debian packages; run:
-    sudo apt-get update && sudo apt-get install -y ${missing_required[*]} ${missing_optional[*]}"
-    say "not installed, so left out (as root, build.sh installs those this system packages): ${missing_optional[*]}"
-    return
+  local as_root=0
+  if [[ $(id -u) -eq 0 ]]; then
+    as_root=1
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
   fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update
-  # What this distribution packages (apt-cache knows it once updated).
-  local install=() absent_required=() absent_optional=()
-  for p in "${missing_required[@]}"; do
-    if apt-cache show "$p" >/dev/null 2>&1; then install+=("$p"); else absent_required+=("$p"); fi
-  done
+  # Lists that lack even cmake are no lists (never updated, or emptied as
+  # container images do): without root, every package then counts as
+  # packaged, so that a missing one is asked for, not left out unseen.
+  local lists=1
+  if ! packaged cmake; then
+    [[ $as_root -eq 0 ]] || die "apt knows no cmake even after apt-get update: no package lists (see /etc/apt/sources.list)"
+    lists=0
+  fi
   # The demo's packages go together: without libmujoco-dev the others
   # serve nothing.
-  local demo_absent=0
-  for p in "${demo_packages[@]}"; do
-    apt-cache show "$p" >/dev/null 2>&1 || demo_absent=1
+  local demo_packaged=1
+  if [[ $lists -eq 1 ]]; then
+    for p in "${demo_packages[@]}"; do
+      packaged "$p" || demo_packaged=0
+    done
+  fi
+  local install=() absent_required=() absent_optional=()
+  for p in "${missing_required[@]}"; do
+    if [[ $lists -eq 0 ]] || packaged "$p"; then install+=("$p"); else absent_required+=("$p"); fi
   done
   for p in "${missing_optional[@]}"; do
-    if apt-cache show "$p" >/dev/null 2>&1 && ! { [[ $demo_absent -eq 1 ]] && [[ " ${demo_packages[*]} " == *" $p "* ]]; }; then
+    if [[ $demo_packaged -eq 0 && " ${demo_packages[*]} " == *" $p "* ]]; then
+      absent_optional+=("$p")
+    elif [[ $lists -eq 0 ]] || packaged "$p"; then
       install+=("$p")
     else
       absent_optional+=("$p")
@@ -180,10 +207,13 @@ ensure_deps() {
   if [[ ${#absent_optional[@]} -gt 0 ]]; then
     say "not packaged here (or, for the demo's, not all of them), so left out: ${absent_optional[*]}"
   fi
-  if [[ ${#install[@]} -gt 0 ]]; then
-    say "installing ${install[*]}"
-    apt-get install -y --no-install-recommends "${install[@]}"
+  [[ ${#install[@]} -gt 0 ]] || return 0
+  if [[ $as_root -eq 0 ]]; then
+    die "missing Debian packages; run:
+    sudo apt-get update && sudo apt-get install -y ${install[*]}"
   fi
+  say "installing ${install[*]}"
+  apt-get install -y --no-install-recommends "${install[@]}"
 }
 
 # ---------------------------------------------------------------- version
@@ -290,7 +320,15 @@ build_cmds() {
 
 build_examples() {
   say "examples and tests (cmake, find_package(plugrl) from ${build#"$root"/}/lib/cmake/plugrl)"
-  cmake -S "$root" -B "$build/cmake" "${cmake_cross[@]}" \
+  # Where libmujoco-dev is installed, a CMake that does not find MuJoCo is
+  # a fault (a dependency of its CMake package missing), not a system
+  # without it: it fails rather than skip the cartpole's tests.
+  local mujoco=OFF
+  if [[ -z $cross ]] && command -v dpkg-query >/dev/null &&
+    [[ $(dpkg-query -W -f='${Status}' libmujoco-dev 2>/dev/null) == "install ok installed" ]]; then
+    mujoco=ON
+  fi
+  cmake -S "$root" -B "$build/cmake" "${cmake_cross[@]}" -DPLUGRL_REQUIRE_MUJOCO="$mujoco" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -Dplugrl_DIR="$build/lib/cmake/plugrl" \
     -DPLUGRL_BIN_DIR="$build/bin" \

@@ -89,7 +89,7 @@ echo "== $(chroot "$rootfs" ldd --version | head -n 1)"
 # them here), fresh each run: C with Debian 11's gcc 10, C++ with g++ 9,
 # Ubuntu 20.04's compiler, at -O0 and -Werror (each compiler warns of its
 # own things; at -O0 every libm call is a call).
-rm -rf "$rootfs/opt/plugrl" "$rootfs/opt/src" "$rootfs/opt/out"
+rm -rf "$rootfs/opt/plugrl" "$rootfs/opt/src" "$rootfs/opt/out" "$rootfs/opt/cmake.log" "$rootfs/opt/make.log"
 PLUGRL_NO_BUILD=1 "$root/build.sh" install "$rootfs/opt/plugrl" >/dev/null
 mkdir -p "$rootfs/opt/src"
 tar -C "$root" --exclude=./build --exclude='./build-*' --exclude=./.git -cf - . | tar -C "$rootfs/opt/src" -xf -
@@ -97,7 +97,10 @@ echo "== cmake, make in the chroot: the examples and tests, find_package(plugrl)
 if ! chroot "$rootfs" sh -c 'cmake -S /opt/src -B /opt/out -Dplugrl_DIR=/opt/plugrl/lib/cmake/plugrl \
   -DCMAKE_CXX_COMPILER=g++-9 >/opt/cmake.log 2>&1 && make -C /opt/out -j 2 >/opt/make.log 2>&1'; then
   cat "$rootfs/opt/cmake.log" >&2 || true
-  grep -E -B2 -A6 'error|Error' "$rootfs/opt/make.log" >&2 || tail -40 "$rootfs/opt/make.log" >&2
+  # No make.log: cmake failed, and said why above.
+  if [[ -f $rootfs/opt/make.log ]]; then
+    grep -E -B2 -A6 'error|Error' "$rootfs/opt/make.log" >&2 || tail -40 "$rootfs/opt/make.log" >&2
+  fi
   echo "FAIL: building the examples and tests against the installed library on $suite" >&2
   exit 1
 fi

@@ -103,7 +103,14 @@ if [[ ! -x $nodes/plugrl_env_node ]]; then
   exit 0
 fi
 if [[ ! -x $nodes/cartpole_sim_node ]]; then
-  echo "FAIL: plugrl_env_node was built but cartpole_sim_node was not (MuJoCo missing?)" >&2
+  # Without MuJoCo (Ubuntu 22.04 does not package it) there is no
+  # simulator, so the nodes' tests, which learn through it, are skipped;
+  # with it, a missing simulator is a fault.
+  if ! echo '#include <mujoco/mujoco.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
+    echo "SKIPPED: ros2.sh: plugrl_ros2 builds and its tests pass, but c++ finds no <mujoco/mujoco.h> (Debian: libmujoco-dev), so cartpole_sim_node was not built and the nodes' tests are left out"
+    exit 0
+  fi
+  echo "FAIL: plugrl_env_node was built but cartpole_sim_node was not, with MuJoCo installed" >&2
   exit 1
 fi
 "$here/ros2_nodes.sh" "$build/bin" "$nodes" "$root/examples/plot_returns.py" "$tmp/build/plugrl_ros2/trajectory_probe"
