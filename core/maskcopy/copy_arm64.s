@@ -7,6 +7,17 @@
 // those are WORDs, each with the instruction it encodes (as GNU as
 // assembles it) beside it.
 
+// MASK_BLOCK loads the next 64 bytes of *R1 into V0-V3, and stores them
+// masked with the key in V4 (through V16-V19) to *R0, both pointers
+// advanced: the sums, when taken, read V0-V3, the bytes as they were.
+#define MASK_BLOCK \
+	VLD1.P 64(R1), [V0.B16, V1.B16, V2.B16, V3.B16]; \
+	VEOR   V4.B16, V0.B16, V16.B16; \
+	VEOR   V4.B16, V1.B16, V17.B16; \
+	VEOR   V4.B16, V2.B16, V18.B16; \
+	VEOR   V4.B16, V3.B16, V19.B16; \
+	VST1.P [V16.B16, V17.B16, V18.B16, V19.B16], 64(R0)
+
 // func maskBlocksNEON(dst, src *byte, n int, key uint32)
 // dst[i] = src[i] ^ key bytes; n is a multiple of 64.
 TEXT ·maskBlocksNEON(SB), NOSPLIT, $0-28
@@ -19,12 +30,7 @@ TEXT ·maskBlocksNEON(SB), NOSPLIT, $0-28
 	CBZ  R2, mask_done
 
 mask_loop:
-	VLD1.P 64(R1), [V0.B16, V1.B16, V2.B16, V3.B16]
-	VEOR   V4.B16, V0.B16, V16.B16
-	VEOR   V4.B16, V1.B16, V17.B16
-	VEOR   V4.B16, V2.B16, V18.B16
-	VEOR   V4.B16, V3.B16, V19.B16
-	VST1.P [V16.B16, V17.B16, V18.B16, V19.B16], 64(R0)
+	MASK_BLOCK
 	SUBS   $1, R2, R2
 	BNE    mask_loop
 
@@ -107,12 +113,7 @@ TEXT ·copySumBlocksNEON(SB), NOSPLIT, $0-40
 	CBZ   R2, copysum_done
 
 copysum_loop:
-	VLD1.P 64(R1), [V0.B16, V1.B16, V2.B16, V3.B16]
-	VEOR   V4.B16, V0.B16, V16.B16
-	VEOR   V4.B16, V1.B16, V17.B16
-	VEOR   V4.B16, V2.B16, V18.B16
-	VEOR   V4.B16, V3.B16, V19.B16
-	VST1.P [V16.B16, V17.B16, V18.B16, V19.B16], 64(R0)
+	MASK_BLOCK
 	SUM_GROUPS
 	SUBS   $1, R2, R2
 	BNE    copysum_loop
