@@ -312,10 +312,15 @@ build_cmds() {
   local b=${build#"$root"/}/bin
   say "$b/plugrl, $b/plugrl-probe, $b/plugrl-hostile, $b/plugrl-bench-server"
   mkdir -p "$build/bin"
-  go build -p "$jobs" -o "$build/bin/plugrl" ./cmd/plugrl
-  go build -p "$jobs" -o "$build/bin/plugrl-hostile" ./cmd/plugrl-hostile
-  go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
-  go build -p "$jobs" -o "$build/bin/plugrl-bench-server" ./cmd/plugrl-bench-server
+  # Without cgo (none of them calls C): static programs, which run on any
+  # Linux of their processor whatever its C library, so that `plugrl
+  # ledger` can be copied to a robot on JetPack 5 or Ubuntu 20.04 and read
+  # its ledgers there. With cgo, Go's net and os/user made them ask for
+  # glibc 2.34.
+  local c
+  for c in plugrl plugrl-hostile plugrl-probe plugrl-bench-server; do
+    CGO_ENABLED=0 go build -p "$jobs" -o "$build/bin/$c" "./cmd/$c"
+  done
 }
 
 build_examples() {

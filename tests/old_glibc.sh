@@ -159,8 +159,23 @@ run_in_chroot plugin "$plugrl" --action-dim 3 --horizon 4 --policy probe --feedb
   -- bin/plugin_host /opt/out/libplugrl_test_plugin.so
 run_in_chroot bad_memory "$plugrl" --action-dim 3 --horizon 4 --policy probe -- bin/bad_memory
 
+# A step ledger recorded there (PLUGRL_LEDGER) and audited there by this
+# build's plugrl, a static program that asks no C library for anything.
+echo "== a step ledger recorded in the $suite chroot, audited there by plugrl"
+mkdir -p "$rootfs/opt/cli"
+install -m 0755 "$plugrl" "$rootfs/opt/cli/plugrl"
+rm -f "$rootfs/opt/probe.ledger"
+printf '#!/bin/sh\nexec chroot %q env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plugrl_probe_client_c --envs 3 --url "$@"\n' \
+  "$rootfs" >"$tmp/ledger_probe"
+chmod +x "$tmp/ledger_probe"
+if ! "$root/tests/run_with_server.sh" "$plugrl" --policy probe --horizon 4 --action-dim 7 \
+  --features reuse-feedback-obs --stop-after 200 -- "$tmp/ledger_probe" >/dev/null ||
+  ! chroot "$rootfs" /opt/cli/plugrl ledger audit /opt/probe.ledger; then
+  failed+=(ledger)
+fi
+
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "FAIL: on $suite (glibc 2.31): ${failed[*]}" >&2
   exit 1
 fi
-echo "PASS: libplugrl on $suite (glibc 2.31): the examples and tests built against it by gcc 10, g++ 9 and cmake 3.18 there; both probe clients conform; misuse, threads, sigmask, cancel, main_exit, coroutine, plugin and bad_memory pass there"
+echo "PASS: libplugrl on $suite (glibc 2.31): the examples and tests built against it by gcc 10, g++ 9 and cmake 3.18 there; both probe clients conform; misuse, threads, sigmask, cancel, main_exit, coroutine, plugin and bad_memory pass there; its ledger audits clean there"
