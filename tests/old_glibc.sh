@@ -55,10 +55,17 @@ command -v debootstrap >/dev/null || skip "debootstrap is not installed (Debian:
 # counts as built once debootstrap's log says it finished, and one that
 # did not is unmounted before it is removed (and rm never crosses into a
 # mount: --one-file-system).
-remove_rootfs() {
+# unmount_rootfs unmounts whatever is mounted in the chroot, deepest
+# first: what a cut-short debootstrap left, or the /proc this script mounts
+# (below), which a run killed by SIGKILL (CTest's, at its timeout) leaves
+# mounted, as no trap runs.
+unmount_rootfs() {
   local m
   awk -v d="$(realpath -m "$rootfs")" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
     while read -r m; do umount -l "$m" || true; done
+}
+remove_rootfs() {
+  unmount_rootfs
   rm -rf --one-file-system "$rootfs"
 }
 if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null ||
@@ -82,6 +89,8 @@ if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null
     exit 1
   fi
 fi
+# A chroot kept from an earlier run: nothing of that run left mounted in it.
+unmount_rootfs
 echo "== $(chroot "$rootfs" ldd --version | head -n 1)"
 
 # The install, and this project's examples and tests built against it
@@ -114,7 +123,9 @@ if ! out=$(chroot "$rootfs" /opt/out/bin/plugrl_probe_client_c --help 2>&1); the
 fi
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# On the way out (SIGKILL runs no trap: the next run unmounts what that
+# left, above): the chroot's /proc, mounted below, unmounted, $tmp removed.
+trap 'unmount_rootfs; rm -rf "$tmp"' EXIT
 failed=()
 for client in plugrl_probe_client_c plugrl_probe_client; do
   # conformance.sh runs the client by its path, with its arguments after.
@@ -128,10 +139,9 @@ done
 # 2.34 were libpthread's separate code: run in the chroot as CTest runs
 # them here (tests/run_with_server.sh: a server out of the chroot, its URL
 # last), with the chroot's /proc mounted for the library's reads of it.
-if [[ ! -d $rootfs/proc/self ]] && mount -t proc proc "$rootfs/proc" 2>/dev/null; then
-  trap 'umount "$rootfs/proc" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+if ! mount -t proc proc "$rootfs/proc" 2>/dev/null; then
+  echo "note: /proc could not be mounted in the chroot; the tests run without it"
 fi
-[[ -d $rootfs/proc/self ]] || echo "note: /proc could not be mounted in the chroot; the tests run without it"
 plugrl=$root/build/bin/plugrl
 hostile=$root/build/bin/plugrl-hostile
 run_in_chroot() { # NAME SERVER [flags...] -- PROGRAM [ARGS...]: PROGRAM under /opt/out
