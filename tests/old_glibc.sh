@@ -129,7 +129,9 @@ trap 'unmount_rootfs; rm -rf "$tmp"' EXIT
 failed=()
 for client in plugrl_probe_client_c plugrl_probe_client; do
   # conformance.sh runs the client by its path, with its arguments after.
-  printf '#!/bin/sh\nexec chroot %q /opt/out/bin/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
+  # The wrappers are bash's: %q may quote in bash's own way ($'\303\251'
+  # for a byte outside the locale, in a C locale), which sh (dash) does not.
+  printf '#!/usr/bin/env bash\nexec chroot %q /opt/out/bin/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
   chmod +x "$tmp/$client"
   echo "== conformance: $client in the $suite chroot"
   "$root/tests/conformance.sh" "$checker" "$tmp/$client" || failed+=("$client")
@@ -154,7 +156,7 @@ run_in_chroot() { # NAME SERVER [flags...] -- PROGRAM [ARGS...]: PROGRAM under /
   shift
   program=$1
   shift
-  printf '#!/bin/sh\nexec chroot %q %q "$@"\n' "$rootfs" "/opt/out/$program" >"$tmp/$name"
+  printf '#!/usr/bin/env bash\nexec chroot %q %q "$@"\n' "$rootfs" "/opt/out/$program" >"$tmp/$name"
   chmod +x "$tmp/$name"
   echo "== $name in the $suite chroot"
   "$root/tests/run_with_server.sh" "${args[@]}" -- "$tmp/$name" "$@" || failed+=("$name")
@@ -175,7 +177,7 @@ echo "== a step ledger recorded in the $suite chroot, audited there by plugrl"
 mkdir -p "$rootfs/opt/cli"
 install -m 0755 "$plugrl" "$rootfs/opt/cli/plugrl"
 rm -f "$rootfs/opt/probe.ledger"
-printf '#!/bin/sh\nexec chroot %q env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plugrl_probe_client_c --envs 3 --url "$@"\n' \
+printf '#!/usr/bin/env bash\nexec chroot %q env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plugrl_probe_client_c --envs 3 --url "$@"\n' \
   "$rootfs" >"$tmp/ledger_probe"
 chmod +x "$tmp/ledger_probe"
 if ! "$root/tests/run_with_server.sh" "$plugrl" --policy probe --horizon 4 --action-dim 7 \
