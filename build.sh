@@ -315,8 +315,8 @@ build_cmds() {
   # Without cgo (none of them calls C): static programs, which run on any
   # Linux of their processor whatever its C library, so that `plugrl
   # ledger` can be copied to a robot on JetPack 5 or Ubuntu 20.04 and read
-  # its ledgers there. With cgo, Go's net and os/user made them ask for
-  # glibc 2.34.
+  # its ledgers there. With cgo, which Go's net took for its resolver, the
+  # runtime's cgo calls (pthread_create and others) asked for glibc 2.34.
   local c
   for c in plugrl plugrl-hostile plugrl-probe plugrl-bench-server; do
     CGO_ENABLED=0 go build -p "$jobs" -o "$build/bin/$c" "./cmd/$c"
