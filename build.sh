@@ -312,15 +312,20 @@ build_cmds() {
   local b=${build#"$root"/}/bin
   say "$b/plugrl, $b/plugrl-probe, $b/plugrl-hostile, $b/plugrl-bench-server"
   mkdir -p "$build/bin"
-  # Without cgo (none of them calls C): static programs, which run on any
-  # Linux of their processor whatever its C library, so that `plugrl
-  # ledger` can be copied to a robot on JetPack 5 or Ubuntu 20.04 and read
-  # its ledgers there. With cgo, which Go's net took for its resolver, the
-  # runtime's cgo calls (pthread_create and others) asked for glibc 2.34.
+  # The servers and the ledger tools without cgo (none of them calls C):
+  # static programs, which run on any Linux of their processor whatever its
+  # C library, so that `plugrl ledger` can be copied to a robot on JetPack
+  # 5 or Ubuntu 20.04 and read its ledgers there. With cgo, which Go's net
+  # took for its resolver, the runtime's cgo calls (pthread_create and
+  # others) asked for glibc 2.34. plugrl-probe, a client, keeps cgo: it
+  # resolves a server's name as libplugrl does, through glibc's
+  # getaddrinfo and nsswitch.conf (trainer.local over mDNS), which Go's own
+  # resolver cannot.
   local c
-  for c in plugrl plugrl-hostile plugrl-probe plugrl-bench-server; do
+  for c in plugrl plugrl-hostile plugrl-bench-server; do
     CGO_ENABLED=0 go build -p "$jobs" -o "$build/bin/$c" "./cmd/$c"
   done
+  go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
 }
 
 build_examples() {
