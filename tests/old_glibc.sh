@@ -49,12 +49,6 @@ skip() {
 command -v debootstrap >/dev/null || skip "debootstrap is not installed (Debian: debootstrap)"
 [[ -x $checker ]] || { echo "FAIL: $checker is not an executable" >&2; exit 1; }
 
-# A debootstrap cut short (CTest's timeout kills it; ^C; the machine went
-# down) leaves packages unpacked but not configured, /usr/bin/cmake among
-# them, and can leave the target's /proc and /sys mounted. So the chroot
-# counts as built once debootstrap's log says it finished, and one that
-# did not is unmounted before it is removed (and rm never crosses into a
-# mount: --one-file-system).
 # unmount_rootfs unmounts whatever is mounted in the chroot, deepest
 # first: what a cut-short debootstrap left, or the /proc this script mounts
 # (below), which a run killed by SIGKILL (CTest's, at its timeout) leaves
@@ -68,6 +62,12 @@ remove_rootfs() {
   unmount_rootfs
   rm -rf --one-file-system "$rootfs"
 }
+# A debootstrap cut short (CTest's timeout kills it; ^C; the machine went
+# down) leaves packages unpacked but not configured, /usr/bin/cmake among
+# them, and can leave the target's /proc and /sys mounted. So the chroot
+# counts as built once debootstrap's log says it finished, and one that
+# did not is unmounted before it is removed (and rm never crosses into a
+# mount: --one-file-system).
 if ! grep -qx 'I: Base system installed successfully.' "$rootfs.log" 2>/dev/null ||
   [[ ! -x $rootfs/usr/bin/cmake || ! -x $rootfs/usr/bin/g++-9 ]]; then
   echo "== debootstrap $suite into $rootfs${mirror:+ from $mirror}"
@@ -126,13 +126,24 @@ tmp=$(mktemp -d)
 # On the way out (SIGKILL runs no trap: the next run unmounts what that
 # left, above): the chroot's /proc, mounted below, unmounted, $tmp removed.
 trap 'unmount_rootfs; rm -rf "$tmp"' EXIT
+# chroot_wrapper NAME WORD...: $tmp/NAME, a program that runs WORD... and
+# its own arguments in the chroot. In bash: %q may quote in bash's own way
+# ($'\303\251' for a byte outside the locale, in a C locale), which sh
+# (dash) does not read.
+chroot_wrapper() {
+  local name=$1
+  shift
+  {
+    printf '#!/usr/bin/env bash\nexec chroot %q' "$rootfs"
+    printf ' %q' "$@"
+    printf ' "$@"\n'
+  } >"$tmp/$name"
+  chmod +x "$tmp/$name"
+}
 failed=()
 for client in plugrl_probe_client_c plugrl_probe_client; do
   # conformance.sh runs the client by its path, with its arguments after.
-  # The wrappers are bash's: %q may quote in bash's own way ($'\303\251'
-  # for a byte outside the locale, in a C locale), which sh (dash) does not.
-  printf '#!/usr/bin/env bash\nexec chroot %q /opt/out/bin/%s "$@"\n' "$rootfs" "$client" >"$tmp/$client"
-  chmod +x "$tmp/$client"
+  chroot_wrapper "$client" "/opt/out/bin/$client"
   echo "== conformance: $client in the $suite chroot"
   "$root/tests/conformance.sh" "$checker" "$tmp/$client" || failed+=("$client")
 done
@@ -156,8 +167,7 @@ run_in_chroot() { # NAME SERVER [flags...] -- PROGRAM [ARGS...]: PROGRAM under /
   shift
   program=$1
   shift
-  printf '#!/usr/bin/env bash\nexec chroot %q %q "$@"\n' "$rootfs" "/opt/out/$program" >"$tmp/$name"
-  chmod +x "$tmp/$name"
+  chroot_wrapper "$name" "/opt/out/$program"
   echo "== $name in the $suite chroot"
   "$root/tests/run_with_server.sh" "${args[@]}" -- "$tmp/$name" "$@" || failed+=("$name")
 }
@@ -177,9 +187,7 @@ echo "== a step ledger recorded in the $suite chroot, audited there by plugrl"
 mkdir -p "$rootfs/opt/cli"
 install -m 0755 "$plugrl" "$rootfs/opt/cli/plugrl"
 rm -f "$rootfs/opt/probe.ledger"
-printf '#!/usr/bin/env bash\nexec chroot %q env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plugrl_probe_client_c --envs 3 --url "$@"\n' \
-  "$rootfs" >"$tmp/ledger_probe"
-chmod +x "$tmp/ledger_probe"
+chroot_wrapper ledger_probe env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plugrl_probe_client_c --envs 3 --url
 # The client closes its ledger (plugrl_close): a truncated one, which the
 # audit reads up to its last whole block and passes, saying so on stderr
 # (its one line there when it passes), fails here.
