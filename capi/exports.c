@@ -41,11 +41,36 @@ static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
 ** then waited for ever), the collection's gate counted in, and its
 ** goroutine stuck. So each call turns cancellation off while it runs, and
 ** the outermost one (a callback may call in again) puts it back: a cancel
-** that came meanwhile acts at the thread's first cancellation point after
-** the call returns. Two pthread_setcancelstate calls per call, each a few
-** nanoseconds. */
+** that came meanwhile acts as the call returns (an asynchronous thread) or
+** at the thread's first cancellation point after it. Three calls to
+** glibc per call (restore_cancellation), each a few nanoseconds. */
 static __thread int call_depth;
 static __thread int cancel_state;
+
+/* restore_cancellation, at the end of the outermost call, puts back the
+** cancellation state that enter found. A cancel that came during the call
+** acts here when that state is enabled: at once when the thread's type is
+** asynchronous, otherwise at its next cancellation point. glibc (2.31 and
+** 2.36 alike) acts on the asynchronous case inside
+** pthread_setcancelstate without setting the thread's exit value, so
+** pthread_join gave NULL, or PTHREAD_CANCELED only when a cancelled
+** thread's descriptor happened to be reused (tests/c/cancel.c failed so,
+** rarely). So the type goes deferred first, when a state change never
+** acts; pthread_testcancel then acts as a cancellation point does, with
+** PTHREAD_CANCELED; and the asynchronous type comes back after it. One
+** pthread_setcanceltype more per call for a deferred thread, the usual
+** kind. */
+static void restore_cancellation(void) {
+  int type;
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+  pthread_setcancelstate(cancel_state, NULL);
+  if (type == PTHREAD_CANCEL_ASYNCHRONOUS) {
+    if (cancel_state == PTHREAD_CANCEL_ENABLE) {
+      pthread_testcancel();
+    }
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+  }
+}
 
 /* enter starts a call into Go: it turns cancellation off, waits while the
 ** library collects (plugrl__gate_enter, helpers.c), lets a real-time
@@ -75,7 +100,7 @@ static void enter(void) {
 static void leave(void) {
   plugrl__gate_leave();
   if (--call_depth == 0) {
-    pthread_setcancelstate(cancel_state, NULL);
+    restore_cancellation();
   }
 }
 

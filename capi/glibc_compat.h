@@ -53,6 +53,7 @@ PLUGRL_GLIBC_BIND(pthread_setaffinity_np, "pthread_setaffinity_np@GLIBC_2.3.4");
 PLUGRL_GLIBC_BIND(pthread_setname_np, "pthread_setname_np@GLIBC_2.12");
 PLUGRL_GLIBC_BIND(pthread_setspecific, "pthread_setspecific@GLIBC_2.2.5");
 PLUGRL_GLIBC_BIND(pthread_sigmask, "pthread_sigmask@GLIBC_2.2.5");
+PLUGRL_GLIBC_BIND(pthread_testcancel, "pthread_testcancel@GLIBC_2.2.5");
 #elif defined(__aarch64__)
 PLUGRL_GLIBC_BIND(dlsym, "dlsym@GLIBC_2.17");
 PLUGRL_GLIBC_BIND(res_search, "__res_search@GLIBC_2.17");
@@ -69,6 +70,7 @@ PLUGRL_GLIBC_BIND(pthread_setaffinity_np, "pthread_setaffinity_np@GLIBC_2.17");
 PLUGRL_GLIBC_BIND(pthread_setname_np, "pthread_setname_np@GLIBC_2.17");
 PLUGRL_GLIBC_BIND(pthread_setspecific, "pthread_setspecific@GLIBC_2.17");
 PLUGRL_GLIBC_BIND(pthread_sigmask, "pthread_sigmask@GLIBC_2.17");
+PLUGRL_GLIBC_BIND(pthread_testcancel, "pthread_testcancel@GLIBC_2.17");
 #endif
 
 #undef PLUGRL_GLIBC_BIND

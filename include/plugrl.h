@@ -88,7 +88,8 @@
 **             back as it returns. A pthread_cancel that comes meanwhile
 **             acts at the thread's first cancellation point after the call
 **             (an asynchronous one, as the call returns, before the caller
-**             sees its status). To end a call that waits, interrupt it
+**             sees its status); pthread_join then gives PTHREAD_CANCELED,
+**             as for any cancel. To end a call that waits, interrupt it
 **             (plugrl_interrupt) or close its handle from another thread.
 **
 ** PROCESS FACTS (the library contains the Go runtime):

@@ -24,7 +24,11 @@
 **     sees the status), and the thread is cancelled after it; another
 **     thread closes the client. Before, the asynchronous cancel unwound
 **     the thread out of the middle of the call, and the close waited for
-**     ever.
+**     ever. And pthread_join gives PTHREAD_CANCELED for it: the workers
+**     run on stacks of their own, fresh, where before glibc's cache
+**     handed them a cancelled thread's descriptor, whose exit value hid
+**     that the library's way of acting on the cancel left it unset
+**     (exports.c, restore_cancellation).
 **
 ** Exit status 0 when every check passed, 1 otherwise; a hang is ended by
 ** alarm().
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -116,6 +121,32 @@ static void *infer_worker(void *arg) {
   return NULL;
 }
 
+/* start_on_fresh_stack starts fn(arg) on a stack mapped for it alone,
+** zeroed, which *stack receives (unmapped with munmap(*stack,
+** FRESH_STACK_SIZE) after the join). glibc keeps a thread's descriptor at
+** its stack's top and reuses a cached stack's with the exit value the last
+** thread left there: a PTHREAD_CANCELED from an earlier case would pass a
+** check of the value by chance. */
+#define FRESH_STACK_SIZE (8u << 20)
+static pthread_t start_on_fresh_stack(void *(*fn)(void *), void *arg, void **stack) {
+  *stack = mmap(NULL, FRESH_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (*stack == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, *stack, FRESH_STACK_SIZE);
+  pthread_t t;
+  int err = pthread_create(&t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    fprintf(stderr, "pthread_create: %s\n", strerror(err));
+    exit(1);
+  }
+  return t;
+}
+
 static void reset(void) {
   STORE(opened, NULL);
   STORE(callback_slept, 0);
@@ -124,14 +155,14 @@ static void reset(void) {
 
 static void test_cancel_in_callback(void) {
   reset();
-  pthread_t t;
-  if (pthread_create(&t, NULL, open_worker, NULL) != 0) {
-    perror("pthread_create");
-    exit(1);
-  }
+  void *stack;
+  pthread_t t = start_on_fresh_stack(open_worker, NULL, &stack);
   void *ret = NULL;
-  pthread_join(t, &ret);
-  CHECK(ret == PTHREAD_CANCELED, "the worker cancelled in a callback was not cancelled");
+  int joined = pthread_join(t, &ret);
+  munmap(stack, FRESH_STACK_SIZE);
+  CHECK(joined == 0 && ret == PTHREAD_CANCELED,
+        "the worker cancelled in a callback was not cancelled: pthread_join returned %d (%s), the thread's value %p",
+        joined, strerror(joined), ret);
   CHECK(LOAD(callback_slept), "the cancel acted inside the callback, while the library ran");
   int st = LOAD(call_returned) - 1;
   CHECK(st == PLUGRL_OK, "open: %s, want PLUGRL_OK", st < 0 ? "never returned" : plugrl_status_str(st));
@@ -143,11 +174,8 @@ static void test_cancel_in_callback(void) {
 
 static void test_cancel_in_infer(int async) {
   reset();
-  pthread_t t;
-  if (pthread_create(&t, NULL, infer_worker, &async) != 0) {
-    perror("pthread_create");
-    exit(1);
-  }
+  void *stack;
+  pthread_t t = start_on_fresh_stack(infer_worker, &async, &stack);
   while (LOAD(opened) == NULL && LOAD(call_returned) == 0) {
     usleep(1000);
   }
@@ -159,9 +187,12 @@ static void test_cancel_in_infer(int async) {
   plugrl_client *c = LOAD(opened);
   plugrl_interrupt(c);
   void *ret = NULL;
-  pthread_join(t, &ret);
+  int joined = pthread_join(t, &ret);
+  munmap(stack, FRESH_STACK_SIZE);
   const char *how = async ? "asynchronous" : "deferred";
-  CHECK(ret == PTHREAD_CANCELED, "%s: the worker was not cancelled", how);
+  CHECK(joined == 0 && ret == PTHREAD_CANCELED,
+        "%s: the worker was not cancelled: pthread_join returned %d (%s), the thread's value %p (the infer's status + 1: %d)",
+        how, joined, strerror(joined), ret, LOAD(call_returned));
   /* An asynchronous cancel acts as the call turns cancellation back on,
   ** on its way out: the status never reaches the caller. */
   int st = LOAD(call_returned) - 1;
