@@ -127,14 +127,19 @@ tmp=$(mktemp -d)
 # left, above): the chroot's /proc, mounted below, unmounted, $tmp removed.
 trap 'unmount_rootfs; rm -rf "$tmp"' EXIT
 # chroot_wrapper NAME WORD...: $tmp/NAME, a program that runs WORD... and
-# its own arguments in the chroot. In bash: %q may quote in bash's own way
-# ($'\303\251' for a byte outside the locale, in a C locale), which sh
-# (dash) does not read.
+# its own arguments in the chroot, for at most $chroot_limit seconds (the
+# tests it runs take 0.1-5 s; a hang is killed and named, where it used to
+# take old_glibc's whole CTest timeout and say only which test began last).
+# In bash: %q may quote in bash's own way ($'\303\251' for a byte outside
+# the locale, in a C locale), which sh (dash) does not read.
+chroot_limit=120
 chroot_wrapper() {
   local name=$1
   shift
   {
-    printf '#!/usr/bin/env bash\nexec chroot %q' "$rootfs"
+    # timeout passes a TERM or INT it gets on to the program, as the
+    # exec of the program itself did.
+    printf '#!/usr/bin/env bash\nexec timeout --kill-after=5 %d chroot %q' "$chroot_limit" "$rootfs"
     printf ' %q' "$@"
     printf ' "$@"\n'
   } >"$tmp/$name"
@@ -168,7 +173,14 @@ run_in_chroot() { # NAME SERVER [flags...] -- PROGRAM [ARGS...]: PROGRAM under /
   shift
   chroot_wrapper "$name" "/opt/out/$program"
   echo "== $name in the $suite chroot"
-  "$root/tests/run_with_server.sh" "${args[@]}" -- "$tmp/$name" "$@" || failed+=("$name")
+  local rc=0
+  "$root/tests/run_with_server.sh" "${args[@]}" -- "$tmp/$name" "$@" || rc=$?
+  if ((rc != 0)); then
+    failed+=("$name")
+    if ((rc == 124 || rc == 137)); then # timeout's: the limit passed, TERM then KILL
+      echo "FAIL: $name ran over ${chroot_limit} s in the chroot and was killed" >&2
+    fi
+  fi
 }
 run_in_chroot misuse "$plugrl" --action-dim 2 --features reuse-feedback-obs -- bin/misuse
 run_in_chroot threads "$plugrl" --action-dim 3 --horizon 4 --features reuse-feedback-obs --policy probe -- bin/threads
@@ -192,7 +204,7 @@ chroot_wrapper ledger_probe env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plu
 # (its one line there when it passes), fails here.
 if ! "$root/tests/run_with_server.sh" "$plugrl" --policy probe --horizon 4 --action-dim 7 \
   --features reuse-feedback-obs --stop-after 200 -- "$tmp/ledger_probe" >/dev/null ||
-  ! chroot "$rootfs" /opt/cli/plugrl ledger audit /opt/probe.ledger 2>"$tmp/audit.err" ||
+  ! timeout --kill-after=5 "$chroot_limit" chroot "$rootfs" /opt/cli/plugrl ledger audit /opt/probe.ledger 2>"$tmp/audit.err" ||
   [[ -s $tmp/audit.err ]]; then
   [[ ! -s $tmp/audit.err ]] || cat "$tmp/audit.err" >&2
   failed+=(ledger)
