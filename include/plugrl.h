@@ -82,10 +82,10 @@
 **             running call (each says what it gives meanwhile). Different
 **             handles may be used from different threads at the same time.
 **   Cancel.   No call is a cancellation point, and none can be cancelled
-**             asynchronously: each turns the thread's cancellation off
-**             while it runs (also while it runs a log or episode callback,
-**             whose own cancellation points then do not act) and puts it
-**             back as it returns. A pthread_cancel that comes meanwhile
+**             asynchronously: each turns the thread's cancellation off,
+**             and its type deferred, while it runs (also while it runs a
+**             log or episode callback, whose own cancellation points then
+**             do not act) and puts both back as it returns. A pthread_cancel that comes meanwhile
 **             acts at the thread's first cancellation point after the call
 **             (an asynchronous one, as the call returns, before the caller
 **             sees its status); pthread_join then gives PTHREAD_CANCELED,
