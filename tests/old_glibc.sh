@@ -137,9 +137,14 @@ chroot_wrapper() {
   local name=$1
   shift
   {
-    # timeout passes a TERM or INT it gets on to the program, as the
-    # exec of the program itself did.
-    printf '#!/usr/bin/env bash\nexec timeout --kill-after=5 %d chroot %q' "$chroot_limit" "$rootfs"
+    # --foreground: the program stays in the caller's process group, so a
+    # terminal's ^C still reaches it, as when the wrapper exec'd the
+    # program itself (without it timeout makes a group of its own, which
+    # ^C never reaches: the test ran on for its 120 s, and the next began).
+    # A TERM or INT sent to timeout itself it passes on to the program;
+    # the program is timeout's child (chroot execs it), the one
+    # --foreground times out.
+    printf '#!/usr/bin/env bash\nexec timeout --foreground --kill-after=5 %d chroot %q' "$chroot_limit" "$rootfs"
     printf ' %q' "$@"
     printf ' "$@"\n'
   } >"$tmp/$name"
@@ -177,7 +182,7 @@ run_in_chroot() { # NAME SERVER [flags...] -- PROGRAM [ARGS...]: PROGRAM under /
   "$root/tests/run_with_server.sh" "${args[@]}" -- "$tmp/$name" "$@" || rc=$?
   if ((rc != 0)); then
     failed+=("$name")
-    if ((rc == 124 || rc == 137)); then # timeout's: the limit passed, TERM then KILL
+    if ((rc == 124 || rc == 137)); then # timeout's: the limit passed, TERM then KILL (137: also any SIGKILL)
       echo "FAIL: $name ran over ${chroot_limit} s in the chroot and was killed" >&2
     fi
   fi
@@ -204,7 +209,7 @@ chroot_wrapper ledger_probe env PLUGRL_LEDGER=/opt/probe.ledger /opt/out/bin/plu
 # (its one line there when it passes), fails here.
 if ! "$root/tests/run_with_server.sh" "$plugrl" --policy probe --horizon 4 --action-dim 7 \
   --features reuse-feedback-obs --stop-after 200 -- "$tmp/ledger_probe" >/dev/null ||
-  ! timeout --kill-after=5 "$chroot_limit" chroot "$rootfs" /opt/cli/plugrl ledger audit /opt/probe.ledger 2>"$tmp/audit.err" ||
+  ! timeout --foreground --kill-after=5 "$chroot_limit" chroot "$rootfs" /opt/cli/plugrl ledger audit /opt/probe.ledger 2>"$tmp/audit.err" ||
   [[ -s $tmp/audit.err ]]; then
   [[ ! -s $tmp/audit.err ]] || cat "$tmp/audit.err" >&2
   failed+=(ledger)
