@@ -793,6 +793,14 @@ static void exit_bracket(void *state) {
     return;
   }
   if (state == (void *)1) {
+    /* Cancellation off for the rest of the exit, deferred first (see
+    ** exports.c, enter_cancellation): a thread that returned from its
+    ** start function asynchronously cancellable, and was cancelled now,
+    ** was unwound out of this destructor, between the gate's enter and
+    ** leave, or out of the runtime's unbinding, which spun for ever. A
+    ** cancel of a thread that has returned has nothing left to stop. */
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     /* The second round is asked for before the gate is entered: a gate
     ** entered with no round to leave it would hold every later collection
     ** off for good. Without that round (a key beyond glibc's first 32 may
