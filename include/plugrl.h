@@ -85,11 +85,12 @@
 **             asynchronously: each turns the thread's cancellation off,
 **             and its type deferred, while it runs (also while it runs a
 **             log or episode callback, whose own cancellation points then
-**             do not act) and puts both back as it returns. A pthread_cancel that comes meanwhile
-**             acts at the thread's first cancellation point after the call
-**             (an asynchronous one, as the call returns, before the caller
-**             sees its status); pthread_join then gives PTHREAD_CANCELED,
-**             as for any cancel. To end a call that waits, interrupt it
+**             do not act) and puts both back as it returns. A
+**             pthread_cancel that comes meanwhile acts at the thread's
+**             first cancellation point after the call (an asynchronous
+**             one, as the call returns, before the caller sees its
+**             status); pthread_join then gives PTHREAD_CANCELED, as for
+**             any cancel. To end a call that waits, interrupt it
 **             (plugrl_interrupt) or close its handle from another thread.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
