@@ -186,6 +186,13 @@
 **     500 steps with such handlers installed reached none), but a fault
 **     in its own code, a bug it would report as PLUGRL_INTERNAL, then
 **     reaches that handler instead.
+**   - Signal handlers must return. A handler that leaves with siglongjmp
+**     (a watchdog's timeout, say) on a thread that is inside a call
+**     abandons the library's frames there, as an asynchronous cancel
+**     once did (Cancel, above): the call never finishes, its handle stays
+**     busy, and plugrl_close of it waits for ever. Bound a call with its
+**     own timeouts or end it with plugrl_interrupt (async-signal-safe)
+**     instead, or block that signal on the thread around its calls.
 **   - Signals blocked in every thread stay blocked: a host that takes
 **     SIGINT, SIGTERM and the like in a thread of its own (sigwait, a
 **     signalfd) gets them there: the runtime's threads block every
