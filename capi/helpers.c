@@ -21,10 +21,27 @@
 plugrl_client *plugrl__client_token(uintptr_t id) { return (plugrl_client *)id; }
 plugrl_runner *plugrl__runner_token(uintptr_t id) { return (plugrl_runner *)id; }
 
-void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message) { fn(user, level, message); }
+/* A callback runs inside a call, with the thread's cancellation off and
+** its type deferred (exports.c, enter_cancellation), and the rest of the
+** call must run so too. One that turned cancellation back on and left it
+** on (itself, or a library it calls) left the rest of the call
+** cancellable: asynchronously, anywhere in Go; deferred, at any
+** cancellation point in C that the rest of the call reaches. So both are
+** put back as it returns, the type first (see enter_cancellation). Inside
+** a call both are known, and unchanged they are only read. */
+static void callback_returned(void) {
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+}
+
+void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message) {
+  fn(user, level, message);
+  callback_returned();
+}
 
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success) {
   fn(user, env, ret, length, success);
+  callback_returned();
 }
 
 uint64_t plugrl__thread_self(void) { return (uint64_t)(uintptr_t)pthread_self(); }

@@ -89,8 +89,9 @@
 **             pthread_cancel that comes meanwhile acts at the thread's
 **             first cancellation point after the call (an asynchronous
 **             one, as the call returns, before the caller sees its
-**             status); pthread_join then gives PTHREAD_CANCELED, as for
-**             any cancel. To end a call that waits, interrupt it
+**             status; or, sent just before, as it begins, before it has
+**             done anything); pthread_join then gives PTHREAD_CANCELED,
+**             as for any cancel. To end a call that waits, interrupt it
 **             (plugrl_interrupt) or close its handle from another thread.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
@@ -462,7 +463,10 @@ typedef struct plugrl_observation {
 ** is inside of (plugrl_interrupt excepted). It must return: leaving it
 ** with longjmp, a C++ exception or pthread_exit would unwind through the
 ** library's frames and leave the call, and its handle, unfinished. It
-** runs with the thread's cancellation off (Cancel, above).
+** runs with the thread's cancellation off (Cancel, above), and must not
+** turn it on where a cancel may then act (an asynchronous type, a
+** cancellation point): that too would unwind through the library's
+** frames. A change it leaves is undone as it returns.
 */
 typedef void (*plugrl_log_fn)(void *user, int level, const char *message);
 
@@ -1316,7 +1320,8 @@ plugrl_status plugrl_runner_stats(plugrl_runner *runner, plugrl_statistics *out)
 ** the runner or its client returns PLUGRL_BUSY there (plugrl_runner_free
 ** and plugrl_close included, which would otherwise wait for the report
 ** they are inside of; plugrl_interrupt and plugrl_runner_interrupt
-** excepted). It must return, as a log callback must (plugrl_log_fn).
+** excepted). It must return, and not turn cancellation on where a cancel
+** may act, as a log callback must (plugrl_log_fn).
 */
 typedef void (*plugrl_episode_fn)(void *user, int64_t env, double episode_return, int64_t length, int success);
 

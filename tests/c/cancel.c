@@ -36,7 +36,11 @@
 **     could act inside it (glibc before 2.41 acts on the SIGCANCEL of an
 **     asynchronous cancel that arrives after cancellation was turned off):
 **     the thread was unwound out of Go, and its exit spun for ever in the
-**     runtime's dropm (exports.c, enter_cancellation).
+**     runtime's dropm (exports.c, enter_cancellation);
+**   - a log callback that turns cancellation back on, asynchronous, and
+**     leaves it so: the next callback of the same call (an open that
+**     waits for an address that refuses it) finds it off and deferred
+**     again. Before, the rest of the call ran cancellable, in Go.
 **
 ** Exit status 0 when every check passed, 1 otherwise; a hang is ended by
 ** alarm().
@@ -49,7 +53,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,6 +272,61 @@ static void test_cancel_between_calls(void) {
         wrong, BETWEEN_TRIALS, first_wrong, first_value);
 }
 
+/* What the log callbacks of test_callback_leaves_cancellation saw. */
+static int log_calls;
+static int seen_state = -1, seen_type = -1; /* at the second callback */
+
+static void enable_in_callback(void *user, int level, const char *message) {
+  (void)user;
+  (void)level;
+  (void)message;
+  int n = __atomic_add_fetch(&log_calls, 1, __ATOMIC_SEQ_CST);
+  if (n == 1) {
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+  } else if (n == 2) {
+    int state, type;
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+    STORE(seen_state, state);
+    STORE(seen_type, type);
+  }
+}
+
+static void test_callback_leaves_cancellation(void) {
+  /* An address that refuses connections: a socket bound, never listening. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    perror("cancel: a refusing address");
+    exit(1);
+  }
+  char refused[64];
+  snprintf(refused, sizeof refused, "ws://127.0.0.1:%d", ntohs(sa.sin_port));
+  plugrl_options o;
+  plugrl_options_init(&o);
+  o.url = refused;
+  o.log = enable_in_callback;
+  o.open_wait_ms = 300;        /* attempts, each failure logged, */
+  o.reconnect_backoff_ms = 10; /* 10 ms apart and more */
+  o.max_backoff_ms = 20;
+  plugrl_client *c = NULL;
+  plugrl_status s = plugrl_open(&o, &c);
+  close(fd);
+  CHECK(s != PLUGRL_OK, "open of a refusing address: PLUGRL_OK");
+  plugrl_close(c);
+  CHECK(LOAD(log_calls) >= 2, "open of a refusing address: %d log callbacks, want 2 or more (%s)", LOAD(log_calls),
+        plugrl_status_str(s));
+  CHECK(LOAD(seen_state) == PTHREAD_CANCEL_DISABLE && LOAD(seen_type) == PTHREAD_CANCEL_DEFERRED,
+        "a callback's change of cancellation outlived it: the next callback found the state %s, the type %s",
+        LOAD(seen_state) == PTHREAD_CANCEL_DISABLE ? "disabled" : "enabled",
+        LOAD(seen_type) == PTHREAD_CANCEL_DEFERRED ? "deferred" : "asynchronous");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s URL\n", argv[0]);
@@ -281,13 +343,14 @@ int main(int argc, char **argv) {
   test_cancel_in_callback();
   test_cancel_in_infer(0);
   test_cancel_in_infer(1);
+  test_callback_leaves_cancellation();
   if (failures) {
     fprintf(stderr, "cancel: %d checks failed\n", failures);
     return 1;
   }
   printf("cancel: threads cancelled in a callback and in a waiting infer (deferred and asynchronous) were cancelled "
          "after their calls returned, and their clients closed; %d threads cancelled asynchronously while making calls "
-         "back to back exited with PTHREAD_CANCELED\n",
+         "back to back exited with PTHREAD_CANCELED; a callback's change of cancellation did not outlive it\n",
          BETWEEN_TRIALS);
   return 0;
 }
