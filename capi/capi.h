@@ -25,6 +25,10 @@ typedef const plugrl_episode plugrl_cepisode;
 
 plugrl_client *plugrl__client_token(uintptr_t id);
 plugrl_runner *plugrl__runner_token(uintptr_t id);
+/* Turns the calling thread's cancellation off, its type deferred first,
+** storing the type and state it had where the pointers are not NULL
+** (helpers.c says why in that order). */
+void plugrl__cancellation_off(int *type, int *state);
 void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message);
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success);
 /* The calling thread, as a number no other live thread has. */

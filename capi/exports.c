@@ -42,28 +42,13 @@ static pthread_mutex_t first_call_mu = PTHREAD_MUTEX_INITIALIZER;
 ** goroutine stuck. So each call turns cancellation off while it runs, and
 ** the outermost one (a callback may call in again) puts it back: a cancel
 ** that came meanwhile acts as the call returns (an asynchronous thread) or
-** at the thread's first cancellation point after it. Four calls to glibc
-** per call for a deferred thread (two each in enter_cancellation and
-** restore_cancellation; a type that does not change is only read), each a
-** few nanoseconds; six for an asynchronous one. */
+** at the thread's first cancellation point after it. Three calls to
+** glibc per call for a deferred thread (two in plugrl__cancellation_off,
+** one in restore_cancellation), each a thread-local atomic of a few
+** nanoseconds; five for an asynchronous one. */
 static __thread int call_depth;
 static __thread int cancel_state;
 static __thread int cancel_type;
-
-/* enter_cancellation, at the start of the outermost call, makes the
-** thread's cancellation type deferred, then turns its cancellation off,
-** keeping both for restore_cancellation. The type first: a pthread_cancel
-** that saw the thread enabled and asynchronous just before the call sends
-** SIGCANCEL, and glibc before 2.41 acts on that signal when it arrives if
-** the type is still asynchronous, whatever the state (its handler looks at
-** the type alone): with the state turned off first, a thread making calls
-** back to back was unwound from inside Go, and its exit then spun for ever
-** in the runtime's dropm. Deferred, the handler only marks the thread
-** cancelled, and the cancel acts as the call returns. */
-static void enter_cancellation(void) {
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &cancel_type);
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-}
 
 /* restore_cancellation, at the end of the outermost call, puts back the
 ** cancellation state and type that enter found. A cancel that came during
@@ -73,13 +58,12 @@ static void enter_cancellation(void) {
 ** pthread_setcancelstate without setting the thread's exit value, so
 ** pthread_join gave NULL, or PTHREAD_CANCELED only when a cancelled
 ** thread's descriptor happened to be reused (tests/c/cancel.c failed so,
-** rarely). So the state comes back while the type is deferred (also when
-** a callback left it asynchronous: a callback's change of the state or
-** type does not outlive the call), when a state change never acts;
-** pthread_testcancel then acts as a cancellation point does, with
-** PTHREAD_CANCELED; and the asynchronous type comes back after it. */
+** rarely). So the state comes back while the type is still deferred (as
+** enter left it, and each callback's return puts it back: helpers.c,
+** plugrl__call_log), when a state change never acts; pthread_testcancel
+** then acts as a cancellation point does, with PTHREAD_CANCELED; and the
+** asynchronous type comes back after it. */
 static void restore_cancellation(void) {
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL); /* a callback's */
   pthread_setcancelstate(cancel_state, NULL);
   if (cancel_type == PTHREAD_CANCEL_ASYNCHRONOUS) {
     if (cancel_state == PTHREAD_CANCEL_ENABLE) {
@@ -96,7 +80,10 @@ static void restore_cancellation(void) {
 ** thread on its first call. leave ends the call. */
 static void enter(void) {
   if (call_depth == 0) {
-    enter_cancellation();
+    /* Type deferred, then state off (helpers.c says why), both kept for
+    ** restore_cancellation. Counted after: a cancel that acts before
+    ** this leaves no count behind. */
+    plugrl__cancellation_off(&cancel_type, &cancel_state);
   }
   call_depth++;
   plugrl__gate_enter();

@@ -21,27 +21,35 @@
 plugrl_client *plugrl__client_token(uintptr_t id) { return (plugrl_client *)id; }
 plugrl_runner *plugrl__runner_token(uintptr_t id) { return (plugrl_runner *)id; }
 
-/* A callback runs inside a call, with the thread's cancellation off and
-** its type deferred (exports.c, enter_cancellation), and the rest of the
-** call must run so too. One that turned cancellation back on and left it
-** on (itself, or a library it calls) left the rest of the call
-** cancellable: asynchronously, anywhere in Go; deferred, at any
-** cancellation point in C that the rest of the call reaches. So both are
-** put back as it returns, the type first (see enter_cancellation). Inside
-** a call both are known, and unchanged they are only read. */
-static void callback_returned(void) {
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+/* The type first: a pthread_cancel that saw the thread enabled and
+** asynchronous sends it SIGCANCEL, and glibc before 2.41 acts on that
+** signal when it arrives if the type is still asynchronous, whatever the
+** state (its handler looks at the type alone). With the state turned off
+** first, a thread making calls back to back was unwound from inside Go,
+** and its exit then spun for ever in the runtime's dropm. Deferred, the
+** handler only marks the thread cancelled. Used as a call begins
+** (exports.c, enter), as a callback returns and as a thread
+** that called in exits (exit_bracket). */
+void plugrl__cancellation_off(int *type, int *state) {
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, type);
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, state);
 }
 
+/* A callback runs inside a call, with the thread's cancellation off and
+** its type deferred, and the rest of the call must run so too. One that
+** turned cancellation back on and left it on (itself, or a library it
+** calls) left the rest of the call cancellable: asynchronously, anywhere
+** in Go; deferred, at any cancellation point in C that the rest of the
+** call reaches. So both are put back as it returns. Inside a call both
+** are known, and unchanged they are only read. */
 void plugrl__call_log(plugrl_log_fn fn, void *user, int level, const char *message) {
   fn(user, level, message);
-  callback_returned();
+  plugrl__cancellation_off(NULL, NULL);
 }
 
 void plugrl__call_episode(plugrl_episode_fn fn, void *user, int64_t env, double ret, int64_t length, int success) {
   fn(user, env, ret, length, success);
-  callback_returned();
+  plugrl__cancellation_off(NULL, NULL);
 }
 
 uint64_t plugrl__thread_self(void) { return (uint64_t)(uintptr_t)pthread_self(); }
@@ -810,14 +818,13 @@ static void exit_bracket(void *state) {
     return;
   }
   if (state == (void *)1) {
-    /* Cancellation off for the rest of the exit, deferred first (see
-    ** exports.c, enter_cancellation): a thread that returned from its
-    ** start function asynchronously cancellable, and was cancelled now,
-    ** was unwound out of this destructor, between the gate's enter and
-    ** leave, or out of the runtime's unbinding, which spun for ever. A
-    ** cancel of a thread that has returned has nothing left to stop. */
-    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    /* Cancellation off for the rest of the exit: a thread that returned
+    ** from its start function asynchronously cancellable, and was
+    ** cancelled now, was unwound out of this destructor, between the
+    ** gate's enter and leave, or out of the runtime's unbinding, which
+    ** spun for ever. A cancel of a thread that has returned has nothing
+    ** left to stop. */
+    plugrl__cancellation_off(NULL, NULL);
     /* The second round is asked for before the gate is entered: a gate
     ** entered with no round to leave it would hold every later collection
     ** off for good. Without that round (a key beyond glibc's first 32 may

@@ -36,7 +36,7 @@
 **     could act inside it (glibc before 2.41 acts on the SIGCANCEL of an
 **     asynchronous cancel that arrives after cancellation was turned off):
 **     the thread was unwound out of Go, and its exit spun for ever in the
-**     runtime's dropm (exports.c, enter_cancellation);
+**     runtime's dropm (helpers.c, plugrl__cancellation_off);
 **   - a log callback that turns cancellation back on, asynchronous, and
 **     leaves it so: the next callback of the same call (an open that
 **     waits for an address that refuses it) finds it off and deferred
@@ -221,9 +221,9 @@ static void test_cancel_in_infer(int async) {
 }
 
 /* A worker that makes calls back to back, asynchronously cancellable
-** between them. Against the library before enter_cancellation, 11 of 12
+** between them. Against the library before plugrl__cancellation_off, 11 of 12
 ** runs of 1000 trials left a worker stuck (first at trial 0 to 466); one
-** found none. 1000 trials take about 0.4 s. */
+** found none. 1000 trials take about 1 s. */
 static void *calls_worker(void *arg) {
   (void)arg;
   plugrl_version_number(); /* the thread's first call binds it */
