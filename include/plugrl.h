@@ -1215,7 +1215,12 @@ typedef struct plugrl_runner plugrl_runner;
 ** Creates a runner of num_envs envs (1 to 2^20) over client, which it
 ** borrows: free the runner before closing the client. Calls on a runner
 ** whose client was closed return PLUGRL_CLOSED. The client must not be
-** used directly while the runner is in use. The runner's state takes 72
+** used directly while the runner is in use, nor by a second runner: one
+** runner at a time per client. A runner's first act gives up what an
+** earlier user left owed (see plugrl_runner_free), so an older runner
+** used after it finds its chunks gone with that connection: its act
+** returns PLUGRL_OUT_OF_ORDER, saying so, and its report sends nothing
+** for them (SPEC 7.6); free it. The runner's state takes 72
 ** bytes per env besides its chunks; PLUGRL_NO_MEMORY if malloc cannot
 ** give as much.
 */

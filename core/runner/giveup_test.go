@@ -65,3 +65,51 @@ func TestRunnerGiveUpOnEndedConnectionIsNoExtraRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerSupersededSendsNothing: a runner used again after a second
+// runner over its client gave up its chunks (the second's first act
+// reconnects) sends nothing for them, on a connection where the same
+// envs hold the second runner's chunks: its feedback used to answer the
+// second runner's infer. Its act is refused (KindOutOfOrder), a report
+// that ends its chunks sends nothing, and its Close, while its stale
+// chunks are left, does not give up the second runner's.
+func TestRunnerSupersededSendsNothing(t *testing.T) {
+	for _, mode := range []string{"act", "report", "close"} {
+		_, c := dialRef(t, refserver.Config{Horizon: 4, ActionDim: 1})
+		obs := stateObs(2)
+		out := &wire.Array{DType: wire.Float64, Data: make([]byte, 16)}
+		r1, err := runner.New(c, runner.Config{Envs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps(t, r1, obs, out, 3) // one step of its chunk left
+		if mode == "report" {
+			if err := r1.Act(obs, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r2, err := runner.New(c, runner.Config{Envs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps(t, r2, obs, out, 1)
+		switch mode {
+		case "act":
+			if err := r1.Act(obs, out); !errors.Is(err, client.ErrOutOfOrder) {
+				t.Fatalf("act of the superseded runner: %v, want KindOutOfOrder", err)
+			}
+		case "report": // its chunks end here: their feedback is not sent
+			if err := r1.Report(obs, []float64{1, 1}, []bool{false, false}, []bool{false, false}, nil); err != nil {
+				t.Fatalf("report of the superseded runner: %v", err)
+			}
+		}
+		if got := c.Stats().Feedbacks; got != 0 {
+			t.Fatalf("%s: %d feedbacks sent, want 0: the superseded runner's chunks went with their connection", mode, got)
+		}
+		r1.Close()
+		steps(t, r2, obs, out, 4) // past its chunk's end: a feedback, and an infer on the same connection
+		if s := c.Stats(); s.Feedbacks != 1 || c.Reconnects() != 1 {
+			t.Fatalf("%s: %d feedbacks and %d reconnects, want 1 and 1", mode, s.Feedbacks, c.Reconnects())
+		}
+	}
+}

@@ -96,6 +96,19 @@ type Runner struct {
 	acted   bool // Act was called and Report is owed
 	freed   bool // FreeChunks (or Close) ran: the runner is done
 	adopted bool // the client's feedback owed from before this runner was given up
+	// conn is the client's reconnect count (client.Reconnects) as of this
+	// runner's chunks: when they came, or when it last rode through a
+	// reconnect. A count that moved since means that the connection they
+	// came from was replaced outside this runner (another runner over the
+	// same client, whose first act gave them up, or the client used
+	// directly): their feedback was dropped with it (SPEC 7.6), and must
+	// never be sent on the connection that replaced it, where the same
+	// envs may hold the other user's chunks.
+	conn int
+	// replaced is set when a replaced connection was found (see conn),
+	// until the next chunks are stored: Act then names the cause of a
+	// refusal its infer meets.
+	replaced bool
 
 	// Scratch reused across calls so the loop allocates nothing.
 	idx      []int64
@@ -160,7 +173,7 @@ func New(c *client.Client, cfg Config) (*Runner, error) {
 	if alloc == nil {
 		alloc = conn.HeapAllocator{}
 	}
-	r := &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc}
+	r := &Runner{c: c, cfg: cfg, envs: make([]envState, cfg.Envs), alloc: alloc, conn: c.Reconnects()}
 	r.store = r.storeChunks
 	return r, nil
 }
@@ -178,9 +191,11 @@ const EnvStateBytes = int(unsafe.Sizeof(envState{}))
 // chunks' memory is freed. The client must not be in a call on another
 // goroutine; the runner must not be used afterwards.
 func (r *Runner) Close() {
-	if r.owes() {
+	if r.owes() && !r.connReplaced() {
 		// A closing client drops what was owed with its connection; a
-		// busy one is misuse, which the doc above rules out.
+		// busy one is misuse, which the doc above rules out. Chunks whose
+		// connection was replaced are owed no more, and what the client
+		// owes now is another user's, not this runner's to give up.
 		_ = r.c.GiveUpOwed()
 	}
 	r.FreeChunks()
@@ -212,6 +227,10 @@ func (r *Runner) usable() error {
 	}
 	return nil
 }
+
+// connReplaced reports whether the client reconnected outside this
+// runner since its chunks came (see conn).
+func (r *Runner) connReplaced() bool { return r.c.Reconnects() != r.conn }
 
 // owes reports whether the server still waits for feedback from this
 // runner: an Act without its Report, or a chunk not stepped through.
@@ -326,12 +345,23 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		}
 		r.adopted = true
 	}
+	if r.connReplaced() {
+		// The chunks' connection is gone, and their feedback with it:
+		// every env starts a fresh chunk, as after a reconnect of its own.
+		r.replaced = true
+		r.restart()
+	}
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, client.ErrReconnected) {
+			if r.replaced && errors.Is(err, client.ErrOutOfOrder) {
+				return &client.Error{Kind: client.KindOutOfOrder, Err: err, Msg: "the client's connection was replaced outside this runner " +
+					"(by another runner over the same client, or by the client used directly), and this runner's chunks went with it; " +
+					"its envs now hold the other user's chunks: use one runner at a time on a client, and free the old one first"}
+			}
 			return err
 		}
 		if errors.Is(err, client.ErrGivenUp) {
@@ -382,6 +412,7 @@ func (r *Runner) AbandonBecause(why error) {
 func (r *Runner) restart() {
 	r.restarts++
 	r.forgetChunks()
+	r.conn = r.c.Reconnects()
 }
 
 // forgetChunks drops every env's chunk, keeping its episode.
@@ -445,6 +476,7 @@ func (r *Runner) storeChunks(a *wire.Action) error {
 		r.stepShape = append(r.stepShape[:0], a.ActionShape()...)
 	}
 	r.horizon = h
+	r.conn, r.replaced = r.c.Reconnects(), false
 	size := h * stepBytes
 	for j, env := range r.req.EnvIndices {
 		e := &r.envs[env]
@@ -622,6 +654,15 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 		r.episodes.Add(uint64(ended))
 	}
 	if len(r.idx) == 0 {
+		return nil
+	}
+	if r.connReplaced() {
+		// Not sent: the chunks' connection was replaced outside this
+		// runner (see conn), which dropped their feedback (SPEC 7.6). On
+		// the new connection the same envs may hold another user's
+		// chunks, which this feedback would pass for the answer to.
+		r.replaced = true
+		r.restart()
 		return nil
 	}
 	r.fb = wire.Feedback{

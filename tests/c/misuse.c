@@ -1329,6 +1329,55 @@ static void test_runner_lifecycle(const char *url) {
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 }
 
+/* Two runners over one client, the first used again after the second's
+** first act gave up what it owed (a reconnect): the first's chunks went
+** with that connection (SPEC 7.6). Its act is refused, saying why, and it
+** sends nothing: its feedback used to go out on the new connection as the
+** answer to the second runner's chunks, and the two runners' feedback
+** then answered each other's infers, all with PLUGRL_OK. Freeing the
+** first does not give up the second's chunks either. */
+static void test_two_runners(const char *url) {
+  plugrl_client *c = NULL;
+  plugrl_runner *r1 = NULL, *r2 = NULL;
+  plugrl_statistics st;
+  obs_x ox;
+  double actions[4], rew[2] = {1, 1};
+  uint8_t no[2] = {0, 0};
+  int i;
+
+  EXPECT_C(c, open_reconnecting(url, 10000, &c), PLUGRL_OK);
+  if (!c) return;
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r1), PLUGRL_OK);
+  EXPECT_R(r1, plugrl_runner_act(r1, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r1, plugrl_runner_report(r1, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+  EXPECT_C(c, plugrl_runner_new(c, 2, &r2), PLUGRL_OK);
+  EXPECT_R(r2, plugrl_runner_act(r2, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  EXPECT_R(r2, plugrl_runner_report(r2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.reconnects == 1 && st.feedbacks == 0);
+  /* r1's chunks (8 steps) were dropped with the first connection. */
+  EXPECT_R(r1, plugrl_runner_act(r1, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OUT_OF_ORDER);
+  CHECK(strstr(plugrl_runner_errmsg(r1), "one runner at a time") != NULL);
+  EXPECT_R(r1, plugrl_runner_report(r1, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OUT_OF_ORDER);
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.feedbacks == 0 && st.exchanges == 2);
+  /* Freed while r2 owes: r2's chunks are not given up. */
+  EXPECT_R(r1, plugrl_runner_free(r1), PLUGRL_OK);
+  for (i = 0; i < 9; i++) { /* past the end of r2's chunk: its feedback, then an infer */
+    EXPECT_R(r2, plugrl_runner_act(r2, make_obs(&ox, 2), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+    EXPECT_R(r2, plugrl_runner_report(r2, make_obs(&ox, 2), rew, no, no, NULL), PLUGRL_OK);
+  }
+  EXPECT_C(c, plugrl_stats(c, &st), PLUGRL_OK);
+  CHECK(st.reconnects == 1 && st.feedbacks == 1 && st.exchanges == 3);
+  if (st.reconnects != 1 || st.feedbacks != 1 || st.exchanges != 3)
+    failf(__LINE__, "two runners: %llu reconnects, %llu feedbacks, %llu exchanges; want 1, 1, 3",
+          (unsigned long long)st.reconnects, (unsigned long long)st.feedbacks, (unsigned long long)st.exchanges);
+  EXPECT_R(r2, plugrl_runner_free(r2), PLUGRL_OK);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+}
+
 /* A runner's acts are infers on its client: the action of the client's
 ** own plugrl_infer before them is gone (its connection, dropped by the
 ** runner's first act to give up its feedback, freed the buffer it
@@ -1410,6 +1459,7 @@ static void test_connected(const char *url) {
   test_runner(c);
   test_stats(url);
   test_runner_lifecycle(url);
+  test_two_runners(url);
   test_action_after_runner(url);
   test_close_from_log(url);
 
