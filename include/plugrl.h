@@ -322,8 +322,13 @@ typedef enum plugrl_status {
   /* The server ended the run (close reason plugrl-server-stop). Exit; do
   ** not reconnect. Every later call that would talk to the server
   ** (plugrl_infer, plugrl_feedback, plugrl_runner_act and _report) returns
-  ** this again, after its caller-error checks; what the client already
-  ** holds (metadata, statistics) can still be read. */
+  ** this again, after the checks of its arguments' form (NULLs, counts,
+  ** dtypes, ndim and dimensions; and every check of the runner's); an
+  ** infer or feedback that a live connection would refuse for its order,
+  ** its env indices (negative, repeated, holding a chunk or not) or its
+  ** rows (an array's leading dimension, reuse) gets this too, not
+  ** PLUGRL_INVALID_ARGUMENT or PLUGRL_OUT_OF_ORDER. What the client
+  ** already holds (metadata, statistics) can still be read. */
   PLUGRL_STOPPED = 1,
   /* The connection was lost or resynced and the library reconnected. Any
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
