@@ -256,6 +256,10 @@ func (c *Conn) fill(need int) error {
 		c.compact()
 	}
 	for c.rw-c.rr < need {
+		// A pong owed goes out before the read, if that needs no
+		// waiting: here rather than after each ping, so that the pings
+		// one read brought share one pong (RFC 6455 5.5.3).
+		c.flushControl()
 		if c.ctlQueued.Load() && c.readerSendsControl() {
 			if err := c.fillSliced(); err != nil && c.rw-c.rr < need {
 				return err
@@ -391,9 +395,9 @@ func (c *Conn) readMessage() ([]byte, error) {
 			if !c.control(h, p) {
 				return nil, c.Err()
 			}
-			// Answer a ping now if that needs no waiting; otherwise the
-			// pong goes out before the next message or from the poller.
-			c.flushControl()
+			// The pong goes out before the next read (see fill) or as the
+			// message is returned, if that needs no waiting; otherwise
+			// before the next message or from the poller.
 			continue
 		}
 		c.rr += hl
@@ -413,6 +417,7 @@ func (c *Conn) readMessage() ([]byte, error) {
 		}
 		fragmented = !h.Fin
 		if h.Fin {
+			c.flushControl() // pings read with the message
 			return c.rbuf[:n:n], nil
 		}
 	}
@@ -492,6 +497,7 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 			c.rr += k
 		case want >= len(c.rb)/2: // a big payload: straight into rbuf
 			var err error
+			c.flushControl() // as fill does
 			k, err = c.read(c.rbuf[n : n+want])
 			c.counters.Received.Add(uint64(k))
 			if err != nil && k == 0 {
