@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -42,6 +43,16 @@ type fdConn struct {
 	// alert) while a message may be written.
 	wlock sync.Mutex
 	once  sync.Once
+	// Over TLS, crypto/tls writes on its own from within a read (an
+	// alert, the answer to a KeyUpdate): reads counts the reads in
+	// progress, writes the Conn's own writes through TLS, and rbound is
+	// the deadline of the Receive under way (zero: none of its own). A
+	// Write made during a read and no write of the Conn's is the read's,
+	// and waits no longer than rbound: not until the send deadline that
+	// the last message left, which a socket the server does not empty
+	// made a 200 ms Receive wait out (10 s). See tlsTransport.
+	reads, writes atomic.Int32
+	rbound        deadline
 }
 
 // timeoSlack is how far a socket timeout may run past a deadline before it
@@ -261,7 +272,17 @@ func (f *fdConn) Write(p []byte) (int, error) {
 		f.wdl.set(time.Now().Add(f.wlazy))
 		f.wlazy = 0
 	}
-	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+	dl := &f.wdl
+	var within deadline // a write within a read: the read's deadline, if sooner
+	if f.reads.Load() > 0 && f.writes.Load() == 0 {
+		if r := f.rbound.ns.Load(); r != 0 {
+			if w := f.wdl.ns.Load(); w == 0 || r < w {
+				within.ns.Store(r)
+				dl = &within
+			}
+		}
+	}
+	if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, dl, false); err != nil {
 		return f.sendLate(p, done, err)
 	}
 	for done < len(p) {
@@ -273,16 +294,16 @@ func (f *fdConn) Write(p []byte) (int, error) {
 			// A server that takes a little in every socket timeout
 			// would otherwise stretch the send past its deadline.
 			if done < len(p) {
-				if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+				if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, dl, false); err != nil {
 					return f.sendLate(p, done, err)
 				}
 			}
 		case syscall.EINTR: // as in Read
-			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, false); err != nil {
+			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, dl, false); err != nil {
 				return f.sendLate(p, done, err)
 			}
 		case syscall.EAGAIN: // SO_SNDTIMEO ran out
-			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, &f.wdl, true); err != nil {
+			if err := f.arm(syscall.SO_SNDTIMEO, &f.wto, dl, true); err != nil {
 				return f.sendLate(p, done, err)
 			}
 		default:

@@ -4,6 +4,7 @@ package conn
 
 import (
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,9 @@ type fdConn struct {
 	rdl, wdl deadline
 	nonblock bool
 	wlazy    time.Duration
+	// As on Linux, for tlsTransport (never used: fd is nil here).
+	reads, writes atomic.Int32
+	rbound        deadline
 }
 
 func (f *fdConn) beginWrite(time.Duration)   {}

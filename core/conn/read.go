@@ -281,6 +281,9 @@ func (c *Conn) fill(need int) error {
 // (see read). rmu must be held.
 func (c *Conn) setReadDeadline(t time.Time) {
 	_ = c.tr.SetReadDeadline(t)
+	if b, ok := c.tr.(writeBounder); ok {
+		b.boundWrites(t) // crypto/tls's writes within the reads too
+	}
 	c.readDeadline = t
 	c.lateUntil = time.Time{}
 }

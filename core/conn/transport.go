@@ -228,6 +228,40 @@ func (t *tlsTransport) setLooking(on bool) {
 	t.d.fd.noWait(on)
 }
 
+// Read reads records, waiting by the read deadline. A write crypto/tls
+// makes on its own meanwhile (an alert, the answer to a KeyUpdate) waits
+// no longer than the Receive's deadline (boundWrites; see fdConn.reads).
+func (t *tlsTransport) Read(p []byte) (int, error) {
+	if t.d.fd == nil {
+		return t.Conn.Read(p)
+	}
+	t.d.fd.reads.Add(1)
+	defer t.d.fd.reads.Add(-1)
+	return t.Conn.Read(p)
+}
+
+// Write is the Conn's own write of a message's bytes, by the deadline
+// BeginWrite set (see fdConn.writes).
+func (t *tlsTransport) Write(p []byte) (int, error) {
+	if t.d.fd == nil {
+		return t.Conn.Write(p)
+	}
+	t.d.fd.writes.Add(1)
+	defer t.d.fd.writes.Add(-1)
+	return t.Conn.Write(p)
+}
+
+// boundWrites sets the deadline of the Receive under way (zero: none),
+// past which a write crypto/tls makes within its reads does not wait.
+func (t *tlsTransport) boundWrites(d time.Time) {
+	if t.d.fd != nil {
+		t.d.fd.rbound.set(d)
+	}
+}
+
+// writeBounder is a transport whose reads may write (tlsTransport).
+type writeBounder interface{ boundWrites(d time.Time) }
+
 // TryRead reads records that have already arrived: the descriptor reads
 // without waiting meanwhile, and crypto/tls keeps a partial record for the
 // next read (a timeout is not fatal to a tls.Conn's reads).
@@ -268,7 +302,7 @@ func (t *tlsTransport) TryWrite(p []byte) (int, error) {
 	if !t.looking {
 		_ = t.Conn.SetWriteDeadline(time.Now().Add(tlsTryWriteWait))
 	}
-	return t.Conn.Write(p)
+	return t.Write(p)
 }
 
 // tlsTryWriteWait bounds a tlsTransport's TryWrite outside a poller's look.
