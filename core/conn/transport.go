@@ -268,10 +268,20 @@ type writeBounder interface{ boundWrites(d time.Time) }
 func (t *tlsTransport) TryRead(p []byte) (int, error) {
 	var n int
 	var err error
-	if t.d.fd != nil {
-		t.d.fd.nonblock = true
+	if f := t.d.fd; f != nil {
+		// A write crypto/tls makes within it (see Read) waits at most
+		// tlsTryWriteWait, as TryWrite's: not until the send deadline
+		// the last message left (a Poll before an infer waited 9.7 s on
+		// a socket the server did not empty). Readers hold the Conn's
+		// read lock, so no Receive's bound is in force meanwhile.
+		bound := f.rbound.ns.Load()
+		f.rbound.set(time.Now().Add(tlsTryWriteWait))
+		f.reads.Add(1)
+		f.nonblock = true
 		n, err = t.Conn.Read(p)
-		t.d.fd.nonblock = false
+		f.nonblock = false
+		f.reads.Add(-1)
+		f.rbound.ns.Store(bound)
 	} else {
 		_ = t.Conn.SetReadDeadline(time.Now().Add(tryReadWait))
 		n, err = t.Conn.Read(p)
