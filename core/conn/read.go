@@ -203,10 +203,23 @@ func (c *Conn) drain(read bool) {
 		c.rw += n
 		c.counters.Received.Add(uint64(n))
 		if err != nil {
-			c.readFailed(err)
+			// The bytes that came with the end first: over TLS 1.2
+			// crypto/tls returns a close frame with io.EOF when the
+			// close_notify came with it, and the frame (a stop, SPEC
+			// 7.1) is the end to report, not a lost connection.
+			c.drainFrames()
+			if c.Err() == nil {
+				c.readFailed(err)
+			}
 			return
 		}
 	}
+	c.drainFrames()
+}
+
+// drainFrames handles the control frames at the front of rb[rr:rw], as
+// drain says. rmu must be held.
+func (c *Conn) drainFrames() {
 	for c.Err() == nil {
 		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
 		if err != nil {
