@@ -20,12 +20,12 @@ static void *plugrl__call_and_exit(void *arg) {
 }
 
 // For TestFitProcs: threads that each call into the library and then
-// wait, alive, until plugrl__release_threads (64 at most at a time).
+// wait, alive, until plugrl__release_threads (96 at most at a time).
 static pthread_mutex_t plugrl__live_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t plugrl__live_cv = PTHREAD_COND_INITIALIZER;
 static int plugrl__live_called, plugrl__live_release;
-static pthread_t plugrl__live[64];
-static pid_t plugrl__live_tid[64];
+static pthread_t plugrl__live[96];
+static pid_t plugrl__live_tid[96];
 static int plugrl__live_n;
 
 static void *plugrl__call_and_wait(void *arg) {
@@ -44,7 +44,7 @@ static void *plugrl__call_and_wait(void *arg) {
 
 static int plugrl__start_live_threads(int n) {
   int started = 0;
-  for (; started < n && plugrl__live_n < 64; started++) {
+  for (; started < n && plugrl__live_n < 96; started++) {
     if (pthread_create(&plugrl__live[plugrl__live_n], NULL, plugrl__call_and_wait, (void *)(intptr_t)plugrl__live_n) != 0) {
       break;
     }

@@ -29,17 +29,17 @@ import (
 // threads run: the second P only ever runs the process's poller and its
 // sweeper of held messages (core/conn/ticker.go).
 //
-// And a P for every thread that calls in (fitProcs), up to threadProcsCap.
-// Any Go code needs a P, and a caller's thread keeps its P while it waits
-// in a system call or is back in C, so with fewer Ps than threads in
-// calls a thread whose server answered waits for sysmon to take a P from
-// another thread's wait (20 us to 10 ms) and for the runtime to hand it
-// over through a spare thread (two futex wake-ups); the kernel, which
-// would run it at once, cannot. Eight threads with a handle each, on a
-// client core of their own, made 28-36k exchanges/s with 2 Ps against the
-// C floor's 55-65k, and 81-84k with 9; 64 threads 26-34k against 76-78k,
-// and 68-72k with 65 (2026-12-02, 2 cores). A P costs memory once used
-// (the allocation caches of a busy one: about 200 KiB of RSS each, 64
+// And a P for every thread that calls in (fitProcs), up to 64 threads
+// (threadProcs). Any Go code needs a P, and a caller's thread keeps its P
+// while it waits in a system call or is back in C, so with fewer Ps than
+// threads in calls a thread whose server answered waits for sysmon to take
+// a P from another thread's wait (20 us to 10 ms) and for the runtime to
+// hand it over through a spare thread (two futex wake-ups); the kernel,
+// which would run it at once, cannot. Eight threads with a handle each, on
+// a client core of their own, made 28-36k exchanges/s with 2 Ps against
+// the C floor's 55-65k, and 81-84k with 9; 64 threads 26-34k against
+// 76-78k, and 68-72k with 65 (2026-12-02, 2 cores). A P costs memory once
+// used (the allocation caches of a busy one: about 200 KiB of RSS each, 64
 // threads 20 MB with 2 Ps, 24 MB with 17, 32 MB with 65) and, when busy,
 // the Receive yield that keeps sysmon asleep (core/conn/read.go, once per
 // P in use every 8 ms: a thread hand-off each), never CPU when idle.
@@ -53,19 +53,58 @@ func init() {
 	baseProcs = runtime.GOMAXPROCS(0)
 }
 
-// threadProcsCap bounds the Ps that fitProcs gives the threads: 16
-// threads get a P each, and one more; beyond that threads share Ps. Each
-// busy P costs the yield above, a thread hand-off every 8 ms, and where
-// the threads share their core with the server that costs more than the
-// Ps save: 64 threads and the bench server on one core, 6 interleaved
-// runs each (GOMAXPROCS in the environment), made 18.5-31.7k exchanges/s
-// with 2 Ps, 19.4-32.0k with 17 and 14.9-23.8k with 65, while on a client
-// core of their own 17 Ps kept most of the gain (57-67k against 68-72k
-// with 65 and 24-34k with 2). Not a number per CPU: the Ps are for
-// threads that wait, and the bench's clients, pinned to one core, wait
-// as much as any. Each P's memory (above) and the collector's dedicated
-// workers (a quarter of GOMAXPROCS) grow with them too.
-const threadProcsCap = 17
+// threadProcs is the Ps that fitProcs gives threads threads that have
+// called in and live: a P each and one more, up to perThreadProcsMax
+// threads; beyond that they share sharedProcs Ps.
+//
+// Two costs set the bounds, both measured with the bench's SMALL clients
+// and the C floor (2026-12-06, 2 cores, GOMAXPROCS in the environment,
+// 5-8 interleaved rounds; exchanges/s over the floor's on the server's
+// core):
+//
+//   - Threads that share Ps hand them over: a thread whose server
+//     answered waits for sysmon to take a P from a thread still waiting
+//     (20 us to 10 ms) and for a hand-off through a spare thread, and the
+//     Receive yields of shared Ps come as process-wide turns
+//     (core/conn/read.go). 32 threads: 0.90 with 17 Ps, 1.08 with 33; 64
+//     threads: 0.88 with 17, 0.70 with 33, 0.95 with 65 (on a client core
+//     of their own 0.81 with 17, 0.91 with 65).
+//   - Each P is work for the runtime's scans: a spinning thread looking
+//     for work steals from every P (runtime.stealWork), sysmon looks at
+//     every P at each of its ticks (retake), and every busy P yields
+//     every 8 ms (a hand-off through a spare thread). Past about 64
+//     threads that outweighs the Ps' gain: 96 threads 0.85 with 17 Ps,
+//     0.82 with 97; 128 threads 0.84 with 17, 0.77 with 65, 0.69 with 129
+//     (perf: stealWork, runqgrab and setBlockOnExitSyscall took 2.4 % of
+//     the client's samples with 64 threads and 65 Ps, 4.9 % with 128
+//     threads and 129 Ps).
+//
+// The bench with this rule (PLUGRL_BENCH_HANDLES="8 64", 6 repetitions,
+// 2026-12-06): 64 handles 1.01 of the floor's exchanges on the server's
+// core and 0.93 on a core of their own (paired medians), with the floor's
+// even progress per connection.
+//
+// Until 2026-12-03 every Receive in a process that had fewer Ps than
+// Receives in progress yielded in process-wide turns, and then 64 threads
+// made fewer exchanges with 65 Ps than with 17 (14.9-23.8k against
+// 19.4-32.0k): the cap was 17 for every thread count.
+//
+// Not a number per CPU: the Ps are for threads that wait, and the bench's
+// clients, pinned to one core, wait as much as any. Each P's memory (the
+// comment above: 64 threads peaked at 35 MB of RSS with 65 Ps, 27 MB with
+// 17) and the collector's dedicated workers (a quarter of GOMAXPROCS)
+// grow with them too.
+func threadProcs(threads int) int {
+	if threads <= perThreadProcsMax {
+		return threads + 1
+	}
+	return sharedProcs
+}
+
+const (
+	perThreadProcsMax = 64
+	sharedProcs       = 17
+)
 
 var (
 	// baseProcs is the runtime's default GOMAXPROCS, 2 at least: as init
@@ -102,7 +141,7 @@ var ledgerP atomic.Bool
 func wantProcs() int {
 	n := baseProcs
 	if atomic.LoadInt32(rtSeen) == 0 {
-		n = max(n, min(int(atomic.LoadInt32(boundThreads))+1, threadProcsCap))
+		n = max(n, threadProcs(int(atomic.LoadInt32(boundThreads))))
 	}
 	if ledgerP.Load() {
 		n++

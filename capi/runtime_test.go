@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -292,7 +293,7 @@ func TestSpareLedgerP(t *testing.T) {
 
 	ledgerP.Store(false)
 	atomic.StoreInt32(rtSeen, 0)
-	procs = max(baseProcs, min(int(atomic.LoadInt32(boundThreads))+1, threadProcsCap))
+	procs = max(baseProcs, threadProcs(int(atomic.LoadInt32(boundThreads))))
 	runtime.GOMAXPROCS(procs)
 	enterCall() // another thread's call
 	spareLedgerP()
@@ -312,7 +313,7 @@ func TestFitProcs(t *testing.T) {
 	base := baseProcs
 	live := int(atomic.LoadInt32(boundThreads)) // the process's threads bound so far (exited ones are not counted)
 	runtime.GOMAXPROCS(base)
-	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+	want := func(threads int) int { return max(base, threadProcs(live+threads)) }
 
 	t.Cleanup(releaseThreads)
 	if n := startLiveThreads(8); n != 8 {
@@ -328,6 +329,21 @@ func TestFitProcs(t *testing.T) {
 	}
 	callsFromExitingThreads(1) // a next thread's first call
 	checkProcs(t, "the 8 threads exited, another called in", want(1))
+
+	// Up to perThreadProcsMax threads a P each; one more, and they share
+	// sharedProcs (threadProcs says why).
+	if live >= perThreadProcsMax {
+		t.Fatalf("%d threads bound before the test: no room to check the Ps of %d", live, perThreadProcsMax)
+	}
+	if n := startLiveThreads(perThreadProcsMax - live); n != perThreadProcsMax-live {
+		t.Fatalf("started %d threads of %d", n, perThreadProcsMax-live)
+	}
+	checkProcs(t, fmt.Sprintf("%d threads called in and live", perThreadProcsMax), perThreadProcsMax+1)
+	startLiveThreads(1)
+	checkProcs(t, fmt.Sprintf("%d threads called in and live", perThreadProcsMax+1), max(base, sharedProcs))
+	releaseThreads()
+	callsFromExitingThreads(1)
+	checkProcs(t, "those threads exited, another called in", want(1))
 
 	os.Setenv("GOMAXPROCS", "2")
 	startLiveThreads(8)
@@ -357,7 +373,7 @@ func TestFitProcsUnlistedThread(t *testing.T) {
 	withProcs(t)
 	base := baseProcs
 	live := int(atomic.LoadInt32(boundThreads))
-	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+	want := func(threads int) int { return max(base, threadProcs(live+threads)) }
 	atomic.StoreInt32(rtSeen, 0)
 	runtime.GOMAXPROCS(base)
 	t.Cleanup(func() { listFails(false); releaseThreads() })
@@ -394,7 +410,7 @@ func TestFitProcsSeesThreadsMadeRealTime(t *testing.T) {
 	withProcs(t)
 	base := baseProcs
 	live := int(atomic.LoadInt32(boundThreads))
-	want := func(threads int) int { return max(base, min(live+threads+1, threadProcsCap)) }
+	want := func(threads int) int { return max(base, threadProcs(live+threads)) }
 	atomic.StoreInt32(rtSeen, 0)
 	runtime.GOMAXPROCS(base)
 	t.Cleanup(releaseThreads)
