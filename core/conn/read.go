@@ -198,23 +198,53 @@ func (c *Conn) drain(read bool) {
 	} else if c.rw == len(c.rb) && c.rr > 0 {
 		c.compact()
 	}
-	if read && c.rw < len(c.rb) {
-		n, err := c.tr.TryRead(c.rb[c.rw:])
-		c.rw += n
-		c.counters.Received.Add(uint64(n))
-		if err != nil {
-			// The bytes that came with the end first: over TLS 1.2
-			// crypto/tls returns a close frame with io.EOF when the
-			// close_notify came with it, and the frame (a stop, SPEC
-			// 7.1) is the end to report, not a lost connection.
-			c.drainFrames()
-			if c.Err() == nil {
-				c.readFailed(err)
+	for reads := 0; ; reads++ {
+		n := 0
+		if read && c.rw < len(c.rb) {
+			var err error
+			n, err = c.tr.TryRead(c.rb[c.rw:])
+			c.rw += n
+			c.counters.Received.Add(uint64(n))
+			if err != nil {
+				// The bytes that came with the end first: over TLS 1.2
+				// crypto/tls returns a close frame with io.EOF when the
+				// close_notify came with it, and the frame (a stop, SPEC
+				// 7.1) is the end to report, not a lost connection.
+				c.drainFrames()
+				if c.Err() == nil {
+					c.readFailed(err)
+				}
+				return
 			}
+		}
+		c.drainFrames()
+		// A read over TLS returns one record, and a server may write a
+		// control frame's header and payload as two (gobwas/ws's
+		// WriteFrame on a tls.Conn does): read on while the last read
+		// brought bytes and a control frame is cut short, so that one
+		// look sees a close whole (a stop or a resync before a
+		// feedback is sent). A few reads at most: a frame's header and
+		// payload, and a record cut at the socket.
+		if n == 0 || reads == maxDrainReads-1 || c.Err() != nil || !c.controlCutShort() {
 			return
 		}
 	}
-	c.drainFrames()
+}
+
+// maxDrainReads bounds the reads of one look (drain).
+const maxDrainReads = 4
+
+// controlCutShort reports whether rb[rr:rw] begins with a control frame
+// that has not all arrived. rmu must be held.
+func (c *Conn) controlCutShort() bool {
+	if c.rr == c.rw || !ws.OpCode(c.rb[c.rr]&0x0f).IsControl() {
+		return false
+	}
+	h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
+	if err != nil {
+		return false
+	}
+	return !ok || int64(c.rw-c.rr-hl) < h.Length
 }
 
 // drainFrames handles the control frames at the front of rb[rr:rw], as
