@@ -151,14 +151,15 @@
 **     few microseconds each): many threads starting at once queue for it
 **     asleep, instead of spinning, which starved 64 real-time threads
 **     opening clients together on one core. It also gives the runtime a
-**     scheduler slot (P) for the thread, up to 64 threads (more share 17
-**     slots), so that threads waiting for their servers do not keep one
-**     whose server answered from running; that stops the runtime's
-**     threads for a moment (6 us typical, 50 us p99 on a 2-core
-**     machine). Not once a real-time thread has called in or a thread
-**     that has runs real-time: the slots then change only while no other
-**     thread is in a call. GOMAXPROCS set in the environment turns this
-**     off.
+**     scheduler slot (P) for the thread, up to 80 threads (more share 17
+**     slots; a thread counts from its first call until it exits), so that
+**     threads waiting for their servers do not keep one whose server
+**     answered from running; that stops the runtime's threads for a
+**     moment (7 us typical with 17 slots, 12 us with 65, 50 us p99 on a
+**     2-core machine). Not once a real-time thread has called in or a
+**     thread that has runs real-time: the slots then change only while no
+**     other thread is in a call. GOMAXPROCS set in the environment turns
+**     this off.
 **   - Signal handlers must run with SA_ONSTACK, or a signal landing on a
 **     thread while it runs the library's Go code can crash the process
 **     (the handler would run on a small goroutine stack, past its end: a
