@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -50,4 +51,39 @@ func TestPollSeesControlFrameAcrossRecords(t *testing.T) {
 	if c.Err() != nil || tr.reads != 1 {
 		t.Fatalf("a data frame cut short: %d reads, %v; want 1 read and no error", tr.reads, c.Err())
 	}
+}
+
+// FuzzPoll: looks between calls (Poll) at what a server sent, as records
+// of any size, never panic, keep the read buffer's bounds, make at most
+// maxDrainReads reads a look, and leave a data frame to Receive.
+func FuzzPoll(f *testing.F) {
+	closeFrame := ws.MustCompileFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "plugrl-server-stop")))
+	f.Add(uint8(2), false, closeFrame)
+	f.Add(uint8(1), true, append(frame(ws.OpPing, true, 3, []byte("abc")), frame(ws.OpBinary, true, 2, []byte("hi"))...))
+	f.Add(uint8(7), false, frame(ws.OpPing, true, 125, bytes.Repeat([]byte{7}, 125)))
+	f.Add(uint8(0), true, frame(ws.OpBinary, true, 1<<40, nil))
+	f.Fuzz(func(t *testing.T, piece uint8, due bool, data []byte) {
+		var records [][]byte
+		for rest := bytes.Clone(data); len(rest) > 0; {
+			n := min(len(rest), 1+int(piece))
+			records = append(records, rest[:n])
+			rest = rest[n:]
+		}
+		tr := &recordTr{records: records}
+		c := newConn(tr, Options{MaxMessageSize: 1 << 20})
+		if due {
+			c.ExpectMessage()
+		}
+		for i := 0; i < 2*len(records)+2 && c.Err() == nil; i++ {
+			before := tr.reads
+			c.PollNow()
+			if got := tr.reads - before; got > maxDrainReads {
+				t.Fatalf("one look made %d reads, at most %d", got, maxDrainReads)
+			}
+			if c.rr < 0 || c.rr > c.rw || c.rw > len(c.rb) {
+				t.Fatalf("read buffer out of bounds: rr %d rw %d len %d", c.rr, c.rw, len(c.rb))
+			}
+		}
+		c.Abort()
+	})
 }
