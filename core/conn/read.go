@@ -217,7 +217,7 @@ func (c *Conn) drain(read bool) {
 				return
 			}
 		}
-		c.drainFrames()
+		cutShort := c.drainFrames()
 		// A read over TLS returns one record, and a server may write a
 		// control frame's header and payload as two (gobwas/ws's
 		// WriteFrame on a tls.Conn does): read on while the last read
@@ -225,7 +225,7 @@ func (c *Conn) drain(read bool) {
 		// look sees a close whole (a stop or a resync before a
 		// feedback is sent). A few reads at most: a frame's header and
 		// payload, and a record cut at the socket.
-		if n == 0 || reads == maxDrainReads-1 || c.Err() != nil || !c.controlCutShort() {
+		if !cutShort || n == 0 || reads == maxDrainReads-1 {
 			return
 		}
 	}
@@ -234,30 +234,18 @@ func (c *Conn) drain(read bool) {
 // maxDrainReads bounds the reads of one look (drain).
 const maxDrainReads = 4
 
-// controlCutShort reports whether rb[rr:rw] begins with a control frame
-// that has not all arrived. rmu must be held.
-func (c *Conn) controlCutShort() bool {
-	if c.rr == c.rw || !ws.OpCode(c.rb[c.rr]&0x0f).IsControl() {
-		return false
-	}
-	h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
-	if err != nil {
-		return false
-	}
-	return !ok || int64(c.rw-c.rr-hl) < h.Length
-}
-
 // drainFrames handles the control frames at the front of rb[rr:rw], as
-// drain says. rmu must be held.
-func (c *Conn) drainFrames() {
+// drain says, and reports whether it stopped at a control frame that has
+// not all arrived. rmu must be held.
+func (c *Conn) drainFrames() (cutShort bool) {
 	for c.Err() == nil {
 		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
 		if err != nil {
 			c.readFailed(err)
-			return
+			return false
 		}
-		if !ok {
-			return // not all here yet
+		if !ok { // not all here yet
+			return c.rr < c.rw && ws.OpCode(c.rb[c.rr]&0x0f).IsControl()
 		}
 		if !h.OpCode.IsControl() {
 			switch {
@@ -269,19 +257,20 @@ func (c *Conn) drainFrames() {
 					"(a second reply to one request, or a message out of turn: SPEC 2, 4.2); taken as the next reply, "+
 					"it would have answered the wrong request", ErrProtocol, h.Length))
 			}
-			return
+			return false
 		}
 		if err := ws.CheckHeader(h, ws.StateClientSide); err != nil {
 			c.protocolFail(ws.StatusProtocolError, fmt.Errorf("%w: %v", ErrProtocol, err))
-			return
+			return false
 		}
 		if int64(c.rw-c.rr-hl) < h.Length {
-			return // not all here yet
+			return true // not all here yet
 		}
 		p := c.rb[c.rr+hl : c.rr+hl+int(h.Length)]
 		c.rr += hl + int(h.Length)
 		c.control(h, p)
 	}
+	return false
 }
 
 // compact moves the unparsed bytes to the front of rb.

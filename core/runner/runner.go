@@ -232,6 +232,18 @@ func (r *Runner) usable() error {
 // runner since its chunks came (see conn).
 func (r *Runner) connReplaced() bool { return r.c.Reconnects() != r.conn }
 
+// forgetReplaced drops the chunks if their connection was replaced
+// outside this runner, noting it for Act's refusal, and reports whether
+// it did.
+func (r *Runner) forgetReplaced() bool {
+	if !r.connReplaced() {
+		return false
+	}
+	r.replaced = true
+	r.restart()
+	return true
+}
+
 // owes reports whether the server still waits for feedback from this
 // runner: an Act without its Report, or a chunk not stepped through.
 func (r *Runner) owes() bool {
@@ -345,12 +357,9 @@ func (r *Runner) Act(obs *wire.Observation, out *wire.Array) error {
 		}
 		r.adopted = true
 	}
-	if r.connReplaced() {
-		// The chunks' connection is gone, and their feedback with it:
-		// every env starts a fresh chunk, as after a reconnect of its own.
-		r.replaced = true
-		r.restart()
-	}
+	// The chunks' connection may be gone, and their feedback with it:
+	// every env then starts a fresh chunk, as after a reconnect of its own.
+	r.forgetReplaced()
 	for attempt := 0; ; attempt++ {
 		err := r.inferNeeded(obs)
 		if err == nil {
@@ -656,13 +665,11 @@ func (r *Runner) Report(next *wire.Observation, rewards []float64, terminated, t
 	if len(r.idx) == 0 {
 		return nil
 	}
-	if r.connReplaced() {
+	if r.forgetReplaced() {
 		// Not sent: the chunks' connection was replaced outside this
 		// runner (see conn), which dropped their feedback (SPEC 7.6). On
 		// the new connection the same envs may hold another user's
 		// chunks, which this feedback would pass for the answer to.
-		r.replaced = true
-		r.restart()
 		return nil
 	}
 	r.fb = wire.Feedback{
