@@ -1111,7 +1111,12 @@ typedef struct plugrl_statistics {
   size_t size; /* sizeof(plugrl_statistics), set by the caller */
 
   /* Infers answered: actions received and accepted (they matched their
-  ** request). One per successful plugrl_infer (or runner infer). */
+  ** request). One per successful plugrl_infer (or runner infer), and also
+  ** one per infer whose valid action came but whose call still failed: it
+  ** arrived as plugrl_interrupt ended the wait (PLUGRL_INTERRUPTED), or a
+  ** runner could not keep it (PLUGRL_NO_MEMORY for its chunk, or
+  ** PLUGRL_PROTOCOL_ERROR for a width changed while an env was in the
+  ** middle of a chunk). */
   uint64_t exchanges;
   /* Feedback messages sent whole (each may cover many envs), counted when
   ** their last byte goes to the kernel: one held for the next infer (see
