@@ -1301,8 +1301,10 @@ plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observati
 /* Elements per env per step of the server's actions (prod(da)); *known is
 ** 0 before it is known: no action yet, and no metadata action_dim of at
 ** least 1 whose action_horizon x num_envs x action_dim values of 8 bytes
-** fit the message cap. So a buffer of num_envs x step_size doubles sized
-** from it before the first action is at most the message cap. */
+** fit the message cap (64 MiB when max_message_size is -1, no cap: a
+** server's word alone never sizes a larger buffer). So a buffer of
+** num_envs x step_size doubles sized from it before the first action is
+** at most the message cap. */
 plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size, int *known);
 
 /*
