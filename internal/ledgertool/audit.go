@@ -333,14 +333,11 @@ func (a *Auditor) sendInfer(ev *Event) {
 
 // maxRows is how many observation rows a send record carries.
 func maxRows(ev *Event) int {
-	n := 0
-	for _, d := range ev.RowDigest {
-		n = max(n, len(d))
-	}
 	if len(ev.RowDigest) == 0 {
 		return math.MaxInt
 	}
-	return n
+	ev.obsDigests() // once per event: a pass per env row was n^2 (ObsDigest)
+	return ev.maxRows
 }
 
 func (a *Auditor) recv(ev *Event) {
