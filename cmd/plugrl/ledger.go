@@ -101,6 +101,11 @@ func ledgerCmd(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
+		// A file with no whole block read as truncated with no records:
+		// that is nothing audited, not a clean run.
+		if n == 0 {
+			return fail(fmt.Errorf("%s: no record could be read, so nothing was audited (a ledger's first block holds its open record; this file has no whole block)", file))
+		}
 		for _, v := range a.Violations {
 			fmt.Fprintln(out, v)
 		}

@@ -33,6 +33,20 @@ func TestLedgerExitStatus(t *testing.T) {
 		t.Fatalf("audit of a clean ledger: status %d (want 0), output %q %q", s, tail(out.String()), errs.String())
 	}
 
+	// A file with its header and no whole block (garbage after it) has no
+	// record to audit: an error, not "clean" with status 0, which it was.
+	head, err := os.ReadFile(testdata + "v4-same.ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "header-only.ledger")
+	if err := os.WriteFile(empty, append(head[:16:16], "garbage"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s := ledger("audit", empty); s != 2 || !strings.Contains(errs.String(), "nothing was audited") {
+		t.Fatalf("audit of a file with no readable record: status %d (want 2), output %q %q", s, tail(out.String()), errs.String())
+	}
+
 	// compare: the ledger's own episode log is equal; one with a return
 	// changed, or a row left out, is not.
 	if s := ledger("episodes", testdata+"v4-digest.ledger"); s != 0 {
