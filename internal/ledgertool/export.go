@@ -224,6 +224,14 @@ func shapesOf(arrs []*wire.Array) []arrayShape {
 	return out
 }
 
+// MaxExportFiles bounds the files one export writes: a real run's full
+// ledger of 1024 envs with 16 arrays each writes 20,480.
+var MaxExportFiles = 100_000
+
+// filesPerEnv is the files Write saves per env beside its observation
+// arrays: action, reward, terminated, truncated.
+const filesPerEnv = 4
+
 // Write saves env<E>_<array>.npy, env<E>_action.npy, env<E>_reward.npy,
 // env<E>_terminated.npy and env<E>_truncated.npy for each env into dir, and
 // returns the files written.
@@ -243,9 +251,17 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 	defer root.Close()
 	envs := make([]int64, 0, len(x.envs))
 	for e := range x.envs {
-		envs = append(envs, e)
+		if x.envs[e].steps > 0 {
+			envs = append(envs, e)
+		}
 	}
 	sort.Slice(envs, func(i, j int) bool { return envs[i] < envs[j] })
+	// A file per env per array: counted first, so that a ledger of a few
+	// KB naming thousands of envs and arrays (rows of no bytes cost a
+	// message almost nothing) does not fill the directory with millions.
+	if n := len(envs) * (len(x.names) + filesPerEnv); n > MaxExportFiles {
+		return nil, fmt.Errorf("export would write %d files (%d envs, %d observation arrays each, and %d more per env), more than the %d it writes at most", n, len(envs), len(x.names), filesPerEnv, MaxExportFiles)
+	}
 	var files []string
 	save := func(name, descr string, shape []int, data []byte) error {
 		files = append(files, filepath.Join(dir, name))
@@ -253,9 +269,6 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 	}
 	for _, e := range envs {
 		t := x.envs[e]
-		if t.steps == 0 {
-			continue
-		}
 		T := t.steps
 		if len(t.obs) != T*x.obsBytes {
 			return nil, fmt.Errorf("env %d: %d bytes of observations for %d steps of %d", e, len(t.obs), T, x.obsBytes)
