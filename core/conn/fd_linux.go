@@ -166,8 +166,8 @@ func (f *fdConn) recv(p []byte, wait bool) (int, error) {
 // beginWrite starts a message that must be written within timeout. Most
 // messages go out in one send that does not wait, so the deadline is fixed
 // (and the clock read) only when a send would wait: the bound then counts
-// from there, after sends that took no waiting. A message over
-// dontWaitMax fixes it at once (Write).
+// from there, after sends that took no waiting. A message's last Write
+// of over dontWaitMax fixes it at once (Write).
 func (f *fdConn) beginWrite(timeout time.Duration) {
 	f.wlock.Lock()
 	f.wdl.set(time.Time{})
@@ -240,23 +240,40 @@ func (f *fdConn) setWriteDeadline(t time.Time) {
 // also the largest write tried without waiting first (Write).
 const dontWaitMax = 64 << 10
 
-// Write sends p whole by the write deadline. A write of up to dontWaitMax
-// bytes under a lazy deadline first tries a send that does not wait (so
-// does any write in a poller's look, noWait); a larger one goes straight
-// to the blocking send, as one system call, like
-// a client in C: a camera frame of megabytes does not fit the socket's
-// buffer, and the send that does not wait only split it in two. With the
-// server on the client's core, that split moved kernel work to the client:
-// in the bench's LARGE workload (two 4.8 MB frames an exchange) the client
-// spent 110 us (8 %) more CPU per exchange than the C floor, and 18 us
-// without it; exchanges/s and CPU split across cores stayed the same (10
-// and 16 interleaved rounds, 2026-12-06).
-func (f *fdConn) Write(p []byte) (int, error) {
+// Write sends p whole by the write deadline: p is the last of a message's
+// bytes (or all of them). A write of up to dontWaitMax bytes under a lazy
+// deadline first tries a send that does not wait (so does any write in a
+// poller's look, noWait); a larger one goes straight to the blocking send,
+// as one system call, like a client in C: a camera frame of megabytes does
+// not fit the socket's buffer, and the send that does not wait only split
+// it in two. With the server on the client's core, that split moved kernel
+// work to the client: in the bench's LARGE workload (two 4.8 MB frames an
+// exchange) the client spent 110 us (8 %) more CPU per exchange than the C
+// floor, and 18 us without it; exchanges/s and CPU split across cores
+// stayed the same (10 and 16 interleaved rounds, 2026-12-06). The deadline
+// is then fixed as the send begins, which moves it by no more than the
+// time the socket takes to take what fits.
+func (f *fdConn) Write(p []byte) (int, error) { return f.write(p, false) }
+
+// writeMore is Write for bytes of a message that more of its bytes follow,
+// in a later Write (a message larger than the write buffer, or a held one
+// before the next): it always tries without waiting first, under a lazy
+// deadline, so that the deadline is fixed only when a send would wait. Had
+// a large one gone straight to the blocking send, the deadline would start
+// while the server still took every byte, and the pause before the next
+// Write (the copy of the next buffer, a stopped or starved process) would
+// count against it: a 64 MiB message written in 1 MiB buffers to a server
+// that read everything timed out after a 1.2 s pause with a 1 s send
+// timeout, as "the server is not reading".
+func (f *fdConn) writeMore(p []byte) (int, error) { return f.write(p, true) }
+
+// write is Write; more says more of the message follows (writeMore).
+func (f *fdConn) write(p []byte, more bool) (int, error) {
 	f.wlock.Lock()
 	defer f.wlock.Unlock()
 	done := 0
 	if f.wlazy > 0 {
-		if len(p) > 0 && (len(p) <= dontWaitMax || f.noWaiting) {
+		if len(p) > 0 && (len(p) <= dontWaitMax || f.noWaiting || more) {
 			var n uintptr
 			var e syscall.Errno
 			for {

@@ -24,14 +24,15 @@ func (f *fdConn) setWriteDeadline(time.Time) {}
 
 func (d *dialConn) takeover() error { return nil }
 
-func (f *fdConn) Read([]byte) (int, error)     { return 0, os.ErrInvalid }
-func (f *fdConn) Write([]byte) (int, error)    { return 0, os.ErrInvalid }
-func (f *fdConn) tryRead([]byte) (int, error)  { return 0, os.ErrInvalid }
-func (f *fdConn) tryWrite([]byte) (int, error) { return 0, os.ErrInvalid }
-func (f *fdConn) shutdown()                    {}
-func (f *fdConn) noWait(bool)                  {}
-func (f *fdConn) writable() bool               { return true }
-func (f *fdConn) close() error                 { return nil }
+func (f *fdConn) Read([]byte) (int, error)      { return 0, os.ErrInvalid }
+func (f *fdConn) Write([]byte) (int, error)     { return 0, os.ErrInvalid }
+func (f *fdConn) writeMore([]byte) (int, error) { return 0, os.ErrInvalid }
+func (f *fdConn) tryRead([]byte) (int, error)   { return 0, os.ErrInvalid }
+func (f *fdConn) tryWrite([]byte) (int, error)  { return 0, os.ErrInvalid }
+func (f *fdConn) shutdown()                     {}
+func (f *fdConn) noWait(bool)                   {}
+func (f *fdConn) writable() bool                { return true }
+func (f *fdConn) close() error                  { return nil }
 
 // peerSilence: no TCP_INFO here; keepalive alone ends a connection whose
 // peer is gone.

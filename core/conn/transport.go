@@ -106,6 +106,19 @@ func (d *dialConn) Write(p []byte) (int, error) {
 	return d.Conn.Write(p)
 }
 
+// WriteMore is Write for bytes of a message that more of its bytes follow
+// (see moreWriter).
+func (d *dialConn) WriteMore(p []byte) (int, error) {
+	if d.fd != nil {
+		return d.fd.writeMore(p)
+	}
+	return d.Conn.Write(p)
+}
+
+// moreWriter is a transport that is told which of a message's Writes are
+// not its last (dialConn: see fdConn.writeMore); others get Write.
+type moreWriter interface{ WriteMore(p []byte) (int, error) }
+
 func (d *dialConn) SetDeadline(t time.Time) error {
 	if d.fd != nil {
 		d.fd.rdl.set(t)

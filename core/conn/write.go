@@ -195,7 +195,7 @@ func (c *Conn) writeLocked(m *wire.Message, ob CopyObserver, hold bool) error {
 					maskCopy(c.wbuf[run:w], c.wbuf[run:w], mask, runPos)
 					run = -1
 				}
-				if err := c.flushBuf(w); err != nil {
+				if err := c.flushBuf(w, true); err != nil {
 					return err
 				}
 				w = 0
@@ -243,7 +243,7 @@ func (c *Conn) end(n int, hold bool) error {
 		c.inFrame = false // whole in wbuf: it goes before any control frame
 		return nil
 	}
-	err := c.flushBuf(n)
+	err := c.flushBuf(n, false)
 	if err == nil {
 		c.inFrame = false
 		if c.heldPath {
@@ -254,11 +254,12 @@ func (c *Conn) end(n int, hold bool) error {
 }
 
 // flushBuf writes wbuf[:n], which starts with what is held, and so ends the
-// hold. wmu must be held.
-func (c *Conn) flushBuf(n int) error {
+// hold; more says more of the message follows in a later write (see
+// moreWriter). wmu must be held.
+func (c *Conn) flushBuf(n int, more bool) error {
 	held := c.held
 	c.held = 0
-	sent, err := c.flushCounted(c.wbuf[:n])
+	sent, err := c.flushCounted(c.wbuf[:n], more)
 	if err != nil && sent < held {
 		c.heldLost.Store(true)
 	}
@@ -273,7 +274,7 @@ func (c *Conn) flushHeld() error {
 	if c.held == 0 {
 		return nil
 	}
-	return c.flushBuf(c.held)
+	return c.flushBuf(c.held, true) // something follows: why it is sent now
 }
 
 // hold keeps wbuf[:n] back until the next write, or until the sweeper
@@ -401,13 +402,20 @@ func putHeader(b []byte, h ws.Header) int {
 // flush writes p, waiting as BeginWrite allowed; a failure fails the
 // connection. wmu must be held.
 func (c *Conn) flush(p []byte) error {
-	_, err := c.flushCounted(p)
+	_, err := c.flushCounted(p, true) // the message follows
 	return err
 }
 
-// flushCounted is flush, which also says how many bytes of p went.
-func (c *Conn) flushCounted(p []byte) (int, error) {
-	n, err := c.tr.Write(p)
+// flushCounted is flush, which also says how many bytes of p went; more
+// says more of the message follows in a later write (see moreWriter).
+func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
+	var n int
+	var err error
+	if mw, ok := c.tr.(moreWriter); more && ok {
+		n, err = mw.WriteMore(p)
+	} else {
+		n, err = c.tr.Write(p)
+	}
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		if e := c.Err(); e != nil {
