@@ -60,6 +60,19 @@ func fdPair(t *testing.T) (*fdConn, net.Conn) {
 	return d.fd, peer
 }
 
+// fdPairDrained is fdPair with a peer that reads everything: the channel
+// gives how many bytes it read once the client end shuts down.
+func fdPairDrained(t *testing.T) (*fdConn, <-chan int64) {
+	t.Helper()
+	f, peer := fdPair(t)
+	read := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, peer)
+		read <- n
+	}()
+	return f, read
+}
+
 // TestWritePastDeadlineSendsWhatFits: a write whose deadline passed before
 // it could send (its thread stopped since the deadline was set) sends what
 // the socket takes at once: the whole message when there is room. A

@@ -57,12 +57,7 @@ func TestPauseBetweenWritesOfAMessage(t *testing.T) {
 // leaves the deadline unfixed, and the next write, after a pause longer
 // than the timeout, gets the whole timeout.
 func TestWriteMoreKeepsTheClockLazy(t *testing.T) {
-	f, peer := fdPair(t)
-	got := make(chan int64, 1)
-	go func() {
-		n, _ := io.Copy(io.Discard, peer)
-		got <- n
-	}()
+	f, got := fdPairDrained(t)
 	f.beginWrite(100 * time.Millisecond)
 	if n, err := f.writeMore(make([]byte, 1<<20)); n != 1<<20 || err != nil {
 		t.Fatalf("the first write: %d, %v", n, err)

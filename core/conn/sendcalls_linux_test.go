@@ -4,7 +4,6 @@ package conn
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,12 +87,7 @@ func TestLargeWriteOneBlockingSend(t *testing.T) {
 // sendCallsWrite is the traced child: a small message and a large one,
 // each written whole to a peer that reads everything.
 func sendCallsWrite(t *testing.T) {
-	f, peer := fdPair(t)
-	read := make(chan int64, 1)
-	go func() {
-		n, _ := io.Copy(io.Discard, peer)
-		read <- n
-	}()
+	f, read := fdPairDrained(t)
 	for _, size := range []int{sendCallsSmall, sendCallsLarge} {
 		f.beginWrite(10 * time.Second)
 		if n, err := f.Write(bytes.Repeat([]byte{'x'}, size)); n != size || err != nil {

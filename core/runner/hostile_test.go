@@ -197,6 +197,13 @@ func TestRunnerNoMemory(t *testing.T) {
 	if st := c.Stats(); st.Reconnects[client.CauseOther] != 1 {
 		t.Fatalf("reconnects after the dropped connection: %v, want one (the second act's)", st.Reconnects)
 	}
+	// The statistics' exchanges count infers answered with a valid
+	// action, also when the act then failed: plugrl.h said "one per
+	// successful plugrl_infer (or runner infer)", which these two acts
+	// contradicted; the header now says which failed calls count.
+	if st := r.Stats(); st.Exchanges != 2 || st.RTTMax <= 0 {
+		t.Fatalf("exchanges = %d, rtt max %v after two acts answered with valid actions that failed for want of memory; want 2, and their round trips", st.Exchanges, st.RTTMax)
+	}
 }
 
 // TestRunnerStepSizeFromMetadata: metadata's action_dim gives the step size

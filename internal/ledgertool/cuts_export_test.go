@@ -12,7 +12,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/plugrl/libplugrl/core/ledger"
-	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/ledgertool"
 )
 
@@ -69,27 +68,12 @@ func TestExportRefusesCutRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, steps := []int64{0}, []int64{0}
 	o := states(width, "x")
 	for i := range o.States[0].Array.Data {
 		o.States[0].Array.Data[i] = 0x3f // not zeros
 	}
-	f := []bool{false}
-	var in, fb, act wire.Message
 	for range exchanges {
-		if err := wire.EncodeInfer(&in, &wire.Infer{EnvIndices: env, StepIDs: steps, Obs: o}); err != nil {
-			t.Fatal(err)
-		}
-		w.Sent(&in, o)
-		chunk := wire.Array{DType: wire.Float32, Shape: []int{1, 1, 1}, Data: make([]byte, 4)}
-		if err := wire.EncodeAction(&act, env, &chunk); err != nil {
-			t.Fatal(err)
-		}
-		w.Received(act.AppendTo(nil))
-		if err := wire.EncodeFeedback(&fb, &wire.Feedback{EnvIndices: env, StepIDs: steps, Obs: o, Rewards: []float32{1}, Terminated: f, Truncated: f}); err != nil {
-			t.Fatal(err)
-		}
-		w.Sent(&fb, o)
+		recordExchange(t, w, []int64{0}, o)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

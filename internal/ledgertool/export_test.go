@@ -23,28 +23,39 @@ func fullLedger(t *testing.T, obs []*wire.Observation) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, steps := []int64{0}, []int64{0}
 	for _, o := range obs {
-		var in, fb, act wire.Message
-		if err := wire.EncodeInfer(&in, &wire.Infer{EnvIndices: env, StepIDs: steps, Obs: o}); err != nil {
-			t.Fatal(err)
-		}
-		w.Sent(&in, o)
-		chunk := wire.Array{DType: wire.Float32, Shape: []int{1, 1, 1}, Data: make([]byte, 4)}
-		if err := wire.EncodeAction(&act, env, &chunk); err != nil {
-			t.Fatal(err)
-		}
-		w.Received(act.AppendTo(nil))
-		f := []bool{false}
-		if err := wire.EncodeFeedback(&fb, &wire.Feedback{EnvIndices: env, StepIDs: steps, Obs: o, Rewards: []float32{1}, Terminated: f, Truncated: f}); err != nil {
-			t.Fatal(err)
-		}
-		w.Sent(&fb, o)
+		recordExchange(t, w, []int64{0}, o)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// recordExchange records one exchange of envs (step id 0) in w: an infer
+// of o, an action chunk of [1, len(envs), 1] float32 zeros, and feedback
+// of o with reward 1 each, no episode ending.
+func recordExchange(t testing.TB, w *ledger.Writer, envs []int64, o *wire.Observation) {
+	t.Helper()
+	n := len(envs)
+	steps, rewards, flags := make([]int64, n), make([]float32, n), make([]bool, n)
+	for i := range rewards {
+		rewards[i] = 1
+	}
+	var in, fb, act wire.Message
+	if err := wire.EncodeInfer(&in, &wire.Infer{EnvIndices: envs, StepIDs: steps, Obs: o}); err != nil {
+		t.Fatal(err)
+	}
+	w.Sent(&in, o)
+	chunk := wire.Array{DType: wire.Float32, Shape: []int{1, n, 1}, Data: make([]byte, 4*n)}
+	if err := wire.EncodeAction(&act, envs, &chunk); err != nil {
+		t.Fatal(err)
+	}
+	w.Received(act.AppendTo(nil))
+	if err := wire.EncodeFeedback(&fb, &wire.Feedback{EnvIndices: envs, StepIDs: steps, Obs: o, Rewards: rewards, Terminated: flags, Truncated: flags}); err != nil {
+		t.Fatal(err)
+	}
+	w.Sent(&fb, o)
 }
 
 // states is an observation of one row per array, each of width floats.

@@ -30,26 +30,11 @@ func wideLedger(t testing.TB, n int, level ledger.Level) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, steps := make([]int64, n), make([]int64, n)
+	env := make([]int64, n)
 	for i := range env {
 		env[i] = int64(i)
 	}
-	o := wideObs(n, n)
-	var in, fb, act wire.Message
-	if err := wire.EncodeInfer(&in, &wire.Infer{EnvIndices: env, StepIDs: steps, Obs: o}); err != nil {
-		t.Fatal(err)
-	}
-	w.Sent(&in, o)
-	chunk := wire.Array{DType: wire.Float32, Shape: []int{1, n, 1}, Data: make([]byte, 4*n)}
-	if err := wire.EncodeAction(&act, env, &chunk); err != nil {
-		t.Fatal(err)
-	}
-	w.Received(act.AppendTo(nil))
-	f := make([]bool, n)
-	if err := wire.EncodeFeedback(&fb, &wire.Feedback{EnvIndices: env, StepIDs: steps, Obs: o, Rewards: make([]float32, n), Terminated: f, Truncated: f}); err != nil {
-		t.Fatal(err)
-	}
-	w.Sent(&fb, o)
+	recordExchange(t, w, env, wideObs(n, n))
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
