@@ -508,6 +508,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			return nil, fmt.Errorf("connect to %s: %w: the clock says %s, and the certificate (%q) is valid from %s: is the clock set? A machine without a battery-backed clock has the time only once NTP (or systemd-timesyncd) has set it after boot; a wait for the server (open_wait_ms, Options.OpenWait) waits for it (%v)",
 				shown, ErrClockBehind, now.UTC().Format(time.RFC3339), behind.Subject.CommonName, behind.NotBefore.UTC().Format(time.RFC3339), err)
 		}
+		if filter != nil {
+			err = filter.refusal(err)
+		}
 		return nil, fmt.Errorf("connect to %s: %w%s", shown, err, trustHint(err, o.TLS))
 	}
 	if dc == nil || filter == nil || nc != net.Conn(filter) { // cannot happen: NetDial and WrapConn made it

@@ -2,8 +2,12 @@ package conn
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net"
 	"slices"
+
+	"github.com/gobwas/ws"
 )
 
 // connectionFilter sits between gobwas/ws and the connection (above TLS)
@@ -42,7 +46,17 @@ type connectionFilter struct {
 	upgrade bool   // a Connection field listed "upgrade"
 	first   []byte // the first Connection field, if none has yet (a copy)
 	last    []byte // what the blank line hands on: the Connection field, then it
+
+	// What a refusal's message quotes (see refusal): the status line, and
+	// the first Sec-WebSocket-Protocol field and the first non-empty
+	// Sec-WebSocket-Extensions field (those gobwas/ws refuses, as this
+	// client offers neither), each cut to maxQuoted bytes.
+	statusLine, protocol, extensions []byte
+	sawProtocol                      bool
 }
+
+// maxQuoted caps what an error message quotes of a server's response.
+const maxQuoted = 200
 
 // Read hands on the rest of the line being handed on, or the next whole
 // line (a partial one only when Conn's read failed), until the blank line
@@ -66,6 +80,7 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 				// "Connection:" line in its place is no header field,
 				// and gobwas/ws refuses it.
 				f.status, f.out = true, line
+				f.statusLine = quoted(lineText(line))
 				continue
 			}
 			f.out = f.take(line)
@@ -107,7 +122,8 @@ func (f *connectionFilter) take(line []byte) []byte {
 		}
 		return nil
 	}
-	if len(lineText(line)) > 0 {
+	if text := lineText(line); len(text) > 0 {
+		f.note(text)
 		return line
 	}
 	f.done = true
@@ -117,6 +133,78 @@ func (f *connectionFilter) take(line []byte) []byte {
 	f.last = append(append(f.last, f.first...), line...)
 	return f.last
 }
+
+// note keeps what a refusal may quote of the header field text.
+func (f *connectionFilter) note(text []byte) {
+	name, value, ok := bytes.Cut(text, []byte(":"))
+	if !ok {
+		return
+	}
+	name, value = bytes.TrimSpace(name), bytes.TrimSpace(value)
+	switch {
+	case !f.sawProtocol && bytes.EqualFold(name, []byte("Sec-WebSocket-Protocol")):
+		f.sawProtocol, f.protocol = true, quoted(value)
+	case f.extensions == nil && len(value) > 0 && bytes.EqualFold(name, []byte("Sec-WebSocket-Extensions")):
+		f.extensions = quoted(value)
+	}
+}
+
+// quoted is a copy of b cut to maxQuoted bytes.
+func quoted(b []byte) []byte { return bytes.Clone(b[:min(len(b), maxQuoted)]) }
+
+// refusal is err, a refusal of the response by gobwas/ws, said with what
+// in the response was wrong, or err itself. gobwas/ws's own words name
+// the Sec-WebSocket-Protocol header for an extension the client did not
+// offer, and give a status other than 101 as its number alone: a
+// redirect did not say where to. Only bytes already read are looked at
+// (the Location of a redirect, if it came with the status line): a
+// status other than 101 still fails at once.
+func (f *connectionFilter) refusal(err error) error {
+	var status ws.StatusError
+	switch {
+	case errors.As(err, &status):
+		msg := fmt.Sprintf("the server answered %q, not 101 Switching Protocols", f.statusLine)
+		if status >= 300 && status < 400 {
+			if loc := f.fieldAhead("Location"); loc != nil {
+				msg += fmt.Sprintf(": a redirect to %q, which this client does not follow (give that URL)", loc)
+			} else {
+				msg += ": a redirect, which this client does not follow"
+			}
+		}
+		return &refusedError{msg: msg, err: err}
+	case errors.Is(err, ws.ErrHandshakeBadExtensions):
+		return &refusedError{msg: fmt.Sprintf("the server's 101 answer accepts an extension this client offered none of: Sec-WebSocket-Extensions: %q (SPEC 1.1: no compression)", f.extensions), err: err}
+	case errors.Is(err, ws.ErrHandshakeBadSubProtocol):
+		return &refusedError{msg: fmt.Sprintf("the server's 101 answer chooses a subprotocol this client offered none of: Sec-WebSocket-Protocol: %q", f.protocol), err: err}
+	}
+	return err
+}
+
+// fieldAhead is the value of the header field name among the whole lines
+// read but not handed on, before a blank line, or nil.
+func (f *connectionFilter) fieldAhead(name string) []byte {
+	for rest := f.pending; ; {
+		line, more, ok := bytes.Cut(rest, []byte("\n"))
+		text := bytes.TrimSuffix(line, []byte("\r"))
+		if !ok || len(text) == 0 {
+			return nil
+		}
+		if k, v, ok := bytes.Cut(text, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(k), []byte(name)) {
+			return quoted(bytes.TrimSpace(v))
+		}
+		rest = more
+	}
+}
+
+// refusedError is a refused handshake response said in the library's
+// words; it unwraps to gobwas/ws's error (errors.Is, errors.As).
+type refusedError struct {
+	msg string
+	err error
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // lineText is line without its line ending, cut as gobwas/ws cuts it: the
 // LF, and one CR before it. A CR more is the line's, as it is gobwas/ws's

@@ -367,3 +367,60 @@ func TestConnectionFilterRefusals(t *testing.T) {
 		t.Errorf("a Connection field listing upgrade: %v", err)
 	}
 }
+
+// TestHandshakeRefusalsSayWhy: a refused handshake's error names what the
+// server sent that was wrong. gobwas/ws's error for an extension the client
+// did not offer names the Sec-WebSocket-Protocol header (its text reuses
+// the subprotocol's header name), and its error for a status other than 101
+// gives only the number: a redirect did not say where to, which is what the
+// user needs to mend the URL. The errors still match gobwas/ws's for
+// errors.Is and errors.As (the open wait decides on ws.StatusError).
+func TestHandshakeRefusalsSayWhy(t *testing.T) {
+	ok := func(extra string) func(string) string {
+		return func(a string) string {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + a + "\r\n" + extra + "\r\n"
+		}
+	}
+	for _, useTLS := range []bool{false, true} {
+		for name, tc := range map[string]struct {
+			response func(string) string
+			want     []string
+			not      string
+			is       error
+		}{
+			"extension": {ok("Sec-WebSocket-Extensions: permessage-deflate\r\n"),
+				[]string{"Sec-WebSocket-Extensions", "permessage-deflate", "offered none"}, "Sec-WebSocket-Protocol", ws.ErrHandshakeBadExtensions},
+			"subprotocol": {ok("Sec-WebSocket-Protocol: chat\r\n"),
+				[]string{"Sec-WebSocket-Protocol", "chat", "offered none"}, "", ws.ErrHandshakeBadSubProtocol},
+			"redirect": {func(string) string {
+				return "HTTP/1.1 302 Found\r\nLocation: ws://elsewhere.example:9/x\r\nContent-Length: 0\r\n\r\n"
+			}, []string{"302 Found", "ws://elsewhere.example:9/x", "redirect"}, "", nil},
+			"not found": {func(string) string {
+				return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+			}, []string{"404 Not Found"}, "", nil},
+		} {
+			url, cfg := handshakeServer(t, useTLS, tc.response)
+			c, err := Dial(context.Background(), Options{URL: url, TLS: cfg, DialTimeout: 2 * time.Second})
+			if err == nil {
+				c.Abort()
+				t.Errorf("tls %v, %s: taken", useTLS, name)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("tls %v, %s: %v; want it to say %q", useTLS, name, err, w)
+				}
+			}
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("tls %v, %s: %v; names %s, which the server's answer did not get wrong", useTLS, name, err, tc.not)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("tls %v, %s: %v is not %v", useTLS, name, err, tc.is)
+			}
+			var status ws.StatusError
+			if tc.is == nil && !errors.As(err, &status) {
+				t.Errorf("tls %v, %s: %v is no ws.StatusError", useTLS, name, err)
+			}
+		}
+	}
+}
