@@ -53,6 +53,11 @@ type connectionFilter struct {
 	// client offers neither), each cut to maxQuoted bytes.
 	statusLine, protocol, extensions []byte
 	sawProtocol                      bool
+	// lastLine is the last line handed on but the blank one: the one
+	// gobwas/ws refused, when it finds a line malformed (it reads a
+	// line a Read, and the filter hands on one).
+	lastLine []byte
+	inHeader bool // lastLine is a header field's, not the status line
 }
 
 // maxQuoted caps what an error message quotes of a server's response.
@@ -81,6 +86,7 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 				// and gobwas/ws refuses it.
 				f.status, f.out = true, line
 				f.statusLine = quoted(lineText(line))
+				f.lastLine = f.statusLine
 				continue
 			}
 			f.out = f.take(line)
@@ -124,6 +130,7 @@ func (f *connectionFilter) take(line []byte) []byte {
 	}
 	if text := lineText(line); len(text) > 0 {
 		f.note(text)
+		f.lastLine, f.inHeader = quoted(text), true
 		return line
 	}
 	f.done = true
@@ -172,6 +179,14 @@ func (f *connectionFilter) refusal(err error) error {
 			}
 		}
 		return &refusedError{msg: msg, err: err}
+	case errors.Is(err, ws.ErrHandshakeBadProtocol):
+		return &refusedError{msg: fmt.Sprintf("the server answered %q: not HTTP/1.1 or later, which a WebSocket handshake needs", f.statusLine), err: err}
+	case errors.Is(err, ws.ErrMalformedResponse) && f.lastLine != nil:
+		what := "a line that is no header field"
+		if !f.inHeader {
+			what = "a malformed status line (is this port another service's?)"
+		}
+		return &refusedError{msg: fmt.Sprintf("the server's answer is not a valid HTTP response: %s: %q", what, f.lastLine), err: err}
 	case errors.Is(err, ws.ErrHandshakeBadExtensions):
 		return &refusedError{msg: fmt.Sprintf("the server's 101 answer accepts an extension this client offered none of: Sec-WebSocket-Extensions: %q (SPEC 1.1: no compression)", f.extensions), err: err}
 	case errors.Is(err, ws.ErrHandshakeBadSubProtocol):

@@ -424,3 +424,34 @@ func TestHandshakeRefusalsSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeMalformedSaysWhich: an answer that is not HTTP (another
+// service on the port), an HTTP/1.0 one, or one with a line that is no
+// header field is refused quoting the line: gobwas/ws says only
+// "malformed HTTP response" or "bad HTTP protocol version".
+func TestHandshakeMalformedSaysWhich(t *testing.T) {
+	for name, tc := range map[string]struct {
+		response func(string) string
+		want     string
+		is       error
+	}{
+		"ssh": {func(string) string { return "SSH-2.0-OpenSSH_9.6\r\n" }, `"SSH-2.0-OpenSSH_9.6"`, ws.ErrMalformedResponse},
+		"http/1.0": {func(a string) string {
+			return "HTTP/1.0 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + a + "\r\n\r\n"
+		}, `"HTTP/1.0 101 Switching Protocols"`, ws.ErrHandshakeBadProtocol},
+		"no colon": {func(a string) string {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nbroken line\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + a + "\r\n\r\n"
+		}, `"broken line"`, ws.ErrMalformedResponse},
+	} {
+		url, _ := handshakeServer(t, false, tc.response)
+		c, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second})
+		if err == nil {
+			c.Abort()
+			t.Errorf("%s: taken", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v; want it to quote %s, and to be %v", name, err, tc.want, tc.is)
+		}
+	}
+}
