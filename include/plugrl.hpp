@@ -135,6 +135,18 @@ inline void check_runner(plugrl_status s, plugrl_runner *r) {
   if (s != PLUGRL_OK) throw_runner(s, r);
 }
 
+/* The bytes of count elements of T, for a (pointer, count) overload; a
+** count whose bytes a size_t cannot hold throws: count * sizeof(T) would
+** wrap to a small size that the library might take for the right one. */
+template <class T>
+std::size_t bytes_of(std::size_t count, const char *what) {
+  if (count > SIZE_MAX / sizeof(T))
+    throw Error(PLUGRL_INVALID_ARGUMENT, std::string(what) + ": a count of " + std::to_string(count) +
+                                             " elements of " + std::to_string(sizeof(T)) +
+                                             " bytes is more bytes than a size_t holds");
+  return count * sizeof(T);
+}
+
 /* Takes the handle out of h and closes it with close (plugrl_close or
 ** plugrl_runner_free); false, with the handle put back, when the library
 ** refuses (PLUGRL_BUSY: inside one of the handle's callbacks). */
@@ -783,7 +795,8 @@ class Client {
   /* Copies into count elements at dst. */
   template <class T>
   void action_copy(T *dst, std::size_t count) {
-    detail::check_client(plugrl_action_copy(h(), dst, count * sizeof(T), dtype_v<T>), h());
+    const std::size_t bytes = detail::bytes_of<T>(count, "action_copy");
+    detail::check_client(plugrl_action_copy(h(), dst, bytes, dtype_v<T>), h());
   }
 
   /* Sends the feedback owed (SPEC 5.4) for the envs in env_indices. Returns
@@ -958,7 +971,7 @@ class Runner {
   ** (count must be num_envs * step_size). false: the run was stopped. */
   template <class T>
   bool act(const Observation &obs, T *out, std::size_t count) {
-    return act(obs.c(), out, count * sizeof(T), dtype_v<T>);
+    return act(obs.c(), out, detail::bytes_of<T>(count, "Runner::act"), dtype_v<T>);
   }
 
   /* This step's action for every env into actions, resized to num_envs *

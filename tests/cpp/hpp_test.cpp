@@ -186,6 +186,13 @@ void test_low_level(const std::string &url) {
   std::vector<int32_t> ints;
   client.action_copy(a, ints);
   CHECK(ints.size() == 24 && ints[3] == 10);
+  /* A count whose bytes wrap a size_t: (2^61 + 24) doubles made 192
+  ** bytes, the action's own size, and the copy went through. */
+  {
+    double buf[24];
+    expect_message("more bytes than a size_t holds",
+                   [&] { client.action_copy(buf, (std::size_t(1) << 61) + 24); }, __LINE__);
+  }
 
   // Caller errors: thrown, nothing sent.
   EXPECT_ERROR(PLUGRL_OUT_OF_ORDER, client.infer({0, 1}, {0, 0}, obs, a));
@@ -295,6 +302,13 @@ void test_runner(const std::string &url) {
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, runner.report(obs, rewards, term, std::vector<uint8_t>(2, 0)));
   /* Success flags are optional, but when given, one per env. */
   EXPECT_ERROR(PLUGRL_INVALID_ARGUMENT, runner.report(obs, rewards, term, trunc, std::vector<uint8_t>(n - 1, 0)));
+  /* The same for act's (pointer, count): (2^61 + 9) doubles made 72 bytes,
+  ** 3 envs x 3, and the act went through, sending an infer. */
+  {
+    double buf[9];
+    expect_message("more bytes than a size_t holds", [&] { runner.act(obs, buf, (std::size_t(1) << 61) + 9); },
+                   __LINE__);
+  }
   bool thrown = false;
   for (;;) {
     if (!runner.act(obs, actions)) break;
