@@ -6,7 +6,7 @@
 // no encoding at all.
 //
 //	plugrl-bench-server [--addr 127.0.0.1:0] --envs N [--horizon 8] [--action-dim 7]
-//	                    [--warmup 500ms] [--seconds 2s] [--conns 1]
+//	                    [--warmup 500ms] [--seconds 2s] [--conns 1] [--think 0]
 //	plugrl-bench-server --sizes --envs N --cams C --img S --state D
 //
 // Serving, it prints its ws:// URL as the first line of stdout, accepts
@@ -49,6 +49,13 @@
 // p99.9 10000, p99.99 100000), and as "-" otherwise: with fewer, p99.9 and
 // p99.99 are the largest sample or next to it, the maximum again (LARGE
 // has 250-400 exchanges in a window).
+//
+// With --think T it spins for T after reading each infer before it sends
+// the action, as a policy's inference takes time: the client then waits
+// that long in each Receive, as it would for a real policy (the default,
+// 0, answers at once, which no policy does). It spins rather than sleeps,
+// so that T is kept to the microsecond: give the server a core of its
+// own. T counts in infer_feedback, not in turnaround.
 //
 // With --sizes it prints the payload sizes libplugrl's encoder (core/wire)
 // gives the bench workload's infer and feedback, and the action's, as
@@ -98,6 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "exchanges before the window are not counted")
 	window := fs.Duration("seconds", 2*time.Second, "length of the measured window")
 	conns := fs.Int("conns", 1, "connections to accept and serve, each on its own goroutine")
+	think := fs.Duration("think", 0, "spin this long after each infer before sending the action, as a policy computes (0: answer at once)")
 	sizes := fs.Bool("sizes", false, "print the workload's infer/feedback/action payload sizes and exit")
 	cams := fs.Int("cams", 0, "with --sizes: images cam0..cam{C-1}")
 	img := fs.Int("img", 0, "with --sizes: image side S ([N, S, S, 3] u8)")
@@ -112,8 +120,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "plugrl-bench-server: --envs, --horizon, --action-dim and --conns must be positive")
 		return 2
 	}
-	if *window <= 0 || *warmup < 0 {
-		fmt.Fprintln(stderr, "plugrl-bench-server: --seconds must be positive and --warmup not negative")
+	if *window <= 0 || *warmup < 0 || *think < 0 {
+		fmt.Fprintln(stderr, "plugrl-bench-server: --seconds must be positive and --warmup and --think not negative")
 		return 2
 	}
 	action, data, err := actionMessage(*envs, *horizon, *dim)
@@ -192,6 +200,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			s.think = *think
 			errs[i] = s.serve(newActions(action, data, uint32(i)), w, func() { once.Do(announce) })
 			// End the run as a PlugRL server does, then wait briefly for
 			// the client's close (its next infer may come first).
@@ -276,7 +285,8 @@ type server struct {
 	ctrl [ws.MaxControlFramePayloadSize]byte
 	sink []byte
 
-	count int // exchanges in the window
+	think time.Duration // --think: the policy's time per infer
+	count int           // exchanges in the window
 	// Latencies of the window's exchanges in ns (saturated at ~4.3 s),
 	// appended within their preallocated capacity; dropped counts those
 	// that did not fit.
@@ -293,6 +303,10 @@ func (s *server) serve(actions *actions, w *window, stopping func()) error {
 			return fmt.Errorf("reading an infer: %w", err)
 		}
 		infer := w.since()
+		for s.think > 0 && w.since()-infer < s.think {
+			// A policy computing: spun, not slept, so that the wait
+			// is as long as asked (a sleep's timer overshoots it).
+		}
 		if err := s.send(actions.next()); err != nil {
 			return fmt.Errorf("sending an action: %w", err)
 		}

@@ -374,6 +374,28 @@ func TestServeWindow(t *testing.T) {
 	}
 }
 
+// TestServeThink: with --think, the action goes out only once think has
+// passed since its infer was read: the wait counts in infer_feedback, and
+// turnaround (the client's side) is as without it. The clock steps 1 us
+// at each reading; serve reads it once per spin.
+func TestServeThink(t *testing.T) {
+	const us = time.Microsecond
+	s, a := rawPair(t, 1<<10)
+	s.think = 50 * us
+	w := &window{start: 0, end: 1000 * us, length: 1000 * us, clock: fakeClock(us)}
+	if err := s.serve(a, w, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.inferFeedback) == 0 {
+		t.Fatal("no exchange timed")
+	}
+	for i := range s.inferFeedback {
+		if s.inferFeedback[i] < 50000 || s.turn[i] >= 50000 {
+			t.Fatalf("exchange %d: infer_feedback %d ns, turnaround %d ns; want the first at least the 50 us think, the second below it", i, s.inferFeedback[i], s.turn[i])
+		}
+	}
+}
+
 // TestReport: totals over the window's length, the fewest and most
 // exchanges of one connection, each latency column from its own samples,
 // and the unrecorded latencies beyond the one per connection expected.
