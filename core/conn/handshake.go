@@ -143,11 +143,10 @@ func (f *connectionFilter) take(line []byte) []byte {
 
 // note keeps what a refusal may quote of the header field text.
 func (f *connectionFilter) note(text []byte) {
-	name, value, ok := bytes.Cut(text, []byte(":"))
+	name, value, ok := headerField(text)
 	if !ok {
 		return
 	}
-	name, value = bytes.TrimSpace(name), bytes.TrimSpace(value)
 	switch {
 	case !f.sawProtocol && bytes.EqualFold(name, []byte("Sec-WebSocket-Protocol")):
 		f.sawProtocol, f.protocol = true, quoted(value)
@@ -200,15 +199,22 @@ func (f *connectionFilter) refusal(err error) error {
 func (f *connectionFilter) fieldAhead(name string) []byte {
 	for rest := f.pending; ; {
 		line, more, ok := bytes.Cut(rest, []byte("\n"))
-		text := bytes.TrimSuffix(line, []byte("\r"))
+		text := lineText(line)
 		if !ok || len(text) == 0 {
 			return nil
 		}
-		if k, v, ok := bytes.Cut(text, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(k), []byte(name)) {
-			return quoted(bytes.TrimSpace(v))
+		if k, v, ok := headerField(text); ok && bytes.EqualFold(k, []byte(name)) {
+			return quoted(v)
 		}
 		rest = more
 	}
+}
+
+// headerField splits a header field's text into its name and value,
+// spaces trimmed; ok is false for a line with no colon.
+func headerField(text []byte) (name, value []byte, ok bool) {
+	name, value, ok = bytes.Cut(text, []byte(":"))
+	return bytes.TrimSpace(name), bytes.TrimSpace(value), ok
 }
 
 // refusedError is a refused handshake response said in the library's

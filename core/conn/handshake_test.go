@@ -395,6 +395,9 @@ func TestHandshakeRefusalsSayWhy(t *testing.T) {
 			"redirect": {func(string) string {
 				return "HTTP/1.1 302 Found\r\nLocation: ws://elsewhere.example:9/x\r\nContent-Length: 0\r\n\r\n"
 			}, []string{"302 Found", "ws://elsewhere.example:9/x", "redirect"}, "", nil},
+			"redirect nowhere": {func(string) string {
+				return "HTTP/1.1 301 Moved Permanently\r\nContent-Length: 0\r\n\r\n"
+			}, []string{"301 Moved Permanently", "a redirect, which this client does not follow"}, "redirect to", nil},
 			"not found": {func(string) string {
 				return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 			}, []string{"404 Not Found"}, "", nil},

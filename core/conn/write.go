@@ -406,16 +406,22 @@ func (c *Conn) flush(p []byte) error {
 	return err
 }
 
+// write is the transport's Write, or its WriteMore when more of the
+// message follows and it has one: a message's last write (every SMALL
+// exchange's only one) asks nothing of the transport's type.
+func (c *Conn) write(p []byte, more bool) (int, error) {
+	if more {
+		if mw, ok := c.tr.(moreWriter); ok {
+			return mw.WriteMore(p)
+		}
+	}
+	return c.tr.Write(p)
+}
+
 // flushCounted is flush, which also says how many bytes of p went; more
 // says more of the message follows in a later write (see moreWriter).
 func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
-	var n int
-	var err error
-	if mw, ok := c.tr.(moreWriter); more && ok {
-		n, err = mw.WriteMore(p)
-	} else {
-		n, err = c.tr.Write(p)
-	}
+	n, err := c.write(p, more)
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		if e := c.Err(); e != nil {

@@ -224,9 +224,9 @@ func shapesOf(arrs []*wire.Array) []arrayShape {
 	return out
 }
 
-// MaxExportFiles bounds the files one export writes: a real run's full
+// maxExportFiles bounds the files one export writes: a real run's full
 // ledger of 1024 envs with 16 arrays each writes 20,480.
-var MaxExportFiles = 100_000
+const maxExportFiles = 100_000
 
 // filesPerEnv is the files Write saves per env beside its observation
 // arrays: action, reward, terminated, truncated.
@@ -259,8 +259,8 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 	// A file per env per array: counted first, so that a ledger of a few
 	// KB naming thousands of envs and arrays (rows of no bytes cost a
 	// message almost nothing) does not fill the directory with millions.
-	if n := len(envs) * (len(x.names) + filesPerEnv); n > MaxExportFiles {
-		return nil, fmt.Errorf("export would write %d files (%d envs, %d observation arrays each, and %d more per env), more than the %d it writes at most", n, len(envs), len(x.names), filesPerEnv, MaxExportFiles)
+	if n := len(envs) * (len(x.names) + filesPerEnv); n > maxExportFiles {
+		return nil, fmt.Errorf("export would write %d files (%d envs, %d observation arrays each, and %d more per env), more than the %d it writes at most", n, len(envs), len(x.names), filesPerEnv, maxExportFiles)
 	}
 	var files []string
 	save := func(name, descr string, shape []int, data []byte) error {
