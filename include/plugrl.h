@@ -633,7 +633,8 @@ typedef struct plugrl_options {
 ** of the wait. It keeps trying on what the server's side can mend: a
 ** connection refused, reset or timed out, a host or network unreachable,
 ** a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
-** a proxy whose backend is down), a connection closed before the
+** a proxy whose backend is down), 429 or 408 (a proxy that limits how
+** fast clients come), a connection closed before the
 ** handshake, or lost or closed with 1001 (going away), 1012 (service
 ** restart), 1013 (try again later) or 1014 (bad gateway) before the
 ** metadata, a connect or metadata timeout; and over wss://, a server's
@@ -643,8 +644,11 @@ typedef struct plugrl_options {
 ** full when it does; without a wait the message says that the clock is
 ** behind and from when the certificate is valid). Anything else ends it
 ** at once with its own status: a certificate that does not verify (an
-** expired one included), an HTTP answer other than 5xx, a protocol error,
-** the server's stop. plugrl_interrupt
+** expired one included), an HTTP answer other than 5xx, 429 or 408, a
+** protocol error, the server's stop. A refusal's Retry-After field (a
+** 503's or 429's: how long the server asks clients to stay away) makes the
+** pause before the next attempt that long, up to max_backoff_ms, whatever
+** the server asks; reconnects heed it the same way. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with
 ** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
 ** (PLUGRL_LOG_INFO), with its cause: a name that is misspelt, or a ws://

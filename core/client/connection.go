@@ -269,6 +269,7 @@ func (c *Client) reconnect() error {
 	for attempt := 1; attempt <= c.opts.MaxReconnects; attempt++ {
 		var pause time.Duration
 		pause, wait = c.backoff(wait)
+		pause = c.retryPause(pause, last)
 		if c.sleep(context.Background(), min(pause, time.Until(deadline))) {
 			return newErr(KindInterrupted, nil, "reconnecting: interrupted during the backoff; the next infer tries again")
 		}
@@ -311,6 +312,19 @@ func settled(o Options) time.Duration { return 2 * o.MaxBackoff }
 func (c *Client) backoff(wait time.Duration) (pause, next time.Duration) {
 	pause = wait/2 + time.Duration(rand.Int64N(int64(wait)/2+1))
 	return pause, min(2*wait, c.opts.MaxBackoff)
+}
+
+// retryPause is the pause before the attempt after one that failed with
+// err: the backoff's pause, or the wait the server asked for in its
+// refusal (a 503's or 429's Retry-After, conn.RetryAfter) if that is
+// longer, up to MaxBackoff. The caller's bound holds whatever a server
+// asks: a Retry-After of an hour still has the client try again within
+// MaxBackoff, and is refused again until the server takes it.
+func (c *Client) retryPause(pause time.Duration, err error) time.Duration {
+	if asked, ok := conn.RetryAfter(err); ok {
+		return max(pause, min(asked, c.opts.MaxBackoff))
+	}
+	return pause
 }
 
 // sleep waits d, or less if Interrupt is called or ctx ends, and reports

@@ -21,8 +21,9 @@ import (
 // It stops at once on what no wait can mend: a URL or port that is wrong,
 // a certificate that does not verify (but for one not valid yet by a clock
 // that NTP has not set yet: a robot's computer without a battery-backed
-// clock boots with the wrong time), an HTTP answer other than 5xx, a
-// protocol error, the server's stop.
+// clock boots with the wrong time), an HTTP answer other than 5xx, 429 or
+// 408, a protocol error, the server's stop. A refusal's Retry-After (a
+// 503's or 429's) lengthens the next pause to it, up to MaxBackoff.
 
 // open is Connect's connection: one attempt, or attempts until OpenWait
 // has passed (negative: until one succeeds), Interrupt or a failure that
@@ -52,6 +53,7 @@ func (c *Client) open(ctx context.Context) error {
 		}
 		var pause time.Duration
 		pause, wait = c.backoff(wait)
+		pause = c.retryPause(pause, err)
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -77,7 +79,8 @@ func (c *Client) open(ctx context.Context) error {
 // waitMends says whether a failed connect may succeed later without
 // anything on this side changing: the server not running yet, its
 // machine or network not up, its name not published yet (mDNS at boot),
-// a server or proxy that is full or restarting (HTTP 5xx, a connection
+// a server or proxy that is full, restarting or limiting its rate (HTTP
+// 5xx, 429 or 408, a connection
 // closed before the handshake, or lost or closed with 1001, 1012, 1013 or
 // 1014 before the metadata), a connect or metadata timeout, and this
 // machine's clock not set yet (before the server's certificate starts).
@@ -91,7 +94,12 @@ func waitMends(err error) bool {
 	}
 	var status ws.StatusError
 	if errors.As(err, &status) {
-		return status >= 500
+		// 5xx: the server or a proxy before it is failing, full or
+		// restarting; 429: it limits how fast clients may come (a proxy's
+		// rate limit); 408: it tired of waiting for the request. Each
+		// says to try again later; any other answer says this request is
+		// wrong.
+		return status >= 500 || status == 429 || status == 408
 	}
 	var closeErr *conn.CloseError
 	if errors.As(err, &closeErr) {

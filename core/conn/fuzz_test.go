@@ -91,12 +91,14 @@ func FuzzFrameReader(f *testing.F) {
 // FuzzHandshake answers the client's upgrade request with arbitrary bytes.
 // Dial must not panic, must fail or succeed by its deadline, and must read
 // no more than the handshake cap (plus one read buffer) of an answer that
-// never ends.
+// never ends; a Retry-After it reads is a wait of 0 to maxRetryAfter.
 func FuzzHandshake(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nX-Junk: " + string(bytes.Repeat([]byte{'a'}, 9000))))
 	f.Add([]byte("HTTP/1.1 200 OK\r\n\r\n"))
 	f.Add([]byte("\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 120\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, answer []byte) {
 		const limit = 4096
 		var read atomic.Int64
@@ -135,6 +137,9 @@ func FuzzHandshake(f *testing.F) {
 		}
 		if got := read.Load(); got > limit+8192 {
 			t.Fatalf("the handshake read %d bytes; the cap is %d", got, limit)
+		}
+		if wait, ok := RetryAfter(err); ok && (wait < 0 || wait > maxRetryAfter) {
+			t.Fatalf("the server's Retry-After made a wait of %v; want 0 to %v", wait, maxRetryAfter)
 		}
 		if err == nil {
 			c.Abort()

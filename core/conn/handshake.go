@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gobwas/ws"
 )
@@ -177,7 +180,16 @@ func (f *connectionFilter) refusal(err error) error {
 				msg += ": a redirect, which this client does not follow"
 			}
 		}
-		return &refusedError{msg: msg, err: err}
+		e := &refusedError{msg: msg, err: err}
+		if field := f.fieldAhead("Retry-After"); field != nil {
+			if d, ok := parseRetryAfter(field, time.Now()); ok {
+				e.retryAfter, e.hasRetryAfter = d, true
+				e.msg += fmt.Sprintf(", and asks to be tried again in %v (Retry-After: %q)", d, field)
+			} else {
+				e.msg += fmt.Sprintf(", with a Retry-After this client cannot read: %q", field)
+			}
+		}
+		return e
 	case errors.Is(err, ws.ErrHandshakeBadProtocol):
 		return &refusedError{msg: fmt.Sprintf("the server answered %q: not HTTP/1.1 or later, which a WebSocket handshake needs", f.statusLine), err: err}
 	case errors.Is(err, ws.ErrMalformedResponse) && f.lastLine != nil:
@@ -222,6 +234,54 @@ func headerField(text []byte) (name, value []byte, ok bool) {
 type refusedError struct {
 	msg string
 	err error
+	// The wait a Retry-After field asked for (a full or rate-limiting
+	// server's 503 or 429; see RetryAfter).
+	retryAfter    time.Duration
+	hasRetryAfter bool
+}
+
+// RetryAfter is the wait before another attempt that the server asked for
+// in the Retry-After field of its refusal of the handshake (RFC 9110
+// 10.2.3: a 503 or 429 from a server or proxy that is restarting, full or
+// limiting its rate), as the server said it: the caller bounds it. ok is
+// false if err is no such refusal, or the server named no wait this
+// client can read.
+func RetryAfter(err error) (wait time.Duration, ok bool) {
+	var r *refusedError
+	if errors.As(err, &r) && r.hasRetryAfter {
+		return r.retryAfter, true
+	}
+	return 0, false
+}
+
+// maxRetryAfter caps a Retry-After's wait, so that any number a server
+// writes is a duration (callers bound it further).
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After field's value (RFC 9110 10.2.3):
+// delay-seconds, or an HTTP-date (the IMF-fixdate, or the obsolete RFC
+// 850 and asctime forms RFC 9110 5.6.7 has recipients accept), as a wait
+// from now; a date in the past is no wait. Waits over maxRetryAfter are
+// maxRetryAfter.
+func parseRetryAfter(value []byte, now time.Time) (time.Duration, bool) {
+	v := string(value)
+	if v != "" && strings.Trim(v, "0123456789") == "" {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) { // only overflow fails
+			return maxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	for _, layout := range []string{
+		"Mon, 02 Jan 2006 15:04:05 GMT", // IMF-fixdate
+		"Monday, 02-Jan-06 15:04:05 GMT",
+		"Mon Jan _2 15:04:05 2006",
+	} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return min(max(t.Sub(now), 0), maxRetryAfter), true
+		}
+	}
+	return 0, false
 }
 
 func (e *refusedError) Error() string { return e.msg }

@@ -458,3 +458,36 @@ func TestHandshakeMalformedSaysWhich(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRetryAfter: delay-seconds and the three HTTP-date forms RFC
+// 9110 has a recipient accept, as a wait from now; a date gone is no wait,
+// any number a server writes is at most maxRetryAfter, and anything else
+// is not read (the caller keeps its own backoff).
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2015, 10, 21, 7, 28, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"120", 2 * time.Minute, true},
+		{"0", 0, true},
+		{"86401", maxRetryAfter, true},
+		{"99999999999999999999999", maxRetryAfter, true},
+		{"Wed, 21 Oct 2015 07:28:30 GMT", 30 * time.Second, true},
+		{"Wednesday, 21-Oct-15 07:29:00 GMT", time.Minute, true},
+		{"Wed Oct 21 07:28:05 2015", 5 * time.Second, true},
+		{"Wed, 21 Oct 2015 07:00:00 GMT", 0, true},
+		{"Fri, 21 Oct 2016 07:28:00 GMT", maxRetryAfter, true},
+		{"", 0, false},
+		{"-5", 0, false},
+		{"1.5", 0, false},
+		{"soon", 0, false},
+		{"Wed, 21 Oct 2015 07:28:30 PST", 0, false},
+	} {
+		got, ok := parseRetryAfter([]byte(tc.value), now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Retry-After %q: %v, %v; want %v, %v", tc.value, got, ok, tc.want, tc.ok)
+		}
+	}
+}

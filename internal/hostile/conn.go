@@ -86,6 +86,10 @@ func (c *conn) run() error {
 		_ = c.writeRaw([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
 		return errors.New("the upgrade request has no Sec-WebSocket-Key")
 	}
+	if sc == RateLimited && !c.s.admit(time.Now()) {
+		_ = c.writeRaw([]byte(fmt.Sprintf("HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", int(rateLimitWait/time.Second))))
+		return errors.New("refused with 429: too soon after the last refusal, or the first request after a connection")
+	}
 	if sc == SlowHandshake {
 		if err := c.slowHandshake(key); err != nil {
 			return err

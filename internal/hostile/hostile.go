@@ -278,14 +278,26 @@ const (
 	// client goes on, slower, and keeps its connection unless the losses
 	// in a row outlast its dead-peer bound.
 	Lossy Scenario = "lossy"
+
+	// RateLimited is Normal behind a proxy that limits how fast clients
+	// may come: it answers an upgrade request "429 Too Many Requests" with
+	// "Retry-After: 1" unless the request comes at least that second after
+	// its last such answer, and after serving one connection it refuses
+	// the next request again. A client that honours Retry-After is refused
+	// once per connection; one that retries sooner is refused until its
+	// backoff alone has grown past a second.
+	RateLimited Scenario = "rate-limited"
 )
+
+// rateLimitWait is RateLimited's Retry-After.
+const rateLimitWait = time.Second
 
 // Scenarios lists every scenario, in the order of their documentation.
 func Scenarios() []Scenario {
 	return []Scenario{
 		EndlessHeader, SlowHandshake, NoMetadata, ZeroDimAction, BigActionOneEnv,
 		HugeLength, StallMidFrame, NoRead, PingFlood, SlowAction, Normal, DoubleAction, CloseNoReply,
-		WidthChange, Garble, GarbleMetadata, GarbleFrames, Vanish, VanishUnacked, Lossy,
+		WidthChange, Garble, GarbleMetadata, GarbleFrames, Vanish, VanishUnacked, Lossy, RateLimited,
 	}
 }
 
@@ -493,6 +505,25 @@ type Server struct {
 	closeFrames                        atomic.Int64
 	metaSent                           atomic.Int64  // connections that got a metadata (WidthChange's count)
 	garbled                            atomic.Uint64 // connections the garble scenarios drew for: each one's seed
+
+	// RateLimited's state: when it last refused a request, and whether it
+	// has since served one (the next request is then refused again).
+	limitMu      sync.Mutex
+	limitRefused time.Time
+	limitServed  bool
+}
+
+// admit is RateLimited's decision on an upgrade request that comes at now:
+// true to serve it, false to refuse it with 429 (see RateLimited).
+func (s *Server) admit(now time.Time) bool {
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if !s.limitServed && !s.limitRefused.IsZero() && now.Sub(s.limitRefused) >= rateLimitWait {
+		s.limitServed = true
+		return true
+	}
+	s.limitRefused, s.limitServed = now, false
+	return false
 }
 
 // Listen starts a server for cfg. It serves until Close.

@@ -1204,6 +1204,56 @@ static void case_server_late(const char *url) {
   }
 }
 
+/* rate-limited: a proxy that limits how fast clients come answers 429
+** with "Retry-After: 1" to a request that comes less than a second after
+** its last refusal, and to the first after a connection. Without
+** open_wait_ms the open fails at once, its message quoting the answer and
+** the wait asked for. With open_wait_ms 10000 and a backoff of 50 ms
+** (max_backoff_ms 2000), the open is refused once and then pauses the
+** second asked for, not its 50 ms: it connects at its second attempt
+** (took_ms at least 1000), where a client that ignored Retry-After would
+** be refused until its own backoff passed a second (5 refusals or more). */
+static void case_rate_limited(const char *url) {
+  plugrl_options opt;
+  plugrl_client *c = NULL;
+  plugrl_status s;
+  obsbuf o;
+  int failed = 0;
+  double t0, took;
+  R.deadline_ms = -1;
+
+  options(&opt, url);
+  t0 = now_ms();
+  s = plugrl_open(&opt, &c);
+  took = now_ms() - t0;
+  if (expect("plugrl_open refused with 429, no wait", s, PLUGRL_CONNECT_FAILED, c)) {
+    at_once("plugrl_open", took);
+    if (strstr(plugrl_errmsg(c), "429 Too Many Requests") == NULL || strstr(plugrl_errmsg(c), "Retry-After") == NULL)
+      fail("its message does not quote the 429 and its Retry-After: %s", plugrl_errmsg(c));
+  }
+  plugrl_close(c);
+
+  options(&opt, url);
+  opt.open_wait_ms = 10000;
+  opt.reconnect_backoff_ms = 50;
+  opt.max_backoff_ms = 2000;
+  opt.log = count_attempts;
+  opt.log_user = &failed;
+  t0 = now_ms();
+  c = open_ok(&opt);
+  R.took_ms = now_ms() - t0;
+  extra("failed_attempts=%d", failed);
+  if (c == NULL) return;
+  if (failed != 1)
+    fail("plugrl_open connected after %d refused attempts; with the asked second between them, one", failed);
+  if (R.took_ms < 1000) fail("plugrl_open connected after %.1f ms; the server asked for a second", R.took_ms);
+  if (obs_init(&o, 1, 1)) {
+    if (exchange(c, &o)) R.status = PLUGRL_OK;
+    obs_free(&o);
+  }
+  expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
+}
+
 /* clock-behind (tests/server_late.sh, over wss://): the server's
 ** certificate becomes valid 1.5 s after the server starts (plugrl-hostile
 ** --tls-valid-in 1500ms; 1.5 to 2.5 s, as a certificate's times are whole
@@ -2766,6 +2816,7 @@ static const struct kase {
     {"garble-runner", "garble --h 2 --d 3 --seed 2", case_garble_runner, 0},
     {"garble-metadata", "garble-metadata --h 2 --d 3 --seed 3", case_garble_metadata, 0},
     {"garble-frames", "garble-frames --h 2 --d 500 --seed 4", case_garble_frames, 0},
+    {"rate-limited", "rate-limited", case_rate_limited, 0},
 #ifdef __linux__
     {"vanish", "vanish --vanish-after 2", case_vanish, 0},
     {"vanish-unacked", "vanish-unacked --vanish-after 2", case_vanish, 0},
