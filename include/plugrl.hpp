@@ -605,6 +605,11 @@ struct ActionView {
   int64_t horizon = 0;
   int64_t num_envs = 0;
   int64_t step_size = 0;
+  /* Which client and which of its infers made the view (Client::infer
+  ** sets them): Client::action_copy(view, ...) refuses a view that is not
+  ** its client's last action. 0 and NULL for a view no infer made. */
+  uint64_t infer_id = 0;
+  plugrl_client *client = nullptr;
 
   ActionView() = default;
   explicit ActionView(const plugrl_action &a)
@@ -682,12 +687,14 @@ class Client {
   ~Client() { reset_or_leak(); }
   Client(const Client &) = delete;
   Client &operator=(const Client &) = delete;
-  Client(Client &&o) noexcept : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)) {}
+  Client(Client &&o) noexcept
+      : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)), infers_(o.infers_.load(std::memory_order_relaxed)) {}
   Client &operator=(Client &&o) noexcept {
     if (this != &o) {
       reset_or_leak();
       h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       log_ = std::move(o.log_);
+      infers_.store(o.infers_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
     return *this;
   }
@@ -766,6 +773,7 @@ class Client {
     /* After the C call only locals: the log callback may have destroyed
     ** this client (see ~Client). */
     plugrl_client *const hc = h();
+    const uint64_t id = infers_.fetch_add(1, std::memory_order_relaxed) + 1;
     /* The call ends the last view's life whatever it returns: an action
     ** left holding it (RECONNECTED, STOPPED, a throw) would dangle. */
     action = ActionView();
@@ -773,6 +781,8 @@ class Client {
                                    reuse.empty() ? nullptr : reuse.data(), &a);
     if (s == PLUGRL_OK) {
       action = ActionView(a);
+      action.infer_id = id;
+      action.client = hc;
       return s;
     }
     if (s == PLUGRL_RECONNECTED || s == PLUGRL_STOPPED) return s;
@@ -780,9 +790,17 @@ class Client {
   }
 
   /* Copies the last action into dst (converting to T): dst is resized to
-  ** the action's H * n * step_size elements. */
+  ** the action's H * n * step_size elements. action must be the view this
+  ** client's last infer returned: one from an earlier infer, another
+  ** client's, or an empty one throws Error(PLUGRL_OUT_OF_ORDER), where it
+  ** would size dst by one action and fill it with another. */
   template <class T>
   void action_copy(const ActionView &action, std::vector<T> &dst) {
+    if (action.infer_id == 0 || action.client != h() ||
+        action.infer_id != infers_.load(std::memory_order_relaxed))
+      throw Error(PLUGRL_OUT_OF_ORDER,
+                  "action_copy: the ActionView is not this client's last action (it is empty, another client's, or "
+                  "an earlier infer's): copy an action before the next infer");
     dst.resize(action.size());
     detail::check_client(plugrl_action_copy(h(), dst.data(), dst.size() * sizeof(T), dtype_v<T>), h());
   }
@@ -899,6 +917,10 @@ class Client {
   std::atomic<plugrl_client *> h_{nullptr};
   plugrl_client *h() const noexcept { return h_.load(std::memory_order_acquire); }
   std::shared_ptr<LogFn> log_;
+  /* infer calls made: ActionView::infer_id's source. Atomic so that a
+  ** second thread's infer, which the library refuses (PLUGRL_BUSY), is no
+  ** data race here either. */
+  std::atomic<uint64_t> infers_{0};
 };
 
 /* ------------------------------------------------------------------------ */

@@ -63,19 +63,19 @@ void expect_error(plugrl_status want, F f, const char *what, int line) {
 }
 #define EXPECT_ERROR(want, stmt) expect_error((want), [&] { stmt; }, #stmt, __LINE__)
 
-/* f throws PLUGRL_INVALID_ARGUMENT from the wrapper's own check, whose
-** message has part: a check the library would make too is not the one
-** being tested. */
+/* f throws want (PLUGRL_INVALID_ARGUMENT unless said) from the wrapper's
+** own check, whose message has part: a check the library would make too
+** is not the one being tested. */
 template <class F>
-void expect_message(const char *part, F f, int line) {
+void expect_message(const char *part, F f, int line, plugrl_status want = PLUGRL_INVALID_ARGUMENT) {
   checks++;
   try {
     f();
   } catch (const plugrl::Error &e) {
-    if (e.status() != PLUGRL_INVALID_ARGUMENT || e.message().find(part) == std::string::npos) {
+    if (e.status() != want || e.message().find(part) == std::string::npos) {
       failures++;
-      std::cerr << "hpp_test.cpp:" << line << ": FAIL: threw " << e.what() << ", want invalid argument with \""
-                << part << "\"\n";
+      std::cerr << "hpp_test.cpp:" << line << ": FAIL: threw " << e.what() << ", want " << plugrl::status_str(want)
+                << " with \"" << part << "\"\n";
     } else {
       std::cout << "ok   threw " << e.what() << "\n";
     }
@@ -186,6 +186,7 @@ void test_low_level(const std::string &url) {
   std::vector<int32_t> ints;
   client.action_copy(a, ints);
   CHECK(ints.size() == 24 && ints[3] == 10);
+  const plugrl::ActionView first = a; /* stale after the next infer */
   /* A count whose bytes wrap a size_t: (2^61 + 24) doubles made 192
   ** bytes, the action's own size, and the copy went through. */
   {
@@ -233,6 +234,14 @@ void test_low_level(const std::string &url) {
   std::vector<uint8_t> reuse = {1, 0};
   CHECK(client.infer({0, 1}, {1, 0}, only1, reuse, a) == PLUGRL_OK);
   CHECK(a.num_envs == 2);
+  /* A view from an earlier infer, of the same size: it sized the vector
+  ** and the copy filled it with the new action. Now refused, as is an
+  ** empty view; the current one copies. */
+  expect_message("not this client's last action", [&] { client.action_copy<float>(first); }, __LINE__,
+                 PLUGRL_OUT_OF_ORDER);
+  expect_message("not this client's last action", [&] { client.action_copy<float>(plugrl::ActionView()); },
+                 __LINE__, PLUGRL_OUT_OF_ORDER);
+  CHECK(client.action_copy<float>(a).size() == 24);
   CHECK(client.feedback({0, 1}, {1, 0}, obs, rewards, trunc, trunc) == PLUGRL_OK);
 
   // Live statistics: one reused row so far, round trips measured.
