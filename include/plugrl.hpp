@@ -606,8 +606,12 @@ struct ActionView {
   int64_t num_envs = 0;
   int64_t step_size = 0;
   /* Which client and which of its infers made the view (Client::infer
-  ** sets them): Client::action_copy(view, ...) refuses a view that is not
-  ** its client's last action. 0 and NULL for a view no infer made. */
+  ** sets them; infer_id is the client's count of infers answered then,
+  ** plugrl_statistics::exchanges): Client::action_copy(view, ...) refuses
+  ** a view that is not its client's last action. 0 and NULL for a view
+  ** Client::infer did not make: an empty one, which action_copy refuses,
+  ** or one made from a plugrl_action, which it cannot check and leaves to
+  ** the library. */
   uint64_t infer_id = 0;
   plugrl_client *client = nullptr;
 
@@ -687,14 +691,12 @@ class Client {
   ~Client() { reset_or_leak(); }
   Client(const Client &) = delete;
   Client &operator=(const Client &) = delete;
-  Client(Client &&o) noexcept
-      : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)), infers_(o.infers_.load(std::memory_order_relaxed)) {}
+  Client(Client &&o) noexcept : h_(o.h_.exchange(nullptr)), log_(std::move(o.log_)) {}
   Client &operator=(Client &&o) noexcept {
     if (this != &o) {
       reset_or_leak();
       h_.store(o.h_.exchange(nullptr), std::memory_order_release);
       log_ = std::move(o.log_);
-      infers_.store(o.infers_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
     return *this;
   }
@@ -773,7 +775,6 @@ class Client {
     /* After the C call only locals: the log callback may have destroyed
     ** this client (see ~Client). */
     plugrl_client *const hc = h();
-    const uint64_t id = infers_.fetch_add(1, std::memory_order_relaxed) + 1;
     /* The call ends the last view's life whatever it returns: an action
     ** left holding it (RECONNECTED, STOPPED, a throw) would dangle. */
     action = ActionView();
@@ -781,7 +782,7 @@ class Client {
                                    reuse.empty() ? nullptr : reuse.data(), &a);
     if (s == PLUGRL_OK) {
       action = ActionView(a);
-      action.infer_id = id;
+      action.infer_id = answered(hc);
       action.client = hc;
       return s;
     }
@@ -791,13 +792,19 @@ class Client {
 
   /* Copies the last action into dst (converting to T): dst is resized to
   ** the action's H * n * step_size elements. action must be the view this
-  ** client's last infer returned: one from an earlier infer, another
-  ** client's, or an empty one throws Error(PLUGRL_OUT_OF_ORDER), where it
-  ** would size dst by one action and fill it with another. */
+  ** client's last infer returned: one from an earlier infer (this client's
+  ** own, its Runner's or a C call's on its handle), another client's, or
+  ** an empty one throws Error(PLUGRL_OUT_OF_ORDER), where it would size
+  ** dst by one action and fill it with another. "Last" is the library's
+  ** count of infers answered (plugrl_statistics::exchanges): an infer the
+  ** library refused (PLUGRL_BUSY from a second thread, say) ends no
+  ** action. A view made from a plugrl_action (ActionView(const
+  ** plugrl_action &)) is not checked: the library's checks are those. */
   template <class T>
   void action_copy(const ActionView &action, std::vector<T> &dst) {
-    if (action.infer_id == 0 || action.client != h() ||
-        action.infer_id != infers_.load(std::memory_order_relaxed))
+    const bool unchecked = action.client == nullptr && action.data != nullptr;
+    if (!unchecked && (action.client == nullptr || action.client != h() || action.infer_id == 0 ||
+                       action.infer_id != answered(h())))
       throw Error(PLUGRL_OUT_OF_ORDER,
                   "action_copy: the ActionView is not this client's last action (it is empty, another client's, or "
                   "an earlier infer's): copy an action before the next infer");
@@ -917,10 +924,16 @@ class Client {
   std::atomic<plugrl_client *> h_{nullptr};
   plugrl_client *h() const noexcept { return h_.load(std::memory_order_acquire); }
   std::shared_ptr<LogFn> log_;
-  /* infer calls made: ActionView::infer_id's source. Atomic so that a
-  ** second thread's infer, which the library refuses (PLUGRL_BUSY), is no
-  ** data race here either. */
-  std::atomic<uint64_t> infers_{0};
+  /* The library's count of infers answered on hc (plugrl_statistics::
+  ** exchanges: one per successful infer, a Runner's included, and none for
+  ** one it refused), ActionView::infer_id's source; 0 for a handle closed
+  ** (or NULL). plugrl_stats takes no lock and allocates nothing, and hc
+  ** may be a handle a log callback closed (it says PLUGRL_CLOSED). */
+  static uint64_t answered(plugrl_client *hc) noexcept {
+    plugrl_statistics st{};
+    st.size = sizeof st;
+    return plugrl_stats(hc, &st) == PLUGRL_OK ? st.exchanges : 0;
+  }
 };
 
 /* ------------------------------------------------------------------------ */

@@ -15,6 +15,13 @@
 // reconnect to a server of another action width; then a Client is
 // destroyed in its own log callback during an infer that reconnects.
 //
+// With --busy the server is `plugrl-hostile --scenario slow-action
+// --slow-every 2 --action-delay 500ms` (CTest's "hpp_busy"): a view made
+// from a C-level infer's plugrl_action copies as before, and a second
+// thread's infer that the library refuses (PLUGRL_BUSY, it ends nothing)
+// leaves the first thread's view its client's last action (see
+// test_busy_keeps_view).
+//
 // With --garble-metadata the server is `plugrl-hostile --scenario
 // garble-metadata --h 2 --d 3` (CTest's "hpp_garble_metadata"), and every
 // metadata getter must agree with the C call beneath it (see
@@ -24,9 +31,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <atomic>
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -557,17 +567,97 @@ void test_garble_metadata(const std::string &url) {
             << " values with no JSON, each getter as the C API\n";
 }
 
+// The view action_copy takes is the client's last action as the library
+// knows it. (1) A view made from a plugrl_action of a C-level infer on the
+// client's handle (the public ActionView(const plugrl_action &)) is the
+// last action: it copies, as it did before views carried an infer's id.
+// (2) A second thread's infer while the first's waits for its action
+// (slow-action holds every second infer 500 ms) is refused by the library
+// with PLUGRL_BUSY, which ends no action: the first thread's view is
+// still the last action and copies. Before, the wrapper counted the
+// refused infer too, and refused the view (PLUGRL_OUT_OF_ORDER).
+void test_busy_keeps_view(const std::string &url) {
+  plugrl::Client client(plugrl::Options(url).receive_timeout_ms(10000));
+  std::vector<double> t = {5};
+  plugrl::Observation obs;
+  obs.state("t", t, {1, 1});
+  std::vector<float> rewards = {1};
+  std::vector<uint8_t> no = {0};
+
+  // (1) The connection's first infer, answered at once.
+  {
+    const int64_t env = 0, step = 0;
+    plugrl_action ca{};
+    CHECK(plugrl_infer(client.handle(), &env, &step, 1, obs.c(), nullptr, &ca) == PLUGRL_OK);
+    const plugrl::ActionView v(ca);
+    try {
+      CHECK(client.action_copy<float>(v).size() == v.size());
+    } catch (const plugrl::Error &e) {
+      check(false, e.what(), __LINE__);
+    }
+    CHECK(client.feedback({0}, {0}, obs, rewards, no, no) == PLUGRL_OK);
+  }
+
+  // (2) The second, held 500 ms; meanwhile this thread's infers until one
+  // is refused with PLUGRL_BUSY (an infer of no envs: the library refuses
+  // it as an invalid argument if it gets that far).
+  std::atomic<bool> done{false};
+  plugrl::ActionView a;
+  plugrl_status s = PLUGRL_SERVER_ERROR; /* until the infer says */
+  std::string thrown;
+  std::thread first([&] {
+    for (;;) {
+      try {
+        s = client.infer({0}, {1}, obs, a);
+        break;
+      } catch (const plugrl::Error &e) {
+        if (e.status() != PLUGRL_BUSY) {
+          thrown = e.what();
+          break;
+        }
+      }
+    }
+    done = true;
+  });
+  bool busy = false;
+  plugrl::ActionView other;
+  while (!busy && !done) {
+    try {
+      client.infer({}, {}, obs, other);
+    } catch (const plugrl::Error &e) {
+      busy = e.status() == PLUGRL_BUSY;
+    }
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  first.join();
+  check(thrown.empty(), thrown.c_str(), __LINE__);
+  CHECK(s == PLUGRL_OK);
+  if (!busy) {
+    std::cout << "skip the held infer answered before a second thread's infer was refused\n";
+    return;
+  }
+  std::cout << "ok   a second thread's infer refused with PLUGRL_BUSY while the first waited\n";
+  try {
+    CHECK(client.action_copy<float>(a).size() == a.size());
+  } catch (const plugrl::Error &e) {
+    check(false, e.what(), __LINE__);
+  }
+}
+
 int main(int argc, char **argv) {
   const bool width_change = argc == 3 && std::string(argv[1]) == "--width-change";
   const bool garble = argc == 3 && std::string(argv[1]) == "--garble-metadata";
-  if (argc != 2 && !width_change && !garble) {
-    std::cerr << "usage: hpp_test [--width-change | --garble-metadata] ws://HOST:PORT\n";
+  const bool busy = argc == 3 && std::string(argv[1]) == "--busy";
+  if (argc != 2 && !width_change && !garble && !busy) {
+    std::cerr << "usage: hpp_test [--width-change | --garble-metadata | --busy] ws://HOST:PORT\n";
     return 2;
   }
   std::string url = argv[argc - 1];
   try {
     if (garble) {
       test_garble_metadata(url);
+    } else if (busy) {
+      test_busy_keeps_view(url);
     } else if (width_change) {
       test_width_change(url);
       test_destroy_runner_in_log(url); /* the server's third and fourth connections */
