@@ -274,14 +274,37 @@ func parseRetryAfter(value []byte, now time.Time) (time.Duration, bool) {
 	}
 	for _, layout := range []string{
 		"Mon, 02 Jan 2006 15:04:05 GMT", // IMF-fixdate
-		"Monday, 02-Jan-06 15:04:05 GMT",
+		rfc850Layout,
 		"Mon Jan _2 15:04:05 2006",
 	} {
 		if t, err := time.Parse(layout, v); err == nil {
+			if layout == rfc850Layout {
+				t = rfc850Year(t, now)
+			}
 			return min(max(t.Sub(now), 0), maxRetryAfter), true
 		}
 	}
 	return 0, false
+}
+
+// rfc850Layout is RFC 9110's obsolete RFC 850 date, with a two-digit year.
+const rfc850Layout = "Monday, 02-Jan-06 15:04:05 GMT"
+
+// rfc850Year is t, parsed from an RFC 850 date, in the century RFC 9110
+// 5.6.7 has a recipient choose: its two-digit year is the year ending so
+// that is not more than 50 years after now (nor 50 or more before it).
+// time.Parse puts 69-99 in the 1900s and 00-68 in the 2000s whatever the
+// date: in 2026 it read "-70" as 1970, a date gone (no wait), where the
+// RFC says 2070.
+func rfc850Year(t, now time.Time) time.Time {
+	y := now.Year() - now.Year()%100 + t.Year()%100
+	switch {
+	case y > now.Year()+50:
+		y -= 100
+	case y <= now.Year()-50:
+		y += 100
+	}
+	return time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
 func (e *refusedError) Error() string { return e.msg }

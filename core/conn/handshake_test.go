@@ -491,3 +491,27 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRetryAfterTwoDigitYear: an RFC 850 date's two-digit year is
+// read as RFC 9110 5.6.7 says, as not more than 50 years after now (a
+// MUST): in 2026 "-70" is 2070, a wait of a day at most, not 1970 (no
+// wait); in 2015 "-66" is 1966 (no wait), not 2066.
+func TestParseRetryAfterTwoDigitYear(t *testing.T) {
+	for _, tc := range []struct {
+		now   time.Time
+		value string
+		want  time.Duration
+	}{
+		{time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC), "Saturday, 06-Dec-70 08:00:00 GMT", maxRetryAfter},
+		{time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC), "Sunday, 06-Dec-26 08:00:30 GMT", 30 * time.Second},
+		{time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC), "Wednesday, 06-Dec-77 08:00:00 GMT", 0},
+		{time.Date(2015, 10, 21, 7, 28, 0, 0, time.UTC), "Friday, 21-Oct-66 07:28:30 GMT", 0},
+		{time.Date(2015, 10, 21, 7, 28, 0, 0, time.UTC), "Wednesday, 21-Oct-15 07:29:00 GMT", time.Minute},
+		{time.Date(2099, 12, 31, 23, 59, 0, 0, time.UTC), "Friday, 01-Jan-00 00:00:30 GMT", 90 * time.Second},
+	} {
+		got, ok := parseRetryAfter([]byte(tc.value), tc.now)
+		if got != tc.want || !ok {
+			t.Errorf("Retry-After %q at %v: %v, %v; want %v, true", tc.value, tc.now, got, ok, tc.want)
+		}
+	}
+}
