@@ -646,9 +646,11 @@ typedef struct plugrl_options {
 ** at once with its own status: a certificate that does not verify (an
 ** expired one included), an HTTP answer other than 5xx, 429 or 408, a
 ** protocol error, the server's stop. A refusal's Retry-After field (a
-** 503's or 429's: how long the server asks clients to stay away) makes the
-** pause before the next attempt that long, up to max_backoff_ms, whatever
-** the server asks; reconnects heed it the same way. plugrl_interrupt
+** 503's or 429's: how long the server asks clients to stay away; read if
+** it came in the same read as the status line) makes the pause before
+** the next attempt at least that long, up to max_backoff_ms (and what is
+** left of the wait), whatever the server asks; reconnects heed it the
+** same way. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with
 ** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
 ** (PLUGRL_LOG_INFO), with its cause: a name that is misspelt, or a ws://

@@ -91,7 +91,9 @@ type Options struct {
 	// it. Negative: until the server answers. Interrupt, or the context,
 	// ends the wait at once, and a failure no wait can mend (a URL that
 	// does not parse or a bad port, a certificate that is wrong, an HTTP
-	// answer other than 5xx, a protocol error) ends it too; a name not
+	// answer other than 5xx, 429 or 408, a protocol error) ends it too; a
+	// refusal's Retry-After lengthens the next pause to it, up to
+	// MaxBackoff; a name not
 	// found is waited for (it may not be published yet), also a misspelt
 	// one, and so is a certificate not valid yet by this machine's clock
 	// (conn.ErrClockBehind: a clock NTP has not set yet since boot).
