@@ -9,14 +9,23 @@ import (
 	"github.com/plugrl/libplugrl/core/wire"
 )
 
-// Violation is one SPEC rule a ledger shows broken.
+// Violation is one SPEC rule a ledger shows broken, or one of the
+// ledger's own (ClauseLedger).
 type Violation struct {
 	Seq    int    // the record's position in the ledger
-	Clause string // the SPEC section, e.g. "7.6"
+	Clause string // the SPEC section, e.g. "7.6", or ClauseLedger
 	Msg    string
 }
 
+// ClauseLedger is the Clause of a violation of what the ledger's writer
+// guarantees (docs/LEDGER.md), not of the SPEC: a ledger that breaks it
+// was not written by this library as it is, or was altered.
+const ClauseLedger = "ledger"
+
 func (v Violation) String() string {
+	if v.Clause == ClauseLedger {
+		return fmt.Sprintf("record %d: not as the ledger is written: %s", v.Seq, v.Msg)
+	}
 	return fmt.Sprintf("record %d: SPEC %s: %s", v.Seq, v.Clause, v.Msg)
 }
 
@@ -38,6 +47,7 @@ const (
 	phaseAwaitAction
 	phaseHolding
 	phaseUnknown // after a lost record: learned again from the next infer
+	phaseClosed  // no connection open: before the first connect record, after a close
 )
 
 // envState is what the audit knows of one env index.
@@ -121,7 +131,9 @@ type Auditor struct {
 }
 
 // NewAuditor returns an empty auditor.
-func NewAuditor() *Auditor { return &Auditor{envs: map[int64]*envState{}, stopSeq: -1} }
+func NewAuditor() *Auditor {
+	return &Auditor{envs: map[int64]*envState{}, stopSeq: -1, phase: phaseClosed}
+}
 
 // MaxViolations bounds the violations an Auditor keeps; the rest are
 // counted in Unkept. A broken client shows its faults in the first few;
@@ -216,7 +228,7 @@ func (a *Auditor) Add(ev *Event) {
 		a.phase = phaseUnknown
 		a.forgetFeedback()
 	case ledger.KindClose:
-		a.phase = phaseIdle
+		a.phase = phaseClosed
 		if ev.By == "server" && ev.Reason == wire.ReasonStop {
 			a.stopSeq = ev.Seq
 		}
@@ -225,6 +237,7 @@ func (a *Auditor) Add(ev *Event) {
 		}
 		a.forgetFeedback()
 	case ledger.KindSend:
+		a.onConnection(ev, "sent")
 		switch {
 		case ev.DecodeErr != nil:
 			a.flag(ev, "5", "the client sent a message a server cannot decode: %v", ev.DecodeErr)
@@ -234,8 +247,22 @@ func (a *Auditor) Add(ev *Event) {
 			a.sendFeedback(ev)
 		}
 	case ledger.KindRecv:
+		a.onConnection(ev, "received")
 		a.recv(ev)
 	}
+}
+
+// onConnection flags a message sent or received with no connection open:
+// the writer records a connection's connect before its first message and
+// its close after its last, so such a ledger is not what the library
+// wrote (or lost the record between, which a lost record would say). The
+// message is then checked as after a gap.
+func (a *Auditor) onConnection(ev *Event, how string) {
+	if a.phase != phaseClosed {
+		return
+	}
+	a.flag(ev, ClauseLedger, "a message %s with no connection open (no connect record since the start or the last close)", how)
+	a.phase = phaseUnknown
 }
 
 func (a *Auditor) connect(ev *Event) {
@@ -513,6 +540,8 @@ func phaseName(p int) string {
 		return "an action is awaited"
 	case phaseHolding:
 		return "a feedback is owed"
+	case phaseClosed:
+		return "no connection is open"
 	}
 	return "no action is outstanding"
 }

@@ -158,7 +158,8 @@ func TestAuditKeepsBoundedViolations(t *testing.T) {
 	a := ledgertool.NewAuditor()
 	bad := errors.New("not a message")
 	const n = ledgertool.MaxViolations + 5
-	for i := 0; i < n; i++ {
+	a.Add(&ledgertool.Event{Record: &ledger.Record{Kind: ledger.KindConnect}})
+	for i := 1; i <= n; i++ {
 		a.Add(&ledgertool.Event{Record: &ledger.Record{Kind: ledger.KindSend, Seq: i}, DecodeErr: bad})
 	}
 	if len(a.Violations) != ledgertool.MaxViolations || a.Unkept != 5 {

@@ -115,6 +115,20 @@ func TestAuditEveryRuleFires(t *testing.T) {
 			return s
 		}, "5.4", "env 0 sends info.episode (mask true) on a row that is neither terminated nor truncated"},
 
+		{"an infer before any connection", func() *script {
+			s := &script{a: ledgertool.NewAuditor()}
+			s.infer(e, []int64{0}, rows(1), nil)
+			return s
+		}, ledgertool.ClauseLedger, "a message sent with no connection open (no connect record since the start or the last close)"},
+
+		{"an action after the connection closed", func() *script {
+			s := newScript(nil)
+			s.infer(e, []int64{0}, rows(1), nil)
+			s.close("local", "")
+			s.action(1, 1)
+			return s
+		}, ledgertool.ClauseLedger, "a message received with no connection open (no connect record since the start or the last close)"},
+
 		{"info.episode.l shorter than the chunks fed back", func() *script {
 			return episodeOfLength(1)
 		}, "5.4", "env 0's info.episode.l is 1, but 2 chunks were fed back over its episode"},

@@ -34,6 +34,11 @@ func wideLedger(t testing.TB, n int, level ledger.Level) string {
 	for i := range env {
 		env[i] = int64(i)
 	}
+	var meta wire.Message
+	if err := wire.EncodeMetadata(&meta, &wire.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Connected("ws://127.0.0.1:1", "127.0.0.1:1", meta.AppendTo(nil))
 	recordExchange(t, w, env, wideObs(n, n))
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
