@@ -242,9 +242,11 @@ impl ClientBuilder {
     /// between attempts: `Some(d)` for up to `d`, `None` until the server
     /// answers or an [`Interrupt`] ends it. By default `open` makes one
     /// attempt. Failures no wait can mend (a certificate that does not
-    /// verify, an HTTP answer other than 5xx, a protocol error) end it at
-    /// once; a certificate not valid yet by a clock NTP has not set yet is
-    /// waited for. plugrl.h, "Waiting for the server", says which.
+    /// verify, an HTTP answer other than 5xx, 429 or 408, a protocol error)
+    /// end it at once; a certificate not valid yet by a clock NTP has not
+    /// set yet is waited for, and a refusal's `Retry-After` lengthens the
+    /// next pause up to `max_backoff`. plugrl.h, "Waiting for the server",
+    /// says which.
     pub fn open_wait(mut self, d: Option<Duration>) -> Self {
         self.n.open_wait_ms = match d {
             None => -1,
