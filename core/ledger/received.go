@@ -129,13 +129,51 @@ func changedSpan(msg, last []byte) (lo, hi int) {
 
 // oneRun reports whether cur and prev, of equal length, have no run of
 // minEqualRun equal bytes: appendPatch codes them as one run when they
-// also differ in their first and last bytes. It reads them a word at a
+// also differ in their first and last bytes.
+//
+// Every run of 4 equal bytes holds an aligned pair of equal bytes (at an
+// even offset): a 16-bit lane of zero in a word of their XOR. A policy's
+// float32 values have few (a value's two halves rarely repeat the last
+// one's), so oneRun first looks for such lanes, 16 bytes at a time, in a
+// few instructions a word and a branch that is almost never taken, and
+// checks the runs around one it finds (noEqualRun), from the word before
+// it to the word after; the words after the last whole 16 bytes are
+// checked that way too. A SMALL action's 245 bytes of new values, 64
+// actions in turn (BenchmarkOneRun): 68-69 ns with noEqualRun over the
+// whole span, 36-37 this way (about one span in 11 holds a pair).
+func oneRun(cur, prev []byte) bool {
+	n := len(cur)
+	prev = prev[:n]
+	le := binary.LittleEndian
+	i := 0
+	for ; i+16 <= n; i += 16 {
+		c, p := cur[i:i+16], prev[i:i+16]
+		if equalPairs(le.Uint64(c)^le.Uint64(p))|equalPairs(le.Uint64(c[8:])^le.Uint64(p[8:])) != 0 {
+			// A run holding an equal pair of these 16 bytes lies
+			// within them and the 2 either side.
+			if lo, hi := max(i-8, 0), min(i+24, n); !noEqualRun(cur[lo:hi], prev[lo:hi]) {
+				return false
+			}
+		}
+	}
+	lo := max(i-8, 0) // the rest, and runs that start in the last 16 bytes checked
+	return noEqualRun(cur[lo:], prev[lo:])
+}
+
+// equalPairs marks, in a word of byte differences, each 16-bit lane that
+// is zero (its high bit set; lanes above a zero one may be marked too, so
+// only its being nonzero counts).
+func equalPairs(x uint64) uint64 {
+	return (x - 0x0001000100010001) &^ x & 0x8000800080008000
+}
+
+// noEqualRun is oneRun's exact check: it reads cur and prev a word at a
 // time, as appendPatch does, and a run may cross from one word to the
 // next; lanes past the end count as differing. A word with no equal byte
 // is passed in one test (about half of a policy's float32 words: their
 // sign and exponent bytes are often equal): BenchmarkOneRun 115-157 ns
 // before, 85-119 after, for a SMALL action's 245 bytes.
-func oneRun(cur, prev []byte) bool {
+func noEqualRun(cur, prev []byte) bool {
 	n := len(cur)
 	prev = prev[:n]
 	var eqPrev uint64 // the previous word's equal lanes

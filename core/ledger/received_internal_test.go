@@ -54,8 +54,10 @@ func TestChangedSpan(t *testing.T) {
 
 // TestOneRun: oneRun is true exactly when appendPatch codes the span as
 // one run, and the writer's one run is then appendPatch's record, for
-// spans of every length up to 40 whose first and last bytes differ and
-// whose other bytes are equal with probabilities from none to most.
+// spans of every length up to 90 (the words of noEqualRun, the 16-byte
+// steps of oneRun's search for equal pairs, and the windows it checks
+// around one) whose first and last bytes differ and whose other bytes are
+// equal with probabilities from none to most.
 func TestOneRun(t *testing.T) {
 	rng := uint64(1)
 	next := func() uint64 {
@@ -64,8 +66,8 @@ func TestOneRun(t *testing.T) {
 		rng ^= rng << 17
 		return rng
 	}
-	for n := 1; n <= 40; n++ {
-		for _, equalIn8 := range []uint64{0, 2, 4, 6, 7} {
+	for n := 1; n <= 90; n++ {
+		for _, equalIn8 := range []uint64{0, 1, 2, 4, 6, 7} {
 			for trial := 0; trial < 300; trial++ {
 				cur, prev := make([]byte, n), make([]byte, n)
 				for i := range cur {
@@ -363,13 +365,18 @@ func TestRecvSpanWithoutBase(t *testing.T) {
 // BenchmarkOneRun is the caller's check of a SMALL action's span (245
 // bytes of a policy's float32 values, every one changed): the receive's
 // largest part on the caller's thread (BenchmarkRecordExchange/varying).
+// 64 actions in turn, each checked against the one before, as the client
+// receives them: one pair checked again and again let the branch
+// predictor learn its words.
 func BenchmarkOneRun(b *testing.B) {
-	cur, prev := make([]byte, 245), make([]byte, 245)
-	newAction(cur, 1)
-	newAction(prev, 2)
-	b.SetBytes(int64(len(cur)))
+	actions := make([][]byte, 65)
+	for i, rng := 0, uint32(1); i < len(actions); i++ {
+		actions[i] = make([]byte, 245)
+		rng = newAction(actions[i], rng)
+	}
+	b.SetBytes(245)
 	for i := 0; i < b.N; i++ {
-		if !oneRun(cur, prev) {
+		if k := i % 64; !oneRun(actions[k+1], actions[k]) {
 			b.Fatal("a policy's changed values hold a run of 4 equal bytes")
 		}
 	}
