@@ -294,6 +294,11 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 		if r+len(seg) > end {
 			return w.unqueue(start)
 		}
+		if len(seg) == 8 { // an id, a step id, a float64: a store, not a call to memmove
+			le.PutUint64(b[r:], le.Uint64(seg))
+			r += 8
+			continue
+		}
 		r += copy(b[r:], seg)
 	}
 	if d != len(b)-s.refs || r != end {
