@@ -346,6 +346,46 @@ func TestSendWithOtherCuts(t *testing.T) {
 	sendsOf(t, Digest, send(onlyImg), send(onlyState), send(onlyImg), send(wide), send(enc), send(enc))
 }
 
+// TestSendCutsCheckedForAnotherObs: a send of a known layout given its
+// slot's observation is queued as its changes without its cuts being
+// checked (sentSame); given another observation its cuts are checked,
+// and it is queued as its changes when they are its slot's (the same
+// arrays in another Observation, which then becomes the slot's), whole
+// when they are not. Every send reads back as sent.
+func TestSendCutsCheckedForAnotherObs(t *testing.T) {
+	st := []byte{21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36}
+	enc := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{4, 4}, Data: st}}}}
+	same := &wire.Observation{States: enc.States}
+	wide := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{2, 8}, Data: st}}}}
+	in := &wire.Infer{EnvIndices: []int64{0, 1, 2, 3}, StepIDs: []int64{0, 0, 0, 0}, Obs: enc}
+	var m wire.Message
+	var tags []byte
+	send := func(o *wire.Observation) func(*Writer) []byte {
+		return func(w *Writer) []byte {
+			in.StepIDs[0]++
+			st[0]++
+			if err := wire.EncodeInfer(&m, in); err != nil {
+				t.Fatal(err)
+			}
+			w.flushMu.Lock() // no flush takes the queue until its frame is read
+			defer w.flushMu.Unlock()
+			w.mu.Lock()
+			at := len(w.queue)
+			w.mu.Unlock()
+			w.Sent(&m, o)
+			w.mu.Lock()
+			tags = append(tags, w.queue[at])
+			w.mu.Unlock()
+			return rebuiltAt(&m, o, Digest)
+		}
+	}
+	sendsOf(t, Digest, send(enc), send(enc), send(same), send(same), send(enc), send(wide), send(enc), send(enc))
+	want := []byte{frameSend, frameSendSame, frameSendSame, frameSendSame, frameSendSame, frameSend, frameSend, frameSendSame}
+	if !bytes.Equal(tags, want) {
+		t.Fatalf("frames queued %v, want %v", tags, want)
+	}
+}
+
 // TestLongSendsQueuedWhole: a send whose kept bytes are over maxDelta is
 // queued whole each time, even with a known layout: the writer records it
 // whole, so the queue's limit must count it whole to bound the writer's
