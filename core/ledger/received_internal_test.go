@@ -25,7 +25,8 @@ func changedSpanBytewise(msg, last []byte) (lo, hi int) {
 
 // TestChangedSpan: the word scan finds the bytewise span for every length
 // up to 40 and every placement of one or two differing bytes (the words'
-// edges, the tails shorter than a word, a single differing byte).
+// edges, the tails shorter than a word, a single differing byte), given
+// any guess of it.
 func TestChangedSpan(t *testing.T) {
 	for n := 0; n <= 40; n++ {
 		last := make([]byte, n)
@@ -34,10 +35,14 @@ func TestChangedSpan(t *testing.T) {
 		}
 		check := func(msg []byte) {
 			t.Helper()
-			lo, hi := changedSpan(msg, last)
 			wlo, whi := changedSpanBytewise(msg, last)
-			if lo != wlo || hi != whi {
-				t.Fatalf("n %d, msg %x, last %x: span [%d, %d), want [%d, %d)", n, msg, last, lo, hi, wlo, whi)
+			// Every guess: none, right, wrong either way, out of range.
+			for lo0 := -1; lo0 <= n+1; lo0++ {
+				for hi0 := lo0 - 1; hi0 <= n+1; hi0++ {
+					if lo, hi := changedSpan(msg, last, lo0, hi0); lo != wlo || hi != whi {
+						t.Fatalf("n %d, msg %x, last %x, guess [%d, %d): span [%d, %d), want [%d, %d)", n, msg, last, lo0, hi0, lo, hi, wlo, whi)
+					}
+				}
 			}
 		}
 		check(bytes.Clone(last))

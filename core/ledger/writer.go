@@ -96,6 +96,10 @@ type Writer struct {
 	// Without recvBased, lastRecv is stale.
 	lastRecv  []byte
 	recvBased bool
+	// spanLo and spanHi are the last receive's span (its length twice
+	// when it was the message before it again): changedSpan's guess at
+	// the next.
+	spanLo, spanHi int
 
 	lostCount int // guarded by mu
 	lostBytes int // guarded by mu
