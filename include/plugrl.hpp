@@ -44,6 +44,16 @@
 ** Observation is rebuilt into C form by each call that takes it (c()), so
 ** one Observation must not be passed to two calls running at once, even
 ** as const: give each thread its own.
+**
+** VERSIONS. Everything is declared in an inline namespace named for the
+** layout of this header's classes (plugrl::layout2 here; PLUGRL_HPP_LAYOUT
+** counts the changes): code keeps writing plugrl::Client, but translation
+** units or shared libraries built against headers whose classes differ
+** (two ROS 2 components in one process, each with its own copy of this
+** header) get distinct types and symbols, and fail to link or convert,
+** where one name for two layouts would break C++'s one-definition rule
+** without a word. Declare nothing in namespace plugrl yourself: include
+** this header.
 */
 #ifndef PLUGRL_HPP
 #define PLUGRL_HPP
@@ -66,7 +76,12 @@
 #include <utility>
 #include <vector>
 
+/* The layout of this header's classes: bumped whenever a class gains,
+** loses or changes a member (2: ActionView's infer_id and client). */
+#define PLUGRL_HPP_LAYOUT 2
+
 namespace plugrl {
+inline namespace layout2 {
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -1171,6 +1186,7 @@ class Runner {
   std::unique_ptr<State> state_;
 };
 
+}  // namespace layout2
 }  // namespace plugrl
 
 #endif /* PLUGRL_HPP */

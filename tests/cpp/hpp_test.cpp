@@ -95,6 +95,10 @@ void expect_message(const char *part, F f, int line, plugrl_status want = PLUGRL
   std::cerr << "hpp_test.cpp:" << line << ": FAIL: did not throw\n";
 }
 
+/* The inline namespace: plugrl::X names the current layout's class. */
+static_assert(std::is_same_v<plugrl::Client, plugrl::layout2::Client>, "plugrl::Client is the layout2 class");
+static_assert(PLUGRL_HPP_LAYOUT == 2, "PLUGRL_HPP_LAYOUT names the inline namespace");
+
 double probe_value(int64_t k, int64_t env, int64_t d) { return 10000.0 * k + 10.0 * env + d; }
 
 void test_offline() {
