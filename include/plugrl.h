@@ -649,8 +649,9 @@ typedef struct plugrl_options {
 ** 503's or 429's: how long the server asks clients to stay away; read if
 ** it came in the same read as the status line) makes the pause before
 ** the next attempt at least that long, up to max_backoff_ms (and what is
-** left of the wait), whatever the server asks; reconnects heed it the
-** same way. plugrl_interrupt
+** left of the wait), whatever the server asks (a date in it is counted
+** from the response's own Date, so a clock NTP has not set yet does not
+** matter); reconnects heed it the same way. plugrl_interrupt
 ** (and plugrl_interrupt_all) ends the wait at once with
 ** PLUGRL_INTERRUPTED; the log callback is told of each failed attempt
 ** (PLUGRL_LOG_INFO), with its cause: a name that is misspelt, or a ws://

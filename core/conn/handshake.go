@@ -182,7 +182,7 @@ func (f *connectionFilter) refusal(err error) error {
 		}
 		e := &refusedError{msg: msg, err: err}
 		if field := f.fieldAhead("Retry-After"); field != nil {
-			if d, ok := parseRetryAfter(field, time.Now()); ok {
+			if d, ok := parseRetryAfter(field, f.serverNow()); ok {
 				e.retryAfter, e.hasRetryAfter = d, true
 				e.msg += fmt.Sprintf(", and asks to be tried again in %v (Retry-After: %q)", d, field)
 			} else {
@@ -272,6 +272,16 @@ func parseRetryAfter(value []byte, now time.Time) (time.Duration, bool) {
 		}
 		return time.Duration(secs) * time.Second, true
 	}
+	if t, ok := parseHTTPDate(v, now); ok {
+		return min(max(t.Sub(now), 0), maxRetryAfter), true
+	}
+	return 0, false
+}
+
+// parseHTTPDate reads an HTTP-date (RFC 9110 5.6.7): the IMF-fixdate, or
+// the obsolete RFC 850 and asctime forms, an RFC 850 year's century
+// chosen as RFC 9110 says, against now.
+func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	for _, layout := range []string{
 		"Mon, 02 Jan 2006 15:04:05 GMT", // IMF-fixdate
 		rfc850Layout,
@@ -281,10 +291,27 @@ func parseRetryAfter(value []byte, now time.Time) (time.Duration, bool) {
 			if layout == rfc850Layout {
 				t = rfc850Year(t, now)
 			}
-			return min(max(t.Sub(now), 0), maxRetryAfter), true
+			return t, true
 		}
 	}
-	return 0, false
+	return time.Time{}, false
+}
+
+// serverNow is the time a Retry-After date is counted from: the
+// response's own Date, where it has one that reads, so that the wait is
+// the server's clock against the server's clock. A robot's computer
+// without a battery-backed clock boots in 1970 (see ErrClockBehind), and
+// against its clock any date a server gives would be decades away (the
+// caller's bound would then cut it to max_backoff_ms); a server whose
+// clock is off is no different. Else this machine's clock.
+func (f *connectionFilter) serverNow() time.Time {
+	now := time.Now()
+	if date := f.fieldAhead("Date"); date != nil {
+		if t, ok := parseHTTPDate(string(date), now); ok {
+			return t
+		}
+	}
+	return now
 }
 
 // rfc850Layout is RFC 9110's obsolete RFC 850 date, with a two-digit year.

@@ -515,3 +515,29 @@ func TestParseRetryAfterTwoDigitYear(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterCountsFromTheResponseDate: a Retry-After date is counted
+// from the response's own Date, so that the wait is the server's clock
+// against itself: a robot whose clock still says 1970 waits the 2 s the
+// server asked, not decades (then cut to MaxBackoff). With no Date, or
+// one that does not read, from this machine's clock (here a date long
+// gone: no wait).
+func TestRetryAfterCountsFromTheResponseDate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		date string
+		want time.Duration
+	}{
+		"with the server's date":  {"Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n", 2 * time.Second},
+		"with no date":            {"", 0},
+		"with a date that is bad": {"Date: yesterday\r\n", 0},
+	} {
+		url, cfg := handshakeServer(t, false, func(string) string {
+			return "HTTP/1.1 503 Service Unavailable\r\n" + tc.date + "Retry-After: Wed, 21 Oct 2015 07:28:02 GMT\r\nContent-Length: 0\r\n\r\n"
+		})
+		_, err := Dial(context.Background(), Options{URL: url, TLS: cfg, DialTimeout: 2 * time.Second})
+		got, ok := RetryAfter(err)
+		if !ok || got != tc.want {
+			t.Errorf("%s: RetryAfter %v, %v (%v); want %v", name, got, ok, err, tc.want)
+		}
+	}
+}
