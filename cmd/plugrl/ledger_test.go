@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/plugrl/libplugrl/core/ledger"
+	"github.com/plugrl/libplugrl/core/wire"
 )
 
 // TestLedgerExitStatus: `plugrl ledger audit` and `compare` say what they
@@ -24,12 +27,17 @@ func TestLedgerExitStatus(t *testing.T) {
 	}
 
 	// v4-digest.ledger is a crafted ledger with violations (a feedback
-	// for an env that holds no chunk, and more); v4-same.ledger is clean.
+	// for an env that holds no chunk, and more); v4-same.ledger, written
+	// by a test without a connect record, breaks only the ledger's own
+	// rule; a connection that opens and closes is clean.
 	if s := ledger("audit", testdata+"v4-digest.ledger"); s != 1 || !strings.Contains(out.String(), "violation(s) in") ||
 		!strings.Contains(out.String(), "SPEC 4.3: feedback for env 1, which holds no action chunk") {
 		t.Fatalf("audit of a ledger with violations: status %d (want 1), output %q", s, tail(out.String()))
 	}
-	if s := ledger("audit", testdata+"v4-same.ledger"); s != 0 || !strings.HasPrefix(out.String(), "clean: ") {
+	if s := ledger("audit", testdata+"v4-same.ledger"); s != 1 || !strings.Contains(out.String(), "not as the ledger is written: a message sent with no connection open") {
+		t.Fatalf("audit of a ledger with no connect record: status %d (want 1), output %q %q", s, tail(out.String()), errs.String())
+	}
+	if s := ledger("audit", openAndClose(t)); s != 0 || !strings.HasPrefix(out.String(), "clean: ") {
 		t.Fatalf("audit of a clean ledger: status %d (want 0), output %q %q", s, tail(out.String()), errs.String())
 	}
 
@@ -93,4 +101,25 @@ func tail(s string) string {
 		return "..." + s[len(s)-300:]
 	}
 	return s
+}
+
+// openAndClose writes a ledger of one connection that opens (its
+// metadata) and closes: clean.
+func openAndClose(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "clean.ledger")
+	w, err := ledger.Create(path, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta wire.Message
+	if err := wire.EncodeMetadata(&meta, &wire.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Connected("ws://127.0.0.1:1", "127.0.0.1:1", meta.AppendTo(nil))
+	w.Closed("local", 1000, "", "the client closed", nil, false)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
