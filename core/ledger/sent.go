@@ -58,11 +58,16 @@ type sendSlot struct {
 	digests int      // the bytes of its digests
 	refSegs []refSeg // its referenced segments, in order: all a frameSendSame reads
 	based   bool     // the queue took the frameSend: the writer has it (a slot just taken has not, whatever its message's Layout)
-	// obs is the observation refSegs' cutRow were found with (at digest
-	// level): a send of the same layout given it has those cuts, as
-	// ObsRowBytes depends only on the segment's source, fixed by the
-	// Layout, and on obs's arrays, which the encoder compared (sentSame).
-	obs *wire.Observation
+	// byPlan: refSegs' cutRow were found (at digest level) with the
+	// observation the message was encoded from (its EncodedObs). Every
+	// encoding of one Layout was made from an observation with the same
+	// names, dtypes and shapes (the plan compared them), and ObsRowBytes
+	// depends only on those and on the segment's source, fixed by the
+	// Layout: a send of the layout given its own observation has those
+	// cuts (sentSame). One given another observation may not: the cuts
+	// found with it say nothing of the next's, even of the same pointer
+	// (the C API's one scratch Observation, reshaped in place).
+	byPlan bool
 }
 
 // refSeg is a referenced segment of a slot's message: its index and, at
@@ -214,7 +219,7 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 	w.endFrame(b, len(b)-payload)
 	w.mu.Unlock()
 	*s = sendSlot{m: m, layout: m.Layout(), segs: m.Segments(), n: m.Len(), kept: kept, refs: refs, digests: len(w.digests),
-		refSegs: append(s.refSegs[:0], w.refSegs...), based: true, obs: obs}
+		refSegs: append(s.refSegs[:0], w.refSegs...), based: true, byPlan: encodedFrom(m, obs)}
 }
 
 // cutRow is a segment's refSeg.cutRow: 1 + its row size if
@@ -235,14 +240,18 @@ func cutRow(rowBytes int, ok bool) int32 {
 // row sizes) are not the slot's, as with an obs other than the one m was
 // encoded from: Sent then records m whole.
 //
-// The cuts are checked (ObsRowBytes, for each referenced segment) only
-// when obs is not the slot's: given the observation it was encoded from,
-// as a client does, a message of one Layout has the cuts it had, since
-// the encoder kept its plan only because the observation's arrays had
-// the names, dtypes and shapes they had. The walk then reads neither obs
-// nor its arrays, and takes each row size from the slot: 13 ns of the
-// 204 of BenchmarkRecordExchange/fixed (varying: within its noise), and
-// the lines of obs's arrays and shapes in a real run.
+// The cuts are checked (ObsRowBytes, for each referenced segment) unless
+// both this send and the slot's cuts were given the observation their
+// message was encoded from, as a client's are: a message of one Layout
+// then has the cuts it had, since the encoder kept its plan only because
+// the observation's arrays had the names, dtypes and shapes they had
+// (sendSlot.byPlan). The walk then reads neither obs nor its arrays, and
+// takes each row size from the slot: 13 ns of the 204 of
+// BenchmarkRecordExchange/fixed (varying: within its noise), and the
+// lines of obs's arrays and shapes in a real run. (Skipping the check
+// whenever obs was the slot's pointer recorded wrong row sizes, and
+// digests of the wrong rows, for an observation given to a send it was
+// not encoded for and reshaped in place before the next.)
 func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int64, digested bool) bool {
 	s := &w.slots[si]
 	payload := sendSameFixed + s.digests + s.refs
@@ -268,7 +277,8 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 		d = r
 	}
 	cutting := w.level == Digest
-	check := cutting && obs != s.obs
+	byPlan := encodedFrom(m, obs)
+	check := cutting && !(byPlan && s.byPlan)
 	for _, rs := range s.refSegs {
 		i := int(rs.seg)
 		seg := m.Segment(i)
@@ -306,8 +316,14 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 	}
 	w.endFrame(b, end-payload)
 	w.mu.Unlock()
-	s.obs = obs // checked, if it was not the slot's
+	s.byPlan = s.byPlan || byPlan // checked, if it was not
 	return true
+}
+
+// encodedFrom reports whether obs is the observation m was encoded from
+// (wire.Message.EncodedObs): the one whose shapes its Layout stands for.
+func encodedFrom(m *wire.Message, obs *wire.Observation) bool {
+	return obs != nil && obs == m.EncodedObs()
 }
 
 // unqueue abandons the frame sentSame was writing (w.queue is as it was

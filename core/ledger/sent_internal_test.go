@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/plugrl/libplugrl/core/wire"
@@ -465,5 +466,76 @@ func TestDigestedSendRecordedWithoutCuts(t *testing.T) {
 		if len(got) != len(want) {
 			t.Fatalf("%d sends read back, %d sent", len(got), len(want))
 		}
+	}
+}
+
+// TestSendCutsOfAnObsReshapedSince: a send recorded with an observation
+// other than the one its message was encoded from has its cuts found with
+// that observation, whose arrays the encoder never compared; that one,
+// reshaped in place since (its data the same length, as the C API's
+// scratch Observation is), is then the one the next encoding of the same
+// layout is made from and recorded with. sentSame took that send's row
+// sizes from its slot, as found with the observation's old shapes, and
+// recorded the rows it sent as half rows: cuts of 4-byte rows for the
+// 8-byte rows of shape [2 8], four digests of their halves for two rows
+// (found by FuzzSendsReshaped). Each send must read back with the cuts
+// and digests of the observation it was recorded with, as it was then.
+func TestSendCutsOfAnObsReshapedSince(t *testing.T) {
+	data := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	enc := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{2, 8}, Data: data}}}}
+	other := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{4, 4}, Data: data}}}}
+	in := &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}}
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{Level: Digest, FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m wire.Message
+	type rec struct {
+		rowBytes int64
+		digests  []uint32
+	}
+	var want []rec
+	send := func(from, given *wire.Observation) {
+		in.Obs = from
+		in.StepIDs[0]++
+		if err := wire.EncodeInfer(&m, in); err != nil {
+			t.Fatal(err)
+		}
+		w.Sent(&m, given)
+		rb := given.States[0].Array.RowBytes()
+		r := rec{rowBytes: int64(rb)}
+		for k := 0; k < len(data); k += rb {
+			r.digests = append(r.digests, RowDigest(data[k:k+rb]))
+		}
+		want = append(want, r)
+	}
+	send(enc, other)                   // a frameSend, cut in rows of 4
+	other.States[0].Array.Shape[0] = 2 // other reshaped in place,
+	other.States[0].Array.Shape[1] = 8 // as enc is
+	send(other, other)                 // the same layout (the plan matched enc's shapes)
+	data[0]++                          // and again, unchanged
+	send(other, other)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	eachRecord(t, path, func(r *Reader, rc *Record) {
+		if rc.Kind != KindSend {
+			return
+		}
+		if _, err := r.Message(rc); err != nil {
+			t.Fatal(err)
+		}
+		if i >= len(want) {
+			t.Fatalf("more than %d sends read back", len(want))
+		}
+		if len(rc.Cuts) != 1 || rc.Cuts[0].RowBytes != want[i].rowBytes || !slices.Equal(rc.Digests, want[i].digests) {
+			t.Errorf("send %d reads back with cuts %v, digests %x; want rows of %d, digests %x", i, rc.Cuts, rc.Digests, want[i].rowBytes, want[i].digests)
+		}
+		i++
+	})
+	if i != len(want) {
+		t.Fatalf("%d sends read back, %d sent", i, len(want))
 	}
 }

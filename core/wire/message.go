@@ -25,9 +25,10 @@ type Message struct {
 	envs    indexSet // scratch for checking env_indices (indices.go)
 	typestr [24]byte // scratch for a dtype's text
 
-	plan    planKey // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
-	layout  uint64  // counts Resets and runs of own bytes (see Layout)
-	src     segSrc  // the source of the next refs
+	plan    planKey      // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
+	obs     *Observation // the observation m was encoded from, if a plan says so (EncodedObs)
+	layout  uint64       // counts Resets and runs of own bytes (see Layout)
+	src     segSrc       // the source of the next refs
 	srcBase []byte
 }
 
@@ -46,6 +47,7 @@ func (m *Message) Reset() {
 	m.mark = 0
 	m.total = 0
 	m.plan.kind = planNone
+	m.obs = nil
 	m.setSrc(srcNone, 0, nil)
 }
 
@@ -70,6 +72,15 @@ func (m *Message) Segment(i int) []byte {
 // Len differ only in the bytes of their Referenced segments, which have
 // the same lengths: the ledger records only those when it can.
 func (m *Message) Layout() uint64 { return m.layout }
+
+// EncodedObs is the observation of the request m was last encoded from
+// by EncodeInfer or EncodeFeedback, made (or reused) by its plan; nil for
+// any other encoding. Two encodings from the same one with the same
+// Layout were made from an observation with the same names, dtypes and
+// shapes (the plan compared them), so ObsRowBytes says the same of their
+// segments: the ledger takes the row sizes it found for the first when
+// given that observation again (ledger.Writer.Sent).
+func (m *Message) EncodedObs() *Observation { return m.obs }
 
 // Referenced reports whether segment i is caller memory the message
 // references (array data, env ids, step ids, rewards: what the plan does

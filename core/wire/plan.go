@@ -153,6 +153,7 @@ type arrKey struct {
 func (m *Message) planned(v *reqView) bool {
 	if m.planMatch(v) {
 		m.planRefresh(v)
+		m.obs = v.obs
 		return true
 	}
 	m.Reset()
@@ -194,6 +195,7 @@ func (m *Message) planSave(v *reqView) {
 	}
 	k.saveObs(v.obs)
 	m.planMark()
+	m.obs = v.obs
 }
 
 // planMark records the message's extent for planIntact.
