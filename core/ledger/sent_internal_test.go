@@ -539,3 +539,38 @@ func TestSendCutsOfAnObsReshapedSince(t *testing.T) {
 		t.Fatalf("%d sends read back, %d sent", i, len(want))
 	}
 }
+
+// TestSendOwnObsNotRead: a send of a known layout given the observation
+// its message was encoded from, as its slot's cuts were, is queued as its
+// changes with the slot's row sizes, its observation's arrays not read
+// (sentSame): here their shapes, changed after the encoding, would make
+// the check fail and the send be queued whole.
+func TestSendOwnObsNotRead(t *testing.T) {
+	data := make([]byte, 16)
+	obs := &wire.Observation{States: []wire.NamedArray{{Name: "s", Array: wire.Array{DType: wire.Uint8, Shape: []int{2, 8}, Data: data}}}}
+	in := &wire.Infer{EnvIndices: []int64{0, 1}, StepIDs: []int64{0, 0}, Obs: obs}
+	w, err := Create(filepath.Join(t.TempDir(), "l"), Options{Level: Digest, FlushInterval: 250e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	release := HoldFlushes(w)
+	defer release()
+	var m wire.Message
+	var tags []byte
+	for i := 0; i < 2; i++ {
+		if err := wire.EncodeInfer(&m, in); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			obs.States[0].Array.Shape = []int{4, 4} // not what was encoded
+		}
+		at := len(w.queue)
+		w.Sent(&m, obs)
+		tags = append(tags, w.queue[at])
+		obs.States[0].Array.Shape = []int{2, 8}
+	}
+	if want := []byte{frameSend, frameSendSame}; !bytes.Equal(tags, want) {
+		t.Fatalf("frames queued %v, want %v", tags, want)
+	}
+}
