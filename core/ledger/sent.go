@@ -141,6 +141,9 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 		w.sentSame(m, obs, si, t, digested) {
 		return
 	}
+	if digested && w.level == Digest && !rowsDivide(m, obs) {
+		digested = false // the Digester's rows are not the cuts': digest them here
+	}
 	w.kept, w.cuts, w.refs, w.digests = w.kept[:0], w.cuts[:0], w.refs[:0], w.digests[:0]
 	w.refSegs = w.refSegs[:0]
 	off, kept := 0, 0
@@ -154,7 +157,7 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 		}
 		rs := refSeg{seg: int32(i)}
 		if w.level == Digest {
-			rb, ok := m.ObsRowBytes(i, obs)
+			rb, ok := rowCut(m, i, seg, obs)
 			rs.cutRow = cutRow(rb, ok)
 			w.refSegs = append(w.refSegs, rs)
 			if ok {
@@ -222,6 +225,34 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 		refSegs: append(s.refSegs[:0], w.refSegs...), based: true, byPlan: encodedFrom(m, obs)}
 }
 
+// rowCut is the row size of m's segment i, seg, as observation data of
+// obs (ObsRowBytes), and whether the segment is cut as such rows: only if
+// they divide it (a reader refuses a cut that is not whole rows). Given
+// the observation m was encoded from they always do; another one's arrays
+// may give rows of another size, and the segment is then kept whole, as
+// bytes that are not observation data are, rather than cut into a record
+// no reader takes.
+func rowCut(m *wire.Message, i int, seg []byte, obs *wire.Observation) (rowBytes int, ok bool) {
+	rb, ok := m.ObsRowBytes(i, obs)
+	if ok && (rb < 0 || rb == 0 && len(seg) != 0 || rb > 0 && len(seg)%rb != 0) {
+		return 0, false
+	}
+	return rb, ok
+}
+
+// rowsDivide reports whether every segment of m that ObsRowBytes says is
+// observation data of obs is whole rows of it (rowCut cuts them all).
+func rowsDivide(m *wire.Message, obs *wire.Observation) bool {
+	for i := 0; i < m.Segments(); i++ {
+		if _, isObs := m.ObsRowBytes(i, obs); isObs {
+			if _, cut := rowCut(m, i, m.Segment(i), obs); !cut {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // cutRow is a segment's refSeg.cutRow: 1 + its row size if
 // ObsRowBytes said it is observation data (ok), else 0.
 func cutRow(rowBytes int, ok bool) int32 {
@@ -286,7 +317,7 @@ func (w *Writer) sentSame(m *wire.Message, obs *wire.Observation, si int, t int6
 			return w.unqueue(start)
 		}
 		if check {
-			if rb, ok := m.ObsRowBytes(i, obs); cutRow(rb, ok) != rs.cutRow {
+			if rb, ok := rowCut(m, i, seg, obs); cutRow(rb, ok) != rs.cutRow {
 				return w.unqueue(start)
 			}
 		}

@@ -129,7 +129,7 @@ func rebuiltAt(m *wire.Message, obs *wire.Observation, level Level) []byte {
 	var b []byte
 	for i := 0; i < m.Segments(); i++ {
 		seg := m.Segment(i)
-		if _, ok := m.ObsRowBytes(i, obs); ok && level == Digest {
+		if _, ok := rowCut(m, i, seg, obs); ok && level == Digest {
 			seg = make([]byte, len(seg))
 		}
 		b = append(b, seg...)
