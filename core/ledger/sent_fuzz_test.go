@@ -67,22 +67,13 @@ func FuzzSends(f *testing.F) {
 				if noObs {
 					o = nil
 				}
-				if digested {
-					// As the connection does: the Digester is shown
-					// every byte it copies, with the observation it was
-					// begun with (which Sent may not be given).
-					if d := w.BeginSend(m, obs); d != nil {
-						for i := 0; i < m.Segments(); i++ {
-							d.Copied(i, m.Segment(i))
-						}
-					}
-				}
-				if refuse {
-					refused(w, func() { w.Sent(m, o) })
-					refusedN++
-				} else {
-					w.Sent(m, o)
+				// As the connection does: the Digester is shown every
+				// byte it copies, with the observation it was begun
+				// with (which Sent may not be given).
+				if sendAs(w, m, obs, o, digested, refuse) {
 					want = append(want, rebuiltAt(m, o, level))
+				} else {
+					refusedN++
 				}
 				refuse, noObs, digested = false, false, false
 			case 2:

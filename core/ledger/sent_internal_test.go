@@ -276,6 +276,26 @@ func refused(w *Writer, send func()) {
 	w.mu.Unlock()
 }
 
+// sendAs sends m as a connection does: the Digester, if digested, shown
+// every byte it copies with dig, the observation m was encoded from;
+// then Sent given obs (which may be another, or nil), or, if refuse, with
+// the queue full. It reports whether the queue could take the send.
+func sendAs(w *Writer, m *wire.Message, dig, obs *wire.Observation, digested, refuse bool) bool {
+	if digested {
+		if d := w.BeginSend(m, dig); d != nil {
+			for i := 0; i < m.Segments(); i++ {
+				d.Copied(i, m.Segment(i))
+			}
+		}
+	}
+	if refuse {
+		refused(w, func() { w.Sent(m, obs) })
+		return false
+	}
+	w.Sent(m, obs)
+	return true
+}
+
 // TestSendsFromOneSlotInARow: the writer patches a send of a known layout
 // over the bytes that changed only against its slot's last send; when that
 // is the last send of all (two infers in a row, as after a reconnect; a

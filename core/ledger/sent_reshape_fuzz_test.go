@@ -133,18 +133,9 @@ func FuzzSendsReshaped(f *testing.F) {
 						o = obsB
 					}
 				}
-				if digested {
-					if d := w.BeginSend(m, cur); d != nil {
-						for i := 0; i < m.Segments(); i++ {
-							d.Copied(i, m.Segment(i))
-						}
-					}
-				}
-				if refuse {
-					refused(w, func() { w.Sent(m, o) })
+				if !sendAs(w, m, cur, o, digested, refuse) {
 					refusedN++
 				} else {
-					w.Sent(m, o)
 					s := sent{msg: rebuiltAt(m, o, level), len: int64(m.Len())}
 					off := 0
 					for i := 0; i < m.Segments(); i++ {

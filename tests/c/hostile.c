@@ -1141,6 +1141,21 @@ static void open_waiting(const char *url, int max_backoff_ms, int min_failed, in
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
 }
 
+/* plugrl_open(opt), which must fail at once with want (what names the
+** open): 1 if it did. *c is its handle, for the caller to read the
+** message from and close; *took the open's time. */
+static int open_fails_at_once(const plugrl_options *opt, const char *what, plugrl_status want, plugrl_client **c,
+                              double *took) {
+  double t0 = now_ms();
+  plugrl_status s;
+  *c = NULL;
+  s = plugrl_open(opt, c);
+  *took = now_ms() - t0;
+  if (!expect(what, s, want, *c)) return 0;
+  at_once("plugrl_open", *took);
+  return 1;
+}
+
 /* server-late: tests/server_late.sh starts the server on url's port a
 ** second after this case starts (nothing listens there before). Without
 ** open_wait_ms the open fails at once; with it, it connects once the
@@ -1155,10 +1170,7 @@ static void case_server_late(const char *url) {
   R.deadline_ms = -1;
 
   options(&opt, url);
-  t0 = now_ms();
-  s = plugrl_open(&opt, &c);
-  took = now_ms() - t0;
-  if (expect("plugrl_open before the server is up, no wait", s, PLUGRL_CONNECT_FAILED, c)) at_once("plugrl_open", took);
+  open_fails_at_once(&opt, "plugrl_open before the server is up, no wait", PLUGRL_CONNECT_FAILED, &c, &took);
   plugrl_close(c);
 
   open_waiting(url, 200, 2, -1, "the server came a second late");
@@ -1218,16 +1230,11 @@ static void case_server_late(const char *url) {
 static void case_rate_limited(const char *url) {
   plugrl_options opt;
   plugrl_client *c = NULL;
-  plugrl_status s;
-  double t0, took;
+  double took;
   R.deadline_ms = -1;
 
   options(&opt, url);
-  t0 = now_ms();
-  s = plugrl_open(&opt, &c);
-  took = now_ms() - t0;
-  if (expect("plugrl_open refused with 429, no wait", s, PLUGRL_CONNECT_FAILED, c)) {
-    at_once("plugrl_open", took);
+  if (open_fails_at_once(&opt, "plugrl_open refused with 429, no wait", PLUGRL_CONNECT_FAILED, &c, &took)) {
     if (strstr(plugrl_errmsg(c), "429 Too Many Requests") == NULL || strstr(plugrl_errmsg(c), "Retry-After") == NULL)
       fail("its message does not quote the 429 and its Retry-After: %s", plugrl_errmsg(c));
   }
@@ -1250,20 +1257,18 @@ static void case_rate_limited(const char *url) {
 static void case_clock_behind(const char *url) {
   plugrl_options opt;
   plugrl_client *c = NULL;
-  plugrl_status s;
-  double t0, took;
+  double took;
+  int refused;
   R.deadline_ms = -1;
   if (strncmp(url, "wss://", 6) != 0 || getenv("HOSTILE_CA_FILE") == NULL) {
     fail("needs a wss:// URL and HOSTILE_CA_FILE (tests/server_late.sh gives both), got %s", url);
     return;
   }
   options(&opt, url);
-  t0 = now_ms();
-  s = plugrl_open(&opt, &c);
-  took = now_ms() - t0;
+  refused = open_fails_at_once(&opt, "plugrl_open, the clock behind the certificate, no wait", PLUGRL_CONNECT_FAILED,
+                               &c, &took);
   extra("no_wait_ms=%.1f", took);
-  if (expect("plugrl_open, the clock behind the certificate, no wait", s, PLUGRL_CONNECT_FAILED, c)) {
-    at_once("plugrl_open", took);
+  if (refused) {
     if (strstr(plugrl_errmsg(c), "clock") == NULL || strstr(plugrl_errmsg(c), "valid from") == NULL)
       fail("its message does not say the clock is behind the certificate: %s", plugrl_errmsg(c));
   }
