@@ -141,7 +141,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "zero", "policy: "+policyNames())
 	feedbackTimeout := fs.Duration("feedback-timeout", refserver.DefaultFeedbackTimeout, "close with \"Feedback timeout\" after this long without a feedback")
 	maxMessage := fs.Int64("max-message", refserver.DefaultMaxMessage, "largest message taken or sent, in bytes; a larger one, or an infer whose action would be, is closed with 1009 (0: no limit)")
-	maxConns := fs.Int("max-conns", refserver.DefaultMaxConns, "most connections served at once; one more is refused with HTTP 503, 64 refusals at a time, and past those closed unanswered (0: no limit)")
+	maxConns := fs.Int("max-conns", refserver.DefaultMaxConns, "most connections served at once; one more is refused with HTTP 503 and Retry-After: 1, 64 refusals at a time, and past those closed unanswered (0: no limit)")
 	quiet := fs.Bool("quiet", false, "do not log connections and closes to stderr")
 	episodeLog := fs.String("episode-log", "", "write an episode log to this file, for plugrl ledger compare: CSV in plugrl-bridges' columns step,slot,episode,return,length, then conn; "+
 		"not the bridge's log: slot is the env index on connection conn, and length is info.episode.l when the client sends it, else the number of chunks fed back (not steps)")

@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
+	"github.com/plugrl/libplugrl/core/conn"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/refserver"
 )
@@ -32,7 +33,14 @@ func TestMaxConns(t *testing.T) {
 	if !errors.As(err, &se) || int(se) != 503 {
 		t.Fatalf("a third connection with MaxConns 2: %v, want HTTP 503", err)
 	}
-	if st := s.Stats(); st.Refused != 1 || st.Open != 2 || st.Connections != 2 {
+	// It asks the client to come back in a second, as libplugrl's
+	// clients read it.
+	if _, err := conn.Dial(ctx, conn.Options{URL: url}); err == nil {
+		t.Fatal("a third connection with MaxConns 2 was taken")
+	} else if wait, ok := conn.RetryAfter(err); !ok || wait != time.Second {
+		t.Fatalf("a third connection with MaxConns 2: %v; want a Retry-After of 1 s, got %v, %v", err, wait, ok)
+	}
+	if st := s.Stats(); st.Refused != 2 || st.Open != 2 || st.Connections != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 	a.nc.Close()

@@ -424,14 +424,16 @@ func (s *Server) accept(ln net.Listener) {
 }
 
 // refuse answers a connection over MaxConns with HTTP 503 in place of the
-// WebSocket upgrade, within closeGrace.
+// WebSocket upgrade, within closeGrace, asking the client to come back in
+// a second (Retry-After), which libplugrl's clients heed.
 func (s *Server) refuse(nc net.Conn) {
 	defer s.wg.Done()
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(closeGrace))
 	why := fmt.Sprintf("plugrl-refserver: serving %d connections, the most it serves at once (Config.MaxConns, plugrl serve --max-conns)", s.cfg.MaxConns)
 	_, err := (ws.Upgrader{OnRequest: func([]byte) error {
-		return ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason(why))
+		return ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason(why),
+			ws.RejectionHeader(ws.HandshakeHeaderString("Retry-After: 1\r\n")))
 	}}).Upgrade(nc)
 	s.mu.Lock()
 	delete(s.shaking, nc)
