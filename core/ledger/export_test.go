@@ -7,6 +7,14 @@ func HoldFlushes(w *Writer) (release func()) {
 	return w.flushMu.Unlock
 }
 
+// flushNow flushes w now, between the flushes release holds back
+// (HoldFlushes), and holds them back again: the fuzzers' flush op.
+func flushNow(w *Writer, release func()) func() {
+	release()
+	w.flush()
+	return HoldFlushes(w)
+}
+
 // EncoderOf is the zstd encoder w compresses with.
 func EncoderOf(w *Writer) any { return w.enc }
 

@@ -162,9 +162,7 @@ func FuzzRecvs(f *testing.F) {
 			case 5:
 				refuse = true
 			case 6:
-				release()
-				w.flush()
-				release = HoldFlushes(w)
+				release = flushNow(w, release)
 			case 7: // every byte
 				for i := range msg {
 					msg[i] = ^msg[i]

@@ -234,20 +234,27 @@ func (w *Writer) SentAt(at time.Duration, m *wire.Message, obs *wire.Observation
 // no reader takes.
 func rowCut(m *wire.Message, i int, seg []byte, obs *wire.Observation) (rowBytes int, ok bool) {
 	rb, ok := m.ObsRowBytes(i, obs)
-	if ok && (rb < 0 || rb == 0 && len(seg) != 0 || rb > 0 && len(seg)%rb != 0) {
+	if ok && !wholeRows(len(seg), rb) {
 		return 0, false
 	}
 	return rb, ok
+}
+
+// wholeRows reports whether n bytes are whole rows of rowBytes (rows of
+// no bytes only in no bytes).
+func wholeRows(n, rowBytes int) bool {
+	if rowBytes <= 0 {
+		return rowBytes == 0 && n == 0
+	}
+	return n%rowBytes == 0
 }
 
 // rowsDivide reports whether every segment of m that ObsRowBytes says is
 // observation data of obs is whole rows of it (rowCut cuts them all).
 func rowsDivide(m *wire.Message, obs *wire.Observation) bool {
 	for i := 0; i < m.Segments(); i++ {
-		if _, isObs := m.ObsRowBytes(i, obs); isObs {
-			if _, cut := rowCut(m, i, m.Segment(i), obs); !cut {
-				return false
-			}
+		if rb, isObs := m.ObsRowBytes(i, obs); isObs && !wholeRows(len(m.Segment(i)), rb) {
+			return false
 		}
 	}
 	return true

@@ -200,9 +200,7 @@ func FuzzSendsReshaped(f *testing.F) {
 				if b&8 != 0 {
 					w.Received(ops[:min(len(ops), int(b>>4))])
 				} else {
-					release()
-					w.flush()
-					release = HoldFlushes(w)
+					release = flushNow(w, release)
 				}
 			}
 		}

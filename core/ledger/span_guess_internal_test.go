@@ -212,9 +212,7 @@ func FuzzRecvSpans(f *testing.F) {
 			case 8:
 				refuse = true
 			case 9:
-				release()
-				w.flush()
-				release = HoldFlushes(w)
+				release = flushNow(w, release)
 			}
 		}
 		receive()
