@@ -401,6 +401,12 @@ func TestHandshakeRefusalsSayWhy(t *testing.T) {
 			"not found": {func(string) string {
 				return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 			}, []string{"404 Not Found"}, "", nil},
+			"full, back in 2 minutes": {func(string) string {
+				return "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n"
+			}, []string{"503 Service Unavailable", "tried again in 2m0s", `Retry-After: "120"`}, "cannot read", nil},
+			"full, back when it says in words": {func(string) string {
+				return "HTTP/1.1 503 Service Unavailable\r\nRetry-After: soon\r\nContent-Length: 0\r\n\r\n"
+			}, []string{"503 Service Unavailable", `a Retry-After this client cannot read: "soon"`}, "tried again", nil},
 		} {
 			url, cfg := handshakeServer(t, useTLS, tc.response)
 			c, err := Dial(context.Background(), Options{URL: url, TLS: cfg, DialTimeout: 2 * time.Second})
