@@ -263,12 +263,20 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 		return nil, fmt.Errorf("export would write %d files (%d envs, %d observation arrays each, and %d more per env), more than the %d it writes at most", n, len(envs), len(x.names), filesPerEnv, maxExportFiles)
 	}
 	var files []string
+	var made madeFiles
 	save := func(name, descr string, shape []int, data []byte) error {
+		if err := made.check(root, name); err != nil {
+			return err
+		}
 		files = append(files, filepath.Join(dir, name))
-		return root.WriteFile(name, npy(descr, shape, data), 0o644)
+		if err := root.WriteFile(name, npy(descr, shape, data), 0o644); err != nil {
+			return err
+		}
+		return made.add(root, name)
 	}
 	for _, e := range envs {
 		t := x.envs[e]
+		made.reset()
 		T := t.steps
 		if len(t.obs) != T*x.obsBytes {
 			return nil, fmt.Errorf("env %d: %d bytes of observations for %d steps of %d", e, len(t.obs), T, x.obsBytes)
@@ -305,6 +313,70 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// madeFiles are the files Write has written for one env, so that two of
+// its names that the file system takes for one file are an error, not
+// one array's trajectory silently replaced by another's: arrays "Pos" and
+// "pos" on a case-insensitive file system (macOS's and Windows' by
+// default), or one name in two Unicode normalizations on macOS's. Only the
+// file system can tell (its rules differ, and this package has no Unicode
+// normalization): a name that already exists is compared with what this
+// export wrote, by identity (os.SameFile). Names of different envs never
+// meet (env<E>_ before each), so the set is one env's; in a directory of
+// an earlier export every name exists, and is that export's file.
+type madeFiles struct {
+	byID  map[fileID]string // where the file system gives an identity (unix)
+	infos []os.FileInfo     // elsewhere
+	names []string          // beside infos
+}
+
+func (m *madeFiles) reset() {
+	clear(m.byID)
+	m.infos, m.names = m.infos[:0], m.names[:0]
+}
+
+// check fails if name, about to be written, is a file this env's export
+// already wrote under another name.
+func (m *madeFiles) check(root *os.Root, name string) error {
+	fi, err := root.Stat(name)
+	if err != nil {
+		return nil // not there: no file of this export has that name either
+	}
+	first := ""
+	if id, ok := idOf(fi); ok {
+		first = m.byID[id]
+	} else {
+		for i, was := range m.infos {
+			if os.SameFile(fi, was) {
+				first = m.names[i]
+				break
+			}
+		}
+	}
+	if first == "" {
+		return nil // an earlier export's file: replaced
+	}
+	return fmt.Errorf("%s and %s are one file on this file system (names that differ only in case or in Unicode normalization name one file there): "+
+		"writing the second would replace the first's data, so the export stopped there, with %s written; "+
+		"export to a case-sensitive file system, or give the env's arrays names that differ otherwise", first, name, first)
+}
+
+// add notes name, just written.
+func (m *madeFiles) add(root *os.Root, name string) error {
+	fi, err := root.Stat(name)
+	if err != nil {
+		return err
+	}
+	if id, ok := idOf(fi); ok {
+		if m.byID == nil {
+			m.byID = map[fileID]string{}
+		}
+		m.byID[id] = name
+		return nil
+	}
+	m.infos, m.names = append(m.infos, fi), append(m.names, name)
+	return nil
 }
 
 func f64bytes(v []float64) []byte {

@@ -166,3 +166,40 @@ func TestAuditKeepsBoundedViolations(t *testing.T) {
 		t.Fatalf("kept %d violations and counted %d more, want %d and 5", len(a.Violations), a.Unkept, ledgertool.MaxViolations)
 	}
 }
+
+// TestExportNamesOneFile: two arrays whose files the file system takes
+// for one (on macOS's or Windows' case-insensitive file systems, "Pos"
+// and "pos") fail the export, naming both, instead of the second's
+// trajectory silently replacing the first's. This file system is case
+// sensitive, so the alias is made as the test's own: a symbolic link from
+// the second name to the first, which the export follows as it would a
+// case-insensitive lookup. A second export into the same directory, whose
+// files all exist then, is not taken for such a collision.
+func TestExportNamesOneFile(t *testing.T) {
+	for _, order := range [][]string{{"Pos", "pos"}, {"pos", "Pos"}} {
+		t.Run(strings.Join(order, "_then_"), func(t *testing.T) {
+			dir := t.TempDir()
+			first, second := "env0_states."+order[0]+".npy", "env0_states."+order[1]+".npy"
+			if err := os.Symlink(first, filepath.Join(dir, second)); err != nil {
+				t.Fatal(err)
+			}
+			led := fullLedger(t, []*wire.Observation{states(2, order...)})
+			err := export(led, dir)
+			if err == nil || !strings.Contains(err.Error(), first+" and "+second+" are one file") {
+				t.Fatalf("got %v, want the export refused, naming %s and %s", err, first, second)
+			}
+			// Without the alias the same ledger exports both, twice over.
+			clean := t.TempDir()
+			for range 2 {
+				if err := export(led, clean); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, name := range []string{first, second} {
+				if _, err := os.Stat(filepath.Join(clean, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
