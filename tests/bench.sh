@@ -29,6 +29,15 @@
 #                             print what they locked (client.out's memory
 #                             line); a kernel that refuses fails the run,
 #                             saying why; 0 (the default) or 1
+#   PLUGRL_BENCH_POLL_IDLE=1  the whole bench with cores 0 and 1 kept out
+#                             of their idle states (each core's
+#                             power/pm_qos_resume_latency_us set to n/a:
+#                             an idle core polls rather than halts, as a
+#                             real-time loop's core is often set up), the
+#                             values found put back at the end; where they
+#                             cannot be written (not root, no such file),
+#                             says so and runs with the machine's setting;
+#                             0 (the default) or 1
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
 #                             clients (libplugrl recording a step ledger); 0
 #                             or 1 (the default)
@@ -163,6 +172,7 @@ switch() {
   echo "$v"
 }
 fifo=$(switch PLUGRL_BENCH_FIFO 0)
+poll_idle=$(switch PLUGRL_BENCH_POLL_IDLE 0)
 load=$(switch PLUGRL_BENCH_LOAD 0)
 with_ledger=$(switch PLUGRL_BENCH_LEDGER 1)
 lock=()
@@ -244,9 +254,34 @@ tmp=$(mktemp -d)
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
   if [[ -n ${ipid:-} ]] && kill -0 "$ipid" 2>/dev/null; then kill "$ipid" 2>/dev/null || true; fi
+  local f
+  for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
+declare -A idle_was=()
 trap cleanup EXIT
+
+# PLUGRL_BENCH_POLL_IDLE=1: the cores' idle states off for the bench (the
+# per-core PM QoS resume latency "n/a" leaves cpuidle only its polling
+# state), each core's value put back by cleanup. A core where it cannot be
+# set ends the attempt: the bench then runs as the machine is, and says so.
+idle_note="idle: the machine's setting"
+if [[ $poll_idle == 1 ]]; then
+  idle_note="idle: cores 0 and 1 polling (PLUGRL_BENCH_POLL_IDLE=1)"
+  for c in 0 1; do
+    f=/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
+    if was=$(cat "$f" 2>/dev/null) && echo n/a 2>/dev/null >"$f"; then
+      idle_was[$f]=$was
+    else
+      echo "tests/bench.sh: NOTE: PLUGRL_BENCH_POLL_IDLE=1 but $f cannot be written (needs root, and a kernel with" \
+        "per-core PM QoS): the bench runs with the machine's idle setting" >&2
+      for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
+      idle_was=()
+      idle_note="idle: the machine's setting (PLUGRL_BENCH_POLL_IDLE=1 could not be applied)"
+      break
+    fi
+  done
+fi
 
 # A run that hangs (a real-time process starving another) is killed.
 limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
@@ -485,7 +520,7 @@ order_of() {
 
 declare -A runs after_lib
 start=$SECONDS
-echo "libplugrl vs. the transport floor: $reps interleaved repetitions of ${window} s windows (after ${warmup} s warm-up), $cores cores"
+echo "libplugrl vs. the transport floor: $reps interleaved repetitions of ${window} s windows (after ${warmup} s warm-up), $cores cores; $idle_note"
 for wl in "${workloads[@]}"; do
   read -r name envs cams img state conns <<<"$wl"
   read -r infer_bytes feedback_bytes < <("$bin/plugrl-bench-server" --sizes --envs "$envs" --cams "$cams" --img "$img" \
