@@ -270,11 +270,19 @@ if [[ $poll_idle == 1 ]]; then
   idle_note="idle: cores 0 and 1 polling (PLUGRL_BENCH_POLL_IDLE=1)"
   for c in 0 1; do
     f=/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
-    if was=$(cat "$f" 2>/dev/null) && echo n/a 2>/dev/null >"$f"; then
+    # "n/a" leaves cpuidle its state 0, which polls only where it is the
+    # POLL state (x86 drivers); with no cpuidle driver, or an ARM one
+    # (state 0 is WFI), the core still halts and the note would be false.
+    why="cannot be written (needs root, and a kernel with per-core PM QoS)"
+    state0=$(cat "/sys/devices/system/cpu/cpu$c/cpuidle/state0/name" 2>/dev/null || true)
+    if [[ $state0 != POLL ]]; then
+      why="would not make core $c poll: its idle state 0 is \"${state0:-none}\", not POLL (cpuidle driver"
+      why+=" $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none))"
+    fi
+    if [[ $state0 == POLL ]] && was=$(cat "$f" 2>/dev/null) && echo n/a 2>/dev/null >"$f"; then
       idle_was[$f]=$was
     else
-      echo "tests/bench.sh: NOTE: PLUGRL_BENCH_POLL_IDLE=1 but $f cannot be written (needs root, and a kernel with" \
-        "per-core PM QoS): the bench runs with the machine's idle setting" >&2
+      echo "tests/bench.sh: NOTE: PLUGRL_BENCH_POLL_IDLE=1 but $f $why: the bench runs with the machine's idle setting" >&2
       for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
       idle_was=()
       idle_note="idle: the machine's setting (PLUGRL_BENCH_POLL_IDLE=1 could not be applied)"
