@@ -269,7 +269,17 @@ func (x *Exporter) Write(dir string) ([]string, error) {
 			return err
 		}
 		files = append(files, filepath.Join(dir, name))
-		if err := root.WriteFile(name, npy(descr, shape, data), 0o644); err != nil {
+		// Written beside, then renamed over the name: an earlier export's
+		// file is replaced, not written through (files that a tool
+		// deduplicating the directory hard-linked would take each
+		// other's data), and an export stopped midway leaves no file cut
+		// short under an array's name.
+		part := name + ".partial"
+		if err := root.WriteFile(part, npy(descr, shape, data), 0o644); err != nil {
+			return err
+		}
+		if err := root.Rename(part, name); err != nil {
+			_ = root.Remove(part)
 			return err
 		}
 		return made.add(root, name)

@@ -203,3 +203,40 @@ func TestExportNamesOneFile(t *testing.T) {
 		})
 	}
 }
+
+// TestExportReplacesHardLinkedFiles: an earlier export's directory whose
+// identical files a deduplicating tool hard-linked (env0_terminated.npy
+// and env0_truncated.npy often are) exports again: each file is replaced,
+// not written through the link, so neither takes the other's data and
+// the two are not taken for one name the file system folds.
+func TestExportReplacesHardLinkedFiles(t *testing.T) {
+	dir := t.TempDir()
+	led := fullLedger(t, []*wire.Observation{states(2, "x")})
+	if err := export(led, dir); err != nil {
+		t.Fatal(err)
+	}
+	term, trunc := filepath.Join(dir, "env0_terminated.npy"), filepath.Join(dir, "env0_truncated.npy")
+	if err := os.Remove(trunc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(term, trunc); err != nil {
+		t.Fatal(err)
+	}
+	if err := export(led, dir); err != nil {
+		t.Fatalf("export into a directory of hard-linked files: %v", err)
+	}
+	a, err := os.Stat(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(trunc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(a, b) {
+		t.Fatal("the export wrote through the hard link: terminated and truncated are still one file")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.partial")); len(left) > 0 {
+		t.Fatalf("export left %v behind", left)
+	}
+}
