@@ -422,8 +422,7 @@ run_tests() {
   say "go test -run Alloc ./... (no allocation per exchange, per record, per encode)"
   go test -count=1 -p 1 -run Alloc ./...
   say "ctest"
-  # Two at a time: the suite mostly waits (CMakeLists.txt, at its end).
-  (cd "$build/cmake" && ctest --output-on-failure -j 2)
+  (cd "$build/cmake" && ctest --output-on-failure -j 1)
 }
 
 # ---------------------------------------------------------------- run
