@@ -254,11 +254,17 @@ tmp=$(mktemp -d)
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
   if [[ -n ${ipid:-} ]] && kill -0 "$ipid" 2>/dev/null; then kill "$ipid" 2>/dev/null || true; fi
-  local f
-  for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
+  restore_idle
   rm -rf "$tmp"
 }
+# idle_was: each PM QoS file PLUGRL_BENCH_POLL_IDLE changed, and the value
+# it found there, which restore_idle writes back.
 declare -A idle_was=()
+restore_idle() {
+  local f
+  for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
+  idle_was=()
+}
 trap cleanup EXIT
 
 # PLUGRL_BENCH_POLL_IDLE=1: the cores' idle states off for the bench (the
@@ -283,8 +289,7 @@ if [[ $poll_idle == 1 ]]; then
       idle_was[$f]=$was
     else
       echo "tests/bench.sh: NOTE: PLUGRL_BENCH_POLL_IDLE=1 but $f $why: the bench runs with the machine's idle setting" >&2
-      for f in "${!idle_was[@]}"; do echo "${idle_was[$f]}" >"$f" 2>/dev/null || true; done
-      idle_was=()
+      restore_idle
       idle_note="idle: the machine's setting (PLUGRL_BENCH_POLL_IDLE=1 could not be applied)"
       break
     fi
