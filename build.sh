@@ -422,7 +422,8 @@ run_tests() {
   say "go test -run Alloc ./... (no allocation per exchange, per record, per encode)"
   go test -count=1 -p 1 -run Alloc ./...
   say "ctest"
-  (cd "$build/cmake" && ctest --output-on-failure -j 1)
+  # Two at a time: the suite mostly waits (CMakeLists.txt, at its end).
+  (cd "$build/cmake" && ctest --output-on-failure -j 2)
 }
 
 # ---------------------------------------------------------------- run

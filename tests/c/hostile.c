@@ -1639,9 +1639,11 @@ static void interrupt_case(const char *url, int by_signal, long n) {
     /* The target is every interrupt within 10 ms. On a quiet machine the
     ** slowest of 1000 takes a few ms; the interrupt passes through Go
     ** threads that wait for a core on a loaded one (CI runs this beside
-    ** nothing else, a developer beside a build), so the test holds p99 to
-    ** the target and the slowest to 10 times it: a broken interrupt waits
-    ** the server's full 60 s. --figures reports the distribution. */
+    ** one other test, ctest -j 2, a developer beside a build; with a busy
+    ** loop on each of this machine's 2 cores, p99 was 2.6 ms and the
+    ** slowest 3.8 ms of 200), so the test holds p99 to the target and the
+    ** slowest to 10 times it: a broken interrupt waits the server's full
+    ** 60 s. --figures reports the distribution. */
     if (p99 > INTERRUPT_LIMIT_US || max > 10 * INTERRUPT_LIMIT_US)
       fail("interrupts took median %.0f us, p99 %.0f us, max %.0f us (limits: p99 %.0f us, max %.0f us)", med, p99,
            max, INTERRUPT_LIMIT_US, 10 * INTERRUPT_LIMIT_US);
