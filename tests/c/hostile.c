@@ -1413,23 +1413,28 @@ static void case_interrupt_close(const char *url) {
 /* Interrupt latency                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Each iteration, the worker calls plugrl_infer (after the first, one
-** infer that must return PLUGRL_RECONNECTED at once, since the last
-** interrupt dropped the connection, and then) one that blocks on the
-** slow action; the main thread waits until that blocking call has been
-** running for 2 ms, takes t0 and interrupts it, directly or by a signal to
-** the worker whose handler calls plugrl_interrupt; the latency is from t0
-** to the call's return with PLUGRL_INTERRUPTED.
+/* Each iteration, the worker calls plugrl_infer (after one whose
+** interrupt dropped the connection, one infer that must return
+** PLUGRL_RECONNECTED at once, and then) one that blocks on the slow
+** action; the main thread waits until that blocking call has been running
+** for 2 ms, takes t0 and interrupts it, directly or by a signal to the
+** worker whose handler calls plugrl_interrupt; the latency is from t0 to
+** the call's return with PLUGRL_INTERRUPTED.
 **
 ** An interrupt can also land before the call gets into the library: the
 ** caller's thread, descheduled between announcing the call and making it
 ** (a busy machine, a sanitizer), is still outside when the 2 ms are up.
 ** The library then keeps the interrupt for the call, which returns
 ** PLUGRL_INTERRUPTED with "nothing was sent" and keeps the connection, so
-** the next call blocks again rather than reconnect. Every LATE_EVERY-th
-** blocking call makes that happen on purpose (the worker sleeps LATE_US
-** before it calls); any call may by chance. Such an interrupt is counted
-** as early, not timed, and the connection must have survived it. */
+** the next call blocks again rather than reconnect. One iteration in
+** LATE_EVERY makes that happen on purpose (its blocking call sleeps
+** LATE_US before it calls; the middle one of each LATE_EVERY, never the last
+** iteration, so that a next one checks the connection); any call may by
+** chance. Such an interrupt is counted as early, not timed, and the
+** connection must have survived it. And an interrupt ends at most one
+** call: no more calls may return PLUGRL_INTERRUPTED than the main thread
+** sent interrupts (one that stayed pending would end every later call
+** before it sent anything, each counted as early). */
 enum { LATE_EVERY = 10, LATE_US = 20000 };
 static struct {
   pthread_mutex_t mu;
@@ -1452,8 +1457,12 @@ static struct {
   long after;   /* calls after an interrupt of a blocked call */
   long early;   /* blocking calls an interrupt ended before they sent */
   long dropped; /* calls after an early interrupt that reconnected */
+  long late;    /* iterations whose blocking call waited LATE_US first */
+  long sent;    /* interrupts the main thread sent (counted before each) */
+  long taken;   /* calls that returned PLUGRL_INTERRUPTED */
+  long unasked; /* of those, ones beyond the interrupts sent */
 } W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, {0}, 0, 0, 0, 0, 0, 0, 0, 0, PLUGRL_OK, 0, 0, 0, 0,
-       0, 0, 0, 0, 0};
+       0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static plugrl_client *volatile signal_client;
 
@@ -1469,7 +1478,7 @@ static plugrl_status worker_call(long i, int blocking, int late) {
   plugrl_status s;
   double t, t_call;
   unsigned long seq;
-  int early;
+  int early, unasked;
   pthread_mutex_lock(&W.mu);
   seq = ++W.seq;
   W.in_call = 1;
@@ -1491,8 +1500,12 @@ static plugrl_status worker_call(long i, int blocking, int late) {
   W.last_seq = seq;
   W.last_blocking = blocking;
   W.last_early = early;
+  unasked = s == PLUGRL_INTERRUPTED && ++W.taken > W.sent;
   pthread_cond_broadcast(&W.cond);
   pthread_mutex_unlock(&W.mu);
+  if (unasked && W.unasked++ < 10)
+    fprintf(stderr, "hostile %s: iteration %ld: PLUGRL_INTERRUPTED for which no interrupt was left (%s): %s\n", R.name,
+            i, early ? "early" : "blocked", plugrl_errmsg(W.c));
   return s;
 }
 
@@ -1502,7 +1515,7 @@ static void *interrupt_worker(void *arg) {
   (void)arg;
   for (i = 0; i < W.iterations; i++) {
     plugrl_status s;
-    int first = 1;
+    int first = 1, late = i % LATE_EVERY == LATE_EVERY / 2 && i + 1 < W.iterations;
     pthread_mutex_lock(&W.mu);
     while (W.go <= i) pthread_cond_wait(&W.cond, &W.mu);
     pthread_mutex_unlock(&W.mu);
@@ -1516,9 +1529,12 @@ static void *interrupt_worker(void *arg) {
                 R.name, i, status_name(s), plugrl_errmsg(W.c));
       }
     }
-    while ((s = worker_call(i, 1, i % LATE_EVERY == LATE_EVERY - 1)) == PLUGRL_RECONNECTED) {
+    if (late) W.late++;
+    while ((s = worker_call(i, 1, late)) == PLUGRL_RECONNECTED) {
       if (kept && first && W.dropped++ < 10)
-        fprintf(stderr, "hostile %s: iteration %ld: an interrupt that came before the call sent anything dropped the connection\n",
+        fprintf(stderr,
+                "hostile %s: iteration %ld: an interrupt that came before the call sent anything dropped the "
+                "connection\n",
                 R.name, i);
       first = 0;
     }
@@ -1591,6 +1607,7 @@ static void interrupt_case(const char *url, int by_signal, long n) {
         stuck++;
       }
       /* The call has been running for 2 ms: it waits on the server. */
+      W.sent++; /* before the interrupt, so that the call it ends sees it */
       pthread_mutex_unlock(&W.mu);
       t0 = now_ms();
       if (by_signal)
@@ -1623,8 +1640,11 @@ static void interrupt_case(const char *url, int by_signal, long n) {
     fail("only %ld of the %ld infers after an interrupt of a blocked call returned PLUGRL_RECONNECTED (%ld were stuck)",
          W.reconnected, W.after, stuck);
   if (W.dropped) fail("%ld interrupts that came before their call sent anything dropped the connection", W.dropped);
-  if (n >= LATE_EVERY && W.early == 0)
-    fail("no interrupt came before its call sent anything, though %ld calls waited %d ms before calling", n / LATE_EVERY,
+  if (W.unasked)
+    fail("%ld calls returned PLUGRL_INTERRUPTED beyond the %ld interrupts sent: an interrupt ended more than one call",
+         W.unasked, W.sent);
+  if (W.late > 0 && W.early == 0)
+    fail("no interrupt came before its call sent anything, though %ld blocking calls waited %d ms first", W.late,
          LATE_US / 1000);
   if (measured > 0) {
     double med, p99, max, sum = 0;
