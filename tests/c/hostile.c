@@ -1469,15 +1469,15 @@ static struct {
 
 static plugrl_client *volatile signal_client;
 
-/* The worker's phase, for its own signal handler (the same thread, so
-** sig_atomic_t suffices): 1 between announcing a call and entering the
-** library, 2 inside it, 0 else. A handler that runs in phase 1 raises the
-** interrupt before the call enters, which must then end it early. */
-static volatile sig_atomic_t worker_phase, signal_before_call;
+/* Set by the worker between announcing a call and entering the library,
+** for its own signal handler (the same thread, so sig_atomic_t
+** suffices): a handler that runs then raises the interrupt before the
+** call enters, which must then end it early. */
+static volatile sig_atomic_t worker_announced, signal_before_call;
 
 static void on_sigusr1(int sig) {
   (void)sig;
-  if (worker_phase == 1) signal_before_call = 1;
+  if (worker_announced) signal_before_call = 1;
   plugrl_interrupt(signal_client); /* async-signal-safe; keeps errno */
 }
 
@@ -1490,7 +1490,7 @@ static plugrl_status worker_call(long i, int blocking, int late) {
   unsigned long seq;
   int early, unasked, must_early;
   signal_before_call = 0;
-  worker_phase = 1;
+  worker_announced = 1;
   pthread_mutex_lock(&W.mu);
   seq = ++W.seq;
   W.in_call = 1;
@@ -1502,9 +1502,8 @@ static plugrl_status worker_call(long i, int blocking, int late) {
   pthread_mutex_lock(&W.mu);
   W.entered = seq; /* after this, an interrupt may find the call blocked */
   pthread_mutex_unlock(&W.mu);
-  worker_phase = 2;
+  worker_announced = 0;
   s = infer(W.c, &W.o, &a);
-  worker_phase = 0;
   t = now_ms();
   early = s == PLUGRL_INTERRUPTED && strstr(plugrl_errmsg(W.c), "nothing was sent") != NULL;
   if (getenv("HOSTILE_TRACE"))
