@@ -240,3 +240,29 @@ func TestExportReplacesHardLinkedFiles(t *testing.T) {
 		t.Fatalf("export left %v behind", left)
 	}
 }
+
+// TestExportRenameFailureLeavesNoPartial: when a file cannot take its
+// name (here a directory with a file in it already has it, so the rename
+// over it fails), the export fails naming the file, and the file it had
+// written beside the name is removed, not left as a stray .partial.
+func TestExportRenameFailureLeavesNoPartial(t *testing.T) {
+	dir := t.TempDir()
+	led := fullLedger(t, []*wire.Observation{states(2, "x")})
+	taken := filepath.Join(dir, "env0_action.npy")
+	if err := os.MkdirAll(filepath.Join(taken, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := export(led, dir)
+	if err == nil {
+		t.Fatal("export over a directory that has the file's name succeeded")
+	}
+	if !strings.Contains(err.Error(), "env0_action.npy") {
+		t.Fatalf("the error does not name the file: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.partial")); len(left) > 0 {
+		t.Fatalf("export left %v behind after its rename failed", left)
+	}
+	if _, err := os.Stat(filepath.Join(taken, "keep")); err != nil {
+		t.Fatalf("the directory in the way was changed: %v", err)
+	}
+}
