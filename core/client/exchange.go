@@ -185,6 +185,7 @@ func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 		return nil, c.lost(err, "waiting for an action")
 	}
 	now := conn.Mono()
+	c.conn.ReceiveEnded(now)      // the looks before the next send skip their system call
 	c.ledger.ReceivedAt(now, raw) // before Decode, which aligns the data in place
 	if testActionRead != nil {
 		testActionRead(c)

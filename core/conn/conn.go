@@ -161,6 +161,9 @@ type Counters struct {
 	// they left (with the next write, the timer, a close or SendHeld). One
 	// that never left is never counted.
 	HeldPathSent atomic.Uint64
+	// PollReads counts the looks between calls (Poll, PollNow) that read
+	// the socket: a system call each, most of them finding nothing.
+	PollReads atomic.Uint64
 }
 
 // CloseError is a close frame received from the server.
@@ -291,9 +294,10 @@ const (
 	// for the pong; waking once a second costs an idle client well under
 	// 0.1 % of a core.
 	idlePoll = time.Second
-	// pollGrace: Poll does nothing when the last Receive returned less
-	// than this long ago. A caller back this soon pays no system call; one
-	// away longer pays one that costs well under 1 % of its time away.
+	// pollGrace: Poll reads nothing when the connection's last look at
+	// the socket (a Receive's end, or a Poll that read) was less than this
+	// long ago. A caller back this soon pays no system call; one away
+	// longer pays one that costs well under 1 % of its time away.
 	pollGrace = 100 * time.Microsecond
 	// yieldEvery: Receive lets the scheduler run something else this
 	// often (see Receive); under the runtime's 10 ms preemption slice.
@@ -389,6 +393,11 @@ type Conn struct {
 	rbuf     []byte        // the message buffer, from alloc
 	counters *Counters     // never nil
 	lastRecv time.Duration // monotonic (mono) start of the last Receive
+	// lastLook is when the owner last knew the socket read (mono): the
+	// start of the last Receive, moved to its end by ReceiveEnded, or the
+	// start of the last Poll that read. Poll's grace counts from it. It
+	// belongs to the goroutine that calls Receive and Poll.
+	lastLook time.Duration
 	// lastYield is when a Receive of this connection last yielded (mono;
 	// see yieldDue).
 	lastYield time.Duration

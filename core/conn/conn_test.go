@@ -483,7 +483,7 @@ func TestPollNowWithinGrace(t *testing.T) {
 	c.wmu.Lock()
 	close(closeNow)
 	<-closed
-	c.lastRecv = mono() // a Receive that has just begun
+	c.lastLook = mono() // a Receive that has just begun
 	c.Poll()
 	pollErr := c.Err()
 	c.PollNow()

@@ -127,10 +127,11 @@ func (c *Conn) ReceiveFrom(now, timeout time.Duration) ([]byte, error) {
 		return nil, err
 	}
 	c.replyDue.Store(false)
-	// The start of the wait, not its end: one clock read fewer, and Poll
-	// skips its system call only when less than pollGrace has passed
-	// since the Receive began, which is the safe direction.
+	// The start of the wait, not its end: one clock read fewer, and the
+	// safe direction for Poll's grace. A caller that reads the clock
+	// after the Receive anyway moves it to the end (ReceiveEnded).
 	c.lastRecv = now
+	c.lastLook = now
 	return msg, nil
 }
 
@@ -160,14 +161,35 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // Poll handles, without waiting, what the server sent since the last
 // Receive: pings are answered, and a close frame, a data message out of
 // turn (see ExpectMessage) or a lost connection fails the connection, so
-// that Err reports it. When the last Receive returned less than pollGrace
-// ago it looks only at what that Receive read beyond its message, without
-// a system call: a second reply sent in the same write as the first is
-// caught, one that arrived since is not (it is seen only by the next look,
-// or taken by the next Receive).
+// that Err reports it. When the connection last read its socket less than
+// pollGrace ago (the end of a Receive the caller marked with
+// ReceiveEnded, else its start; or a Poll that read), it looks only at
+// what it has already read, without a system call: a second reply sent in
+// the same write as the first is caught, one that arrived since is not
+// (it is seen only by the next look, or taken by the next Receive). So a
+// caller that sends right after a Receive, or after a Poll, pays no
+// system call for the look, however long the server took to answer.
 func (c *Conn) Poll() {
-	// lastRecv is Receive's, and Receive runs on Poll's goroutine.
-	c.poll(mono()-c.lastRecv >= pollGrace)
+	// lastLook is Receive's and Poll's, which run on one goroutine.
+	now := mono()
+	read := now-c.lastLook >= pollGrace
+	c.poll(read)
+	if read {
+		c.lastLook = now // the read came after now: the safe direction
+	}
+}
+
+// ReceiveEnded tells the connection that its owner read the clock (Mono)
+// at now, after the last Receive returned: Poll's grace then counts from
+// now, the end of the wait, rather than from its start. A Receive that
+// waited longer than pollGrace for a slow server would otherwise cost the
+// caller's next look a system call that finds nothing. It belongs to the
+// goroutine that calls Receive; a now before the last look changes
+// nothing.
+func (c *Conn) ReceiveEnded(now time.Duration) {
+	if now > c.lastLook {
+		c.lastLook = now
+	}
 }
 
 // PollNow is Poll with the system call made however recent the last
@@ -178,6 +200,9 @@ func (c *Conn) PollNow() { c.poll(true) }
 func (c *Conn) poll(read bool) {
 	c.rmu.Lock()
 	if c.Err() == nil {
+		if read {
+			c.counters.PollReads.Add(1)
+		}
 		c.drain(read)
 	}
 	c.rmu.Unlock()
