@@ -398,6 +398,12 @@ type Conn struct {
 	// start of the last Poll that read. Poll's grace counts from it. It
 	// belongs to the goroutine that calls Receive and Poll.
 	lastLook time.Duration
+	// tlsBuffers: the transport is crypto/tls, whose read takes from the
+	// socket whatever has arrived but returns one record; the records
+	// after it (a close or a second reply sent with the action) wait in
+	// crypto/tls, where a Poll without a read does not look. Its last
+	// look stays the start of the last Receive (see ReceiveEnded).
+	tlsBuffers bool
 	// lastYield is when a Receive of this connection last yielded (mono;
 	// see yieldDue).
 	lastYield time.Duration
@@ -669,6 +675,7 @@ func newConn(tr transport, o Options) *Conn {
 	}
 	c.replyDue.Store(true) // the metadata
 	c.canHold = tr.Holds()
+	_, c.tlsBuffers = tr.(*tlsTransport)
 	return c
 }
 

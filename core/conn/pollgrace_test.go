@@ -1,10 +1,14 @@
 package conn
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +89,106 @@ func TestPollGraceCountsFromLastLook(t *testing.T) {
 	if !errors.As(c.Err(), &ce) || ce.Code != 1001 {
 		t.Fatalf("Poll past the grace: %v, want the server's close 1001", c.Err())
 	}
+}
+
+// TestPollGraceOverTLSCountsFromReceiveStart: over TLS the close a server
+// sent right after the action, in the same TCP segment, is read from the
+// socket by the Receive's crypto/tls read, which returns only the
+// action's record; the close waits in crypto/tls, where only a Poll that
+// reads finds it. So ReceiveEnded does not move the grace there: after a
+// Receive that began long ago, the look reads and sees the close (with
+// the grace counted from ReceiveEnded it looked only at rb, and the
+// feedback went to a connection the server had closed).
+func TestPollGraceOverTLSCountsFromReceiveStart(t *testing.T) {
+	got := make(chan *segmentConn, 1)
+	send := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		sc := <-got
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
+		<-send
+		sc.gather()
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("action")))
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
+		sc.flush() // their records in one write: one segment, one read
+		_, _ = io.Copy(io.Discard, c)
+	}))
+	srv.Listener = segmentListener{srv.Listener, got}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url := "wss" + strings.TrimPrefix(srv.URL, "https")
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	c := dialT(t, Options{URL: url, TLS: &tls.Config{RootCAs: pool}})
+	if _, err := c.Receive(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.wmu.Lock() // keeps the idle poller out (see TestPollNowWithinGrace)
+	defer c.wmu.Unlock()
+	c.ExpectMessage()
+	close(send)
+	// A Receive that began long ago (a slow server) and has just ended.
+	if msg, err := c.ReceiveFrom(mono()-10*pollGrace, 5*time.Second); err != nil || string(msg) != "action" {
+		t.Fatalf("Receive: %q, %v", msg, err)
+	}
+	c.ReceiveEnded(mono())
+	c.Poll()
+	var ce *CloseError
+	if !errors.As(c.Err(), &ce) || ce.Code != 1001 {
+		t.Fatalf("the look after the action: %v, want the close 1001 that came with it", c.Err())
+	}
+}
+
+// segmentConn is a server's connection whose writes, between gather and
+// flush, leave in one write.
+type segmentConn struct {
+	net.Conn
+	mu       sync.Mutex
+	gathered bool
+	buf      []byte
+}
+
+func (s *segmentConn) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gathered {
+		s.buf = append(s.buf, p...)
+		return len(p), nil
+	}
+	return s.Conn.Write(p)
+}
+
+func (s *segmentConn) gather() {
+	s.mu.Lock()
+	s.gathered = true
+	s.mu.Unlock()
+}
+
+func (s *segmentConn) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gathered = false
+	_, _ = s.Conn.Write(s.buf)
+	s.buf = nil
+}
+
+type segmentListener struct {
+	net.Listener
+	got chan<- *segmentConn
+}
+
+func (l segmentListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &segmentConn{Conn: c}
+	select {
+	case l.got <- sc:
+	default:
+	}
+	return sc, nil
 }

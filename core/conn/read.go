@@ -174,7 +174,7 @@ func (c *Conn) Poll() {
 	now := mono()
 	read := now-c.lastLook >= pollGrace
 	c.poll(read)
-	if read {
+	if read && !c.tlsBuffers {
 		c.lastLook = now // the read came after now: the safe direction
 	}
 }
@@ -185,9 +185,13 @@ func (c *Conn) Poll() {
 // waited longer than pollGrace for a slow server would otherwise cost the
 // caller's next look a system call that finds nothing. It belongs to the
 // goroutine that calls Receive; a now before the last look changes
-// nothing.
+// nothing. Over TLS it changes nothing either (tlsBuffers): what
+// crypto/tls read from the socket with the message, a close sent right
+// after it for one, has arrived however recent the end, and only a Poll
+// that reads takes it; Poll and ReceiveEnded leave the grace counted from
+// the Receive's start there, as before.
 func (c *Conn) ReceiveEnded(now time.Duration) {
-	if now > c.lastLook {
+	if now > c.lastLook && !c.tlsBuffers {
 		c.lastLook = now
 	}
 }
