@@ -161,8 +161,9 @@ type Counters struct {
 	// they left (with the next write, the timer, a close or SendHeld). One
 	// that never left is never counted.
 	HeldPathSent atomic.Uint64
-	// PollReads counts the looks between calls (Poll, PollNow) that read
-	// the socket: a system call each, most of them finding nothing.
+	// PollReads counts the looks between calls (Poll, PollNow) that
+	// read, or would have but for a full read buffer: a system call each
+	// (over TLS, unless crypto/tls held a record), most finding nothing.
 	PollReads atomic.Uint64
 }
 
@@ -295,9 +296,10 @@ const (
 	// 0.1 % of a core.
 	idlePoll = time.Second
 	// pollGrace: Poll reads nothing when the connection's last look at
-	// the socket (a Receive's end, or a Poll that read) was less than this
-	// long ago. A caller back this soon pays no system call; one away
-	// longer pays one that costs well under 1 % of its time away.
+	// the socket (a Receive's end as its owner marked it, else its start;
+	// or a Poll that read) was less than this long ago; over TLS it always
+	// reads (see Poll). A caller back this soon pays no system call; one
+	// away longer pays one that costs well under 1 % of its time away.
 	pollGrace = 100 * time.Microsecond
 	// yieldEvery: Receive lets the scheduler run something else this
 	// often (see Receive); under the runtime's 10 ms preemption slice.
@@ -401,8 +403,8 @@ type Conn struct {
 	// tlsBuffers: the transport is crypto/tls, whose read takes from the
 	// socket whatever has arrived but returns one record; the records
 	// after it (a close or a second reply sent with the action) wait in
-	// crypto/tls, where a Poll without a read does not look. Its last
-	// look stays the start of the last Receive (see ReceiveEnded).
+	// crypto/tls, where a Poll without a read does not look. So every
+	// Poll reads there (see Poll).
 	tlsBuffers bool
 	// lastYield is when a Receive of this connection last yielded (mono;
 	// see yieldDue).

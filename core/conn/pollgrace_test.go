@@ -91,15 +91,25 @@ func TestPollGraceCountsFromLastLook(t *testing.T) {
 	}
 }
 
-// TestPollGraceOverTLSCountsFromReceiveStart: over TLS the close a server
-// sent right after the action, in the same TCP segment, is read from the
-// socket by the Receive's crypto/tls read, which returns only the
-// action's record; the close waits in crypto/tls, where only a Poll that
-// reads finds it. So ReceiveEnded does not move the grace there: after a
-// Receive that began long ago, the look reads and sees the close (with
-// the grace counted from ReceiveEnded it looked only at rb, and the
-// feedback went to a connection the server had closed).
-func TestPollGraceOverTLSCountsFromReceiveStart(t *testing.T) {
+// TestPollOverTLSAlwaysReads: over TLS the close a server sent right
+// after the action, in the same TCP segment, is taken from the socket by
+// the Receive's crypto/tls read, which returns only the action's record;
+// the close waits in crypto/tls, where only a Poll that reads finds it.
+// So over TLS the look after the action reads, whether the action came
+// fast or slow; with the grace of plain TCP it looked only at rb, and the
+// feedback went to a connection the server had closed (a slow server,
+// since cc1ebc3; a fast one, always before).
+func TestPollOverTLSAlwaysReads(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		name := "fast server"
+		if slow {
+			name = "slow server"
+		}
+		t.Run(name, func(t *testing.T) { pollAfterTLSAction(t, slow) })
+	}
+}
+
+func pollAfterTLSAction(t *testing.T, slow bool) {
 	got := make(chan *segmentConn, 1)
 	send := make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +140,11 @@ func TestPollGraceOverTLSCountsFromReceiveStart(t *testing.T) {
 	defer c.wmu.Unlock()
 	c.ExpectMessage()
 	close(send)
-	// A Receive that began long ago (a slow server) and has just ended.
-	if msg, err := c.ReceiveFrom(mono()-10*pollGrace, 5*time.Second); err != nil || string(msg) != "action" {
+	start := mono() // a fast server: the Receive began just now
+	if slow {
+		start -= 10 * pollGrace // a Receive that began long ago
+	}
+	if msg, err := c.ReceiveFrom(start, 5*time.Second); err != nil || string(msg) != "action" {
 		t.Fatalf("Receive: %q, %v", msg, err)
 	}
 	c.ReceiveEnded(mono())

@@ -169,29 +169,34 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // (it is seen only by the next look, or taken by the next Receive). So a
 // caller that sends right after a Receive, or after a Poll, pays no
 // system call for the look, however long the server took to answer.
+//
+// Over TLS every Poll reads (tlsBuffers): crypto/tls takes from the
+// socket whatever has arrived but returns one record, and keeps the
+// records after it (a close, or a second reply, sent with the message),
+// where only a read finds them. A read that finds them costs no system
+// call; one that finds nothing costs one.
 func (c *Conn) Poll() {
 	// lastLook is Receive's and Poll's, which run on one goroutine.
 	now := mono()
-	read := now-c.lastLook >= pollGrace
+	read := c.tlsBuffers || now-c.lastLook >= pollGrace
 	c.poll(read)
-	if read && !c.tlsBuffers {
+	if read {
 		c.lastLook = now // the read came after now: the safe direction
 	}
 }
 
 // ReceiveEnded tells the connection that its owner read the clock (Mono)
-// at now, after the last Receive returned: Poll's grace then counts from
-// now, the end of the wait, rather than from its start. A Receive that
-// waited longer than pollGrace for a slow server would otherwise cost the
-// caller's next look a system call that finds nothing. It belongs to the
-// goroutine that calls Receive; a now before the last look changes
-// nothing. Over TLS it changes nothing either (tlsBuffers): what
-// crypto/tls read from the socket with the message, a close sent right
-// after it for one, has arrived however recent the end, and only a Poll
-// that reads takes it; Poll and ReceiveEnded leave the grace counted from
-// the Receive's start there, as before.
+// at now, after the last Receive returned a message: Poll's grace then
+// counts from now, the end of the wait, rather than from its start. A
+// Receive that waited longer than pollGrace for a slow server would
+// otherwise cost the caller's next look a system call that finds nothing.
+// What arrives between the Receive's last read and now is seen by the
+// look after the grace, as anything that arrives within it. It belongs to
+// the goroutine that calls Receive; a now before the last look changes
+// nothing. Over TLS it changes nothing that matters: every Poll reads
+// there (see Poll).
 func (c *Conn) ReceiveEnded(now time.Duration) {
-	if now > c.lastLook && !c.tlsBuffers {
+	if now > c.lastLook {
 		c.lastLook = now
 	}
 }
