@@ -464,18 +464,26 @@ func TestRedactedURL(t *testing.T) {
 	}
 }
 
+// closingServer serves the metadata, and a close 1001 once closeNow is
+// closed; closed is closed when the close frame has been written (on
+// loopback it is then in the client's socket).
+func closingServer(t *testing.T) (url string, closeNow, closed chan struct{}) {
+	closeNow, closed = make(chan struct{}), make(chan struct{})
+	url = rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
+		<-closeNow
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
+		close(closed)
+		_, _ = io.Copy(io.Discard, c)
+	})
+	return url, closeNow, closed
+}
+
 // TestPollNowWithinGrace: Poll right after a Receive makes no system call
 // (pollGrace), so a close that arrived since is not seen; PollNow reads
 // it. The test holds the write lock, which keeps the idle poller out.
 func TestPollNowWithinGrace(t *testing.T) {
-	closeNow, closed := make(chan struct{}), make(chan struct{})
-	url := rawServer(t, func(c net.Conn, _ *http.Request) {
-		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
-		<-closeNow
-		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
-		close(closed) // on loopback the frame is in the client's socket now
-		_, _ = io.Copy(io.Discard, c)
-	})
+	url, closeNow, closed := closingServer(t)
 	c := dialT(t, Options{URL: url})
 	if _, err := c.Receive(5 * time.Second); err != nil {
 		t.Fatal(err)

@@ -22,14 +22,7 @@ import (
 // that read starts a grace of its own; and past the grace a Poll reads
 // and sees what arrived (here the server's close).
 func TestPollGraceCountsFromLastLook(t *testing.T) {
-	closeNow, closed := make(chan struct{}), make(chan struct{})
-	url := rawServer(t, func(c net.Conn, _ *http.Request) {
-		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
-		<-closeNow
-		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
-		close(closed) // on loopback the frame is in the client's socket now
-		_, _ = io.Copy(io.Discard, c)
-	})
+	url, closeNow, closed := closingServer(t)
 	var ctr Counters
 	c := dialT(t, Options{URL: url, Counters: &ctr})
 	if _, err := c.Receive(5 * time.Second); err != nil {
