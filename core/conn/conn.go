@@ -397,8 +397,10 @@ type Conn struct {
 	lastRecv time.Duration // monotonic (mono) start of the last Receive
 	// lastLook is when the owner last knew the socket read (mono): the
 	// start of the last Receive, moved to its end by ReceiveEnded, or the
-	// start of the last Poll that read. Poll's grace counts from it. It
-	// belongs to the goroutine that calls Receive and Poll.
+	// start of the last Poll that read. Poll's grace counts from it. The
+	// idle poller's reads do not move it (the safe direction: the next
+	// Poll reads). It belongs to the goroutine that calls Receive and
+	// Poll.
 	lastLook time.Duration
 	// tlsBuffers: the transport is crypto/tls, whose read takes from the
 	// socket whatever has arrived but returns one record; the records
