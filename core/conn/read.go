@@ -174,7 +174,9 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // socket whatever has arrived but returns one record, and keeps the
 // records after it (a close, or a second reply, sent with the message),
 // where only a read finds them. A read that finds them costs no system
-// call; one that finds nothing costs one.
+// call; one that finds nothing costs one. A look reads on past the
+// control frames it handled (see drain): a close behind a ping is seen by
+// the same look.
 func (c *Conn) Poll() {
 	// lastLook is Receive's and Poll's, which run on one goroutine.
 	now := mono()
@@ -257,16 +259,26 @@ func (c *Conn) drain(read bool) {
 		// WriteFrame on a tls.Conn does): read on while the last read
 		// brought bytes and a control frame is cut short, so that one
 		// look sees a close whole (a stop or a resync before a
-		// feedback is sent). A few reads at most: a frame's header and
-		// payload, and a record cut at the socket.
-		if !cutShort || n == 0 || reads == maxDrainReads-1 {
+		// feedback is sent). Over TLS read on, too, while the last read
+		// brought bytes and all of them were handled: crypto/tls took
+		// from the socket whatever had arrived, and the records after
+		// the one it returned (a close behind a keepalive ping) wait in
+		// it, where only a read finds them; that read costs no system
+		// call, and the one that finds nothing more costs one. Not past
+		// a data frame: that and what follows it are Receive's.
+		more := cutShort || c.tlsBuffers && c.rr == c.rw
+		if !more || n == 0 || reads == maxDrainReads-1 || c.Err() != nil {
 			return
 		}
 	}
 }
 
-// maxDrainReads bounds the reads of one look (drain).
-const maxDrainReads = 4
+// maxDrainReads bounds the reads of one look (drain), so that a server
+// that floods cannot keep it reading: a frame's header and payload, a
+// record cut at the socket, and over TLS the records of a ping or two
+// ahead of a close (two each where the server writes a frame's header and
+// payload apart).
+const maxDrainReads = 8
 
 // drainFrames handles the control frames at the front of rb[rr:rw], as
 // drain says, and reports whether it stopped at a control frame that has
