@@ -1,13 +1,8 @@
 package conn
 
 import (
-	"crypto/tls"
 	"errors"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,29 +98,11 @@ func TestPollOverTLSAlwaysReads(t *testing.T) {
 }
 
 func pollAfterTLSAction(t *testing.T, slow bool) {
-	got := make(chan *segmentConn, 1)
-	send := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _, _, err := ws.UpgradeHTTP(r, w)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		sc := <-got
-		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("metadata")))
-		<-send
-		sc.gather()
-		_ = ws.WriteFrame(c, ws.NewBinaryFrame([]byte("action")))
-		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")))
-		sc.flush() // their records in one write: one segment, one read
-		_, _ = io.Copy(io.Discard, c)
-	}))
-	srv.Listener = segmentListener{srv.Listener, got}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	url := "wss" + strings.TrimPrefix(srv.URL, "https")
-	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	c := dialT(t, Options{URL: url, TLS: &tls.Config{RootCAs: pool}})
+	url, tlsConf, send := heldTLSServer(t, []ws.Frame{
+		ws.NewBinaryFrame([]byte("action")),
+		ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")),
+	})
+	c := dialT(t, Options{URL: url, TLS: tlsConf})
 	if _, err := c.Receive(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
