@@ -98,7 +98,7 @@ func TestPollOverTLSAlwaysReads(t *testing.T) {
 }
 
 func pollAfterTLSAction(t *testing.T, slow bool) {
-	url, tlsConf, send := heldTLSServer(t, []ws.Frame{
+	url, tlsConf, send, _ := heldTLSServer(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")),
 		ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")),
 	})

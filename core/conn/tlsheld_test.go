@@ -15,16 +15,17 @@ import (
 
 // heldTLSServer is a wss:// server that sends the metadata, then, once
 // send is closed, the frames of burst in one TCP write (their TLS records
-// in one segment), and then reads until the client goes.
-func heldTLSServer(t *testing.T, burst []ws.Frame) (url string, pool *tls.Config, send chan struct{}) {
+// in one segment), closes written (on loopback they are then in the
+// client's socket), and reads until the client goes.
+func heldTLSServer(t *testing.T, burst []ws.Frame) (url string, pool *tls.Config, send, written chan struct{}) {
 	return heldTLSServerApart(t, burst, 0)
 }
 
 // heldTLSServerApart is heldTLSServer; with apart > 0 the frames of burst
 // go in writes of their own, apart apart.
-func heldTLSServerApart(t *testing.T, burst []ws.Frame, apart time.Duration) (url string, pool *tls.Config, send chan struct{}) {
+func heldTLSServerApart(t *testing.T, burst []ws.Frame, apart time.Duration) (url string, pool *tls.Config, send, written chan struct{}) {
 	got := make(chan *segmentConn, 1)
-	send = make(chan struct{})
+	send, written = make(chan struct{}), make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _, _, err := ws.UpgradeHTTP(r, w)
 		if err != nil {
@@ -48,13 +49,14 @@ func heldTLSServerApart(t *testing.T, burst []ws.Frame, apart time.Duration) (ur
 			}
 			sc.flush()
 		}
+		close(written)
 		_, _ = io.Copy(io.Discard, c)
 	}))
 	srv.Listener = segmentListener{srv.Listener, got}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: roots}, send
+	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: roots}, send, written
 }
 
 var stopClose = ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "plugrl-server-stop"))
@@ -63,7 +65,7 @@ var stopClose = ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "p
 // stop arrive together; crypto/tls returns one record a read, so the look
 // before the feedback must read on past the ping's records to the close.
 func TestPollOverTLSSeesCloseBehindPing(t *testing.T) {
-	url, cfg, send := heldTLSServer(t, []ws.Frame{
+	url, cfg, send, _ := heldTLSServer(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")), ws.NewPingFrame([]byte("k")), stopClose,
 	})
 	c := dialT(t, Options{URL: url, TLS: cfg})
@@ -90,7 +92,7 @@ func TestPollOverTLSSeesCloseBehindPing(t *testing.T) {
 // envs. The look before the feedback takes both from the socket into
 // crypto/tls in one read, and must read on to the stop.
 func TestPollOverTLSSeesCloseArrivedWhileAway(t *testing.T) {
-	url, cfg, send := heldTLSServerApart(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 30*time.Millisecond)
+	url, cfg, send, written := heldTLSServerApart(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 30*time.Millisecond)
 	c := dialT(t, Options{URL: url, TLS: cfg})
 	if _, err := c.Receive(5 * time.Second); err != nil {
 		t.Fatal(err)
@@ -98,7 +100,7 @@ func TestPollOverTLSSeesCloseArrivedWhileAway(t *testing.T) {
 	c.wmu.Lock() // keeps the idle poller out
 	defer c.wmu.Unlock()
 	close(send)
-	time.Sleep(100 * time.Millisecond) // the caller steps its envs
+	<-written // the caller steps its envs meanwhile
 	c.Poll()
 	var ce *CloseError
 	if !errors.As(c.Err(), &ce) || ce.Reason != "plugrl-server-stop" {
@@ -110,14 +112,14 @@ func TestPollOverTLSSeesCloseArrivedWhileAway(t *testing.T) {
 // together while nobody reads are both seen by one look of the poller, not
 // the close a look (a second) later.
 func TestIdleLookOverTLSSeesCloseBehindPing(t *testing.T) {
-	url, cfg, send := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
+	url, cfg, send, written := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
 	c := dialT(t, Options{URL: url, TLS: cfg})
 	if _, err := c.Receive(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	c.stopPolling() // this test makes the looks
 	close(send)
-	time.Sleep(100 * time.Millisecond) // all of it in the socket
+	<-written // all of it in the socket
 	c.idleLook()
 	var ce *CloseError
 	if !errors.As(c.Err(), &ce) {
@@ -130,14 +132,14 @@ func TestIdleLookOverTLSSeesCloseBehindPing(t *testing.T) {
 // it came first. A close behind a ping, in crypto/tls, must be seen then:
 // else Close sends 1000 first and the server's close counts as its answer.
 func TestPollNowOverTLSBeforeCloseSeesPeerClose(t *testing.T) {
-	url, cfg, send := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
+	url, cfg, send, written := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
 	c := dialT(t, Options{URL: url, TLS: cfg})
 	if _, err := c.Receive(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	c.stopPolling()
 	close(send)
-	time.Sleep(100 * time.Millisecond)
+	<-written
 	c.PollNow()
 	ended := c.Err()
 	c.Close(time.Second)
@@ -152,7 +154,7 @@ func TestPollNowOverTLSBeforeCloseSeesPeerClose(t *testing.T) {
 // read one ping, and the next Receive took the stray reply as the answer
 // to the next infer.
 func TestPollOverTLSSeesSecondReplyBehindPings(t *testing.T) {
-	url, cfg, send := heldTLSServer(t, []ws.Frame{
+	url, cfg, send, _ := heldTLSServer(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")), ws.NewPingFrame([]byte("1")), ws.NewPingFrame([]byte("2")),
 		ws.NewBinaryFrame([]byte("stray")),
 	})
