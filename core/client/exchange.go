@@ -92,8 +92,8 @@ func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 		// a feedback timeout, perhaps then a reset that would fail the
 		// write below and pass for a lost connection (SPEC 7.1: after a
 		// stop, no reconnect). That end is the one to report and record.
-		// Poll makes no system call for a caller back within microseconds
-		// of its last wait.
+		// Over ws:// Poll makes no system call for a caller back within
+		// 100 us of its last read (over wss:// it always reads).
 		c.conn.Poll()
 		if err := c.conn.Err(); err != nil {
 			return nil, c.lost(err, "before the infer")
@@ -185,7 +185,7 @@ func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 		return nil, c.lost(err, "waiting for an action")
 	}
 	now := conn.Mono()
-	c.conn.ReceiveEnded(now)      // the looks before the next send skip their system call
+	c.conn.ReceiveEnded(now)      // Poll's grace counts from here (ws://): a look within it skips its system call
 	c.ledger.ReceivedAt(now, raw) // before Decode, which aligns the data in place
 	if testActionRead != nil {
 		testActionRead(c)
@@ -319,8 +319,8 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	defer c.unblock()
 	// The connection may have closed while the caller stepped its envs:
 	// then the feedback must not be sent anywhere (SPEC 7.6). Poll reads
-	// what arrived meanwhile (a caller back within microseconds of the
-	// action skips that system call).
+	// what arrived meanwhile (over ws:// a caller back within 100 us of
+	// the action skips that system call; over wss:// it always reads).
 	c.conn.Poll()
 	if err := c.conn.Err(); err != nil {
 		return c.lost(err, "before sending feedback")

@@ -162,8 +162,10 @@ type Counters struct {
 	// that never left is never counted.
 	HeldPathSent atomic.Uint64
 	// PollReads counts the looks between calls (Poll, PollNow) that
-	// read, or would have but for a full read buffer: a system call each
-	// (over TLS, unless crypto/tls held a record), most finding nothing.
+	// read, or would have but for a full read buffer: most make one
+	// system call, finding nothing; a look may read more than once (see
+	// drain), and over TLS a read that finds a record crypto/tls held
+	// makes none. It counts looks, not reads.
 	PollReads atomic.Uint64
 }
 

@@ -167,8 +167,9 @@ func (c *Conn) ExpectMessage() { c.replyDue.Store(true) }
 // what it has already read, without a system call: a second reply sent in
 // the same write as the first is caught, one that arrived since is not
 // (it is seen only by the next look, or taken by the next Receive). So a
-// caller that sends right after a Receive, or after a Poll, pays no
-// system call for the look, however long the server took to answer.
+// caller that sends right after a Receive it marked with ReceiveEnded, or
+// after a Poll that read, pays no system call for the look, however long
+// the server took to answer.
 //
 // Over TLS every Poll reads (tlsBuffers): crypto/tls takes from the
 // socket whatever has arrived but returns one record, and keeps the
