@@ -491,7 +491,9 @@ func TestPollNowWithinGrace(t *testing.T) {
 	c.wmu.Lock()
 	close(closeNow)
 	<-closed
-	c.lastLook = mono() // a Receive that has just begun
+	// A look that has just been made, dated an hour ahead so that no
+	// descheduling of this thread before the Poll can end its grace.
+	c.lastLook = mono() + time.Hour
 	c.Poll()
 	pollErr := c.Err()
 	c.PollNow()
