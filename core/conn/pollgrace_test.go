@@ -98,14 +98,10 @@ func TestPollOverTLSAlwaysReads(t *testing.T) {
 }
 
 func pollAfterTLSAction(t *testing.T, slow bool) {
-	url, tlsConf, send, _ := heldTLSServer(t, []ws.Frame{
+	c, send, _ := heldTLSConn(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")),
 		ws.NewCloseFrame(ws.NewCloseFrameBody(1001, "bye")),
-	})
-	c := dialT(t, Options{URL: url, TLS: tlsConf})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	}, 0)
 	c.wmu.Lock() // keeps the idle poller out (see TestPollNowWithinGrace)
 	defer c.wmu.Unlock()
 	c.ExpectMessage()

@@ -13,17 +13,12 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// heldTLSServer is a wss:// server that sends the metadata, then, once
-// send is closed, the frames of burst in one TCP write (their TLS records
-// in one segment), closes written (on loopback they are then in the
-// client's socket), and reads until the client goes.
-func heldTLSServer(t *testing.T, burst []ws.Frame) (url string, pool *tls.Config, send, written chan struct{}) {
-	return heldTLSServerApart(t, burst, 0)
-}
-
-// heldTLSServerApart is heldTLSServer; with apart > 0 the frames of burst
-// go in writes of their own, apart apart.
-func heldTLSServerApart(t *testing.T, burst []ws.Frame, apart time.Duration) (url string, pool *tls.Config, send, written chan struct{}) {
+// heldTLSConn connects to a wss:// server and receives its metadata; the
+// server then, once send is closed, writes the frames of burst in one TCP
+// write (their TLS records in one segment), or, with apart > 0, in writes
+// of their own apart apart, closes written (on loopback they are then in
+// the client's socket), and reads until the client goes.
+func heldTLSConn(t *testing.T, burst []ws.Frame, apart time.Duration) (c *Conn, send, written chan struct{}) {
 	got := make(chan *segmentConn, 1)
 	send, written = make(chan struct{}), make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +51,11 @@ func heldTLSServerApart(t *testing.T, burst []ws.Frame, apart time.Duration) (ur
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: roots}, send, written
+	c = dialT(t, Options{URL: "wss" + strings.TrimPrefix(srv.URL, "https"), TLS: &tls.Config{RootCAs: roots}})
+	if _, err := c.Receive(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c, send, written
 }
 
 var stopClose = ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "plugrl-server-stop"))
@@ -65,13 +64,9 @@ var stopClose = ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "p
 // stop arrive together; crypto/tls returns one record a read, so the look
 // before the feedback must read on past the ping's records to the close.
 func TestPollOverTLSSeesCloseBehindPing(t *testing.T) {
-	url, cfg, send, _ := heldTLSServer(t, []ws.Frame{
+	c, send, _ := heldTLSConn(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")), ws.NewPingFrame([]byte("k")), stopClose,
-	})
-	c := dialT(t, Options{URL: url, TLS: cfg})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	}, 0)
 	c.wmu.Lock() // keeps the idle poller out
 	defer c.wmu.Unlock()
 	c.ExpectMessage()
@@ -92,11 +87,7 @@ func TestPollOverTLSSeesCloseBehindPing(t *testing.T) {
 // envs. The look before the feedback takes both from the socket into
 // crypto/tls in one read, and must read on to the stop.
 func TestPollOverTLSSeesCloseArrivedWhileAway(t *testing.T) {
-	url, cfg, send, written := heldTLSServerApart(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 30*time.Millisecond)
-	c := dialT(t, Options{URL: url, TLS: cfg})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c, send, written := heldTLSConn(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 30*time.Millisecond)
 	c.wmu.Lock() // keeps the idle poller out
 	defer c.wmu.Unlock()
 	close(send)
@@ -112,11 +103,7 @@ func TestPollOverTLSSeesCloseArrivedWhileAway(t *testing.T) {
 // together while nobody reads are both seen by one look of the poller, not
 // the close a look (a second) later.
 func TestIdleLookOverTLSSeesCloseBehindPing(t *testing.T) {
-	url, cfg, send, written := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
-	c := dialT(t, Options{URL: url, TLS: cfg})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c, send, written := heldTLSConn(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 0)
 	c.stopPolling() // this test makes the looks
 	close(send)
 	<-written // all of it in the socket
@@ -132,11 +119,7 @@ func TestIdleLookOverTLSSeesCloseBehindPing(t *testing.T) {
 // it came first. A close behind a ping, in crypto/tls, must be seen then:
 // else Close sends 1000 first and the server's close counts as its answer.
 func TestPollNowOverTLSBeforeCloseSeesPeerClose(t *testing.T) {
-	url, cfg, send, written := heldTLSServer(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose})
-	c := dialT(t, Options{URL: url, TLS: cfg})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c, send, written := heldTLSConn(t, []ws.Frame{ws.NewPingFrame([]byte("k")), stopClose}, 0)
 	c.stopPolling()
 	close(send)
 	<-written
@@ -154,14 +137,10 @@ func TestPollNowOverTLSBeforeCloseSeesPeerClose(t *testing.T) {
 // read one ping, and the next Receive took the stray reply as the answer
 // to the next infer.
 func TestPollOverTLSSeesSecondReplyBehindPings(t *testing.T) {
-	url, cfg, send, _ := heldTLSServer(t, []ws.Frame{
+	c, send, _ := heldTLSConn(t, []ws.Frame{
 		ws.NewBinaryFrame([]byte("action")), ws.NewPingFrame([]byte("1")), ws.NewPingFrame([]byte("2")),
 		ws.NewBinaryFrame([]byte("stray")),
-	})
-	c := dialT(t, Options{URL: url, TLS: cfg})
-	if _, err := c.Receive(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	}, 0)
 	c.wmu.Lock() // keeps the idle poller out
 	c.ExpectMessage()
 	close(send)
