@@ -127,6 +127,16 @@ type Runner struct {
 	fb       wire.Feedback
 	episode  wire.Episode
 	restarts int
+	// ownInfer: an infer of this runner's was answered on the client's
+	// current connection. Until one is, an observation the server holds
+	// for one of its envs (client.CanReuse) was fed back by another user
+	// of the client (an earlier runner closed with nothing owed, which
+	// keeps the connection, or the caller's own feedback), and is not the
+	// one this runner's caller passes for the env: it is not reused.
+	// From then on each env infers again only after this runner's own
+	// feedback for it on the connection, or after a restart, which
+	// clears the mark.
+	ownInfer bool
 	// lostInARow counts the connections that ended, in Act or Report,
 	// since a feedback last went through (MaxRestarts).
 	lostInARow int
@@ -434,6 +444,7 @@ func (r *Runner) forgetChunks() {
 		}
 	}
 	r.stepBytes = 0
+	r.ownInfer = false
 }
 
 func (r *Runner) inferNeeded(obs *wire.Observation) error {
@@ -447,7 +458,7 @@ func (r *Runner) inferNeeded(obs *wire.Observation) error {
 		r.idx = append(r.idx, int64(i))
 		r.rows = append(r.rows, i)
 		r.stepIDs = append(r.stepIDs, r.envs[i].chunks)
-		can := reuseOffered && r.c.CanReuse(int64(i))
+		can := reuseOffered && r.ownInfer && r.c.CanReuse(int64(i))
 		anyReuse = anyReuse || can
 		r.reuse = append(r.reuse, can)
 	}
@@ -461,7 +472,11 @@ func (r *Runner) inferNeeded(obs *wire.Observation) error {
 	// The chunks are copied out inside the client's call: a Close on
 	// another goroutine waits for the copy instead of releasing the
 	// receive buffer under it.
-	return r.c.InferFunc(&r.req, r.store)
+	err := r.c.InferFunc(&r.req, r.store)
+	if err == nil {
+		r.ownInfer = true
+	}
+	return err
 }
 
 // storeChunks copies each env's chunk out of the receive buffer, so that
