@@ -307,12 +307,16 @@ func (c *Client) Connect(ctx context.Context) error {
 	if c.phase != phaseDisconnected || c.conn != nil {
 		return newErr(KindOutOfOrder, nil, "Connect is for a client from New that has not connected yet")
 	}
-	if err := c.block(); err != nil {
-		return err
+	err := c.block() // an interrupt pending from before refuses the Connect
+	if err == nil {
+		defer c.unblock()
+		err = c.open(ctx)
 	}
-	defer c.unblock()
-	err := c.open(ctx)
 	if err != nil {
+		// Every failed Connect leaves the client closed, this one too: a
+		// client left disconnected would connect at its next Infer (a
+		// reconnect), which a caller that interrupted the Connect, or
+		// was told to close the client, did not ask for.
 		if KindOf(err) == KindInterrupted {
 			c.ledger.Interrupted() // as every other call's interrupt is
 		}
