@@ -335,11 +335,13 @@ typedef enum plugrl_status {
   /* The connection was lost or resynced and the library reconnected. Any
   ** feedback owed was dropped, never sent (SPEC 7.6). Start again with an
   ** infer (the runner does this by itself and never returns this: when
-  ** the connection ends during each of 4 infers in a row, or 4
-  ** connections in a row end, in its acts and reports, before a feedback
-  ** goes through, its act or, in the second case, its report returns
-  ** PLUGRL_CONNECT_FAILED; the reconnect a runner's first act makes to
-  ** give up feedback an earlier user left owed is not one of them). */
+  ** the connection ends during each of 4 infers in a row, its act returns
+  ** PLUGRL_CONNECT_FAILED; when a report's feedback is dropped with a
+  ** connection that is the fourth or later in a row, in its acts and
+  ** reports, to end before a feedback goes through, that report returns
+  ** PLUGRL_CONNECT_FAILED (see plugrl_runner_report); the reconnect a
+  ** runner's first act makes to give up feedback an earlier user left
+  ** owed is not one of them). */
   PLUGRL_RECONNECTED = 2,
   /* A deadline from plugrl_options passed. After a timeout waiting for an
   ** action the connection is closed; the next infer reconnects. */
@@ -845,7 +847,9 @@ plugrl_status plugrl_open(const plugrl_options *options, plugrl_client **client)
 ** plugrl_interrupt, and plugrl_close waits for it to return (within
 ** milliseconds) before it frees anything, so it never returns PLUGRL_BUSY
 ** and never leaks. The interrupted call returns PLUGRL_INTERRUPTED or
-** PLUGRL_CLOSED.
+** PLUGRL_CLOSED; or, when the close came too late to stop it (its action
+** had already arrived, or its feedback was already on its way), its own
+** result, PLUGRL_OK included.
 */
 plugrl_status plugrl_close(plugrl_client *client);
 
@@ -1297,10 +1301,14 @@ plugrl_status plugrl_runner_act(plugrl_runner *runner, const plugrl_observation 
 ** and calls the episode callback for each episode that ended. Blocks as
 ** plugrl_feedback does when it sends: up to send_timeout_ms, plus
 ** reconnect_timeout_ms if the connection had ended. A feedback dropped
-** with its connection (SPEC 7.6) is not an error, but the fourth
-** connection in a row to end before a feedback goes through is:
+** with its connection (SPEC 7.6) is not an error, unless that connection
+** is the fourth or later in a row to end since a feedback last went
+** through (those that ended in acts count too): then
 ** PLUGRL_CONNECT_FAILED (the server ends each connection after an action;
-** nothing the runner sends reaches it). The count starts again after it.
+** nothing the runner sends reaches it), and the count starts again. Only
+** a report whose own feedback is dropped makes this check: an act that
+** rides through the fourth end returns PLUGRL_OK, and a report whose
+** feedback then goes through returns PLUGRL_OK and starts the count again.
 */
 plugrl_status plugrl_runner_report(plugrl_runner *runner, const plugrl_observation *next_obs, const double *rewards,
                                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *success);

@@ -432,8 +432,10 @@ func (c *Client) CanReuse(env int64) bool {
 // connection. Calls after Close return ErrClosed.
 //
 // Close may be called from any goroutine, also while another is inside a
-// call: that call is interrupted (it returns KindInterrupted or KindClosed)
-// and Close waits for it to return, so nothing leaks. Close blocks at most
+// call: that call is interrupted (it returns KindInterrupted or KindClosed,
+// or its own result when the close came too late to stop it: its action
+// already in, its feedback already on its way) and Close waits for it to
+// return, so nothing leaks. Close blocks at most
 // CloseTimeout waiting for the server's answer; Interrupt cuts that short.
 //
 // Close returns nil, also when the connection ended badly (that was the
