@@ -325,7 +325,6 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	if err := c.conn.Err(); err != nil {
 		return c.lost(err, "before sending feedback")
 	}
-	c.conn.Release() // the action view is no longer valid
 	// The env flags are updated before the send, so that as little as
 	// possible runs between this send and the caller's next infer (the
 	// server then more often reads both at once; see README, Performance).
@@ -378,6 +377,10 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	c.unblock()
 	done = conn.Mono() // the ledger's record time too
 	c.ledger.SentAt(done, &c.feedbackMsg, f.Obs)
+	// The action view ends here, not before the send: until this call
+	// returns it is valid, and an observation may view it (an env whose
+	// input is its last action), which the send and the ledger read.
+	c.conn.Release()
 	if !heldPath {
 		c.stats.feedbacks.Add(1)
 	}
