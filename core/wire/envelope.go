@@ -36,10 +36,25 @@ func Envelope(msg []byte) (kind []byte, data []byte, err error) {
 	if it.err != nil {
 		return nil, nil, malformed("message", it.err)
 	}
+	if err := oneMessage(it.rest); err != nil {
+		return nil, nil, err
+	}
 	if kind == nil {
 		return nil, nil, malformedf("message", "no message_type key (SPEC 2)")
 	}
 	return kind, data, nil
+}
+
+// oneMessage refuses bytes after a message's top-level map (rest). A frame
+// holds one message (SPEC 1), and msgpack.unpackb, the Python endpoints'
+// decoder, refuses more with ExtraData: taken, a second message sharing
+// the frame would be dropped without a word, and the peer left waiting
+// for a reply to it.
+func oneMessage(rest []byte) error {
+	if len(rest) != 0 {
+		return malformedf("message", "%d bytes after the message's map; a frame holds one message (SPEC 1)", len(rest))
+	}
+	return nil
 }
 
 // clientField is one top-level value of a client message.
@@ -87,6 +102,9 @@ func clientFields(msg []byte, kind string, want []string) ([]clientField, error)
 	}
 	if it.err != nil {
 		return nil, it.malformed(kind)
+	}
+	if err := oneMessage(it.rest); err != nil {
+		return nil, err
 	}
 	if gotKind == nil {
 		return nil, malformedf(kind, "no message_type key (SPEC 2)")
