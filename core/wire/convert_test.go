@@ -96,3 +96,39 @@ func TestConvertUint64(t *testing.T) {
 }
 
 func u64Bytes(s []uint64) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 8*len(s)) }
+
+// TestConvertFloat64ToFloat16RoundsOnce: a float64 becomes a half with one
+// rounding to nearest even, as numpy's astype(float16) and C's (_Float16)
+// give. Through float32 it rounded twice, and the values below, each just
+// past a tie between two halves, went to the wrong one. The wanted bits
+// are numpy 1.24's np.array([v]).astype(np.float16).
+func TestConvertFloat64ToFloat16RoundsOnce(t *testing.T) {
+	f2 := MustParseDType("<f2")
+	for _, c := range []struct {
+		v    float64
+		want uint16
+	}{
+		{1 + 0x1p-11 + 0x1p-40, 0x3c01},    // past the tie of 1 and 1 + 2^-10
+		{-(1 + 0x1p-11 + 0x1p-40), 0xbc01}, // the same, negative
+		{0x1p-25 + 0x1p-60, 0x0001},        // past half the least subnormal
+		{65520 - 0x1p-30, 0x7bff},          // below the tie of 65504 and infinity
+		{1 + 0x1p-11, 0x3c00},              // a tie: to even
+		{0.1, 0x2e66},
+		{70000, 0x7c00},
+		{math.MaxFloat64, 0x7c00},
+		{-0x1p-200, 0x8000},
+	} {
+		dst := make([]byte, 2)
+		if err := Convert(dst, f2, BytesOf([]float64{c.v}), Float64, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := uint16(dst[0]) | uint16(dst[1])<<8; got != c.want {
+			t.Errorf("Convert <f8 %v to <f2: %#04x, want %#04x", c.v, got, c.want)
+		}
+		a := Array{DType: f2, Shape: []int{1}, Data: make([]byte, 2)}
+		a.SetFloat64(0, c.v)
+		if got := uint16(a.Data[0]) | uint16(a.Data[1])<<8; got != c.want {
+			t.Errorf("SetFloat64(%v) on <f2: %#04x, want %#04x", c.v, got, c.want)
+		}
+	}
+}

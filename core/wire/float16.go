@@ -40,6 +40,27 @@ func Float32ToFloat16(f float32) uint16 {
 	return sign | r
 }
 
+// float64ToFloat16 converts to IEEE 754 half precision, rounding once to
+// nearest even, as C's (_Float16) and numpy's astype do. Through float32
+// with two roundings to nearest it would be wrong on the values that the
+// first rounding turns into a tie between two halves: 1 + 2^-11 + 2^-40
+// becomes the float32 1 + 2^-11, which goes to the even half 1, where
+// the nearest half is 1 + 2^-10. So the step to float32 rounds to odd
+// (toward zero, then the last bit set if anything was cut): float32 has
+// more than half's 11 bits plus 2, so rounding that to nearest gives what
+// one rounding of f would.
+func float64ToFloat16(f float64) uint16 {
+	f32 := float32(f)
+	if g := float64(f32); g != f && !math.IsNaN(f) {
+		b := math.Float32bits(f32)
+		if math.Abs(g) > math.Abs(f) {
+			b-- // the float32 next to it toward zero (an infinity to the largest finite)
+		}
+		f32 = math.Float32frombits(b | 1)
+	}
+	return Float32ToFloat16(f32)
+}
+
 // Float16ToFloat32 converts an IEEE 754 half-precision value.
 func Float16ToFloat32(h uint16) float32 {
 	sign := uint32(h>>15) << 31

@@ -107,7 +107,10 @@ func putFloat(dst []byte, size int, order binary.ByteOrder, s Scalar) {
 	}
 	switch size {
 	case 2:
-		order.PutUint16(dst, Float32ToFloat16(f32))
+		// From f64, not f32: float64 to float32 to half rounds twice
+		// (float64ToFloat16). f64 holds every value exactly but integers
+		// past 2^53, which are past half's range either way.
+		order.PutUint16(dst, float64ToFloat16(f64))
 	case 4:
 		order.PutUint32(dst, math.Float32bits(f32))
 	default:
