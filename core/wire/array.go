@@ -301,14 +301,11 @@ func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, e
 			}
 			a.Shape = shape[:dims]
 			for d := 0; d < dims; d++ {
-				var v int64
-				if v, rest, err = msgp.ReadInt64Bytes(rest); err != nil {
-					return b, 0, fmt.Errorf("shape[%d]: %v", d, err)
+				var v int
+				if v, rest, err = readDim(rest, d); err != nil {
+					return b, 0, err
 				}
-				if v < 0 || v > maxCount {
-					return b, 0, fmt.Errorf("shape[%d] is %d, want a non-negative dimension", d, v)
-				}
-				a.Shape[d] = int(v)
+				a.Shape[d] = v
 			}
 			haveShape = true
 		default:
@@ -338,6 +335,34 @@ func decodeArrayRaw(b []byte, shape []int, a *Array) (rest []byte, window int, e
 		return b, 0, err
 	}
 	return it.rest, window, nil
+}
+
+// readDim reads dimension d of a shape: an integer from 0 to maxCount. A
+// uint is read as one, so that one past int64's range is refused with the
+// bound it passes, not with msgp's "overflows uint64" (of a value that
+// fits a uint64).
+func readDim(b []byte, d int) (int, []byte, error) {
+	var v int64
+	var rest []byte
+	var err error
+	if msgp.NextType(b) == msgp.UintType {
+		var u uint64
+		if u, rest, err = msgp.ReadUint64Bytes(b); err == nil && u > maxCount {
+			return 0, b, fmt.Errorf("shape[%d] is %d, want at most %d, the largest dimension taken", d, u, uint64(maxCount))
+		}
+		v = int64(u)
+	} else {
+		v, rest, err = msgp.ReadInt64Bytes(b)
+	}
+	switch {
+	case err != nil:
+		return 0, b, fmt.Errorf("shape[%d]: %v", d, err)
+	case v < 0:
+		return 0, b, fmt.Errorf("shape[%d] is %d, want a non-negative dimension", d, v)
+	case v > maxCount:
+		return 0, b, fmt.Errorf("shape[%d] is %d, want at most %d, the largest dimension taken", d, v, int64(maxCount))
+	}
+	return int(v), rest, nil
 }
 
 // decodeInts reads a one-dimensional integer ndarray (any width, either byte

@@ -2,6 +2,9 @@ package wire
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -58,5 +61,36 @@ func TestOneMessagePerFrame(t *testing.T) {
 	}
 	if err := a.Decode(append(append([]byte(nil), action...), 0xc0)); !errors.Is(err, ErrMalformed) {
 		t.Errorf("Action.Decode after a decode of the same structure, with a byte more: %v", err)
+	}
+}
+
+// TestShapeDimTooLarge: a dimension past what any array can have is
+// refused with the bound it passes, whichever msgpack integer carries it.
+// The message said "want a non-negative dimension" of 2^62 and of 2^63 -
+// 1, and msgp's "overflows uint64" of 2^64 - 1 sent as a uint64: neither
+// says what was wrong.
+func TestShapeDimTooLarge(t *testing.T) {
+	for _, b := range []mp{
+		nd("|u1", nil, 1<<62),
+		nd("|u1", nil, math.MaxInt64),
+		mp(nil).m(4).k("__ndarray__").t(true).k("data").bin(nil).k("dtype").s("|u1").k("shape").a(2).i(0).u(math.MaxUint64),
+		mp(nil).m(4).k("__ndarray__").t(true).k("data").bin(nil).k("dtype").s("|u1").k("shape").a(1).u(1 << 63),
+	} {
+		_, _, err := decodeArr(b)
+		if err == nil || strings.Contains(err.Error(), "non-negative") || strings.Contains(err.Error(), "overflows uint64") {
+			t.Errorf("%v: want the bound a dimension passed", err)
+			continue
+		}
+		errContains(t, err, fmt.Sprintf("at most %d", maxCount))
+	}
+	// A negative dimension is still named as one.
+	_, _, err := decodeArr(nd("|u1", nil, 2, -1))
+	errContains(t, err, "shape[1] is -1, want a non-negative dimension")
+	// The bound itself is a dimension.
+	if _, _, err := decodeArr(nd("|u1", nil, 0, maxCount)); err != nil {
+		t.Errorf("shape [0 %d]: %v", maxCount, err)
+	}
+	if _, _, err := decodeArr(mp(nil).m(4).k("__ndarray__").t(true).k("data").bin([]byte{7}).k("dtype").s("|u1").k("shape").a(1).raw(0xcf, 0, 0, 0, 0, 0, 0, 0, 1)); err != nil {
+		t.Errorf("a dimension sent as uint64: %v", err)
 	}
 }
