@@ -308,3 +308,50 @@ func TestJSONTaggedNest(t *testing.T) {
 		}
 	}
 }
+
+// allocated is the bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestTextCountBeforeStrings: an observation's text whose count is not
+// the observation's rows is refused before its strings are made. A 4 MiB
+// infer or feedback naming one env, its text 4M empty strings, took 64
+// MiB (16 bytes a string header per byte on the wire) before the count
+// was checked; as a <U1 array, 24 MiB. A server's memory per connection
+// is meant to stay within about twice its message cap (refserver's
+// MaxMessage).
+func TestTextCountBeforeStrings(t *testing.T) {
+	const n = 4 << 20
+	strs := mp(nil).a(n).val(bytes.Repeat([]byte{0xa0}, n))
+	utf32 := nd("<U1", bytes.Repeat([]byte{'a', 0, 0, 0}, n/4), n/4)
+	one := nd("<i8", make([]byte, 8), 1)
+	for name, text := range map[string]mp{"strings": strs, "<U1": utf32} {
+		obs := mp(nil).m(3).s("images").m(0).s("states").m(0).s("text").val(text)
+		infer := mp(nil).m(4).s("message_type").s("infer").s("data").val(obs).s("env_indices").val(one).s("step_ids").val(one)
+		data := mp(nil).m(5).s("obs").val(obs).s("rewards").val(nd("<f4", make([]byte, 4), 1)).
+			s("terminated").val(nd("|b1", []byte{0}, 1)).s("truncated").val(nd("|b1", []byte{0}, 1)).s("info").m(0)
+		feedback := mp(nil).m(4).s("message_type").s("feedback").s("data").val(data).s("env_indices").val(one).s("step_ids").val(one)
+		for kind, msg := range map[string][]byte{"infer": infer, "feedback": feedback} {
+			var err error
+			got := allocated(func() {
+				if kind == "infer" {
+					_, err = DecodeInfer(msg)
+				} else {
+					_, err = DecodeFeedback(msg)
+				}
+			})
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), kind+".data") || !strings.Contains(err.Error(), "strings, want 1 (one per row)") {
+				t.Errorf("%s, text as %s: %v", kind, name, err)
+			}
+			if got > uint64(len(msg)) {
+				t.Errorf("%s, text as %s: a %d-byte message took %d bytes (%.1fx) to refuse", kind, name, len(msg), got, float64(got)/float64(len(msg)))
+			}
+		}
+	}
+}

@@ -250,11 +250,10 @@ func decodeObservation(where string, b []byte, rows int, o *Observation) error {
 			*dst = named
 		case 2:
 			o.TextAsStrings = msgp.NextType(val) == msgp.ArrayType
-			if o.Text, _, err = DecodeText(val); err != nil {
+			// decodeText checks the count against rows before it makes
+			// the strings.
+			if o.Text, _, err = decodeText(val, rows); err != nil {
 				return malformed(sub, err)
-			}
-			if o.Text != nil && len(o.Text) != rows {
-				return malformedf(sub, "has %d strings, want %d (one per row)", len(o.Text), rows)
 			}
 		}
 	}

@@ -83,12 +83,23 @@ func DecodeUTF32(data []byte, d DType) []string {
 
 // DecodeText reads an observation's text value, either form of SPEC 3.4: a
 // <U ndarray, or a msgpack array of strings.
-func DecodeText(b []byte) ([]string, []byte, error) {
+func DecodeText(b []byte) ([]string, []byte, error) { return decodeText(b, -1) }
+
+// decodeText is DecodeText of the text of an observation of rows rows (-1:
+// any number). A count other than rows is refused before any string is
+// made: the count is the peer's claim, and its strings cost more than
+// their bytes on the wire (16 bytes a string header, for an empty str of
+// one byte), so 4 MiB of empty strings naming one env took 64 MiB before
+// the observation's check refused them.
+func decodeText(b []byte, rows int) ([]string, []byte, error) {
 	switch msgp.NextType(b) {
 	case msgp.ArrayType:
 		n, rest, err := arrayLen(b)
 		if err != nil {
 			return nil, b, err
+		}
+		if rows >= 0 && n != rows {
+			return nil, b, textRows(n, rows)
 		}
 		out := make([]string, 0, n)
 		for i := 0; i < n; i++ {
@@ -119,10 +130,19 @@ func DecodeText(b []byte) ([]string, []byte, error) {
 		if len(a.Shape) != 1 {
 			return nil, b, fmt.Errorf("text array has shape %v, want [n]", a.Shape)
 		}
+		if rows >= 0 && a.Shape[0] != rows {
+			return nil, b, textRows(a.Shape[0], rows)
+		}
 		return DecodeUTF32(a.Data, a.DType), rest, nil
 	case msgp.NilType:
 		rest, err := msgp.ReadNilBytes(b)
 		return nil, rest, err
 	}
 	return nil, b, fmt.Errorf("text is a %s, want a <U array or an array of strings", msgp.NextType(b))
+}
+
+// textRows is decodeText's error for a text of n strings where rows are
+// wanted.
+func textRows(n, rows int) error {
+	return fmt.Errorf("has %d strings, want %d (one per row)", n, rows)
 }
