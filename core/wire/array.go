@@ -365,18 +365,24 @@ func readDim(b []byte, d int) (int, []byte, error) {
 	return int(v), rest, nil
 }
 
-// decodeInts reads a one-dimensional integer ndarray (any width, either byte
-// order) into int64s.
-func decodeInts(where string, b []byte) ([]int64, error) {
-	var shape [MaxDims]int
-	var a Array
-	if _, err := DecodeArray(b, shape[:], &a); err != nil {
-		return nil, malformed(where, err)
+// intArray reads a one-dimensional integer ndarray (any width, either byte
+// order) into a, whose Shape is backed by shape; int64s then converts it.
+// They are apart so that a caller can check the length, the peer's
+// claim, before the int64s are made: 8 bytes each, for as little as 1 on
+// the wire.
+func intArray(where string, b []byte, shape []int, a *Array) error {
+	if _, err := DecodeArray(b, shape, a); err != nil {
+		return malformed(where, err)
 	}
 	if (a.DType.Kind != 'i' && a.DType.Kind != 'u') || len(a.Shape) != 1 {
-		return nil, malformedf(where, "is %s of shape %v, want a one-dimensional integer array (\"<i8\")", a.DType, a.Shape)
+		return malformedf(where, "is %s of shape %v, want a one-dimensional integer array (\"<i8\")", a.DType, a.Shape)
 	}
-	out := make([]int64, a.Shape[0])
+	return nil
+}
+
+// int64s converts the first n entries of an intArray to int64s.
+func int64s(where string, a *Array, n int) ([]int64, error) {
+	out := make([]int64, n)
 	for i := range out {
 		v, ok := a.Int64(i)
 		if !ok {

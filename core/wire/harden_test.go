@@ -355,3 +355,41 @@ func TestTextCountBeforeStrings(t *testing.T) {
 		}
 	}
 }
+
+// envsMsgs is an infer and a feedback around env_indices ids and step_ids
+// steps, with an observation of rows rows and no arrays.
+func envsMsgs(ids, steps mp, rows int) map[string][]byte {
+	obs := mp(nil).m(3).s("images").m(0).s("states").m(0).s("text").null()
+	data := mp(nil).m(5).s("obs").val(obs).s("rewards").val(nd("<f4", make([]byte, 4*rows), int64(rows))).
+		s("terminated").val(nd("|b1", make([]byte, rows), int64(rows))).s("truncated").val(nd("|b1", make([]byte, rows), int64(rows))).s("info").m(0)
+	return map[string][]byte{
+		"infer":    mp(nil).m(4).s("message_type").s("infer").s("data").val(obs).s("env_indices").val(ids).s("step_ids").val(steps),
+		"feedback": mp(nil).m(4).s("message_type").s("feedback").s("data").val(data).s("env_indices").val(ids).s("step_ids").val(steps),
+	}
+}
+
+// decodeClient is DecodeInfer or DecodeFeedback of msg, by kind.
+func decodeClient(kind string, msg []byte) error {
+	if kind == "infer" {
+		_, err := DecodeInfer(msg)
+		return err
+	}
+	_, err := DecodeFeedback(msg)
+	return err
+}
+
+// TestStepIDsCountBeforeInt64s: step_ids of another length than
+// env_indices are refused before they are made into int64s. A 4 MiB infer
+// or feedback naming one env, its step_ids 4M |u1 entries, took 32 MiB (8
+// bytes an entry, 1 on the wire) before the length was checked.
+func TestStepIDsCountBeforeInt64s(t *testing.T) {
+	const n = 4 << 20
+	for kind, msg := range envsMsgs(nd("<i8", make([]byte, 8), 1), nd("|u1", make([]byte, n), n), 1) {
+		var err error
+		got := allocated(func() { err = decodeClient(kind, msg) })
+		errContains(t, err, kind+".step_ids: has 4194304 entries for 1 env_indices")
+		if got > uint64(len(msg)) {
+			t.Errorf("%s: a %d-byte message took %d bytes (%.1fx) to refuse", kind, len(msg), got, float64(got)/float64(len(msg)))
+		}
+	}
+}

@@ -170,21 +170,31 @@ func checkIndices(kind string, idx []int64) error {
 // decodeEnvs reads the env_indices and step_ids that infer and feedback
 // both carry: one length n >= 1, indices unique and non-negative.
 func decodeEnvs(kind string, rawIdx, rawSteps []byte) (idx, steps []int64, err error) {
-	if idx, err = decodeInts(kind+".env_indices", rawIdx); err != nil {
+	var shape [MaxDims]int
+	var a Array
+	if err = intArray(kind+".env_indices", rawIdx, shape[:], &a); err != nil {
 		return nil, nil, err
 	}
-	n := len(idx)
+	n := a.Shape[0]
 	if n == 0 {
 		return nil, nil, malformedf(kind+".env_indices", "is empty; every %s names at least one env", kind)
+	}
+	if idx, err = int64s(kind+".env_indices", &a, n); err != nil {
+		return nil, nil, err
 	}
 	if err = checkIndices(kind, idx); err != nil {
 		return nil, nil, err
 	}
-	if steps, err = decodeInts(kind+".step_ids", rawSteps); err != nil {
+	if err = intArray(kind+".step_ids", rawSteps, shape[:], &a); err != nil {
 		return nil, nil, err
 	}
-	if len(steps) != n {
-		return nil, nil, malformedf(kind+".step_ids", "has %d entries for %d env_indices", len(steps), n)
+	// The length first: step_ids of another length are refused before
+	// their int64s are made.
+	if a.Shape[0] != n {
+		return nil, nil, malformedf(kind+".step_ids", "has %d entries for %d env_indices", a.Shape[0], n)
+	}
+	if steps, err = int64s(kind+".step_ids", &a, n); err != nil {
+		return nil, nil, err
 	}
 	return idx, steps, nil
 }
