@@ -393,3 +393,69 @@ func TestStepIDsCountBeforeInt64s(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvIndicesNarrowDType: env_indices of more entries than their
+// dtype has non-negative values (256 of |u1, 32768 of <i2) hold a bad
+// index within the first that many + 1, and only those are made into
+// int64s. A 4 MiB infer or feedback of 4M |u1 env_indices took 32 MiB (8
+// bytes an entry, 1 on the wire) before the repeat was named. The first
+// bad index is named as before, wherever it is.
+func TestEnvIndicesNarrowDType(t *testing.T) {
+	const n = 4 << 20
+	one := nd("<i8", make([]byte, 8), 1)
+	for kind, msg := range envsMsgs(nd("|u1", make([]byte, n), n), one, 1) {
+		var err error
+		got := allocated(func() { err = decodeClient(kind, msg) })
+		errContains(t, err, kind+": env index 0 appears twice")
+		if got > uint64(len(msg)) {
+			t.Errorf("%s: a %d-byte message took %d bytes (%.1fx) to refuse", kind, len(msg), got, float64(got)/float64(len(msg)))
+		}
+	}
+	seq := func(k int, then ...byte) []byte {
+		b := make([]byte, 0, k+len(then))
+		for i := 0; i < k; i++ {
+			b = append(b, byte(i))
+		}
+		return append(b, then...)
+	}
+	i2 := func(vs ...int) []byte {
+		b := make([]byte, 0, 2*len(vs))
+		for _, v := range vs {
+			b = append(b, byte(v), byte(v>>8))
+		}
+		return b
+	}
+	span := make([]int, 32770)
+	for i := range span {
+		span[i] = i // 32768 and on are negative as <i2
+	}
+	for _, c := range []struct {
+		name string
+		ids  mp
+		want string
+	}{
+		{"|u1 0..255, 7", nd("|u1", seq(256, 7, 0, 0), 259), "env index 7 appears twice"},
+		{"|u1 0..255, 255", nd("|u1", seq(256, 255, 1), 258), "env index 255 appears twice"},
+		{"|i1 0..129", nd("|i1", seq(130), 130), "env_indices[128] is -128"},
+		{"<i2 0..32769", nd("<i2", i2(span...), int64(len(span))), "env_indices[32768] is -32768"},
+		{"|u1 0..255", nd("|u1", seq(256), 256), ""},
+	} {
+		rows := 256
+		if c.want != "" {
+			rows = 1
+		}
+		steps := nd("|u1", make([]byte, rows), int64(rows))
+		for kind, msg := range envsMsgs(c.ids, steps, rows) {
+			err := decodeClient(kind, msg)
+			if c.want == "" {
+				if err != nil {
+					t.Errorf("%s, env_indices %s: %v", kind, c.name, err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s, env_indices %s: %v, want %q", kind, c.name, err, c.want)
+			}
+		}
+	}
+}

@@ -179,11 +179,22 @@ func decodeEnvs(kind string, rawIdx, rawSteps []byte) (idx, steps []int64, err e
 	if n == 0 {
 		return nil, nil, malformedf(kind+".env_indices", "is empty; every %s names at least one env", kind)
 	}
-	if idx, err = int64s(kind+".env_indices", &a, n); err != nil {
+	// More entries than the dtype has non-negative values (256 of |u1)
+	// repeat one or hold a negative one within the first that many + 1:
+	// only those are made into int64s, for checkIndices to name the
+	// first. All of them took 8 bytes an entry, for 1 on the wire.
+	m := n
+	if v, ok := nonNegativeValues(a.DType); ok && n > v {
+		m = v + 1
+	}
+	if idx, err = int64s(kind+".env_indices", &a, m); err != nil {
 		return nil, nil, err
 	}
 	if err = checkIndices(kind, idx); err != nil {
 		return nil, nil, err
+	}
+	if m < n { // not reached: the first m hold a bad index
+		return nil, nil, malformedf(kind+".env_indices", "has %d entries of %s, which has %d non-negative values", n, a.DType, m-1)
 	}
 	if err = intArray(kind+".step_ids", rawSteps, shape[:], &a); err != nil {
 		return nil, nil, err
@@ -197,4 +208,18 @@ func decodeEnvs(kind string, rawIdx, rawSteps []byte) (idx, steps []int64, err e
 		return nil, nil, err
 	}
 	return idx, steps, nil
+}
+
+// nonNegativeValues is how many non-negative values an integer dtype of 1
+// or 2 bytes has; ok is false for wider ones, whose entries take at least
+// half the bytes of their int64s.
+func nonNegativeValues(d DType) (v int, ok bool) {
+	if d.Size > 2 {
+		return 0, false
+	}
+	bits := 8 * d.Size
+	if d.Kind == 'i' {
+		bits--
+	}
+	return 1 << bits, true
 }
