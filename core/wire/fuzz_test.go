@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -452,4 +453,73 @@ func boolByte(b bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// FuzzDecodeClientMessage feeds arbitrary bytes to the decoders of the
+// messages a client sends (DecodeInfer, DecodeFeedback): a server reads
+// them from the network (internal/refserver, the bench server), and
+// `plugrl ledger` from files anyone may hand it. Nothing may panic; what
+// decodes must hold SPEC 5.2/5.4's shape (n >= 1 unique, non-negative
+// env indices, as many step ids, observation rows matching); and the
+// memory taken follows the bytes given (at most 32 times them and 1 MiB),
+// never a count the bytes claim.
+func FuzzDecodeClientMessage(f *testing.F) {
+	seedVectors(f, "infer_", "feedback_")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		in, inErr := DecodeInfer(b)
+		fb, fbErr := DecodeFeedback(b)
+		runtime.ReadMemStats(&after)
+		if took, most := after.TotalAlloc-before.TotalAlloc, uint64(32*len(b)+1<<20); took > most {
+			t.Fatalf("decoding %d bytes took %d bytes of memory, over %d", len(b), took, most)
+		}
+		if inErr == nil {
+			checkEnvs(t, "infer", in.EnvIndices, in.StepIDs)
+			if in.Reuse != nil && len(in.Reuse) != len(in.EnvIndices) {
+				t.Fatalf("infer: %d reuse flags for %d envs", len(in.Reuse), len(in.EnvIndices))
+			}
+			checkRows(t, "infer", &in.Obs, in.Sent())
+		}
+		if fbErr == nil {
+			checkEnvs(t, "feedback", fb.EnvIndices, fb.StepIDs)
+			n := len(fb.EnvIndices)
+			if len(fb.Rewards) != n || len(fb.Terminated) != n || len(fb.Truncated) != n {
+				t.Fatalf("feedback: %d rewards, %d terminated, %d truncated for %d envs", len(fb.Rewards), len(fb.Terminated), len(fb.Truncated), n)
+			}
+			checkRows(t, "feedback", &fb.Obs, n)
+		}
+	})
+}
+
+// checkEnvs fails t unless idx holds n >= 1 unique, non-negative env
+// indices and steps n step ids.
+func checkEnvs(t *testing.T, kind string, idx, steps []int64) {
+	t.Helper()
+	if len(idx) == 0 || len(steps) != len(idx) {
+		t.Fatalf("%s decoded with %d env indices and %d step ids", kind, len(idx), len(steps))
+	}
+	seen := make(map[int64]bool, len(idx))
+	for _, e := range idx {
+		if e < 0 || seen[e] {
+			t.Fatalf("%s decoded with env indices %v: want unique, non-negative ones", kind, idx)
+		}
+		seen[e] = true
+	}
+}
+
+// checkRows fails t unless every array and the text of o has rows rows
+// (an observation with none may have any: Rows is -1).
+func checkRows(t *testing.T, kind string, o *Observation, rows int) {
+	t.Helper()
+	for _, g := range [2][]NamedArray{o.Images, o.States} {
+		for _, a := range g {
+			if a.Array.Len() != rows {
+				t.Fatalf("%s decoded with array %q of shape %v for %d rows", kind, a.Name, a.Array.Shape, rows)
+			}
+		}
+	}
+	if o.Text != nil && len(o.Text) != rows {
+		t.Fatalf("%s decoded with %d strings for %d rows", kind, len(o.Text), rows)
+	}
 }
