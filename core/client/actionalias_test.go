@@ -32,7 +32,7 @@ func (poisonAlloc) Free(buf []byte) {
 type patternPolicy struct{ fed chan []byte }
 
 func (patternPolicy) Act(_ int, _ []int64, _ *wire.Observation, out *wire.Array) error {
-	for i := 0; i < out.Len(); i++ {
+	for i := 0; i < len(out.Data)/out.DType.Size; i++ {
 		out.SetFloat64(i, float64(i%251+1))
 	}
 	return nil
