@@ -287,8 +287,8 @@ const maxDrainReads = 8
 func (c *Conn) drainFrames() (cutShort bool) {
 	for c.Err() == nil {
 		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
-		if err != nil {
-			c.readFailed(err)
+		if err != nil { // the server's violation (ErrProtocol), not the transport's
+			c.protocolFail(ws.StatusProtocolError, err)
 			return false
 		}
 		if !ok { // not all here yet
@@ -458,6 +458,9 @@ func (c *Conn) readMessage() ([]byte, error) {
 	)
 	for {
 		h, hl, err := c.readHeader()
+		if errors.Is(err, ErrProtocol) { // parseHeader's: the bytes break RFC 6455
+			return nil, c.protocolFail(ws.StatusProtocolError, err)
+		}
 		if err != nil {
 			return nil, c.readError(err, n == 0 && !fragmented)
 		}
@@ -673,6 +676,9 @@ func (c *Conn) protocolFail(code ws.StatusCode, err error) error {
 
 // parseHeader parses the frame header at the front of b. ok is false when b
 // holds only part of it; hl is then the length needed when known (else 0).
+// Its only error, a 64-bit length with the top bit set (RFC 6455 5.2), is
+// an ErrProtocol: the server broke framing, which its callers must report
+// as such (and answer with 1002), not as a lost connection.
 func parseHeader(b []byte) (h ws.Header, hl int, ok bool, err error) {
 	if len(b) < 2 {
 		return h, 0, false, nil
@@ -701,7 +707,7 @@ func parseHeader(b []byte) (h ws.Header, hl int, ok bool, err error) {
 		h.Length = int64(binary.BigEndian.Uint16(b[2:]))
 	case 127:
 		if b[2]&0x80 != 0 {
-			return h, hl, false, ws.ErrHeaderLengthMSB
+			return h, hl, false, fmt.Errorf("%w: %v", ErrProtocol, ws.ErrHeaderLengthMSB)
 		}
 		h.Length = int64(binary.BigEndian.Uint64(b[2:]))
 	}
