@@ -43,6 +43,7 @@ type connectionFilter struct {
 	scanned int    // pending[:scanned] has been looked at for '\n': each byte once
 	out     []byte // the part of a line being handed on
 	status  bool   // the status line has been handed on
+	interim bool   // inside an interim 1xx response, which is dropped (see interimStatus)
 	done    bool   // the blank line has been handed on
 	err     error  // Conn's read error, returned once pending is handed on
 
@@ -83,6 +84,16 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 		if i := bytes.IndexByte(f.pending[f.scanned:], '\n'); i >= 0 {
 			line := f.pending[:f.scanned+i+1]
 			f.pending, f.scanned = f.pending[len(line):], 0
+			if f.interim {
+				// A line of an interim response, dropped up to its
+				// blank line; a status line comes next again.
+				f.interim = len(lineText(line)) > 0
+				continue
+			}
+			if !f.status && interimStatus(lineText(line)) {
+				f.interim = true
+				continue
+			}
 			if !f.status {
 				// The status line, as it came, whatever it holds: a
 				// "Connection:" line in its place is no header field,
@@ -114,6 +125,25 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 	n := copy(p, f.out)
 	f.out = f.out[n:]
 	return n, nil
+}
+
+// interimStatus reports whether text, a status line, is an interim 1xx
+// response's other than 101: 100 Continue, 102 Processing, 103 Early
+// Hints. RFC 6455 4.1 has a client handle a status other than 101 per
+// HTTP, and HTTP has a client accept any number of 1xx responses ahead of
+// the final one, expected or not (RFC 2616 10.1, RFC 9110 15.2); gobwas/ws
+// takes the first status line for the answer, and refused them. The
+// filter drops them (their lines count towards the handshake cap, and the
+// dial's deadline bounds them), so that gobwas/ws and a refusal's message
+// see the final response's status line.
+func interimStatus(text []byte) bool {
+	proto, rest, ok := bytes.Cut(text, []byte(" "))
+	if !ok || !bytes.HasPrefix(proto, []byte("HTTP/1.")) {
+		return false
+	}
+	code, _, _ := bytes.Cut(rest, []byte(" "))
+	return len(code) == 3 && code[0] == '1' && '0' <= code[1] && code[1] <= '9' && '0' <= code[2] && code[2] <= '9' &&
+		string(code) != "101"
 }
 
 // take returns what to hand on for line, a whole line of the response:

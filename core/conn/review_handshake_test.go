@@ -1,0 +1,52 @@
+package conn
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHandshakeInterimResponses: a server, or a proxy before it, may send
+// interim 1xx responses (100 Continue, 103 Early Hints) ahead of its 101.
+// RFC 6455 4.1 has a client handle a status other than 101 "per HTTP
+// procedures", and HTTP has a client accept one or more 1xx responses
+// before the final one even if it did not expect any (RFC 2616 10.1, RFC
+// 9110 15.2: a MUST). The client refused the first of them as the
+// server's answer ("the server answered \"HTTP/1.1 103 Early Hints\", not
+// 101 Switching Protocols"), an answer no open wait retries. Over TCP and
+// TLS; the frame sent with the 101 still arrives whole.
+func TestHandshakeInterimResponses(t *testing.T) {
+	final := func(a string) string {
+		return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + a + "\r\n\r\n"
+	}
+	for _, useTLS := range []bool{false, true} {
+		for name, interim := range map[string]string{
+			"100 Continue":     "HTTP/1.1 100 Continue\r\n\r\n",
+			"103 Early Hints":  "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\nConnection: keep-alive\r\n\r\n",
+			"two, bare LFs":    "HTTP/1.1 100 Continue\n\nHTTP/1.1 102 Processing\n\n",
+			"with no reason":   "HTTP/1.1 100 \r\n\r\n",
+			"a long hint list": "HTTP/1.1 103 Early Hints\r\nLink: " + strings.Repeat("</x.js>; rel=preload, ", 400) + "</y.js>\r\n\r\n",
+		} {
+			url, tc := handshakeServer(t, useTLS, func(a string) string { return interim + final(a) })
+			c, err := Dial(context.Background(), Options{URL: url, TLS: tc, DialTimeout: 2 * time.Second})
+			if err != nil {
+				t.Errorf("tls %v, %s before the 101: %v", useTLS, name, err)
+				continue
+			}
+			if msg, err := c.Receive(2 * time.Second); err != nil || string(msg) != "hi" {
+				t.Errorf("tls %v, %s: the frame sent with the response: %q, %v", useTLS, name, msg, err)
+			}
+			c.Abort()
+		}
+	}
+	// An interim response ahead of a refusal: the refusal is what the
+	// error quotes, and a 101 alone is no interim response.
+	url, _ := handshakeServer(t, false, func(string) string {
+		return "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n"
+	})
+	_, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second})
+	if wait, ok := RetryAfter(err); err == nil || !strings.Contains(err.Error(), `"HTTP/1.1 503 Service Unavailable"`) || !ok || wait != 7*time.Second {
+		t.Errorf("100 then 503: %v (Retry-After %v, %v); want the 503 quoted and its Retry-After read", err, wait, ok)
+	}
+}
