@@ -517,6 +517,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			return nil, fmt.Errorf("connect to %s: %w: the handshake response is larger than %d bytes (the handshake size cap)", shown, ErrProtocol, limit)
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			return nil, fmt.Errorf("connect to %s: %w after %v: %v", shown, ErrTimeout, timeout, err)
+		case dc != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && filter != nil && filter.statusLine != nil:
+			// A status line came: the server answered, and cut its answer
+			// short (no TLS port sends one; the hint below would mislead).
+			return nil, fmt.Errorf("connect to %s: %w", shown, &cutShortError{statusLine: filter.statusLine, err: err})
 		case dc != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
 			// A bare "EOF" says nothing; the likeliest cause for a plain
 			// client is a TLS port (which drops a request it cannot read).

@@ -92,6 +92,7 @@ func (f *connectionFilter) Read(p []byte) (int, error) {
 			}
 			if !f.status && interimStatus(lineText(line)) {
 				f.interim = true
+				f.statusLine = quoted(lineText(line)) // the final one's replaces it
 				continue
 			}
 			if !f.status {
@@ -258,6 +259,24 @@ func headerField(text []byte) (name, value []byte, ok bool) {
 	name, value, ok = bytes.Cut(text, []byte(":"))
 	return bytes.TrimSpace(name), bytes.TrimSpace(value), ok
 }
+
+// cutShortError: the server closed the connection after the status line
+// of its handshake answer had come (statusLine, the last one) and before
+// the answer's blank line. It is ErrClosedBeforeHandshake for errors.Is
+// (to the open wait, a server restarting as much as one that closes at
+// once), but says that the server did answer: ErrClosedBeforeHandshake's
+// own words ("before it answered"), and its hint that a TLS port drops a
+// ws:// client so, are wrong once a status line has come.
+type cutShortError struct {
+	statusLine []byte
+	err        error // io.EOF or io.ErrUnexpectedEOF
+}
+
+func (e *cutShortError) Error() string {
+	return fmt.Sprintf("the server closed the connection in the middle of its WebSocket handshake answer, after the status line %q and before the answer's end (%v)", e.statusLine, e.err)
+}
+func (e *cutShortError) Is(target error) bool { return target == ErrClosedBeforeHandshake }
+func (e *cutShortError) Unwrap() error        { return e.err }
 
 // refusedError is a refused handshake response said in the library's
 // words; it unwraps to gobwas/ws's error (errors.Is, errors.As).

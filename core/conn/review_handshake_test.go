@@ -2,6 +2,10 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +53,69 @@ func TestHandshakeInterimResponses(t *testing.T) {
 	if wait, ok := RetryAfter(err); err == nil || !strings.Contains(err.Error(), `"HTTP/1.1 503 Service Unavailable"`) || !ok || wait != 7*time.Second {
 		t.Errorf("100 then 503: %v (Retry-After %v, %v); want the 503 quoted and its Retry-After read", err, wait, ok)
 	}
+}
+
+// TestHandshakeCutShortSaysSo: a server that closes the connection after
+// the status line of its answer, before the answer's blank line, did
+// answer: the error must not say that it closed "before it answered the
+// WebSocket handshake", nor send the user to check the URL's scheme (a
+// TLS port answers a ws:// client with no status line). It quotes the
+// status line, and is still ErrClosedBeforeHandshake for the open wait,
+// which retries it as a server restarting. A connection closed with no
+// answer, or with bytes that are no status line, keeps the old message.
+func TestHandshakeCutShortSaysSo(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		for name, tc := range map[string]struct {
+			answer   string
+			cutShort bool
+		}{
+			"after the status line":   {"HTTP/1.1 101 Switching Protocols\r\n", true},
+			"after a header field":    {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n", true},
+			"in a header field":       {"HTTP/1.1 101 Switching Protocols\r\nUpgr", true},
+			"after an interim answer": {"HTTP/1.1 100 Continue\r\n\r\n", true},
+			"in the status line":      {"HTTP/1.1 10", false},
+			"at once":                 {"", false},
+		} {
+			url, tcfg := cutShortServer(t, useTLS, tc.answer)
+			_, err := Dial(context.Background(), Options{URL: url, TLS: tcfg, DialTimeout: 2 * time.Second})
+			if !errors.Is(err, ErrClosedBeforeHandshake) {
+				t.Errorf("tls %v, %s: %v; want ErrClosedBeforeHandshake", useTLS, name, err)
+				continue
+			}
+			msg := err.Error()
+			said := strings.Contains(msg, "before it answered") || strings.Contains(msg, "URL's scheme")
+			switch {
+			case tc.cutShort && said:
+				t.Errorf("tls %v, %s: %v; the server did answer, and no TLS port does that", useTLS, name, err)
+			case tc.cutShort && !strings.Contains(msg, "HTTP/1.1 10"):
+				t.Errorf("tls %v, %s: %v; want the status line quoted", useTLS, name, err)
+			case !tc.cutShort && !strings.Contains(msg, "before it answered"):
+				t.Errorf("tls %v, %s: %v; want \"before it answered\"", useTLS, name, err)
+			}
+		}
+	}
+}
+
+// cutShortServer writes answer to the upgrade request and closes the
+// connection.
+func cutShortServer(t *testing.T, useTLS bool, answer string) (string, *tls.Config) {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = rw.WriteString(answer)
+		_ = rw.Flush()
+		c.Close()
+	})
+	if !useTLS {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return "ws" + strings.TrimPrefix(srv.URL, "http"), nil
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: pool}
 }
