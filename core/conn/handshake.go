@@ -223,6 +223,11 @@ func (f *connectionFilter) refusal(err error) error {
 		return e
 	case errors.Is(err, ws.ErrHandshakeBadProtocol):
 		return &refusedError{msg: fmt.Sprintf("the server answered %q: not HTTP/1.1 or later, which a WebSocket handshake needs", f.statusLine), err: err}
+	case errors.Is(err, ws.ErrMalformedResponse) && f.inHeader && isField(f.lastLine, "Sec-WebSocket-Extensions"):
+		// gobwas/ws parses this field's value (an extension list), and
+		// says the same for one that does not parse as for a line with
+		// no colon: this line is a header field.
+		return &refusedError{msg: fmt.Sprintf("the server's 101 answer has a Sec-WebSocket-Extensions field whose value does not parse: %q (this client offered no extension; SPEC 1.1)", f.lastLine), err: err}
 	case errors.Is(err, ws.ErrMalformedResponse) && f.lastLine != nil:
 		what := "a line that is no header field"
 		if !f.inHeader {
@@ -251,6 +256,12 @@ func (f *connectionFilter) fieldAhead(name string) []byte {
 		}
 		rest = more
 	}
+}
+
+// isField reports whether text is a header field named name.
+func isField(text []byte, name string) bool {
+	k, _, ok := headerField(text)
+	return ok && bytes.EqualFold(k, []byte(name))
 }
 
 // headerField splits a header field's text into its name and value,

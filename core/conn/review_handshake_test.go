@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
 )
 
 // TestHandshakeInterimResponses: a server, or a proxy before it, may send
@@ -118,4 +120,29 @@ func cutShortServer(t *testing.T, useTLS bool, answer string) (string, *tls.Conf
 	t.Cleanup(srv.Close)
 	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: pool}
+}
+
+// TestHandshakeBadExtensionsValueSaysSo: a 101 answer whose
+// Sec-WebSocket-Extensions value does not parse is refused (this client
+// offered no extension), and gobwas/ws says only "malformed HTTP
+// response". The refusal said "a line that is no header field", quoting
+// the Sec-WebSocket-Extensions field, which is a header field: it must
+// say that the field's value does not parse, and name the field.
+func TestHandshakeBadExtensionsValueSaysSo(t *testing.T) {
+	for _, value := range []string{";", ",", "x; =", `"`} {
+		url, _ := handshakeServer(t, false, func(a string) string {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + a +
+				"\r\nSec-WebSocket-Extensions: " + value + "\r\n\r\n"
+		})
+		c, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second})
+		if err == nil {
+			c.Abort()
+			t.Errorf("Sec-WebSocket-Extensions: %s: taken", value)
+			continue
+		}
+		if strings.Contains(err.Error(), "no header field") || !strings.Contains(err.Error(), "Sec-WebSocket-Extensions") ||
+			!errors.Is(err, ws.ErrMalformedResponse) {
+			t.Errorf("Sec-WebSocket-Extensions: %s: %v; want it to say the field's value does not parse", value, err)
+		}
+	}
 }
