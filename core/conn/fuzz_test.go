@@ -96,6 +96,7 @@ func FuzzHandshake(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nX-Junk: " + string(bytes.Repeat([]byte{'a'}, 9000))))
 	f.Add([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: keep-alive,\r\n Upgrade\r\nX: a\r\n\tb\r\nUpgrade: websocket\r\n \r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n"))
 	f.Add([]byte("\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 120\r\n\r\n"))

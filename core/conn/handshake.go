@@ -48,6 +48,7 @@ type connectionFilter struct {
 	err     error  // Conn's read error, returned once pending is handed on
 
 	upgrade bool   // a Connection field listed "upgrade"
+	prev    field  // the kind of the last header field, which an obs-fold line continues
 	first   []byte // the first Connection field, if none has yet (a copy)
 	last    []byte // what the blank line hands on: the Connection field, then it
 
@@ -147,12 +148,61 @@ func interimStatus(text []byte) bool {
 		string(code) != "101"
 }
 
+// field is the kind of a header field, for a line that continues it
+// (obs-fold; see take).
+type field uint8
+
+const (
+	fieldNone       field = iota // no field yet, or a line that is none
+	fieldConnection              // a Connection field: its tokens are noted
+	fieldChecked                 // one gobwas/ws reads: Upgrade, Sec-WebSocket-*
+	fieldOther                   // one nobody here reads
+)
+
+// kindOf is the kind of the header field whose name is name.
+func kindOf(name []byte) field {
+	for _, checked := range []string{"Upgrade", "Sec-WebSocket-Accept", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol"} {
+		if bytes.EqualFold(name, []byte(checked)) {
+			return fieldChecked
+		}
+	}
+	return fieldOther
+}
+
 // take returns what to hand on for line, a whole line of the response:
 // line itself, nothing for a Connection field (noted), or, for the blank
 // line (CRLF or LF, as gobwas/ws's), the Connection field decided on and
 // then the blank line.
+//
+// A line that begins with a space or a tab continues the field before it
+// (obs-fold): RFC 2616 2.2, by which RFC 6455 reads the handshake, allows
+// folding any field, and RFC 9112 5.2 has a user agent read the fold as a
+// space (MUST). gobwas/ws takes such a line for a field with no colon and
+// refuses the answer, so the filter takes it itself: a Connection field's
+// continuation is looked at for the token as the field is (a token never
+// spans a fold, which stands for whitespace), and one of a field nobody
+// here reads is dropped. One of a field gobwas/ws reads is handed on, and
+// refused there: dropped, it would leave gobwas/ws the part before the
+// fold ("Sec-WebSocket-Extensions:", then the extension, would pass for
+// none). So is one with no field before it (RFC 9112 2.2 lets a recipient
+// reject that).
 func (f *connectionFilter) take(line []byte) []byte {
+	text := lineText(line)
+	if len(text) > 0 && (text[0] == ' ' || text[0] == '\t') {
+		switch f.prev {
+		case fieldConnection:
+			if !f.upgrade && hasToken(text, "upgrade") {
+				f.upgrade, f.first = true, nil
+			}
+			return nil
+		case fieldOther:
+			return nil
+		}
+		f.lastLine, f.inHeader = quoted(text), true
+		return line
+	}
 	if value, ok := connectionValue(line); ok {
+		f.prev = fieldConnection
 		switch {
 		case f.upgrade:
 		case hasToken(lineText(value), "upgrade"):
@@ -162,7 +212,11 @@ func (f *connectionFilter) take(line []byte) []byte {
 		}
 		return nil
 	}
-	if text := lineText(line); len(text) > 0 {
+	if len(text) > 0 {
+		f.prev = fieldNone
+		if name, _, ok := headerField(text); ok {
+			f.prev = kindOf(name)
+		}
 		f.note(text)
 		f.lastLine, f.inHeader = quoted(text), true
 		return line

@@ -146,3 +146,53 @@ func TestHandshakeBadExtensionsValueSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeFoldedFields: a header field value folded onto a second
+// line that begins with a space or a tab (obs-fold). RFC 6455 4.1 reads
+// the handshake by RFC 2616, which allows folding any field (2.2, 4.2),
+// and RFC 9112 5.2 has a user agent replace each obs-fold with a space
+// before it reads the value (MUST). gobwas/ws takes the second line for a
+// field without a colon, and the answer was refused ("a line that is no
+// header field: \" Upgrade\""). A folded Connection field's tokens count
+// wherever the fold falls; a fold in a field the client does not read
+// changes nothing; a fold in one that gobwas/ws checks (Upgrade,
+// Sec-WebSocket-*) is still refused, never read as the part before the
+// fold (a folded Sec-WebSocket-Extensions would otherwise pass as empty).
+func TestHandshakeFoldedFields(t *testing.T) {
+	answer := func(fields string) func(string) string {
+		return func(a string) string {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: " + a + "\r\n" + fields + "\r\n"
+		}
+	}
+	for name, tc := range map[string]struct {
+		fields string
+		taken  bool
+	}{
+		"connection, upgrade folded":      {"Connection: keep-alive,\r\n Upgrade\r\n", true},
+		"connection, tab, bare LF":        {"Connection: keep-alive,\n\tUpgrade\n", true},
+		"connection folded twice":         {"Connection: keep-alive\r\n ,\r\n \t upgrade\r\n", true},
+		"connection, upgrade first":       {"Connection: Upgrade,\r\n keep-alive\r\n", true},
+		"another field folded":            {"Connection: Upgrade\r\nLink: </a.js>; rel=preload,\r\n </b.js>; rel=preload\r\n", true},
+		"another field, fold last":        {"Connection: Upgrade\r\nX-Info: a\r\n b\r\n", true},
+		"connection folded, no upgrade":   {"Connection: keep-alive,\r\n close\r\n", false},
+		"extensions folded":               {"Connection: Upgrade\r\nSec-WebSocket-Extensions:\r\n permessage-deflate\r\n", false},
+		"no fold":                         {"Connection: Upgrade\r\n", true},
+		"accept folded into a wrong one":  {"Connection: Upgrade\r\nSec-WebSocket-Accept: x\r\n y\r\n", false},
+		"upgrade folded into another one": {"Connection: Upgrade\r\nUpgrade: websocket\r\n h2c\r\n", false},
+	} {
+		url, _ := handshakeServer(t, false, answer(tc.fields))
+		c, err := Dial(context.Background(), Options{URL: url, DialTimeout: 2 * time.Second})
+		switch {
+		case tc.taken && err != nil:
+			t.Errorf("%s: %v; want it taken", name, err)
+		case !tc.taken && err == nil:
+			c.Abort()
+			t.Errorf("%s: taken; want it refused", name)
+		case tc.taken:
+			if msg, err := c.Receive(2 * time.Second); err != nil || string(msg) != "hi" {
+				t.Errorf("%s: the frame sent with the response: %q, %v", name, msg, err)
+			}
+			c.Abort()
+		}
+	}
+}
