@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"github.com/plugrl/libplugrl/core/wire"
 )
 
 // TestLengthMSBIsProtocolError: a 64-bit payload length with its most
@@ -69,5 +70,50 @@ func TestLengthMSBIsProtocolError(t *testing.T) {
 				t.Error("no answer from the client")
 			}
 		})
+	}
+}
+
+// TestCloseBeforeResetSeenByAFailedWrite: a server that ends the run
+// (SPEC 7.1: close 1001 "plugrl-server-stop") and then resets the
+// connection (it closed its socket with the client's bytes unread, or
+// with SO_LINGER 0) between the client's look before a send and the send.
+// The send fails (ECONNRESET, EPIPE), and the stop is already in the
+// client's socket, readable: the kernel returns what had arrived before
+// the error. The connection's error was the write's, ErrLost, which the
+// client reports as a lost connection and reconnects from, where the
+// server said to stop (PLUGRL_STOPPED, SPEC 7.1: exit, do not
+// reconnect). The error must be the server's close.
+func TestCloseBeforeResetSeenByAFailedWrite(t *testing.T) {
+	closed := make(chan struct{})
+	url := rawServer(t, func(c net.Conn, _ *http.Request) {
+		_ = wsutil.WriteServerBinary(c, []byte("metadata"))
+		_ = ws.WriteFrame(c, ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusGoingAway, "plugrl-server-stop")))
+		// An abortive close: RST, not FIN, so that the next send fails.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+		close(closed)
+	})
+	c := dialT(t, Options{URL: url})
+	// No idle look between the metadata and the send: the close must be
+	// found by the send's failure, as it is when it arrives just after
+	// the client's own look before the send.
+	c.stopPolling()
+	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
+		t.Fatalf("metadata: %q, %v", msg, err)
+	}
+	<-closed
+	var err error
+	for end := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond) // the reset is on its way over loopback
+		var m wire.Message
+		m.Str("feedback")
+		m.Finish()
+		err = c.WriteMessage(&m)
+	}
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != 1001 || ce.Reason != "plugrl-server-stop" {
+		t.Fatalf("a send after the server's stop and reset: %v; want the server's close 1001 plugrl-server-stop", err)
 	}
 }

@@ -343,8 +343,7 @@ func (c *Conn) tryWriteHeld() bool {
 	if err != nil {
 		c.heldLost.Store(true)
 		c.heldEnds = c.heldEnds[:0]
-		c.fail(c.lostError("writing a held message", err))
-		c.shutdown()
+		c.writeFailed("writing a held message", err)
 		return false
 	}
 	c.held = copy(c.wbuf, c.wbuf[n:c.held])
@@ -427,16 +426,37 @@ func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
 		if e := c.Err(); e != nil {
 			return n, e // interrupted, or failed by the reader meanwhile
 		}
-		if isTimeout(err) {
-			err = fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout)
-		} else {
-			err = c.lostError("writing", err)
+		if !isTimeout(err) {
+			return n, c.writeFailed("writing", err)
 		}
-		err = c.fail(err)
+		err = c.fail(fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout))
 		c.shutdown()
 		return n, err
 	}
 	return n, nil
+}
+
+// writeFailed fails the connection for err, a transport error met while
+// writing what, and returns the connection's error. A server that closes
+// (SPEC 7.1's stop, a resync) and then resets or ends the connection
+// makes a write after its close frame fail (ECONNRESET, EPIPE); the close
+// frame came first and is in the socket, which returns it ahead of the
+// error, and it is the end to report: taken for a lost connection, a
+// stop was reconnected from, where SPEC 7.1 says to exit. So what has
+// arrived is handled first (drain: without waiting), when no reader holds
+// the read side (one that does reads on itself). A close found there
+// fails the connection first; its echo is skipped, as wmu is held. wmu
+// must be held.
+func (c *Conn) writeFailed(what string, err error) error {
+	if c.rmu.TryLock() {
+		if c.Err() == nil {
+			c.drain(true)
+		}
+		c.rmu.Unlock()
+	}
+	err = c.fail(c.lostError(what, err))
+	c.shutdown()
+	return err
 }
 
 // SentCloseCode is the code of the close frame this side sent whole (1000
@@ -510,8 +530,7 @@ func (c *Conn) tryWriteControl() bool {
 	c.ctl.r += n
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
-		c.fail(c.lostError("writing a control frame", err))
-		c.shutdown()
+		c.writeFailed("writing a control frame", err)
 		return false
 	}
 	if c.ctl.r < c.ctl.n {
