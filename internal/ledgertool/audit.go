@@ -128,6 +128,10 @@ type Auditor struct {
 	// that says it never left the client (unsent) takes it back.
 	lastFbEnvs    []int64
 	lastFbRewards []float64
+	// connGaps is gaps at the last connect record: a gap since then may
+	// have held records of the current connection, one before it cannot
+	// (see env).
+	connGaps int
 }
 
 // NewAuditor returns an empty auditor.
@@ -199,7 +203,14 @@ func (a *Auditor) env(e int64) *envState {
 		// been about it.
 		s.epKnown = false
 		s.stepKnown, s.counting, s.zeros = false, false, false
-		s.unsure = true
+		// What it holds and fed back on this connection is unknown only
+		// if a gap came after the connection's connect record: the
+		// records of a connection whose connect record came after every
+		// gap are all in the ledger, and it began with nothing held and
+		// nothing fed back (newConnection). Taking it as unknown then hid
+		// a feedback resent after the reconnect (SPEC 7.6) and a reuse of
+		// an observation never fed back on it (10.1), recorded whole.
+		s.unsure = a.gaps != a.connGaps
 		s.gaps = a.gaps
 	}
 	return s
@@ -213,6 +224,9 @@ func (s *envState) newConnection() {
 		s.epKnown = false
 	}
 	s.holding, s.fedBack, s.terminal, s.stepKnown = false, false, false, false
+	// A gap on the old connection says nothing of what it holds and fed
+	// back on the new one (env says whether a gap came since).
+	s.unsure = false
 	// An episode's end may have gone with the old connection (SPEC 7.6):
 	// the step_ids are re-learned from the next chunk.
 	s.counting, s.zeros = false, false
@@ -277,6 +291,7 @@ func (a *Auditor) connect(ev *Event) {
 		a.flag(ev, "5.1", "the server's first message is not metadata: %v", ev.DecodeErr)
 	}
 	a.connects++ // every env's state catches up when next used (env)
+	a.connGaps = a.gaps
 }
 
 func (a *Auditor) sendInfer(ev *Event) {
