@@ -28,6 +28,7 @@ type Exporter struct {
 	seen      bool         // names and shapes are set (an observation may have no arrays)
 	level     string
 	lastInfer []int64 // the env_indices of the infer the next action answers
+	gaps      int     // lost records so far (see env)
 }
 
 // An observation's rows are kept as one run of bytes: the row of each
@@ -49,6 +50,7 @@ type trajectory struct {
 	terminated []bool
 	truncated  []bool
 	steps      int
+	gaps       int // Exporter.gaps when it was last brought up to date (see env)
 }
 
 // NewExporter returns an empty exporter.
@@ -57,8 +59,19 @@ func NewExporter() *Exporter { return &Exporter{envs: map[int64]*trajectory{}} }
 func (x *Exporter) env(e int64) *trajectory {
 	t := x.envs[e]
 	if t == nil {
-		t = &trajectory{}
+		t = &trajectory{gaps: x.gaps}
 		x.envs[e] = t
+	}
+	if t.gaps != x.gaps {
+		// Records were lost since it was last seen: an infer, action or
+		// feedback of it among them would make its chunk in flight, its
+		// observation or the one the server holds for a reuse another
+		// than the ledger shows. It is learned again from its next infer
+		// and action (lazily: a pass over every env per lost record would
+		// cost a crafted ledger envs x records).
+		t.pending, t.hasPending, t.chunk = t.pending[:0], false, nil
+		t.held, t.hasHeld = t.held[:0], false
+		t.gaps = x.gaps
 	}
 	return t
 }
@@ -73,6 +86,14 @@ func (x *Exporter) Add(ev *Event) error {
 		if ev.Level != ledger.Full.String() {
 			return errDigestLedger
 		}
+	case ev.Kind == ledger.KindLost:
+		// The queue dropped records here. The action after the gap may
+		// answer an infer in it, whose envs are not the last infer's:
+		// given to those, one env's chunk was stacked with another's
+		// observation. No env takes it, and every env's chunk in flight
+		// is forgotten (env).
+		x.gaps++
+		x.lastInfer = x.lastInfer[:0]
 	case ev.Kind == ledger.KindSend && len(ev.Cuts) > 0:
 		// A digest-level record: its observation data was cut out, and
 		// what the reader rebuilds in its place is zeros, which a cut
