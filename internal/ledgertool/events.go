@@ -36,6 +36,11 @@ type Event struct {
 	// arrayKeys[k] names the k-th array of RowDigest (its group and name,
 	// hashed), for ObsDigest.
 	arrayKeys []uint64
+	// textRows[r] is a hash of the observation's text row r (never 0),
+	// or 0 for an empty string; nil when every row is empty or the
+	// observation has no text. Text is part of an observation (SPEC 5.2),
+	// and a digest-level ledger keeps it whole.
+	textRows []uint64
 	// What obsDigests works out once, for ObsDigest and maxRows: whether
 	// it has, the arrays of RowDigest with rows, the sum of the others'
 	// mixes, and the most rows an array has.
@@ -167,8 +172,23 @@ func (ev *Event) digests(obs *wire.Observation) error {
 	if len(next) != 0 {
 		return fmt.Errorf("record %d: %d digests more than the observation's rows", ev.Seq, len(next))
 	}
+	for r, t := range obs.Text {
+		if t == "" {
+			continue // as no text at all: an encoder sends "" for nil text
+		}
+		if ev.textRows == nil {
+			ev.textRows = make([]uint64, len(obs.Text))
+		}
+		h := fnv.New64a()
+		io.WriteString(h, t)
+		ev.textRows[r] = max(h.Sum64(), 1)
+	}
 	return nil
 }
+
+// textKey is the key ObsDigest mixes text rows with, as arrayKey names
+// an array: group 2, beside images (0) and states (1).
+var textKey = arrayKey(2, "")
 
 // arrayKey hashes an observation array's group (0 images, 1 states) and
 // name (FNV-1a).
@@ -206,6 +226,13 @@ func (ev *Event) ObsDigest(r int) uint64 {
 		}
 		sum += mix64(ev.arrayKey(k) ^ v*0x9e3779b97f4a7c15)
 	}
+	// The text row: without it, envs whose rows differ only in their
+	// text (a language env's instruction) could be swapped between a
+	// feedback and the next infer unseen. An empty one adds nothing, so
+	// that text sent as empty strings and no text at all are one.
+	if r < len(ev.textRows) && ev.textRows[r] != 0 {
+		sum += mix64(textKey ^ ev.textRows[r]*0x9e3779b97f4a7c15)
+	}
 	return sum
 }
 
@@ -235,6 +262,7 @@ func (ev *Event) obsDigests() {
 		ev.withRows = append(ev.withRows, k)
 		ev.maxRows = max(ev.maxRows, len(d))
 	}
+	ev.maxRows = max(ev.maxRows, len(ev.textRows))
 }
 
 // mix64 is splitmix64's finalizer: every input bit moves every output bit,
