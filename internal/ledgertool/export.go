@@ -21,7 +21,7 @@ import (
 // .npy files numpy loads.
 type Exporter struct {
 	envs      map[int64]*trajectory
-	names     []string     // observation arrays, in message order
+	names     []string     // observation arrays, in the first message's order
 	shapes    []arrayShape // their dtypes and row shapes
 	rowBytes  []int        // their row sizes
 	obsBytes  int          // the sum of rowBytes: a trajectory's row of every array
@@ -29,6 +29,9 @@ type Exporter struct {
 	level     string
 	lastInfer []int64 // the env_indices of the infer the next action answers
 	gaps      int     // lost records so far (see env)
+	// index is names' positions, for a message that lists them in
+	// another order (arrays).
+	index map[string]int
 }
 
 // An observation's rows are kept as one run of bytes: the row of each
@@ -109,10 +112,13 @@ func (x *Exporter) Add(ev *Event) error {
 	return nil
 }
 
-// arrays lists an observation's arrays in message order, and checks they
-// are the ones seen so far: the same names, dtypes and row shapes, since
-// each becomes one file of stacked rows. A name must also be usable as
-// part of a file name in the export's directory.
+// arrays lists an observation's arrays in the order of the first
+// observation seen (x.names), and checks they are the ones seen so far:
+// the same names, dtypes and row shapes, since each becomes one file of
+// stacked rows. A msgpack map is unordered: a message may list them in
+// another order (a client's infers one way, its feedback another), and
+// they are matched by name, as the audit matches them. A name must also
+// be usable as part of a file name in the export's directory.
 func (x *Exporter) arrays(o *wire.Observation) ([]*wire.Array, error) {
 	var out []*wire.Array
 	var names []string
@@ -136,7 +142,27 @@ func (x *Exporter) arrays(o *wire.Observation) ([]*wire.Array, error) {
 		return out, nil
 	}
 	if !slices.Equal(x.names, names) {
-		return nil, fmt.Errorf("the observation's arrays changed from %q to %q: one trajectory file per array needs them fixed", x.names, names)
+		changed := fmt.Errorf("the observation's arrays changed from %q to %q: one trajectory file per array needs them fixed", x.names, names)
+		if len(names) != len(x.names) {
+			return nil, changed
+		}
+		if x.index == nil {
+			x.index = make(map[string]int, len(x.names))
+			for k, n := range x.names {
+				x.index[n] = k
+			}
+		}
+		// Names are unique within a group (the decoder refuses a repeat),
+		// so as many names, each found, are the same set.
+		byName, shapesByName := make([]*wire.Array, len(out)), make([]arrayShape, len(out))
+		for i, n := range names {
+			k, ok := x.index[n]
+			if !ok {
+				return nil, changed
+			}
+			byName[k], shapesByName[k] = out[i], shapes[i]
+		}
+		out, shapes, names = byName, shapesByName, x.names
 	}
 	for k := range shapes {
 		if shapes[k].dtype != x.shapes[k].dtype || !slices.Equal(shapes[k].row, x.shapes[k].row) {
