@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/plugrl/libplugrl/core/ledger"
 	"github.com/plugrl/libplugrl/core/wire"
@@ -171,7 +172,7 @@ func (a *Auditor) flag(ev *Event, clause, format string, args ...any) {
 		a.Unkept++
 		return
 	}
-	a.Violations = append(a.Violations, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
+	a.Violations = append(a.Violations, Violation{Seq: ev.Seq, Clause: clause, Msg: boundedMsg(format, args...)})
 }
 
 // note is flag for a Note.
@@ -180,7 +181,41 @@ func (a *Auditor) note(ev *Event, clause, format string, args ...any) {
 		a.NotesUnkept++
 		return
 	}
-	a.Notes = append(a.Notes, Violation{Seq: ev.Seq, Clause: clause, Msg: fmt.Sprintf(format, args...)})
+	a.Notes = append(a.Notes, Violation{Seq: ev.Seq, Clause: clause, Msg: boundedMsg(format, args...)})
+}
+
+// MaxViolationBytes bounds a violation's or note's message. MaxViolations
+// bounds how many are kept, not what each holds: a message quotes what
+// the ledger's file holds (a decoding error a key of any length, an
+// action's env_ids), and records of a few bytes repeat a message (a patch
+// of no bytes), so a 45 KB ledger of actions answering 2500 envs in
+// another order kept 4001 violations of 23 KB each, 94 MiB.
+const MaxViolationBytes = 1024
+
+// boundedMsg formats a violation's message, cut at MaxViolationBytes.
+func boundedMsg(format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) <= MaxViolationBytes {
+		return msg
+	}
+	cut := MaxViolationBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	// A new string: a slice of msg would keep all of it.
+	return fmt.Sprintf("%s... (cut: %d bytes in all)", msg[:cut], len(msg))
+}
+
+// idList spells env indices for a message, the first few of a long list
+// only: the message is cut short anyway (boundedMsg), and a list of
+// thousands took as long to format as the rest of the audit's work on
+// its record.
+func idList(ids []int64) string {
+	const shown = 16
+	if len(ids) <= shown {
+		return fmt.Sprint(ids)
+	}
+	return fmt.Sprintf("%v... (%d in all)", ids[:shown], len(ids))
 }
 
 // env is env e's state, brought up to date with the connects since it
@@ -399,7 +434,7 @@ func (a *Auditor) recv(ev *Event) {
 	}
 	act := ev.Action
 	if act.EnvIDs != nil && !slices.Equal(act.EnvIDs, a.infer) {
-		a.flag(ev, "5.3", "action env_ids %v, the infer's env_indices %v (SPEC 4.3: same envs, same order)", act.EnvIDs, a.infer)
+		a.flag(ev, "5.3", "action env_ids %s, the infer's env_indices %s (SPEC 4.3: same envs, same order)", idList(act.EnvIDs), idList(a.infer))
 	}
 	if act.Envs() != len(a.infer) {
 		a.flag(ev, "5.3", "action shape %v for an infer of %d envs", act.Chunk.Shape, len(a.infer))
