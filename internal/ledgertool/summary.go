@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/plugrl/libplugrl/core/ledger"
 )
@@ -75,6 +76,7 @@ func connections(n int) string {
 }
 
 func (s *Summary) countServer(addr string) {
+	addr = cutString(addr, maxReasonBytes) // an IP and port, unless the file is crafted
 	for i := range s.Servers {
 		if s.Servers[i].Addr == addr {
 			s.Servers[i].Connections++
@@ -86,6 +88,42 @@ func (s *Summary) countServer(addr string) {
 	} else {
 		s.OtherServers++
 	}
+}
+
+// maxReasons and maxReasonBytes bound Summary.Closes and Reconnects:
+// their keys are a close's reason and error and a reconnect's cause, as
+// the file gives them. A run has a handful; a crafted file of 2000 closes
+// whose 32 KB errors differ in a byte (zstd keeps each in a few bytes)
+// made a 174 KB ledger's summary hold 79 MiB, and print all of it.
+const (
+	maxReasons     = 64
+	maxReasonBytes = 256
+)
+
+// otherReasons counts what comes past maxReasons distinct keys.
+const otherReasons = "(other reasons, not told apart)"
+
+// countReason counts key in m, or, once m holds maxReasons other keys,
+// under otherReasons.
+func countReason(m map[string]int, key string) {
+	key = cutString(key, maxReasonBytes)
+	if _, ok := m[key]; ok || len(m) < maxReasons {
+		m[key]++
+		return
+	}
+	m[otherReasons]++
+}
+
+// cutString is s, or a copy of its first n bytes (at a rune's start) with
+// "..." after them: a slice of s would keep all of it.
+func cutString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n]) + "..."
 }
 
 // lastEpisodes is how many of the last episodes a summary prints.
@@ -120,16 +158,16 @@ func (s *Summary) Add(ev *Event) {
 			s.countServer(ev.Addr)
 		}
 	case ledger.KindReconnect:
-		s.Reconnects[ev.Cause]++
+		countReason(s.Reconnects, ev.Cause)
 	case ledger.KindClose:
 		why := ev.By
 		switch {
 		case ev.By == "server":
-			why = fmt.Sprintf("server %d %q", ev.Code, ev.Reason)
+			why = fmt.Sprintf("server %d %q", ev.Code, cutString(ev.Reason, maxReasonBytes))
 		case ev.Err != "":
-			why = ev.By + ": " + ev.Err
+			why = ev.By + ": " + cutString(ev.Err, maxReasonBytes)
 		}
-		s.Closes[why]++
+		countReason(s.Closes, why)
 		s.FeedbackDropped += len(ev.Dropped)
 		if ev.Unsent > 0 && s.Feedbacks > 0 {
 			s.Feedbacks--
