@@ -37,17 +37,27 @@ func handshakeServer(t *testing.T, useTLS bool, response func(accept string) str
 		_ = ws.WriteFrame(&b, ws.NewBinaryFrame([]byte("hi")))
 		return b.Bytes()
 	}()
+	return hijackServer(t, useTLS, func(c net.Conn, rw *bufio.ReadWriter, r *http.Request) {
+		_, _ = rw.WriteString(response(acceptKey(r.Header.Get("Sec-WebSocket-Key"))))
+		_, _ = rw.Write(frame)
+		_ = rw.Flush()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, _ = bufio.NewReader(c).ReadByte() // until the client goes
+	})
+}
+
+// hijackServer serves each request with serve, given the hijacked
+// connection (closed after serve returns), over TLS when useTLS is set;
+// it returns the ws:// or wss:// URL and the server's certificate pool.
+func hijackServer(t *testing.T, useTLS bool, serve func(c net.Conn, rw *bufio.ReadWriter, r *http.Request)) (string, *tls.Config) {
+	t.Helper()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, rw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
 			return
 		}
 		defer c.Close()
-		_, _ = rw.WriteString(response(acceptKey(r.Header.Get("Sec-WebSocket-Key"))))
-		_, _ = rw.Write(frame)
-		_ = rw.Flush()
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, _ = bufio.NewReader(c).ReadByte() // until the client goes
+		serve(c, rw, r)
 	})
 	if !useTLS {
 		srv := httptest.NewServer(h)

@@ -1,11 +1,12 @@
 package conn
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -102,24 +103,10 @@ func TestHandshakeCutShortSaysSo(t *testing.T) {
 // connection.
 func cutShortServer(t *testing.T, useTLS bool, answer string) (string, *tls.Config) {
 	t.Helper()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, rw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
+	return hijackServer(t, useTLS, func(_ net.Conn, rw *bufio.ReadWriter, _ *http.Request) {
 		_, _ = rw.WriteString(answer)
 		_ = rw.Flush()
-		c.Close()
 	})
-	if !useTLS {
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return "ws" + strings.TrimPrefix(srv.URL, "http"), nil
-	}
-	srv := httptest.NewTLSServer(h)
-	t.Cleanup(srv.Close)
-	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	return "wss" + strings.TrimPrefix(srv.URL, "https"), &tls.Config{RootCAs: pool}
 }
 
 // TestHandshakeBadExtensionsValueSaysSo: a 101 answer whose

@@ -10,7 +10,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/plugrl/libplugrl/core/wire"
 	"github.com/plugrl/libplugrl/internal/ledgertool"
-	"github.com/tinylib/msgp/msgp"
 )
 
 // oneBlockLedger is a ledger file (format version 5) of one block holding
@@ -36,15 +35,7 @@ func oneBlockLedger(t *testing.T, raw []byte) []byte {
 
 // sendRecord appends a send record: message m patched against the last
 // send (patch 1, m empty: the last send again) or whole (patch 0).
-func sendRecord(b []byte, patch int, m []byte) []byte {
-	b = msgp.AppendMapHeader(b, 3)
-	b = msgp.AppendString(b, "k")
-	b = msgp.AppendString(b, "send")
-	b = msgp.AppendString(b, "p")
-	b = msgp.AppendInt(b, patch)
-	b = msgp.AppendString(b, "m")
-	return msgp.AppendBytes(b, m)
-}
+func sendRecord(b []byte, patch int, m []byte) []byte { return coded(b, "send", patch, m) }
 
 // TestEpisodesFollowTheCaller: one feedback that ends 512 episodes, then
 // thousands of records of a few bytes that repeat it, each ending 512 more.
