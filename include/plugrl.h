@@ -1223,8 +1223,11 @@ plugrl_status plugrl_stats(plugrl_client *client, plugrl_statistics *out);
 ** for envs whose chunk ran out, sums rewards over each chunk, ends a chunk
 ** early at a done and sends that step's terminal observation, fills
 ** step_ids and info.episode, reuses observations when the server offers
-** it, and rides through resyncs and reconnects (dropping what it must)
-** without returning PLUGRL_RECONNECTED.
+** it (only observations given to this runner: not before one of its own
+** infers has been answered on the connection, so a runner made over a
+** client that another runner or the caller fed back on sends every
+** observation at its first act), and rides through resyncs and reconnects
+** (dropping what it must) without returning PLUGRL_RECONNECTED.
 **
 ** Memory: each env keeps its current chunk, at the size the server sent
 ** it, in memory from malloc (a chunk over 1 MiB is freed once stepped
