@@ -251,6 +251,13 @@ func (t *handles[T, H]) errmsg(p unsafe.Pointer) (s *C.plugrl_cchar) {
 	if h == nil {
 		return deadHandleMsg
 	}
+	if r, ok := any(h).(*runnerHandle); ok && r.busy.Load() && r.client.callbackHere() {
+		// Asked from a log callback of the runner's client, which runs
+		// inside this runner's call on this thread (a reconnect during an
+		// act or a report): the call in progress is this thread's own,
+		// not another thread's (close makes the same check).
+		return busyCallbackMsg
+	}
 	return h.base().errmsg()
 }
 
@@ -411,7 +418,7 @@ func (h *handleBase) setMsg(msg string) {
 // message.
 func (h *handleBase) errmsg() *C.plugrl_cchar {
 	if h.busy.Load() {
-		if t := h.inCallback.Load(); t != 0 && t == uint64(C.plugrl__thread_self()) {
+		if h.callbackHere() {
 			return busyCallbackMsg // asked from inside its own callback
 		}
 		return busyMsg
@@ -428,6 +435,13 @@ func (h *handleBase) errmsg() *C.plugrl_cchar {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), len(h.msg)+1)
 	b[copy(b, h.msg)] = 0
 	return (*C.plugrl_cchar)(p)
+}
+
+// callbackHere reports whether the calling thread is running a caller's
+// callback from inside a call on this handle (see inCallback).
+func (h *handleBase) callbackHere() bool {
+	t := h.inCallback.Load()
+	return t != 0 && t == uint64(C.plugrl__thread_self())
 }
 
 // enter marks the handle busy; the returned status is non-OK if it is not

@@ -1443,6 +1443,61 @@ static void test_close_from_log(const char *url) {
   unlink(path);
 }
 
+/* A log callback of a runner's client runs inside the runner's call (here
+** the reconnect of its first act, which gives up the feedback the client's
+** own infer left owed): a call on the runner from it is refused with
+** PLUGRL_BUSY, and plugrl_runner_errmsg says this thread's callback is
+** inside the call, as plugrl_errmsg does for the client. It used to say
+** that another thread was inside a call on the runner. */
+typedef struct {
+  plugrl_runner *r;
+  int calls;
+  plugrl_status act, free;
+  char msg[512];
+} log_runner;
+
+static void runner_from_log(void *user, int level, const char *message) {
+  log_runner *l = user;
+  (void)level, (void)message;
+  if (l->r && l->calls++ == 0) {
+    l->act = plugrl_runner_act(l->r, NULL, NULL, 0, PLUGRL_DTYPE_F64);
+    snprintf(l->msg, sizeof l->msg, "%s", plugrl_runner_errmsg(l->r));
+    l->free = plugrl_runner_free(l->r);
+  }
+}
+
+static void test_runner_errmsg_from_log(const char *url) {
+  plugrl_options o;
+  plugrl_client *c = NULL;
+  log_runner l;
+  obs_x ox;
+  plugrl_action a;
+  int64_t env = 0, sid = 0;
+  double actions[2];
+  memset(&l, 0, sizeof l);
+  plugrl_options_init(&o);
+  o.url = url;
+  o.max_reconnects = 3;
+  o.reconnect_backoff_ms = 10;
+  o.log = runner_from_log;
+  o.log_user = &l;
+  EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_OK);
+  if (!c) return;
+  EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_OK); /* owes its feedback */
+  EXPECT_C(c, plugrl_runner_new(c, 1, &l.r), PLUGRL_OK);
+  EXPECT_R(l.r, plugrl_runner_act(l.r, make_obs(&ox, 1), actions, sizeof actions, PLUGRL_DTYPE_F64), PLUGRL_OK);
+  CHECK(l.calls > 0);
+  EXPECT_N(l.act, PLUGRL_BUSY);
+  EXPECT_N(l.free, PLUGRL_BUSY);
+  checks++;
+  if (strstr(l.msg, "inside a callback") == NULL)
+    failf(__LINE__, "plugrl_runner_errmsg from the client's log callback inside the runner's act: \"%s\"; want "
+                    "the message that names this thread's callback",
+          l.msg);
+  EXPECT_R(l.r, plugrl_runner_free(l.r), PLUGRL_OK);
+  EXPECT_N(plugrl_close(c), PLUGRL_OK);
+}
+
 static void test_connected(const char *url) {
   plugrl_client *c = NULL, *c2 = NULL;
   obs_x ox;
@@ -1462,6 +1517,7 @@ static void test_connected(const char *url) {
   test_two_runners(url);
   test_action_after_runner(url);
   test_close_from_log(url);
+  test_runner_errmsg_from_log(url);
 
   /* A closed handle: dead, and its value is not handed out again. */
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
