@@ -123,6 +123,16 @@ func plugrl__go_open(o *C.plugrl_coptions, out **C.plugrl_client, interruptsAtEn
 		return C.PLUGRL_NO_MEMORY
 	}
 	*out = C.plugrl__client_token(C.uintptr_t(id))
+	// Every failed open leaves its reason for the calls after it (use
+	// quotes it): a fault reading the caller's options, which recoverTo
+	// below turns into the status and message, left openErr nil, and
+	// every later call said "plugrl_open failed (<nil>)". Deferred before
+	// recoverTo, so that it runs after it.
+	defer func() {
+		if st != C.PLUGRL_OK && h.openErr == nil {
+			h.openErr = errors.New(h.message())
+		}
+	}()
 	defer h.recoverTo(&st)
 	if C.plugrl__interrupt_all_count() != interruptsAtEntry {
 		// A plugrl_interrupt_all (a SIGINT handler's) came after this open

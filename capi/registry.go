@@ -411,6 +411,13 @@ func (h *handleBase) setMsg(msg string) {
 	h.msgMu.Unlock()
 }
 
+// message is the last message stored, for Go.
+func (h *handleBase) message() string {
+	h.msgMu.Lock()
+	defer h.msgMu.Unlock()
+	return h.msg
+}
+
 // errmsg returns the message for C: a copy in the calling thread's own
 // buffer, valid until that thread's next errmsg; "" before any error.
 // While another thread is inside a call, the only thread asking is

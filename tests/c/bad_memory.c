@@ -312,6 +312,29 @@ static void test_runner(const char *url) {
   probe_close(&p);
 }
 
+/* expect_open_failed checks a call on c, whose plugrl_open faulted at
+** addr: PLUGRL_CONNECT_FAILED, as for any failed open, with a message that
+** says why the open failed (it used to say "plugrl_open failed (<nil>)"). */
+static void expect_open_failed(int line, plugrl_client *c, const void *addr) {
+  char want[64];
+  int64_t v = 0;
+  int present = 0;
+  plugrl_status s = plugrl_metadata_int(c, "action_dim", &v, &present);
+  const char *msg = plugrl_errmsg(c);
+  snprintf(want, sizeof want, "faulted at address %#lx", (unsigned long)(uintptr_t)addr);
+  if (s != PLUGRL_CONNECT_FAILED) {
+    failures++;
+    fprintf(stderr, "bad_memory.c:%d: FAIL: a call after the open's fault: %s, want PLUGRL_CONNECT_FAILED\n", line,
+            plugrl_status_str(s));
+  }
+  if (msg == NULL || strstr(msg, want) == NULL || strstr(msg, "<nil>") != NULL) {
+    failures++;
+    fprintf(stderr, "bad_memory.c:%d: FAIL: a call after the open's fault: message '%s' does not say why the open "
+                    "failed (%s)\n",
+            line, msg ? msg : "(null)", want);
+  }
+}
+
 /* The calls without a usable handle yet: plugrl_options_init's options
 ** and plugrl_open's out unmapped are PLUGRL_INVALID_ARGUMENT (there is no
 ** handle for a message); plugrl_open's options unmapped is too, with the
@@ -329,6 +352,15 @@ static void test_plain(const char *url) {
   plugrl_client *c = NULL;
   s = plugrl_open((const plugrl_options *)bad, &c);
   EXPECT_FAULT("open, unmapped options", s, plugrl_errmsg(c), bad);
+  expect_open_failed(__LINE__, c, bad);
+  s = plugrl_close(c);
+  CHECK(s == PLUGRL_OK, "close after the open's fault: %s", plugrl_status_str(s));
+  /* The url unmapped: the fault comes as the options are read. */
+  o.url = (const char *)bad;
+  c = NULL;
+  s = plugrl_open(&o, &c);
+  EXPECT_FAULT("open, unmapped url", s, plugrl_errmsg(c), bad);
+  expect_open_failed(__LINE__, c, bad);
   s = plugrl_close(c);
   CHECK(s == PLUGRL_OK, "close after the open's fault: %s", plugrl_status_str(s));
 }
