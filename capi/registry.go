@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -51,6 +52,17 @@ type handle interface {
 	release()
 }
 
+// genBase is where each slot's generations start: a number drawn once per
+// process (math/rand/v2, which the runtime seeds from the kernel's
+// AT_RANDOM at start, without a system call that a seccomp filter could
+// refuse). Counted from 0, every process's first handle was the same token
+// (0x4000000000100000), its second the same, and so on: a handle's value
+// from another process (shared memory, a file a restarted program read
+// back) named this process's live handle of that slot, and a call on it
+// acted on that handle, where a made-up handle gets PLUGRL_CLOSED. Now two
+// processes' tokens meet once in 2^42.
+var genBase = rand.Uint64() & genMask
+
 var registry = struct {
 	sync.RWMutex
 	slots []slotEntry
@@ -77,7 +89,7 @@ func register(h handle, target uintptr) (uintptr, bool) {
 			return 0, false
 		}
 		slot = uint32(len(registry.slots))
-		registry.slots = append(registry.slots, slotEntry{})
+		registry.slots = append(registry.slots, slotEntry{gen: genBase})
 	}
 	e := &registry.slots[slot]
 	e.gen = (e.gen + 1) & genMask

@@ -27,7 +27,10 @@
 **   Handles.  plugrl_client and plugrl_runner are opaque. A handle is a
 **             token the library looks up, never an address it reads: a
 **             NULL, closed or made-up handle gets PLUGRL_CLOSED, never a
-**             crash, and a closed handle's value is never reused.
+**             crash, and a closed handle's value is never reused. Each
+**             process numbers its handles from a random start, so that a
+**             handle's value from another process (shared memory, a file
+**             read back after a restart) is a made-up one here too.
 **   Memory.   Every pointer the library returns points to memory the
 **             library owns (C memory, never Go memory) and stays valid
 **             until the next call on the same handle, unless stated

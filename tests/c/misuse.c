@@ -733,6 +733,49 @@ static void test_options(void) {
   o.ledger_path = NULL;
 }
 
+/* A handle's value from another process is no handle here. Each process
+** used to number its handles the same way, so another process's first
+** handle was this process's first, and a call on it acted on that
+** handle: here a plugrl_close of the other process's value closed ours.
+** Both first handles come from an open refused for its url (NULL), which
+** still sets one, and must run before this process opens any other. */
+static void print_first_token(void) {
+  plugrl_options o;
+  plugrl_client *c = NULL;
+  plugrl_options_init(&o);
+  (void)plugrl_open(&o, &c); /* url NULL: PLUGRL_INVALID_ARGUMENT, and a handle */
+  printf("%llx\n", (unsigned long long)(uintptr_t)c);
+  plugrl_close(c);
+}
+
+static void test_foreign_handle(void) {
+  char self[4096], cmd[4200];
+  unsigned long long theirs = 0;
+  plugrl_options o;
+  plugrl_client *mine = NULL;
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  FILE *f;
+  if (n <= 0) {
+    printf("-- no /proc/self/exe: skipping the other process's handle\n");
+    return;
+  }
+  self[n] = 0;
+  snprintf(cmd, sizeof cmd, "'%s' --first-token", self);
+  f = popen(cmd, "r");
+  checks++;
+  if (f == NULL || fscanf(f, "%llx", &theirs) != 1) {
+    failf(__LINE__, "could not read the first handle of another process (%s)", cmd);
+    if (f) pclose(f);
+    return;
+  }
+  pclose(f);
+  plugrl_options_init(&o);
+  EXPECT_C(mine, plugrl_open(&o, &mine), PLUGRL_INVALID_ARGUMENT);
+  printf("   the other process's first handle %#llx, this one's %p\n", theirs, (void *)mine);
+  EXPECT_N(plugrl_close((plugrl_client *)(uintptr_t)theirs), PLUGRL_CLOSED);
+  EXPECT_C(mine, plugrl_close(mine), PLUGRL_OK);
+}
+
 /* Every function on a handle that is NULL, made up, or closed. */
 static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
   int64_t v = 0, env = 0, sid = 0;
@@ -1741,9 +1784,15 @@ static void test_busy(void) {
 int main(int argc, char **argv) {
   const char *url = argc > 1 ? argv[1] : getenv("PLUGRL_TEST_URL");
 
+  if (argc > 1 && strcmp(argv[1], "--first-token") == 0) {
+    print_first_token(); /* for test_foreign_handle, in a process of its own */
+    return 0;
+  }
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("libplugrl %s (header %s)\n", plugrl_version(), PLUGRL_VERSION_STRING);
   test_static();
+  printf("-- another process's handle\n");
+  test_foreign_handle();
   printf("-- no server\n");
   test_options();
   test_options_sizes();
