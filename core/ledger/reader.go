@@ -43,7 +43,7 @@ type Record struct {
 	Seq  int    // position in the ledger, from 0
 	Kind string // a Kind constant
 	Time int64  // nanoseconds since the ledger was opened
-	Conn int    // connection number, from 1 (connect, send, recv, close)
+	Conn int    // connection number, from 1 (connect, send, recv, close; lost: of the records after it)
 
 	Wall    int64  // open: Unix time in nanoseconds
 	Level   string // open
@@ -215,6 +215,13 @@ func (r *Reader) Next() (*Record, error) {
 		switch rec.Kind {
 		case KindConnect:
 			r.conn = rec.Conn
+		case KindLost:
+			// The connect records in the gap may be lost: the lost record
+			// names the connection of the records after it (ledgers
+			// written before it did name none).
+			if rec.Conn > 0 {
+				r.conn = rec.Conn
+			}
 		}
 		switch rec.Kind {
 		case KindSend, KindRecv:

@@ -103,6 +103,10 @@ type Writer struct {
 
 	lostCount int // guarded by mu
 	lostBytes int // guarded by mu
+	// lostConn is conn as of the caller's last reserve (guarded by mu):
+	// the connection a lost record written at the end of a flush names
+	// (see reserve).
+	lostConn int
 	// failed is the first write error's message, set by the writer under
 	// mu: the caller's next record is refused, and Warn told once.
 	failed       string
@@ -474,6 +478,7 @@ const lostMarkerMax = frameHeader + 64
 // where the gap is, not only that there was one.
 func (w *Writer) reserve(size int) bool {
 	w.mu.Lock()
+	w.lostConn = w.conn // conn is the caller's: read on its thread, kept for the writer's
 	if w.closed {
 		w.mu.Unlock()
 		return false
@@ -514,7 +519,12 @@ func (w *Writer) reserve(size int) bool {
 		return false
 	}
 	if w.lostCount > 0 {
-		b, at := w.begin(KindLost, 2)
+		// It names the connection the records after it are on: send and
+		// recv records name none, and the reader would otherwise put them
+		// on the connection of the last connect record, which may be in
+		// the gap (a connection is counted whether or not its record is).
+		b, at := w.begin(KindLost, 3)
+		b = appendInt64(b, keyConn, int64(w.conn))
 		b = appendInt64(b, keyCount, int64(w.lostCount))
 		b = appendInt64(b, keyBytes, int64(w.lostBytes))
 		w.endFrame(b, at)
@@ -748,7 +758,7 @@ func (w *Writer) flushLocked(tail func() []byte) {
 	w.mu.Lock()
 	queued := w.queue
 	w.queue = w.spare[:0]
-	lostN, lostB := w.lostCount, w.lostBytes
+	lostN, lostB, lostConn := w.lostCount, w.lostBytes, w.lostConn
 	w.lostCount, w.lostBytes = 0, 0
 	w.mu.Unlock()
 	raw := w.raw[:0]
@@ -793,9 +803,10 @@ func (w *Writer) flushLocked(tail func() []byte) {
 		}
 	}
 	if lostN > 0 { // lost after the last record queued (a gap before one is marked there, by reserve)
-		raw = msgp.AppendMapHeader(raw, 4)
+		raw = msgp.AppendMapHeader(raw, 5)
 		raw = appendStr(raw, keyKind, KindLost)
 		raw = appendInt64(raw, keyTime, w.now())
+		raw = appendInt64(raw, keyConn, int64(lostConn)) // as reserve's lost record: the connection of the records after it
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
 	}
