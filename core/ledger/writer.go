@@ -107,6 +107,9 @@ type Writer struct {
 	// the connection a lost record written at the end of a flush names
 	// (see reserve).
 	lostConn int
+	// lostAt is the record time of the last record refused (guarded by
+	// mu): a lost record's time (see reserve).
+	lostAt int64
 	// failed is the first write error's message, set by the writer under
 	// mu: the caller's next record is refused, and Warn told once.
 	failed       string
@@ -405,8 +408,13 @@ func (w *Writer) Level() Level { return w.level }
 // extra more keys, and returns the queue and where the payload starts, for
 // endFrame; mu must be held.
 func (w *Writer) begin(kind string, extra int) ([]byte, int) {
+	return w.beginAt(kind, extra, w.now())
+}
+
+// beginAt is begin for a record of time t.
+func (w *Writer) beginAt(kind string, extra int, t int64) ([]byte, int) {
 	b := append(w.queue, frameRecord, 0, 0, 0, 0)
-	return msgp.AppendInt64(append(b, recordPrefix(kind, extra)...), w.now()), len(b)
+	return msgp.AppendInt64(append(b, recordPrefix(kind, extra)...), t), len(b)
 }
 
 // endFrame ends the frame whose payload starts at at, and makes b the
@@ -499,6 +507,14 @@ func (w *Writer) reserve(size int) bool {
 	if len(w.queue)+need > w.limit {
 		w.lostCount++
 		w.lostBytes += size
+		// A clock reading when a record is refused, for the lost record
+		// that stands for the gap: no earlier than the records before it,
+		// no later than any after it, whose times (a send's and a
+		// receive's: readings the caller took before recording) are read
+		// after this call. Timing the lost record as it is written put it
+		// after the record it precedes (reserve), or after every record
+		// queued during the flush that wrote it.
+		w.lostAt = w.now()
 		w.mu.Unlock()
 		if size > w.limit {
 			// No flush makes room for it: every record this large is
@@ -523,7 +539,7 @@ func (w *Writer) reserve(size int) bool {
 		// recv records name none, and the reader would otherwise put them
 		// on the connection of the last connect record, which may be in
 		// the gap (a connection is counted whether or not its record is).
-		b, at := w.begin(KindLost, 3)
+		b, at := w.beginAt(KindLost, 3, w.lostAt)
 		b = appendInt64(b, keyConn, int64(w.conn))
 		b = appendInt64(b, keyCount, int64(w.lostCount))
 		b = appendInt64(b, keyBytes, int64(w.lostBytes))
@@ -758,7 +774,7 @@ func (w *Writer) flushLocked(tail func() []byte) {
 	w.mu.Lock()
 	queued := w.queue
 	w.queue = w.spare[:0]
-	lostN, lostB, lostConn := w.lostCount, w.lostBytes, w.lostConn
+	lostN, lostB, lostConn, lostT := w.lostCount, w.lostBytes, w.lostConn, w.lostAt
 	w.lostCount, w.lostBytes = 0, 0
 	w.mu.Unlock()
 	raw := w.raw[:0]
@@ -786,7 +802,7 @@ func (w *Writer) flushLocked(tail func() []byte) {
 		case frameSendSame:
 			var ok bool
 			if raw, ok = w.appendSendSame(raw, p); !ok {
-				lostN, lostB = lostN+1, lostB+frameHeader+n
+				lostN, lostB, lostT = lostN+1, lostB+frameHeader+n, max(lostT, int64(binary.LittleEndian.Uint64(p)))
 			}
 		case frameRecv:
 			w.lits = append(w.lits, p[:8]...) // its time (format version 5)
@@ -794,7 +810,7 @@ func (w *Writer) flushLocked(tail func() []byte) {
 		case frameRecvSpan, frameRecvRun:
 			var ok bool
 			if raw, ok = w.appendRecvSpan(raw, p, tag == frameRecvRun); !ok {
-				lostN, lostB = lostN+1, lostB+frameHeader+n
+				lostN, lostB, lostT = lostN+1, lostB+frameHeader+n, max(lostT, int64(binary.LittleEndian.Uint64(p)))
 			}
 		}
 		if len(raw)+len(w.lits) >= blockRawTarget {
@@ -805,7 +821,7 @@ func (w *Writer) flushLocked(tail func() []byte) {
 	if lostN > 0 { // lost after the last record queued (a gap before one is marked there, by reserve)
 		raw = msgp.AppendMapHeader(raw, 5)
 		raw = appendStr(raw, keyKind, KindLost)
-		raw = appendInt64(raw, keyTime, w.now())
+		raw = appendInt64(raw, keyTime, lostT)           // when the last was refused (see reserve), not now: the caller queued on meanwhile
 		raw = appendInt64(raw, keyConn, int64(lostConn)) // as reserve's lost record: the connection of the records after it
 		raw = appendInt64(raw, keyCount, int64(lostN))
 		raw = appendInt64(raw, keyBytes, int64(lostB))
