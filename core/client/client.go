@@ -231,6 +231,10 @@ type Client struct {
 	// reconnect that follows (in this Infer or a later one, if this one's
 	// failed) is reported with ErrGivenUp.
 	givenUpDrop bool
+	// refusedEnded: the last connect recorded the connection it refused
+	// (metadata that is not), its close included: Connect's failure
+	// records no second close.
+	refusedEnded bool
 
 	// The caller's pace, for holding feedback back (see tightLoop):
 	// when the last feedback returned (conn.Mono; 0 once an infer has
@@ -320,7 +324,9 @@ func (c *Client) Connect(ctx context.Context) error {
 		if KindOf(err) == KindInterrupted {
 			c.ledger.Interrupted() // as every other call's interrupt is
 		}
-		c.ledger.Closed("local", 0, "", err.Error(), nil, false)
+		if !c.refusedEnded {
+			c.ledger.Closed("local", 0, "", err.Error(), nil, false)
+		}
 		c.phase = phaseClosed // nothing to reconnect to: Connect failed
 		if KindOf(err) == KindInterrupted {
 			c.intr.Store(false) // taken: it ended this call

@@ -17,6 +17,7 @@ import (
 // connect dials once and reads metadata, by deadline if it is not zero.
 // Interrupt (or cancelling ctx) ends it with KindInterrupted.
 func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
+	c.refusedEnded = false
 	dialTimeout, metaTimeout := c.opts.ConnectTimeout, c.opts.MetadataTimeout
 	if !deadline.IsZero() {
 		left := time.Until(deadline)
@@ -74,9 +75,22 @@ func (c *Client) connect(ctx context.Context, deadline time.Time) (err error) {
 	}
 	meta, err := wire.DecodeMetadata(raw)
 	if err != nil {
+		e := newErr(KindProtocol, err, "the server's first message is not a metadata message")
+		// The connection is the ledger's as any other: its connect
+		// record holds the message as received (before Abort frees it),
+		// which the audit names (SPEC 5.1), and its close why it ended.
+		// Without them a reconnect through a server that sent anything
+		// but metadata left no trace of that connection or its message.
+		if c.ledger != nil {
+			c.ledger.Connected(conn.RedactedURL(c.opts.URL), cn.RemoteAddr(), raw)
+		}
 		c.setLive(nil)
 		cn.Abort()
-		return newErr(KindProtocol, err, "the server's first message is not a metadata message")
+		if c.ledger != nil {
+			c.ledger.Closed("local", cn.SentCloseCode(), "", e.Error(), nil, false)
+			c.refusedEnded = true
+		}
+		return e
 	}
 	if c.ledger != nil {
 		c.ledger.Connected(conn.RedactedURL(c.opts.URL), cn.RemoteAddr(), raw)
