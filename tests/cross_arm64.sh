@@ -65,12 +65,15 @@ readelf -h "$arm/lib/libplugrl.so" | grep -q 'Machine:.*AArch64' || {
 
 # Each arm64 program behind a script of the same name that runs it under
 # qemu, so that the test scripts run it as they run any program; the
-# servers beside them are this machine's.
+# servers beside them are this machine's. PLUGRL_TEST_SELF names the
+# script to a program that runs a second copy of itself (misuse's other
+# process): its /proc/self/exe is the arm64 file, which this machine
+# cannot exec without qemu.
 bin=$tmp/bin
 mkdir -p "$bin"
 for exe in "$arm"/bin/*; do
   name=$(basename "$exe")
-  printf '#!/bin/sh\nexec env QEMU_LD_PREFIX=%s qemu-aarch64 "%s" "$@"\n' "$sysroot" "$exe" >"$bin/$name"
+  printf '#!/bin/sh\nexec env QEMU_LD_PREFIX=%s PLUGRL_TEST_SELF=%s qemu-aarch64 "%s" "$@"\n' "$sysroot" "$bin/$name" "$exe" >"$bin/$name"
   chmod +x "$bin/$name"
 done
 ln -sfn "$native/plugrl-hostile" "$bin/plugrl-hostile"
@@ -120,7 +123,10 @@ if list=$(hostile_cases "$bin/hostile" rlimit interrupt-latency interrupt-signal
   mapfile -t cases <<<"$list"
   # The garble cases with fewer draws (HOSTILE_SHORT), as under the
   # sanitizers: emulated, each draw costs several times its native time.
-  HOSTILE_SHORT=1 run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
+  # Deadlines within 1 s of their bound, as under the sanitizers
+  # (no-metadata: 762 ms against 300 in one run); CTest hostile holds the
+  # 250 ms natively.
+  HOSTILE_SHORT=1 HOSTILE_OVERSHOOT_LIMIT_MS=1000 run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
 else
   failed+=(hostile)
 fi

@@ -753,12 +753,16 @@ static void test_foreign_handle(void) {
   unsigned long long theirs = 0;
   plugrl_options o;
   plugrl_client *mine = NULL;
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  /* PLUGRL_TEST_SELF: how to run this program again where its own file
+  ** cannot be run directly (under qemu-user, tests/cross_arm64.sh). */
+  const char *via = getenv("PLUGRL_TEST_SELF");
+  ssize_t n = via ? (ssize_t)strlen(via) : readlink("/proc/self/exe", self, sizeof self - 1);
   FILE *f;
-  if (n <= 0) {
+  if (n <= 0 || (size_t)n >= sizeof self) {
     printf("-- no /proc/self/exe: skipping the other process's handle\n");
     return;
   }
+  if (via) memcpy(self, via, (size_t)n);
   self[n] = 0;
   snprintf(cmd, sizeof cmd, "'%s' --first-token", self);
   f = popen(cmd, "r");
