@@ -344,10 +344,15 @@ if list=$(hostile_cases "$bin/hostile" rlimit idle-cpu tokens vanish-idle); then
   # The garble cases with fewer draws (HOSTILE_SHORT): instrumented, each
   # took 4-6 s over wss://, a fifth of the run.
   export HOSTILE_SHORT=1
+  # Deadlines within 1 s of their bound, not 250 ms: instrumented and
+  # sharing the cores with another test (ctest -j 2), a case's own
+  # slowness is most of its overshoot (no-read: 896 ms against 300 in one
+  # run); CTest hostile and hostile_tls hold the 250 ms.
+  export HOSTILE_OVERSHOOT_LIMIT_MS=1000
   run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
   # Over wss://: the TLS transport's own read and write paths.
   run "hostile over wss:// (${#cases[@]} cases)" "$root/tests/hostile.sh" --tls "$bin" "${cases[@]}"
-  unset HOSTILE_SHORT
+  unset HOSTILE_SHORT HOSTILE_OVERSHOOT_LIMIT_MS
 else
   failed+=(hostile)
 fi

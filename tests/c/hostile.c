@@ -78,6 +78,14 @@
 
 #define RSS_LIMIT_KB 65536L
 #define OVERSHOOT_LIMIT_MS 250.0
+/* HOSTILE_OVERSHOOT_LIMIT_MS, if set, replaces OVERSHOOT_LIMIT_MS: for
+** the sanitizer and qemu runs (tests/sanitizers.sh, tests/cross_arm64.sh),
+** which are 5-8 times slower and share the 2 cores with another test
+** under ctest -j 2, and check memory and the arm64 build rather than
+** latency (no-read under MemorySanitizer took 896 ms against its 300 ms
+** deadline in one such run, 366 ms over wss:// a minute later). The plain
+** hostile and hostile_tls CTests hold OVERSHOOT_LIMIT_MS. */
+static double overshoot_limit_ms = OVERSHOOT_LIMIT_MS;
 #define UNDERSHOOT_LIMIT_MS 25.0 /* a timeout this long before its deadline is a failure too */
 #define AT_ONCE_MS 250.0         /* "at once": a refusal within this */
 #define INTERRUPT_LIMIT_US 10000.0
@@ -193,9 +201,9 @@ static int expect(const char *what, plugrl_status got, plugrl_status want, plugr
 /* Checks a measured deadline: took within [deadline - UNDERSHOOT, deadline + OVERSHOOT]. */
 static void check_deadline(const char *what, double took, double deadline) {
   double over = took - deadline;
-  if (over > OVERSHOOT_LIMIT_MS)
+  if (over > overshoot_limit_ms)
     fail("%s took %.1f ms against a deadline of %.0f ms: %.1f ms over (limit %.0f)", what, took, deadline, over,
-         OVERSHOOT_LIMIT_MS);
+         overshoot_limit_ms);
   if (deadline > 0 && over < -UNDERSHOOT_LIMIT_MS)
     fail("%s returned after %.1f ms, %.1f ms before its deadline of %.0f ms", what, took, -over, deadline);
 }
@@ -1341,7 +1349,7 @@ static void case_ping_flood(const char *url) {
   expect("plugrl_close", plugrl_close(c), PLUGRL_OK, NULL);
   close_ms = now_ms() - t0;
   extra("close_ms=%.1f close_deadline_ms=200 close_overshoot_ms=%.1f", close_ms, close_ms - 200);
-  if (close_ms - 200 > OVERSHOOT_LIMIT_MS) fail("plugrl_close took %.1f ms against a 200 ms close deadline", close_ms);
+  if (close_ms - 200 > overshoot_limit_ms) fail("plugrl_close took %.1f ms against a 200 ms close deadline", close_ms);
   obs_free(&o);
 }
 
@@ -2927,6 +2935,16 @@ int main(int argc, char **argv) {
   const struct kase *k = NULL;
   size_t i;
   int a;
+  const char *limit = getenv("HOSTILE_OVERSHOOT_LIMIT_MS");
+  if (limit != NULL) {
+    char *end = NULL;
+    double v = strtod(limit, &end);
+    if (end == limit || *end != 0 || !(v > 0)) {
+      fprintf(stderr, "hostile: HOSTILE_OVERSHOOT_LIMIT_MS=%s: want a number of ms above 0\n", limit);
+      return 2;
+    }
+    overshoot_limit_ms = v;
+  }
   for (a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--list") == 0 || strcmp(argv[a], "--list-all") == 0) {
       for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
