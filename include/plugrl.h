@@ -24,6 +24,15 @@
 **             error (PLUGRL_INVALID_ARGUMENT, PLUGRL_OUT_OF_ORDER) is found
 **             before anything is sent: the connection is unchanged (but
 **             for memory that faults, under Memory below).
+**   Results.  A function that gives its results through the caller's
+**             pointers (present, length, value, yes, known, step_size,
+**             steps, plugrl_runner_new's runner) sets each that is not NULL
+**             to 0 (NULL) first, before anything can fail: whatever the
+**             status, such a pointer holds the result or 0, never what the
+**             caller left there (PLUGRL_BUFFER_TOO_SMALL sets the length
+**             or steps that was needed). Not in a forked child (PROCESS
+**             FACTS), where nothing is written; plugrl_open's client and
+**             plugrl_stats' out say what they hold themselves.
 **   Handles.  plugrl_client and plugrl_runner are opaque. A handle is a
 **             token the library looks up, never an address it reads: a
 **             NULL, closed or made-up handle gets PLUGRL_CLOSED, never a
@@ -1335,8 +1344,10 @@ plugrl_status plugrl_runner_step_size(plugrl_runner *runner, int64_t *step_size,
 ** dst step after step as *steps x step_size elements of dtype. Call it
 ** between plugrl_runner_act and plugrl_runner_report; elsewhere it returns
 ** PLUGRL_OUT_OF_ORDER with *steps 0. *steps is set to the steps left
-** whenever env is valid and the call is in its place; a dst_size too small for them returns PLUGRL_BUFFER_TOO_SMALL (dst
-** may be NULL with dst_size 0, to ask how many). A chunk has at most H
+** whenever env is valid and the call is in its place, and is 0 after any
+** other failure; a dst_size too small for them returns
+** PLUGRL_BUFFER_TOO_SMALL (dst may be NULL with dst_size 0, to ask how
+** many). A chunk has at most H
 ** steps, H being the server's action horizon (metadata action_horizon).
 ** Does not block and sends nothing. Not from another thread during a call
 ** on the runner (PLUGRL_BUSY).

@@ -795,14 +795,26 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
 
   checks++;
   if (!msg || !msg[0]) failf(__LINE__, "plugrl_errmsg(%p) is empty or NULL for a dead handle", (void *)c);
+  /* Results read 0 after a failure, never what the caller left there
+  ** (plugrl.h, Results): an unset "present" read as a found key. */
+  v = -1, present = -1;
   EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_CLOSED);
+  CHECK(v == 0 && present == 0);
+  len = 99, present = -1;
   EXPECT_C(c, plugrl_metadata_string(c, "server", buf, sizeof buf, &len, &present), PLUGRL_CLOSED);
+  CHECK(len == 0 && present == 0);
+  present = -1;
   EXPECT_C(c, plugrl_metadata_has_feature(c, "reuse-feedback-obs", &present), PLUGRL_CLOSED);
+  CHECK(present == 0);
+  len = 99, present = -1;
   EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, sizeof buf, &len, &present), PLUGRL_CLOSED);
+  CHECK(len == 0 && present == 0);
   EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_CLOSED);
   EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
   EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &flag, &flag, NULL), PLUGRL_CLOSED);
+  present = -1;
   EXPECT_C(c, plugrl_can_reuse(c, 0, &present), PLUGRL_CLOSED);
+  CHECK(present == 0);
   {
     plugrl_statistics st;
     st.size = sizeof st;
@@ -814,6 +826,7 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
   {
     plugrl_runner *nr = (plugrl_runner *)0x1;
     EXPECT_C(c, plugrl_runner_new(c, 1, &nr), PLUGRL_CLOSED);
+    CHECK(nr == NULL);
     if (nr != NULL && nr != (plugrl_runner *)0x1) plugrl_runner_free(nr);
   }
 
@@ -825,8 +838,12 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
     double rw = 0;
     EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 1), &rw, &flag, &flag, NULL), PLUGRL_CLOSED);
   }
+  v = -1, present = -1;
   EXPECT_R(r, plugrl_runner_step_size(r, &v, &present), PLUGRL_CLOSED);
+  CHECK(v == 0 && present == 0);
+  v = -1;
   EXPECT_R(r, plugrl_runner_chunk(r, 0, out, sizeof out, PLUGRL_DTYPE_F64, &v), PLUGRL_CLOSED);
+  CHECK(v == 0);
   EXPECT_R(r, plugrl_runner_on_episode(r, NULL, NULL), PLUGRL_CLOSED);
   EXPECT_R(r, plugrl_runner_free(r), PLUGRL_CLOSED);
 }
@@ -841,7 +858,9 @@ static void test_metadata(plugrl_client *c) {
   size_t len = 0;
   char buf[4096];
 
+  present = -1;
   EXPECT_C(c, plugrl_metadata_int(c, NULL, &v, &present), PLUGRL_INVALID_ARGUMENT);
+  CHECK(present == 0);
   EXPECT_C(c, plugrl_metadata_int(c, "action_dim", NULL, &present), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, NULL), PLUGRL_INVALID_ARGUMENT);
   EXPECT_C(c, plugrl_metadata_int(c, "action_dim", &v, &present), PLUGRL_OK);
@@ -1662,7 +1681,9 @@ static void test_busy(void) {
   if (!silent_wait(&srv, seen, 10000)) {
     failf(__LINE__, "the blocked thread's infer never reached the server");
   } else {
+    v = -1, present = -1;
     EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_BUSY);
+    CHECK(v == 0 && present == 0); /* the caller's own results, not the handle */
     EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &no, &no, NULL), PLUGRL_BUSY);
     EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_BUSY);
@@ -1750,7 +1771,9 @@ static void test_busy(void) {
     EXPECT_R(r, plugrl_runner_act(r, make_obs(&ox, 2), out, 4 * sizeof(double), PLUGRL_DTYPE_F64), PLUGRL_BUSY);
     EXPECT_R(r, plugrl_runner_report(r, make_obs(&ox, 2), rw, f, f, NULL), PLUGRL_BUSY);
     /* Its client is busy too: the runner's call is running on it. */
+    v = -1, present = -1;
     EXPECT_C(c, plugrl_metadata_int(c, "action_horizon", &v, &present), PLUGRL_BUSY);
+    CHECK(v == 0 && present == 0); /* the caller's own results, not the handle */
   }
   EXPECT_N(plugrl_runner_interrupt(r), PLUGRL_OK);
   pthread_join(th, NULL);
