@@ -345,6 +345,12 @@ type Conn struct {
 	// deadPeer is the dead-peer timeout in force (0: off), for messages.
 	deadPeer time.Duration
 	sentCls  bool
+	// readerFlushes: the holder of wmu is a reader, holding rmu too,
+	// that sends the pong or control frames owed between two of its
+	// reads (flushControlReading); writeReset: such a send met the
+	// server's reset, and the reader's next read gives what came before
+	// it (see writeFailed). Both guarded by wmu.
+	readerFlushes, writeReset bool
 	// inFrame: a message's write began and has not ended whole (its
 	// bytes sent, or held whole in wbuf), so the wire may be inside its
 	// frame, where a close frame must not go (tryClose). Guarded by wmu.

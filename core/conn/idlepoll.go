@@ -81,7 +81,12 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 			if c.Err() == nil {
 				c.drain(true)
 			}
+			c.readerFlushes = true
 			c.flushControlLocked()
+			c.readerFlushes = false
+			if c.writeReset && c.Err() == nil {
+				c.drain(true) // between frames: what came before the reset
+			}
 			if lt != nil {
 				lt.setLooking(false)
 			}

@@ -338,7 +338,7 @@ func (c *Conn) fill(need int) error {
 		// A pong owed goes out before the read, if that needs no
 		// waiting: here rather than after each ping, so that the pings
 		// one read brought share one pong (RFC 6455 5.5.3).
-		c.flushControl()
+		c.flushControlReading()
 		if c.ctlQueued.Load() && c.readerSendsControl() {
 			if err := c.fillSliced(); err != nil && c.rw-c.rr < need {
 				return err
@@ -445,7 +445,7 @@ func (c *Conn) fillSliced() error {
 	}
 	c.rw += n
 	c.counters.Received.Add(uint64(n))
-	c.flushControl()
+	c.flushControlReading()
 	return err
 }
 
@@ -502,7 +502,7 @@ func (c *Conn) readMessage() ([]byte, error) {
 		}
 		fragmented = !h.Fin
 		if h.Fin {
-			c.flushControl() // pings read with the message
+			c.flushControlReading() // pings read with the message
 			return c.rbuf[:n:n], nil
 		}
 	}
@@ -582,7 +582,7 @@ func (c *Conn) readPayload(n int, length int64) (int, error) {
 			c.rr += k
 		case want >= len(c.rb)/2: // a big payload: straight into rbuf
 			var err error
-			c.flushControl() // as fill does
+			c.flushControlReading() // as fill does
 			k, err = c.read(c.rbuf[n : n+want])
 			c.counters.Received.Add(uint64(k))
 			if err != nil && k == 0 {

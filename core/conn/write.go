@@ -2,7 +2,9 @@ package conn
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -444,10 +446,18 @@ func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
 // error, and it is the end to report: taken for a lost connection, a
 // stop was reconnected from, where SPEC 7.1 says to exit. So what has
 // arrived is handled first (drain: without waiting), when no reader holds
-// the read side (one that does reads on itself). A close found there
-// fails the connection first; its echo is skipped, as wmu is held. wmu
-// must be held.
+// the read side. A close found there fails the connection first; its echo
+// is skipped, as wmu is held. A reader's own send between two of its reads
+// (its pong, over wss:// behind a ping's record with the stop's record
+// still in crypto/tls's hands) leaves a reset to the reader instead: its
+// next read gives the bytes that came first, then the error, and it may
+// be inside a message, where drain would take payload for frames. wmu must
+// be held.
 func (c *Conn) writeFailed(what string, err error) error {
+	if c.readerFlushes && c.Err() == nil && peerReset(err) {
+		c.writeReset = true
+		return c.lostError(what, err)
+	}
 	if c.rmu.TryLock() {
 		if c.Err() == nil {
 			c.drain(true)
@@ -555,9 +565,32 @@ func (c *Conn) flushControl() {
 	c.wmu.Unlock()
 }
 
+// flushControlReading is flushControl for a reader that holds rmu, between
+// two of its reads: a reset its send meets is left to its next read (see
+// writeFailed).
+func (c *Conn) flushControlReading() {
+	if !c.ctlQueued.Load() && !c.pongOwed.Load() {
+		return
+	}
+	if !c.wmu.TryLock() {
+		return
+	}
+	c.readerFlushes = true
+	c.flushControlLocked()
+	c.readerFlushes = false
+	c.wmu.Unlock()
+}
+
+// peerReset reports whether a write's err says the server reset the
+// connection: what it sent before is still to be read, and a read gives
+// that, then the error, without waiting.
+func peerReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 // flushControlLocked is flushControl with wmu held.
 func (c *Conn) flushControlLocked() {
-	if c.Err() != nil || c.sentCls || c.ctl.r == c.ctl.n && !c.pongOwed.Load() {
+	if c.Err() != nil || c.writeReset || c.sentCls || c.ctl.r == c.ctl.n && !c.pongOwed.Load() {
 		return // nothing to send (a held message waits for the sweeper)
 	}
 	if !c.tryWriteHeld() {
