@@ -13,7 +13,9 @@
 # build/lib/pkgconfig/plugrl.pc; the tests find `plugrl` in build/bin.
 #
 # Prints a SKIPPED line and exits 0 only when cargo is not installed; any
-# other problem (no build/, no clippy or rustfmt) fails.
+# other problem (no build/, no clippy or rustfmt; a protocol checker that is
+# there but cannot run) fails. Without a checker the conformance runs are
+# skipped, with a line saying so.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -46,6 +48,18 @@ export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PLUGRL_BIN_DIR=$build/bin
 export CARGO_TARGET_DIR=$build/rust-target
 export CARGO_BUILD_JOBS=2 # the CI machine has 2 cores
+# The protocol checker, where CMake looks for it (CTest passes its
+# PLUGRL_CONFORMANCE). When it is there, the Rust probe client's four runs
+# under it must be made: a test that skipped them (python3 without
+# websockets, msgpack or numpy) would pass, and this script with it,
+# having checked nothing. When it is not, they are skipped, as CTest
+# skips the C and C++ ones, and said so here.
+export PLUGRL_CONFORMANCE=${PLUGRL_CONFORMANCE:-$root/../shared/conformance/plugrl-conformance}
+if [[ -f $PLUGRL_CONFORMANCE ]]; then
+  export PLUGRL_CONFORMANCE_REQUIRED=1
+else
+  echo "rust.sh: no protocol checker at $PLUGRL_CONFORMANCE: the Rust probe client's conformance runs are skipped"
+fi
 # The tests' own parallelism: the checker runs and the learning test each
 # start a server and a client.
 export RUST_TEST_THREADS=2

@@ -7,6 +7,10 @@
 //!   where `./build.sh` puts them.
 //! - `PLUGRL_CONFORMANCE`: the checker; default
 //!   `<repository>/../shared/conformance/plugrl-conformance`, as CMake finds it.
+//! - `PLUGRL_CONFORMANCE_REQUIRED=1`: a checker run that cannot be made (no
+//!   checker, or its Python modules missing) fails instead of skipping.
+//!   tests/rust.sh sets it whenever the checker is there, as CTest's C and
+//!   C++ conformance runs fail when the checker cannot run.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -49,19 +53,30 @@ pub fn say(line: &str) {
     let _ = writeln!(io::stderr(), "{line}");
 }
 
+/// Set to `1`, a checker run that cannot be made fails instead of being
+/// skipped (see the top of this module).
+pub const CONFORMANCE_REQUIRED: &str = "PLUGRL_CONFORMANCE_REQUIRED";
+
 /// The protocol checker, or `None` (after printing why the test is
-/// skipped) when it or the Python modules it needs are missing.
+/// skipped) when it or the Python modules it needs are missing. Panics
+/// instead of skipping when [`CONFORMANCE_REQUIRED`] is `1`: a skipped
+/// check is otherwise a passed test, which `cargo test` (and so
+/// tests/rust.sh and CTest) cannot tell from a checked one.
 pub fn checker_or_skip(test: &str) -> Option<PathBuf> {
+    let required = std::env::var_os(CONFORMANCE_REQUIRED).is_some_and(|v| v == "1");
     let checker = match std::env::var_os("PLUGRL_CONFORMANCE") {
         Some(p) => PathBuf::from(p),
         None => repo_root().join("../shared/conformance/plugrl-conformance"),
     };
     if !checker.is_file() {
-        say(&format!(
-            "SKIPPED {test}: no protocol checker at {} (set PLUGRL_CONFORMANCE)",
-            checker.display()
-        ));
-        return None;
+        return skip(
+            required,
+            test,
+            &format!(
+                "no protocol checker at {} (set PLUGRL_CONFORMANCE)",
+                checker.display()
+            ),
+        );
     }
     // The checker runs under the interpreter of its #! line.
     let python = interpreter(&checker).unwrap_or_else(|| "python3".into());
@@ -72,13 +87,26 @@ pub fn checker_or_skip(test: &str) -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        say(&format!(
-            "SKIPPED {test}: {python} lacks websockets, msgpack or numpy, which the checker needs \
-             (Debian: apt-get install python3-websockets python3-msgpack python3-numpy)"
-        ));
-        return None;
+        return skip(
+            required,
+            test,
+            &format!(
+                "{python} lacks websockets, msgpack or numpy, which the checker needs \
+                 (Debian: apt-get install python3-websockets python3-msgpack python3-numpy)"
+            ),
+        );
     }
     Some(checker)
+}
+
+/// Skips `test` saying `why`, or, when the check is `required`, fails it.
+fn skip(required: bool, test: &str, why: &str) -> Option<PathBuf> {
+    assert!(
+        !required,
+        "{test}: {why}; {CONFORMANCE_REQUIRED}=1 says the checker must run"
+    );
+    say(&format!("SKIPPED {test}: {why}"));
+    None
 }
 
 /// The program of a script's `#!` line (`#!/usr/bin/env X` gives `X`).
@@ -195,6 +223,28 @@ impl Drop for Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "PLUGRL_CONFORMANCE_REQUIRED=1 says the checker must run")]
+    fn a_required_check_fails_instead_of_skipping() {
+        let _ = skip(
+            true,
+            "conformance_float32",
+            "no protocol checker at /nowhere",
+        );
+    }
+
+    #[test]
+    fn a_check_not_required_is_skipped() {
+        assert_eq!(
+            skip(
+                false,
+                "conformance_float32",
+                "no protocol checker at /nowhere"
+            ),
+            None
+        );
+    }
 
     #[test]
     fn quoting_survives_a_shell() {
