@@ -1196,6 +1196,13 @@ mod tests {
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             );
+            // A TEST that names no test (a renamed module or function)
+            // runs none, and that child succeeds too.
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("test result: ok. 1 passed;"),
+                "the child did not run {TEST}:\n{stdout}"
+            );
             return;
         }
         // Opening a ledger logs (at Info) before connecting.
