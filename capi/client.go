@@ -261,8 +261,8 @@ func use(p *C.plugrl_client) (*clientHandle, C.plugrl_status) {
 
 //export plugrl__go_metadata_int
 func plugrl__go_metadata_int(p *C.plugrl_client, key *C.plugrl_cchar, value *C.int64_t, present *C.int) (st C.plugrl_status) {
-	zeroInt64(value)
-	zeroInt(present)
+	zero(value)
+	zero(present)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -324,8 +324,8 @@ func clearOut(present *C.int, length *C.size_t) {
 
 //export plugrl__go_metadata_string
 func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
-	zeroSize(length)
-	zeroInt(present)
+	zero(length)
+	zero(present)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -349,7 +349,7 @@ func plugrl__go_metadata_string(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.
 
 //export plugrl__go_metadata_has_feature
 func plugrl__go_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar, present *C.int) (st C.plugrl_status) {
-	zeroInt(present)
+	zero(present)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -367,8 +367,8 @@ func plugrl__go_metadata_has_feature(p *C.plugrl_client, feature *C.plugrl_cchar
 
 //export plugrl__go_metadata_json
 func plugrl__go_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.char, size C.size_t, length *C.size_t, present *C.int) (st C.plugrl_status) {
-	zeroSize(length)
-	zeroInt(present)
+	zero(length)
+	zero(present)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -567,7 +567,7 @@ func plugrl__go_feedback(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepID
 
 //export plugrl__go_can_reuse
 func plugrl__go_can_reuse(p *C.plugrl_client, env C.int64_t, yes *C.int) (st C.plugrl_status) {
-	zeroInt(yes)
+	zero(yes)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st

@@ -263,40 +263,20 @@ func bufferSize(size C.size_t) (n int, ok bool) {
 // badSizeMsg is the message for a size bufferSize refuses.
 const badSizeMsg = "%s is %d bytes, more than any buffer can hold: pass the buffer's size in bytes"
 
-// Out-parameters. A call that writes its results through the caller's
-// pointers (present, length, value, yes, steps, known, step_size, runner)
-// sets each that is not NULL to zero before anything can fail, so that
+// zero sets a result pointer of the caller's to its zero value, if it is
+// not NULL. A call that writes its results through the caller's pointers
+// (present, length, value, yes, steps, known, step_size, runner) zeroes
+// each before anything can fail, so that
 // whatever the status, the caller never reads what was there before: a C
 // caller's uninitialised "present" after PLUGRL_BUSY or PLUGRL_CLOSED read
 // as a found key. A fault there is ignored (the memory is the caller's):
 // the call meets it again when it writes its result, inside its own
 // recover, and reports it as PLUGRL_INVALID_ARGUMENT.
-
-func zeroInt(p *C.int) {
+func zero[T any](p *T) {
 	if p != nil {
 		defer ignoreFault()
-		*p = 0
-	}
-}
-
-func zeroInt64(p *C.int64_t) {
-	if p != nil {
-		defer ignoreFault()
-		*p = 0
-	}
-}
-
-func zeroSize(p *C.size_t) {
-	if p != nil {
-		defer ignoreFault()
-		*p = 0
-	}
-}
-
-func zeroRunner(p **C.plugrl_runner) {
-	if p != nil {
-		defer ignoreFault()
-		*p = nil
+		var z T
+		*p = z
 	}
 }
 

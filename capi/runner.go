@@ -75,7 +75,7 @@ func useRunner(p *C.plugrl_runner) (*runnerHandle, C.plugrl_status) {
 
 //export plugrl__go_runner_new
 func plugrl__go_runner_new(cp *C.plugrl_client, numEnvs C.size_t, out **C.plugrl_runner) (st C.plugrl_status) {
-	zeroRunner(out)
+	zero(out)
 	c, st := use(cp)
 	if st != C.PLUGRL_OK {
 		return st
@@ -178,8 +178,8 @@ func plugrl__go_runner_on_episode(p *C.plugrl_runner, fn C.plugrl_episode_fn, us
 
 //export plugrl__go_runner_step_size
 func plugrl__go_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known *C.int) (st C.plugrl_status) {
-	zeroInt64(stepSize)
-	zeroInt(known)
+	zero(stepSize)
+	zero(known)
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {
 		return st
@@ -197,7 +197,7 @@ func plugrl__go_runner_step_size(p *C.plugrl_runner, stepSize *C.int64_t, known 
 
 //export plugrl__go_runner_chunk
 func plugrl__go_runner_chunk(p *C.plugrl_runner, env C.int64_t, dst unsafe.Pointer, size C.size_t, dtype C.plugrl_dtype, steps *C.int64_t) (st C.plugrl_status) {
-	zeroInt64(steps)
+	zero(steps)
 	h, st := useRunner(p)
 	if st != C.PLUGRL_OK {
 		return st
