@@ -38,6 +38,11 @@
 #                             cannot be written (not root, no such file),
 #                             says so and runs with the machine's setting;
 #                             0 (the default) or 1
+#   PLUGRL_BENCH_CPU_SYSFS=DIR  where PLUGRL_BENCH_POLL_IDLE finds the
+#                             cores' cpuN/power and cpuN/cpuidle files
+#                             (default /sys/devices/system/cpu; a fake tree
+#                             lets tests/bench_poll_idle.sh check the change
+#                             and its undoing on any machine)
 #   PLUGRL_BENCH_LEDGER=0     leave out the ledger-digest and ledger-full
 #                             clients (libplugrl recording a step ledger); 0
 #                             or 1 (the default)
@@ -272,18 +277,19 @@ trap cleanup EXIT
 # state), each core's value put back by cleanup. A core where it cannot be
 # set ends the attempt: the bench then runs as the machine is, and says so.
 idle_note="idle: the machine's setting"
+cpu_sysfs=${PLUGRL_BENCH_CPU_SYSFS:-/sys/devices/system/cpu}
 if [[ $poll_idle == 1 ]]; then
   idle_note="idle: cores 0 and 1 polling (PLUGRL_BENCH_POLL_IDLE=1)"
   for c in 0 1; do
-    f=/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
+    f=$cpu_sysfs/cpu$c/power/pm_qos_resume_latency_us
     # "n/a" leaves cpuidle its state 0, which polls only where it is the
     # POLL state (x86 drivers); with no cpuidle driver, or an ARM one
     # (state 0 is WFI), the core still halts and the note would be false.
     why="cannot be written (needs root, and a kernel with per-core PM QoS)"
-    state0=$(cat "/sys/devices/system/cpu/cpu$c/cpuidle/state0/name" 2>/dev/null || true)
+    state0=$(cat "$cpu_sysfs/cpu$c/cpuidle/state0/name" 2>/dev/null || true)
     if [[ $state0 != POLL ]]; then
       why="would not make core $c poll: its idle state 0 is \"${state0:-none}\", not POLL (cpuidle driver"
-      why+=" $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none))"
+      why+=" $(cat "$cpu_sysfs/cpuidle/current_driver" 2>/dev/null || echo none))"
     fi
     if [[ $state0 == POLL ]] && was=$(cat "$f" 2>/dev/null) && echo n/a 2>/dev/null >"$f"; then
       idle_was[$f]=$was
