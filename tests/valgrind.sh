@@ -132,6 +132,16 @@ PY
 PLUGRL_TEST_TLS=1 PLUGRL_LEDGER="$tmp/probe_c.ledger" PLUGRL_LEDGER_LEVEL=full \
   clean probe_c "$probe_flags --stop-after 150" bash -c '"${@:1:$#-1}" --url "${@: -1}" --ca-file "$PLUGRL_TEST_CA_FILE"' _ \
   "${memcheck[@]}" --log-file="$tmp/probe_c.log" "$bin/plugrl_probe_client_c" --envs 3
+# The run above is the one that puts the ledger's writer under Memcheck: a
+# library that recorded no ledger passed it as well, with that code never
+# run. Its full ledger must exist and read as whole.
+if [[ ! -s $tmp/probe_c.ledger ]] || ! "$bin/plugrl" ledger summary "$tmp/probe_c.ledger" >"$tmp/probe_c.summary" 2>&1 ||
+  ! grep -q "recording a full ledger to $tmp/probe_c.ledger" "$tmp/probe_c.out"; then
+  cat "$tmp/probe_c.out" "$tmp/probe_c.summary" >&2 2>/dev/null || true
+  echo "FAIL probe_c: no full step ledger was recorded to $tmp/probe_c.ledger (PLUGRL_LEDGER, PLUGRL_LEDGER_LEVEL=full)" >&2
+  exit 1
+fi
+echo "ok   probe_c: its full step ledger: $(grep -m1 -i 'records' "$tmp/probe_c.summary" || head -n 1 "$tmp/probe_c.summary")"
 clean probe_cpp "$probe_flags --stop-after 150" bash -c '"${@:1:$#-1}" --url "${@: -1}"' _ \
   "${memcheck[@]}" --log-file="$tmp/probe_cpp.log" "$bin/plugrl_probe_client" --envs 3
 clean host_clean "$probe_flags" "${memcheck[@]}" --log-file="$tmp/host_clean.log" "$bin/valgrind_host" --clean
