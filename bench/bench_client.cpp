@@ -36,7 +36,9 @@
 // The second form measures the cost of one C call into the library: K calls
 // each of plugrl_version_number, plugrl_status_str, plugrl_metadata_int and
 // plugrl_stats (on an open client, after a few exchanges so that the
-// round-trip histogram is not empty), printed in ns per call.
+// round-trip histogram is not empty), printed in ns per call. The first
+// two are C only (they never enter Go, so that a signal handler may call
+// them): their figure is the call alone; the last two enter Go.
 //
 // The third form measures the memory one idle client costs: it opens and
 // closes one client (so that the Go runtime's own start-up is not counted),
@@ -152,8 +154,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The cost of one C call into the library, for a function without a handle,
-// one that calls back into C, and a metadata getter on an open client.
+// The cost of one C call into the library: two handle-free helpers, C only,
+// then a metadata getter and the stats of an open client, which enter Go.
 int time_calls(plugrl_client *c, long long k) {
   volatile int sink = 0;
   auto t0 = std::chrono::steady_clock::now();

@@ -8,7 +8,9 @@
 ** progress at the fork). So the child never enters Go: every call returns
 ** PLUGRL_CLOSED (or a static answer), and nothing touches the parent's
 ** connections. plugrl_interrupt, plugrl_runner_interrupt and
-** plugrl_fix_signal_handlers are C already (helpers.c).
+** plugrl_fix_signal_handlers are C already (helpers.c), and so are
+** plugrl_version, plugrl_version_number, plugrl_status_str and
+** plugrl_dtype_size (below), which never enter Go.
 **
 ** Each also lets a real-time caller raise sysmon to its priority before it
 ** enters Go (plugrl__rt_ceiling, helpers.c): entering Go from a real-time
@@ -248,56 +250,66 @@ plugrl_status plugrl_can_reuse(plugrl_client *client, int64_t env, int *yes) {
   return result;
 }
 
-const char *plugrl_version(void) {
-  if (plugrl__forked) {
-    return PLUGRL_VERSION_STRING;
-  }
-  enter();
-  const char *result = plugrl__go_version();
-  leave();
-  return result;
-}
+/* The four handle-free helpers answer in C, without entering Go: they are
+** async-signal-safe (plugrl.h, CONVENTIONS, Signals). A signal handler
+** that called one (a SIGINT handler writing plugrl_status_str of the last
+** status, a crash reporter recording plugrl_version) on a thread that the
+** signal caught inside the library's Go code entered Go a second time on
+** that thread, and the runtime ended the process ("fatal error: morestack
+** on g0", "unexpected return pc"; CTest signal_helpers). They answer the
+** same in a forked child, and bind no thread to the runtime nor wait for a
+** collection. */
+const char *plugrl_version(void) { return PLUGRL_VERSION_STRING; }
 
-int plugrl_version_number(void) {
-  if (plugrl__forked) {
-    return PLUGRL_VERSION_NUMBER;
-  }
-  enter();
-  int result = plugrl__go_version_number();
-  leave();
-  return result;
-}
+int plugrl_version_number(void) { return PLUGRL_VERSION_NUMBER; }
+
+/* The English names of the statuses, by value: core/client's Kinds, which
+** capi's TestStatusStrMatchesKinds checks them against. */
+static const char *const status_names[] = {
+    [PLUGRL_OK] = "ok",
+    [PLUGRL_STOPPED] = "stopped by server",
+    [PLUGRL_RECONNECTED] = "reconnected",
+    [PLUGRL_TIMEOUT] = "timeout",
+    [PLUGRL_SERVER_ERROR] = "server error",
+    [PLUGRL_PROTOCOL_ERROR] = "protocol error",
+    [PLUGRL_INVALID_ARGUMENT] = "invalid argument",
+    [PLUGRL_OUT_OF_ORDER] = "call out of order",
+    [PLUGRL_CONNECT_FAILED] = "connection failed",
+    [PLUGRL_CLOSED] = "closed or invalid handle",
+    [PLUGRL_BUSY] = "busy",
+    [PLUGRL_BUFFER_TOO_SMALL] = "buffer too small",
+    [PLUGRL_NO_MEMORY] = "out of memory",
+    [PLUGRL_INTERNAL] = "internal error",
+    [PLUGRL_INTERRUPTED] = "interrupted",
+};
 
 const char *plugrl_status_str(plugrl_status status) {
   if (plugrl__forked) {
     return forked_msg;
   }
-  enter();
-  const char *result = plugrl__go_status_str(status);
-  leave();
-  return result;
+  /* Compared as unsigned: an enum may be unsigned or signed, and a value
+  ** cast from a negative int must not index before the table. */
+  unsigned long i = (unsigned long)(long)status;
+  if (i < sizeof status_names / sizeof status_names[0] && status_names[i] != NULL) {
+    return status_names[i];
+  }
+  return "unknown status";
 }
 
+/* The header's enum; capi's TestDtypeSizeMatchesWire checks it against
+** the wire's dtypes. */
 size_t plugrl_dtype_size(plugrl_dtype dtype) {
-  if (plugrl__forked) {
-    /* The header's enum, answered without Go (hostile.c's fork case
-    ** checks that the child's sizes are the parent's). */
-    switch (dtype) {
-    case PLUGRL_DTYPE_BOOL: case PLUGRL_DTYPE_U8: case PLUGRL_DTYPE_I8:
-      return 1;
-    case PLUGRL_DTYPE_U16: case PLUGRL_DTYPE_I16: case PLUGRL_DTYPE_F16:
-      return 2;
-    case PLUGRL_DTYPE_U32: case PLUGRL_DTYPE_I32: case PLUGRL_DTYPE_F32:
-      return 4;
-    case PLUGRL_DTYPE_U64: case PLUGRL_DTYPE_I64: case PLUGRL_DTYPE_F64:
-      return 8;
-    }
-    return 0;
+  switch (dtype) {
+  case PLUGRL_DTYPE_BOOL: case PLUGRL_DTYPE_U8: case PLUGRL_DTYPE_I8:
+    return 1;
+  case PLUGRL_DTYPE_U16: case PLUGRL_DTYPE_I16: case PLUGRL_DTYPE_F16:
+    return 2;
+  case PLUGRL_DTYPE_U32: case PLUGRL_DTYPE_I32: case PLUGRL_DTYPE_F32:
+    return 4;
+  case PLUGRL_DTYPE_U64: case PLUGRL_DTYPE_I64: case PLUGRL_DTYPE_F64:
+    return 8;
   }
-  enter();
-  size_t result = plugrl__go_dtype_size(dtype);
-  leave();
-  return result;
+  return 0;
 }
 
 plugrl_status plugrl_runner_new(plugrl_client *client, size_t num_envs, plugrl_runner **runner) {

@@ -12,10 +12,12 @@ package main
 #include "plugrl.h"
 
 // For TestThreadExitBracket: n threads, one after another, that each call
-// into the library through an exported function and exit.
+// into the library through an exported function that enters Go (not one
+// of the helpers that answer in C: plugrl_version_number, used here
+// before, binds no thread now) and exit.
 static void *plugrl__call_and_exit(void *arg) {
   (void)arg;
-  (void)plugrl_version_number();
+  (void)plugrl_errmsg(NULL);
   return NULL;
 }
 
@@ -30,7 +32,7 @@ static int plugrl__live_n;
 
 static void *plugrl__call_and_wait(void *arg) {
   int i = (int)(intptr_t)arg;
-  (void)plugrl_version_number();
+  (void)plugrl_errmsg(NULL); // enters Go, which binds the thread
   pthread_mutex_lock(&plugrl__live_mu);
   plugrl__live_tid[i] = (pid_t)syscall(SYS_gettid);
   plugrl__live_called++;
@@ -122,6 +124,7 @@ func callsInside() int { return int(C.plugrl__gate_inside()) }
 // as a C caller would, for tests of their bracket (Go test files cannot
 // use cgo).
 func callThroughWrappers() {
+	// The first four answer in C, without the bracket; the rest enter Go.
 	_ = C.plugrl_version_number()
 	_ = C.plugrl_version()
 	_ = C.plugrl_status_str(C.PLUGRL_TIMEOUT)

@@ -10,53 +10,31 @@ package main
 */
 import "C"
 
-import "github.com/plugrl/libplugrl/core/client"
-
-// The version is plugrl.h's: PLUGRL_VERSION_STRING and
-// PLUGRL_VERSION_NUMBER, read here through cgo, so the library cannot
-// disagree with the header it was built with.
-var versionCString = (*C.plugrl_cchar)(C.CString(C.PLUGRL_VERSION_STRING))
-
 func main() {}
 
-//export plugrl__go_version
-func plugrl__go_version() *C.plugrl_cchar { return versionCString }
+// plugrl_version, plugrl_version_number, plugrl_status_str and
+// plugrl_dtype_size are C (exports.c), so that a signal handler may call
+// them: they never enter Go. Their answers are checked against the Go
+// tables here (TestStatusStrMatchesKinds, TestDtypeSizeMatchesWire)
+// through cStatusStr, cDtypeSize and wireDtypeSize, since a test file cannot use cgo.
 
-//export plugrl__go_version_number
-func plugrl__go_version_number() C.int { return C.PLUGRL_VERSION_NUMBER }
-
-//export plugrl__go_status_str
-func plugrl__go_status_str(status C.plugrl_status) (s *C.plugrl_cchar) {
-	defer recoverString(&s)
-	if status >= 0 && int(status) < len(statusNames) {
-		return statusNames[status]
-	}
-	return unknownStatus
+// cStatusStr is plugrl_status_str(status) as a Go string.
+func cStatusStr(status int) string {
+	return C.GoString(C.plugrl_status_str(C.plugrl_status(status)))
 }
 
-// The names of client.Kinds as static C strings, made once: the table is
-// the one place a status is named.
-var (
-	statusNames   [len(client.Kinds)]*C.plugrl_cchar
-	unknownStatus = (*C.plugrl_cchar)(C.CString("unknown status"))
-)
+// cDtypeSize is plugrl_dtype_size(dtype).
+func cDtypeSize(dtype int) int { return int(C.plugrl_dtype_size(C.plugrl_dtype(dtype))) }
 
-func init() {
-	for i, k := range client.Kinds {
-		statusNames[i] = (*C.plugrl_cchar)(C.CString(k.Name))
+// wireDtypeSize is the size of the wire's dtype for the enum value dtype,
+// 0 for a value that is no dtype: what plugrl_dtype_size must give.
+func wireDtypeSize(dtype int) int {
+	if d, ok := dtypeOf(C.plugrl_dtype(dtype)); ok {
+		return d.Size
 	}
+	return 0
 }
 
-//export plugrl__go_dtype_size
-func plugrl__go_dtype_size(dtype C.plugrl_dtype) (n C.size_t) {
-	defer func() {
-		if recover() != nil {
-			n = 0
-		}
-	}()
-	d, ok := dtypeOf(dtype)
-	if !ok {
-		return 0
-	}
-	return C.size_t(d.Size)
-}
+// internalText is plugrl_status_str(PLUGRL_INTERNAL): static C memory,
+// what recoverString gives a string export that panicked.
+var internalText = (*C.plugrl_cchar)(C.plugrl_status_str(C.PLUGRL_INTERNAL))

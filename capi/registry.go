@@ -641,7 +641,7 @@ const unreachableMemory = "(freed, unmapped, or a GPU's device memory)"
 // the static "internal error" text instead.
 func recoverString(s **C.plugrl_cchar) {
 	if recover() != nil {
-		*s = statusNames[C.PLUGRL_INTERNAL]
+		*s = internalText
 	}
 }
 

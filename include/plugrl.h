@@ -105,6 +105,17 @@
 **             done anything); pthread_join then gives PTHREAD_CANCELED,
 **             as for any cancel. To end a call that waits, interrupt it
 **             (plugrl_interrupt) or close its handle from another thread.
+**   Signals.  A signal handler may call plugrl_interrupt,
+**             plugrl_interrupt_all and plugrl_runner_interrupt (to end
+**             calls), and plugrl_status_str, plugrl_version,
+**             plugrl_version_number and plugrl_dtype_size (static answers,
+**             in C): these are async-signal-safe, on any thread, also one
+**             the signal caught inside a call. No other function is: each
+**             enters the Go runtime, and from a handler that caught its
+**             thread in the library's Go code it ends the process (the
+**             runtime's "fatal error") or hangs it; plugrl_errmsg,
+**             plugrl_stats and plugrl_close too. Keep the status in the
+**             handler and read plugrl_errmsg once the call has returned.
 **
 ** PROCESS FACTS (the library contains the Go runtime):
 **
@@ -158,8 +169,10 @@
 **     collection is the backstop, and the one collection that can still
 **     meet a caller. GOGC or GOMEMLIMIT set in the environment leave the
 **     collector to the user.
-**   - A thread's first call into the library binds it to one of the Go
-**     runtime's threads, and such first calls are made one at a time (a
+**   - A thread's first call into the library (but for
+**     plugrl_fix_signal_handlers and the seven functions of CONVENTIONS,
+**     Signals, which never enter Go) binds it to one of the Go runtime's
+**     threads, and such first calls are made one at a time (a
 **     few microseconds each): many threads starting at once queue for it
 **     asleep, instead of spinning, which starved 64 real-time threads
 **     opening clients together on one core. It also gives the runtime a
@@ -322,10 +335,11 @@ extern "C" {
 #define PLUGRL_VERSION_STRING "0.2.0"
 #define PLUGRL_VERSION_NUMBER 2000
 
-/* The library's version string, e.g. "0.2.0". Static; never NULL. */
+/* The library's version string, e.g. "0.2.0". Static; never NULL.
+** Async-signal-safe (CONVENTIONS, Signals). */
 const char *plugrl_version(void);
 
-/* The library's PLUGRL_VERSION_NUMBER. */
+/* The library's PLUGRL_VERSION_NUMBER. Async-signal-safe. */
 int plugrl_version_number(void);
 
 /*
@@ -405,7 +419,8 @@ typedef enum plugrl_status {
 
 /* A static English name for a status, e.g. "stopped by server". Never NULL;
 ** an unknown value gives "unknown status" (in a forked child, see PROCESS
-** FACTS, a sentence saying the library cannot be used there). Thread-safe. */
+** FACTS, a sentence saying the library cannot be used there). Thread-safe
+** and async-signal-safe (CONVENTIONS, Signals). */
 const char *plugrl_status_str(plugrl_status status);
 
 /*
@@ -426,7 +441,7 @@ typedef enum plugrl_dtype {
   PLUGRL_DTYPE_F64 = 12  /* <f8 */
 } plugrl_dtype;
 
-/* Bytes per element of dtype, or 0 for an unknown value. */
+/* Bytes per element of dtype, or 0 for an unknown value. Async-signal-safe. */
 size_t plugrl_dtype_size(plugrl_dtype dtype);
 
 /* The largest ndim an array may have. */

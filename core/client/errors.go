@@ -13,11 +13,13 @@ import (
 // (include/plugrl.h): TestKindsMatchHeader checks the two against each
 // other, and the C API converts one to the other by value.
 //
-// Adding a status touches two places: the plugrl_status enum in
-// include/plugrl.h (the contract: its value and its documentation) and,
-// here, a Kind constant at that value with its row in Kinds (C name and
-// English name). Nothing else names statuses: capi converts by value and
-// builds plugrl_status_str's strings from Kinds, and helpers.c names none.
+// Adding a status touches three places: the plugrl_status enum in
+// include/plugrl.h (the contract: its value and its documentation); here,
+// a Kind constant at that value with its row in Kinds (C name and English
+// name); and plugrl_status_str's table in capi/exports.c, C so that a
+// signal handler may call it (it never enters Go), which capi's
+// TestStatusStrMatchesKinds checks against Kinds. Nothing else names
+// statuses: capi converts by value.
 type Kind int
 
 // The kinds, numbered as plugrl_status.
