@@ -133,6 +133,16 @@
 **     harmless (its connection is answered and then ended by its server;
 **     the library calls a log or episode callback only during a call on
 **     its handle, so it never calls into the unloaded plugin).
+**     Loaded late, it needs room in glibc's static TLS: a library built
+**     by Go uses the initial-exec TLS model (libplugrl's segment is 28
+**     bytes), which dlopen() takes from the small surplus glibc reserves
+**     at start. Once libraries dlopen()ed before it have used that up
+**     (ones with large initial-exec TLS: OpenMP runtimes, allocators),
+**     dlopen() of the plugin fails with "cannot allocate memory in static
+**     TLS block" (measured on glibc 2.36, x86-64: after two libraries of
+**     1600 and 100 bytes of such TLS). Then link libplugrl into the
+**     program, or LD_PRELOAD it, so that it is loaded at start, or raise
+**     the surplus (GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096).
 **   - Do not fork() without exec() after the library is loaded and has
 **     started its threads; the child would have a broken Go runtime. In
 **     such a child every handle is dead (PLUGRL_CLOSED, the parent's
