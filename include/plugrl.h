@@ -784,7 +784,8 @@ typedef struct plugrl_options {
 ** be created, or a path that is not a regular file or a directory (a FIFO,
 ** a device), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT (one the
 ** process has no descriptor left to open: PLUGRL_CONNECT_FAILED). A write
-** that fails later (a full disk) ends the ledger at its last block
+** that fails later (a full disk), or a file deleted or truncated by
+** someone else while it is written, ends the ledger at its last block
 ** written: the log callback is told, at PLUGRL_LOG_WARN, on the thread of
 ** the next call that would have recorded, and again by plugrl_close, at
 ** PLUGRL_LOG_ERROR; the calls themselves go on. plugrl_close waits at most

@@ -31,6 +31,7 @@ func stalled(t *testing.T, readerGone bool, o Options) (*Writer, *os.File) {
 	w.flushMu.Lock() // no flush while the file is swapped
 	real := w.file
 	w.file = pw
+	w.fd = -1 // the pipe is not a file whose size or links say anything (fileChanged)
 	w.flushMu.Unlock()
 	real.Close()
 	return w, r

@@ -602,6 +602,72 @@ func TestFileDeleted(t *testing.T) {
 	}
 }
 
+// TestFileTruncated: a ledger whose file is truncated under it while it
+// records (logrotate's copytruncate, or `: > file` to free a full disk)
+// ends, says so once, and Close returns why, leaving what the truncation
+// left readable. Before, it wrote on at its own offset: the file became a
+// hole of zeros followed by blocks, which read as "not a plugrl ledger"
+// (cut to 0) or as damaged in the middle (cut inside), hiding every
+// record, and nothing said so.
+func TestFileTruncated(t *testing.T) {
+	for _, cut := range []string{"empty", "half"} {
+		t.Run(cut, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l")
+			warned := make(chan string, 8)
+			w, err := ledger.Create(path, ledger.Options{FlushInterval: 5 * time.Millisecond,
+				Warn: func(m string) { warned <- m }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var size int64
+			for i := 0; size < 2048; i++ {
+				w.Received([]byte{byte(i), byte(i >> 8), 1, 2, 3})
+				time.Sleep(time.Millisecond)
+				if i > 5000 {
+					t.Fatal("no blocks written")
+				}
+				if fi, err := os.Stat(path); err == nil {
+					size = fi.Size()
+				}
+			}
+			to := int64(0)
+			if cut == "half" {
+				to = size / 2
+			}
+			if err := os.Truncate(path, to); err != nil {
+				t.Fatal(err)
+			}
+			var said string
+			for deadline := time.Now().Add(5 * time.Second); said == "" && time.Now().Before(deadline); {
+				w.Received([]byte("after"))
+				select {
+				case said = <-warned:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if !strings.Contains(said, "truncated") {
+				t.Fatalf("warned %q; want a warning that the file was truncated", said)
+			}
+			if err := w.Close(); err == nil || !strings.Contains(err.Error(), "truncated") {
+				t.Fatalf("Close returned %v; want the truncated file's error", err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() != to {
+				t.Fatalf("the file holds %d bytes after it was cut to %d: the ledger wrote on past the cut", fi.Size(), to)
+			}
+			if to > 0 {
+				recs, _, err := readAll(t, path)
+				if errors.Is(err, ledger.ErrDamaged) || len(recs) == 0 || recs[0].Kind != ledger.KindOpen {
+					t.Fatalf("what the cut left reads as %d records, %v; want its records up to the cut", len(recs), err)
+				}
+			}
+		})
+	}
+}
+
 const childEnv = "PLUGRL_LEDGER_TEST_CHILD"
 
 // TestKilled kills a writer with SIGKILL mid-run and reads what it left.

@@ -28,7 +28,7 @@ func fileSizeLimit() (limit int64, ok bool) { return 0, false }
 
 func errFileSize(limit int64) error { return nil }
 
-// fileDeleted: not known here (see open_unix.go).
-func fileDeleted(fd int) bool { return false }
+// fileChanged: not known here (see open_unix.go).
+func fileChanged(fd int, size int64) error { return nil }
 
 func rawFD(f *os.File) int { return -1 }

@@ -111,13 +111,27 @@ func errFileSize(limit int64) error {
 	return fmt.Errorf("%w: the ledger has reached the process's file size limit (RLIMIT_FSIZE, %d bytes)", syscall.EFBIG, limit)
 }
 
-// fileDeleted reports whether the file of descriptor fd (rawFD's) has no
-// name left (st_nlink 0): it was deleted, or its directory was, while the
-// ledger wrote it. It allocates nothing (os.File.Stat would), as a flush
-// must not.
-func fileDeleted(fd int) bool {
+// fileChanged says what happened to the file of descriptor fd (rawFD's)
+// under the ledger, which has written size bytes to it: nil, or
+// errDeleted when it has no name left (st_nlink 0: it was deleted, or its
+// directory was), or errCut when it is shorter than the ledger wrote it
+// (truncated by someone else: logrotate's copytruncate, `: > file` to
+// free a full disk). The ledger's next write would go at its own offset,
+// past the end: the file would become a hole of zeros and then blocks,
+// unreadable from its first byte. It allocates nothing (os.File.Stat
+// would), as a flush must not.
+func fileChanged(fd int, size int64) error {
 	var st syscall.Stat_t
-	return fd >= 0 && syscall.Fstat(fd, &st) == nil && st.Nlink == 0
+	if fd < 0 || syscall.Fstat(fd, &st) != nil {
+		return nil
+	}
+	switch {
+	case st.Nlink == 0:
+		return errDeleted
+	case st.Size < size:
+		return errCut
+	}
+	return nil
 }
 
 // rawFD is f's descriptor, or -1, without os.File.Fd's switch of the

@@ -910,19 +910,22 @@ func (w *Writer) writeOut() {
 		if limit, ok := fileSizeLimit(); ok && w.size+int64(len(out)) > limit {
 			out, err = wholeBlocks(out, limit-w.size), errFileSize(limit)
 		}
+		// A file deleted under the ledger (a clean-up job, its directory
+		// removed) takes every write and keeps none where anyone can read
+		// it, while it holds the disk's space until Close; one truncated
+		// under it would be written on past its end, leaving a hole
+		// before the blocks that makes the whole file unreadable. Either
+		// way the ledger ends, before this write, and says so, as at a
+		// failed write (an fstat a flush).
+		if cerr := fileChanged(w.fd, w.size); cerr != nil {
+			out, err = nil, cerr
+		}
 		if len(out) > 0 { // at the limit already: no write at all (a 0-byte one may still signal)
 			n, werr := w.file.Write(out)
 			w.size += int64(n)
 			if werr != nil {
 				err = werr
 			}
-		}
-		// A file deleted under the ledger (a clean-up job, its directory
-		// removed) takes every write and keeps none where anyone can read
-		// it, while it holds the disk's space until Close: the ledger
-		// ends, and says so, as at a failed write (an fstat a flush).
-		if err == nil && fileDeleted(w.fd) {
-			err = errDeleted
 		}
 		if err != nil {
 			w.werr = fmt.Errorf("ledger: writing %s: %w", w.file.Name(), err)
@@ -936,6 +939,9 @@ func (w *Writer) writeOut() {
 
 // errDeleted is the error of a ledger whose file was deleted.
 var errDeleted = errors.New("the file was deleted (or its directory was) while the ledger wrote it: what it wrote cannot be read back")
+
+// errCut is the error of a ledger whose file was truncated under it.
+var errCut = errors.New("the file was truncated by another program while the ledger wrote it (it keeps what the cut left)")
 
 // wholeBlocks is the longest run of whole blocks at the start of out (as
 // writeBlock made them) that takes at most room bytes.
