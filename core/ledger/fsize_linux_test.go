@@ -98,4 +98,23 @@ func fsizeChild(path string) {
 		w.Close()
 		os.Exit(4)
 	}
+	// In a directory, the failed Create leaves no file behind: it made
+	// the file, which holds no header, and a process restarted after
+	// each failure left one more.
+	dir := path + ".d"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		fmt.Println("mkdir:", err)
+		os.Exit(3)
+	}
+	for range 2 {
+		if w, err := ledger.Create(dir, ledger.Options{}); !errors.Is(err, syscall.EFBIG) {
+			fmt.Println("Create(a directory) under an 8-byte limit returned", err, "; want the file size limit's error")
+			w.Close()
+			os.Exit(4)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		fmt.Printf("Create(a directory) failed and left %d file(s) there: %s\n", len(left), left[0].Name())
+		os.Exit(4)
+	}
 }

@@ -304,9 +304,20 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 			}
 			continue
 		}
+		// A file of a directory's that could not take its header (a full
+		// disk, a file size limit) is removed: this open made it
+		// (O_EXCL), and it is no ledger; each failed open (a supervisor
+		// restarting the process) left another empty file, which
+		// `plugrl ledger` cannot read.
+		discard := func() {
+			if inDir {
+				_ = os.Remove(path)
+			}
+			f.Close()
+		}
 		header := appendHeader(nil)
 		if limit, ok := fileSizeLimit(); err == nil && ok && limit < int64(len(header)) {
-			f.Close()
+			discard()
 			err = errFileSize(limit) // not even the header fits: its write would raise SIGXFSZ
 		}
 		if err == nil {
@@ -314,7 +325,7 @@ func createFile(asked string, warn func(string)) (*os.File, error) {
 				warn(fmt.Sprintf("ledger %s: written without a lock (none on this file system, or on this platform): another process given the same path would overwrite it", path))
 			}
 			if _, err = f.Write(header); err != nil {
-				f.Close()
+				discard()
 				err = fmt.Errorf("writing %s: %w", path, err)
 			}
 		}
