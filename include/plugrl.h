@@ -784,9 +784,9 @@ typedef struct plugrl_options {
 ** be created, or a path that is not a regular file or a directory (a FIFO,
 ** a device), makes plugrl_open fail with PLUGRL_INVALID_ARGUMENT (one the
 ** process has no descriptor left to open: PLUGRL_CONNECT_FAILED). The
-** library never fsyncs the file, even in plugrl_close: after a power cut
-** only what the kernel had written back remains (sync it yourself if it
-** must survive one). A new file gets mode 0644 less the umask. A write
+** file is synced to disk (fsync) once, by plugrl_close after the last
+** record; before that, a power cut keeps only what the kernel had written
+** back. A new file gets mode 0644 less the umask. A write
 ** that fails later (a full disk), or a file deleted or truncated by
 ** someone else while it is written, ends the ledger at its last block
 ** written: the log callback is told, at PLUGRL_LOG_WARN, on the thread of

@@ -213,3 +213,46 @@ func TestCreateInDirOfManyRuns(t *testing.T) {
 		t.Fatalf("the ledger went to %s; want a name past the %d taken", w.Path(), runs)
 	}
 }
+
+// TestCloseSyncsToDisk: Close asks for the file to reach the disk after
+// its last block (the end record) is written, so that a ledger closed
+// without an error survives a power cut; it never did (no fsync at all,
+// strace of a whole run). A sync that fails is Close's error.
+func TestCloseSyncsToDisk(t *testing.T) {
+	real := syncToDisk
+	t.Cleanup(func() { syncToDisk = real })
+	var synced []int64 // the file's size at each sync
+	syncToDisk = func(f *os.File) error {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		synced = append(synced, st.Size())
+		return real(f)
+	}
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Received([]byte("one"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 1 || synced[0] != st.Size() {
+		t.Fatalf("syncs at file sizes %v; want one, after the last block (%d bytes)", synced, st.Size())
+	}
+
+	syncToDisk = func(*os.File) error { return fmt.Errorf("input/output error") }
+	w, err = Create(filepath.Join(t.TempDir(), "l"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "syncing") {
+		t.Fatalf("Close with a sync that fails: %v; want the sync's error", err)
+	}
+}
