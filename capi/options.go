@@ -154,6 +154,9 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 	}
 	if full.api_key != nil {
 		opts.APIKey = copyString(full.api_key)
+		if err := conn.CheckAPIKey(opts.APIKey); err != nil {
+			return opts, fmt.Errorf("options.api_key: %w", err)
+		}
 	}
 	if full.tls_ca_file != nil || full.tls_insecure != 0 {
 		cfg := &tls.Config{InsecureSkipVerify: full.tls_insecure != 0}

@@ -96,7 +96,9 @@ func (HeapAllocator) Free([]byte) {}
 type Options struct {
 	// URL is ws://host:port/path or wss://...
 	URL string
-	// APIKey, when set, is sent as "Authorization: Api-Key <key>" (SPEC 1.2).
+	// APIKey, when set, is sent as "Authorization: Api-Key <key>" (SPEC 1.2),
+	// in the clear over ws://. A key with a control character (a line
+	// ending) is refused (ErrBadAPIKey; see CheckAPIKey).
 	APIKey string
 	// DialTimeout bounds the host name's lookup, the TCP connect (a name's
 	// addresses race, see dial.go), TLS and the WebSocket handshake.
@@ -470,6 +472,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	limit := o.MaxHandshakeSize
 	if limit <= 0 {
 		limit = defaultHandshake
+	}
+	if err := CheckAPIKey(o.APIKey); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", RedactedURL(o.URL), err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

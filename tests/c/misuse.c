@@ -618,6 +618,22 @@ static void test_options(void) {
   CHECK(strstr(plugrl_errmsg(c), "%25") != NULL);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 
+  /* An API key an HTTP header field cannot hold (a line ending read from a
+  ** file with it): refused, not sent altered, and the message does not
+  ** quote it. */
+  {
+    const char *bad[] = {"s3cret\r\nX-Evil: 1", "s3cret\n", "s3\x1b" "cret"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+      plugrl_options_init(&o);
+      o.url = "ws://127.0.0.1:1";
+      o.api_key = bad[i];
+      EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(strstr(plugrl_errmsg(c), "api_key") != NULL);
+      CHECK(strstr(plugrl_errmsg(c), "s3") == NULL);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    }
+  }
+
   /* Negative numbers mean nothing but the documented -1s: refused, naming
   ** the field (they used to become the defaults). */
   {

@@ -1,0 +1,50 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAPIKeyControlCharactersRefused: the API key goes into a header field
+// of the upgrade request, which cannot hold a line break or another control
+// character. net/http's header writer, which gobwas/ws uses, turned CR and
+// LF into spaces and trimmed the ends: "k\r\nX-Evil: 1" went out as
+// "Authorization: Api-Key k  X-Evil: 1" (no injection, but a key other than
+// the one given), and other control bytes went out raw. Such a key is
+// refused before anything is sent, and the message does not quote it.
+func TestAPIKeyControlCharactersRefused(t *testing.T) {
+	requests := make(chan http.Header, 8)
+	url := rawServer(t, func(c net.Conn, r *http.Request) { requests <- r.Header.Clone() })
+	for _, key := range []string{"s3cret\r\nX-Evil: 1", "s3cret\n", "s3cret\r", "s3\x00cret", "s3\x1bcret", "s3\x7fcret"} {
+		c, err := Dial(context.Background(), Options{URL: url, APIKey: key, DialTimeout: time.Second})
+		if err == nil {
+			c.Abort()
+			t.Errorf("key %q: connected; want it refused", key)
+			continue
+		}
+		if !errors.Is(err, ErrBadAPIKey) || strings.Contains(err.Error(), "s3") {
+			t.Errorf("key %q: %v; want ErrBadAPIKey, without the key", key, err)
+		}
+	}
+	select {
+	case h := <-requests:
+		t.Errorf("a request was sent, Authorization %q", h.Get("Authorization"))
+	case <-time.After(50 * time.Millisecond):
+	}
+	// A tab and bytes past ASCII are a field value's (RFC 9110 5.5).
+	for _, key := range []string{"s3\tcret", "s3crét"} {
+		c, err := Dial(context.Background(), Options{URL: url, APIKey: key, DialTimeout: time.Second})
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		if got := (<-requests).Get("Authorization"); got != "Api-Key "+key {
+			t.Errorf("key %q sent as %q", key, got)
+		}
+		c.Abort()
+	}
+}
