@@ -127,6 +127,9 @@ func goOptions(o *C.plugrl_coptions, logf func(client.Level, string)) (client.Op
 		}
 		return opts, fmt.Errorf("options.url %q is not a WebSocket URL; want ws://host:port or wss://host:port%s", conn.RedactedURL(rawURL), hint)
 	}
+	if err := conn.CheckURL(rawURL); err != nil {
+		return opts, fmt.Errorf("options.url %q: %w", conn.RedactedURL(rawURL), err)
+	}
 	ms := func(v C.int32_t) time.Duration { return time.Duration(v) * time.Millisecond }
 	opts = client.Options{
 		URL:              rawURL,

@@ -530,7 +530,9 @@ typedef struct plugrl_options {
   size_t size;                 /* sizeof(plugrl_options); set by _init */
   const char *url;             /* "ws://host:port" or "wss://host:port"; required. host is a
                                   name or an IP address ([::1] for IPv6); see "A server's
-                                  name" below */
+                                  name" below. A url with a user name or password
+                                  (ws://user:pw@host) is refused (PLUGRL_INVALID_ARGUMENT):
+                                  nothing would send them; use api_key */
   const char *api_key;         /* sent as "Authorization: Api-Key <key>"; NULL: none. Sent in
                                   the clear over ws:// (use wss:// off a trusted network); a key
                                   with a control character (a line ending read from a file

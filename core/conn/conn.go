@@ -509,6 +509,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	if o.APIKey != "" {
 		d.Header = ws.HandshakeHeaderHTTP(http.Header{"Authorization": []string{"Api-Key " + o.APIKey}})
 	}
+	if err := CheckURL(o.URL); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", RedactedURL(o.URL), err)
+	}
 	nc, br, _, err := d.Dial(dctx, o.URL)
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -732,10 +735,18 @@ func (c *Conn) fail(err error) error {
 }
 
 // RedactedURL is u as messages show it: a password in it (ws://user:
-// secret@host) is replaced by xxxxx, as net/url's Redacted does; the API
-// key is never in a message either.
+// secret@host) is replaced by xxxxx, as net/url's Redacted does, and so is
+// a user name without one (ws://token@host); the API key is never in a
+// message either.
 func RedactedURL(u string) string {
 	if p, err := url.Parse(u); err == nil && !strings.Contains(p.Opaque+p.Path+p.RawQuery+p.Fragment, "@") {
+		if p.User != nil {
+			if pw, _ := p.User.Password(); pw == "" {
+				// A user name with no password is a token as often as
+				// not (wss://TOKEN@host): hidden too.
+				p.User = url.User("xxxxx")
+			}
+		}
 		return p.Redacted()
 	}
 	// Unparseable (a typo, or a password whose characters are not

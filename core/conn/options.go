@@ -3,6 +3,7 @@ package conn
 import (
 	"errors"
 	"fmt"
+	"net/url"
 )
 
 // ErrBadAPIKey: Options.APIKey cannot go into an HTTP header field.
@@ -24,6 +25,28 @@ func CheckAPIKey(key string) error {
 			}
 			return fmt.Errorf("%w: it holds a control character (byte 0x%02x at offset %d of %d)%s, which an HTTP header field cannot", ErrBadAPIKey, b, i, len(key), hint)
 		}
+	}
+	return nil
+}
+
+// ErrURLCredentials: the URL has a user name or password in it.
+var ErrURLCredentials = errors.New("the URL has a user name or password (user:password@), which this client does not send")
+
+// CheckURL refuses a URL that this client would not connect to as it
+// reads: one with userinfo (ws://user:password@host). Nothing read it:
+// gobwas/ws sends no Authorization for it, so the server was never given
+// the credentials the caller wrote, and the connection went ahead as if
+// they had been (a reverse proxy's basic authentication refused it with
+// a 401 that did not say why); a user name alone, a token's usual place
+// in such a URL, also showed in every message and ledger (RedactedURL
+// hid a password only). A URL that does not parse is left to the dialer.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: give the server's key as the API key (options.api_key), sent as SPEC 1.2's Authorization: Api-Key", ErrURLCredentials)
 	}
 	return nil
 }

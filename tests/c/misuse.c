@@ -618,6 +618,20 @@ static void test_options(void) {
   CHECK(strstr(plugrl_errmsg(c), "%25") != NULL);
   EXPECT_N(plugrl_close(c), PLUGRL_OK);
 
+  /* Credentials in the url are refused: nothing sent them (the server
+  ** never saw them), and a user name alone (a token) showed in messages. */
+  {
+    const char *bad[] = {"ws://robot:s3cret@127.0.0.1:1", "ws://s3cret@127.0.0.1:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+      plugrl_options_init(&o);
+      o.url = bad[i];
+      EXPECT_C(c, plugrl_open(&o, &c), PLUGRL_INVALID_ARGUMENT);
+      CHECK(strstr(plugrl_errmsg(c), "api_key") != NULL);
+      CHECK(strstr(plugrl_errmsg(c), "s3") == NULL);
+      EXPECT_N(plugrl_close(c), PLUGRL_OK);
+    }
+  }
+
   /* An API key an HTTP header field cannot hold (a line ending read from a
   ** file with it): refused, not sent altered, and the message does not
   ** quote it. */
