@@ -512,6 +512,20 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	if err := CheckURL(o.URL); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", RedactedURL(o.URL), err)
 	}
+	if host, name, ok := unzoned(o.URL); ok {
+		// An IPv6 literal with a zone (see unzoned): the Host field and
+		// the certificate's check take the address without it.
+		d.Host = host
+		if cfg := o.TLS; cfg == nil || cfg.ServerName == "" {
+			if cfg == nil {
+				cfg = &tls.Config{}
+			} else {
+				cfg = cfg.Clone()
+			}
+			cfg.ServerName = name
+			d.TLSConfig = cfg
+		}
+	}
 	nc, br, _, err := d.Dial(dctx, o.URL)
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {

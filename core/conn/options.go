@@ -3,7 +3,9 @@ package conn
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 )
 
 // ErrBadAPIKey: Options.APIKey cannot go into an HTTP header field.
@@ -49,4 +51,28 @@ func CheckURL(raw string) error {
 		return fmt.Errorf("%w: give the server's key as the API key (options.api_key), sent as SPEC 1.2's Authorization: Api-Key", ErrURLCredentials)
 	}
 	return nil
+}
+
+// unzoned reads raw's host, when it is an IPv6 literal with a zone
+// (ws://[fe80::1%25eth0]:8000, RFC 6874), as the Host field gives it
+// (the address and port without the zone: RFC 6874 section 4 has the
+// zone left out of it, as net/http does) and as a certificate is checked
+// against (the address alone). The zone names an interface of this
+// machine and is only for the connect. gobwas/ws gave both as written:
+// the certificate was checked against "[fe80::1%eth0]", which is no
+// address, and so never matched a certificate for fe80::1.
+func unzoned(raw string) (host, name string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", false
+	}
+	addr, zone, found := strings.Cut(u.Hostname(), "%")
+	if !found || zone == "" || net.ParseIP(addr) == nil || !strings.HasPrefix(u.Host, "[") {
+		return "", "", false
+	}
+	host = "[" + addr + "]"
+	if port := u.Port(); port != "" {
+		host = net.JoinHostPort(addr, port)
+	}
+	return host, addr, true
 }
