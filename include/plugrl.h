@@ -532,7 +532,9 @@ typedef struct plugrl_options {
                                   name or an IP address ([::1] for IPv6); see "A server's
                                   name" below. A url with a user name or password
                                   (ws://user:pw@host) is refused (PLUGRL_INVALID_ARGUMENT):
-                                  nothing would send them; use api_key */
+                                  nothing would send them; use api_key. So is one with a
+                                  fragment (#...; RFC 6455 3). A path and query are sent as
+                                  given, bytes a request line cannot carry percent-encoded */
   const char *api_key;         /* sent as "Authorization: Api-Key <key>"; NULL: none. Sent in
                                   the clear over ws:// (use wss:// off a trusted network); a key
                                   with a control character (a line ending read from a file

@@ -526,7 +526,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			d.TLSConfig = cfg
 		}
 	}
-	nc, br, _, err := d.Dial(dctx, o.URL)
+	nc, br, _, err := d.Dial(dctx, requestURL(o.URL))
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		// Its text repeats the URL whole, and its cause (an escape error)

@@ -35,7 +35,7 @@ func CheckAPIKey(key string) error {
 var ErrURLCredentials = errors.New("the URL has a user name or password (user:password@), which this client does not send")
 
 // CheckURL refuses a URL that this client would not connect to as it
-// reads: one with userinfo (ws://user:password@host). Nothing read it:
+// reads: one with a fragment (ErrURLFragment), or one with userinfo (ws://user:password@host). Nothing read it:
 // gobwas/ws sends no Authorization for it, so the server was never given
 // the credentials the caller wrote, and the connection went ahead as if
 // they had been (a reverse proxy's basic authentication refused it with
@@ -50,8 +50,19 @@ func CheckURL(raw string) error {
 	if u.User != nil {
 		return fmt.Errorf("%w: give the server's key as the API key (options.api_key), sent as SPEC 1.2's Authorization: Api-Key", ErrURLCredentials)
 	}
+	if strings.IndexByte(raw, '#') >= 0 {
+		// gobwas/ws reads the URL as a request target, where "#" is no
+		// delimiter, and sent the fragment as part of the path, escaped
+		// ("/p#x" went as "GET /p%23x"): another resource than the URL
+		// names.
+		return ErrURLFragment
+	}
 	return nil
 }
+
+// ErrURLFragment: the URL has a fragment (#...), which RFC 6455 3 forbids
+// a WebSocket URI.
+var ErrURLFragment = errors.New("the URL has a fragment (#...), which a WebSocket URL may not have (RFC 6455 section 3); a # in a path or query is written %23")
 
 // unzoned reads raw's host, when it is an IPv6 literal with a zone
 // (ws://[fe80::1%25eth0]:8000, RFC 6874), as the Host field gives it
@@ -75,4 +86,44 @@ func unzoned(raw string) (host, name string, ok bool) {
 		host = net.JoinHostPort(addr, port)
 	}
 	return host, addr, true
+}
+
+// requestURL is raw with its query's bytes that a request line cannot
+// carry percent-encoded (RFC 3986 3.4: a query is pchars, "/" and "?";
+// the IRI mapping of RFC 3987 3.1 for bytes past ASCII). url.Parse keeps
+// a query as written, and gobwas/ws wrote it into the request line as
+// it was: a space in it ("?task=pick up") ended the request target early
+// ("GET /?task=pick up HTTP/1.1"), a request servers refuse as malformed
+// with a 400 that does not say why, and a query may so put words of its
+// own in the request line. The path needs nothing: url.URL escapes it.
+func requestURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.RawQuery == "" {
+		return raw
+	}
+	var b strings.Builder
+	for i := 0; i < len(u.RawQuery); i++ {
+		c := u.RawQuery[i]
+		if queryByte(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	if b.String() == u.RawQuery {
+		return raw
+	}
+	u.RawQuery = b.String()
+	return u.String()
+}
+
+// queryByte reports whether c may stand as it is in a URI's query:
+// unreserved, sub-delims, ":", "@", "/", "?", and "%" (taken for the
+// start of an escape the caller wrote).
+func queryByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@/?%", c) >= 0
 }
