@@ -550,7 +550,10 @@ typedef struct plugrl_options {
   const char *tls_ca_file;     /* PEM file of CAs to trust for wss://; NULL: system roots. Not a
                                   regular file of at most 16 MiB (a FIFO, a device): plugrl_open
                                   fails with PLUGRL_INVALID_ARGUMENT */
-  int32_t tls_insecure;        /* nonzero: do not verify the server's certificate (tests only) */
+  int32_t tls_insecure;        /* nonzero: do not verify the server's certificate, its chain
+                                  nor its name (tests only). Either way: TLS 1.2 or later, and
+                                  no client certificate is presented (a server that requires
+                                  one refuses the connection, and the message says so) */
   int32_t disable_reuse;       /* nonzero: never use reuse-feedback-obs */
   int64_t max_message_size;    /* cap on one received message in bytes. 0 (default): derived,
                                   see below; -1: no cap (SPEC 1.1's default; trusted servers only) */

@@ -526,6 +526,24 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 			d.TLSConfig = cfg
 		}
 	}
+	// Whether the server asked for a client certificate (mutual TLS),
+	// which this client has none of unless the caller's configuration
+	// gives one: a refusal then says so (certificateHint).
+	var certAsked atomic.Bool
+	if strings.HasPrefix(strings.ToLower(o.URL), "wss:") {
+		if cfg := d.TLSConfig; cfg == nil || len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil {
+			if cfg == nil {
+				cfg = &tls.Config{}
+			} else if cfg == o.TLS {
+				cfg = cfg.Clone()
+			}
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				certAsked.Store(true)
+				return &tls.Certificate{}, nil // none, as crypto/tls sends without this
+			}
+			d.TLSConfig = cfg
+		}
+	}
 	nc, br, _, err := d.Dial(dctx, requestURL(o.URL))
 	shown := RedactedURL(o.URL) // messages go to logs and ledgers: no password
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -564,7 +582,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		if filter != nil {
 			err = filter.refusal(err)
 		}
-		return nil, fmt.Errorf("connect to %s: %w%s", shown, err, trustHint(err, o.TLS))
+		return nil, fmt.Errorf("connect to %s: %w%s%s", shown, err, trustHint(err, o.TLS), certificateHint(err, certAsked.Load()))
 	}
 	if dc == nil || filter == nil || nc != net.Conn(filter) { // cannot happen: NetDial and WrapConn made it
 		nc.Close()
@@ -643,6 +661,20 @@ func trustHint(err error, cfg *tls.Config) string {
 		return fmt.Sprintf("; the server's certificate (issued by %q) is signed by none of %s: give the PEM of the server's certificate (a self-signed one), or of its CA, as tls_ca_file", issuer, trusted)
 	}
 	return ""
+}
+
+// certificateHint says, for err, the server's refusal of the TLS
+// handshake (a TLS alert it sent) after it asked for a client certificate
+// (asked), that this client presents none, or "". crypto/tls's words name
+// only the alert: "handshake failure" under TLS 1.2 says nothing of the
+// cause; "certificate required" (TLS 1.3) does not say that this client
+// cannot give one.
+func certificateHint(err error, asked bool) string {
+	var op *net.OpError
+	if !asked || !errors.As(err, &op) || op.Op != "remote error" {
+		return ""
+	}
+	return "; the server asked for a client certificate (mutual TLS) and refused the connection without one: this client presents none (plugrl_options has no option for one)"
 }
 
 // noSystemRoots reports whether the system's CA certificates are none:
