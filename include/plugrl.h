@@ -723,6 +723,25 @@ typedef struct plugrl_options {
 */
 
 /*
+** Proxies. The client connects to the url's host itself: it does not read
+** HTTP_PROXY, HTTPS_PROXY, ALL_PROXY or NO_PROXY (nor their lowercase
+** forms), and speaks no HTTP CONNECT. A robot's environment often has a
+** proxy set for its package manager; it does not apply here. A trainer
+** reachable only through a proxy needs a tunnel of the caller's own (ssh
+** -L, a socat relay) and a url naming its local end: with wss://, the
+** certificate is then checked against that name, so the tunnel's end
+** must be named as the certificate names the server (an /etc/hosts line
+** pointing that name at 127.0.0.1), not tls_insecure.
+**
+** Credentials. The api_key goes in the upgrade request's Authorization
+** field, in the clear over ws:// (anyone on the path can read it): use
+** wss:// off a network you control. It is never in plugrl_errmsg, a log
+** message, the step ledger or the stats. A redirect (3xx) is never
+** followed, so the key goes to no host but the url's; the message quotes
+** the Location to use instead.
+*/
+
+/*
 ** A server's name. A url's host may be a name (trainer.local over mDNS, a
 ** DNS record, /etc/hosts), looked up afresh at every connect and
 ** reconnect, as the system does (Go's own resolver, or glibc's
