@@ -3,6 +3,7 @@ package conn
 import (
 	"net"
 	"net/http"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -248,9 +249,7 @@ func TestHeldMessageTimerPaths(t *testing.T) {
 	t.Run("the socket takes part of it", func(t *testing.T) {
 		url, seen := frameServer(t, false)
 		c := dialT(t, Options{URL: url})
-		c.wmu.Lock()
-		c.tr = &partialTransport{transport: c.tr, max: 16}
-		c.wmu.Unlock()
+		swapTransport(c, func(tr transport) transport { return &partialTransport{transport: tr, max: 16} })
 		m := heldTestMessage(t, 100)
 		if err := c.WriteHeldMessage(m, nil); err != nil {
 			t.Fatal(err)
@@ -383,13 +382,13 @@ func TestHeldLost(t *testing.T) {
 			}
 			c.wmu.Lock()
 			frame := c.held
+			c.wmu.Unlock()
 			switch {
 			case tc.name == "the next write fails past it":
-				c.tr = &brokenTransport{transport: c.tr, left: frame}
+				swapTransport(c, func(tr transport) transport { return &brokenTransport{transport: tr, left: frame} })
 			case tc.left >= 0:
-				c.tr = &brokenTransport{transport: c.tr, left: tc.left}
+				swapTransport(c, func(tr transport) transport { return &brokenTransport{transport: tr, left: tc.left} })
 			}
-			c.wmu.Unlock()
 			if tc.fail {
 				c.fail(ErrLost) // a close read meanwhile, say: nothing writes after
 				c.Abort()
@@ -467,12 +466,38 @@ func TestHeldPathSentTwoHeld(t *testing.T) {
 	}
 	c.wmu.Lock()
 	firstEnd := c.heldEnds[0]
-	c.tr = &brokenTransport{transport: c.tr, left: firstEnd + 10}
 	c.wmu.Unlock()
+	swapTransport(c, func(tr transport) transport { return &brokenTransport{transport: tr, left: firstEnd + 10} })
 	if err := c.WriteMessage(heldTestMessage(t, 10)); err == nil {
 		t.Fatal("the write through a broken socket succeeded")
 	}
 	if n := cnt.HeldPathSent.Load(); n != 1 || !c.HeldLost() {
 		t.Fatalf("HeldPathSent = %d, HeldLost %v; want 1 (the first left whole) and the second lost", n, c.HeldLost())
 	}
+}
+
+// swapTransport wraps c's transport for a test's fault, with the idle
+// poller kept off c while it does: the poller's look reads c.tr without a
+// lock (in use it never changes), and a look at the moment of a swap made
+// under wmu alone was a data race (CI's -race run caught one). It waits
+// for a tick in progress to end, takes c from the poller's set, swaps, and
+// puts c back.
+func swapTransport(c *Conn, wrap func(transport) transport) {
+	p := c.poller
+	for {
+		p.mu.Lock()
+		if !p.running {
+			if i := slices.Index(p.conns, c); i >= 0 {
+				p.conns = slices.Delete(p.conns, i, i+1)
+			}
+			p.mu.Unlock()
+			break
+		}
+		p.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	c.wmu.Lock()
+	c.tr = wrap(c.tr)
+	c.wmu.Unlock()
+	p.add(c)
 }
