@@ -636,7 +636,7 @@ static void test_options(void) {
   ** file with it): refused, not sent altered, and the message does not
   ** quote it. */
   {
-    const char *bad[] = {"s3cret\r\nX-Evil: 1", "s3cret\n", "s3\x1b" "cret"};
+    const char *bad[] = {"s3cret\r\nX-Evil: 1", "s3cret\n", "s3\033cret"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
       plugrl_options_init(&o);
       o.url = "ws://127.0.0.1:1";
