@@ -56,11 +56,13 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/gobwas/ws"
 )
@@ -802,11 +804,22 @@ func RedactedURL(u string) string {
 	// path): keep nothing before the last @.
 	if j := strings.LastIndexByte(u, '@'); j >= 0 {
 		if i := strings.Index(u, "://"); i >= 0 && i < j {
-			return u[:i+3] + "xxxxx" + u[j:]
+			return escapeControls(u[:i+3] + "xxxxx" + u[j:])
 		}
-		return "xxxxx" + u[j:]
+		return escapeControls("xxxxx" + u[j:])
 	}
-	return u
+	return escapeControls(u)
+}
+
+// escapeControls writes the control characters of an unparseable URL
+// (CR, LF, NUL; url.Parse refuses them) as Go escapes, so that a message
+// quoting the URL cannot start a line of its own in the caller's log.
+func escapeControls(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // Done is closed once the connection has failed or been closed.

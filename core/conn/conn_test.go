@@ -451,6 +451,10 @@ func TestRedactedURL(t *testing.T) {
 		{"ws://robot:2024/s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
 		{"ws:/robot:s3cret@127.0.0.1:1", "xxxxx@127.0.0.1:1"},
 		{"ws:///robot:s3cret@127.0.0.1:1", "ws://xxxxx@127.0.0.1:1"},
+		// Control characters make it unparseable; they must not reach a
+		// log line raw (a Go caller's message quotes the URL).
+		{"ws://127.0.0.1:1/\r\nX-Evil: 1", `ws://127.0.0.1:1/\r\nX-Evil: 1`},
+		{"ws://robot:s3cret@127.0.0.1:1/\n", `ws://xxxxx@127.0.0.1:1/\n`},
 	} {
 		if got := RedactedURL(tc.in); got != tc.want {
 			t.Errorf("RedactedURL(%q) = %q, want %q", tc.in, got, tc.want)
