@@ -104,7 +104,7 @@ func requestURL(raw string) string {
 	var b strings.Builder
 	for i := 0; i < len(u.RawQuery); i++ {
 		c := u.RawQuery[i]
-		if queryByte(c) {
+		if queryByte(c) || c == '%' && isEscape(u.RawQuery[i:]) {
 			b.WriteByte(c)
 		} else {
 			fmt.Fprintf(&b, "%%%02X", c)
@@ -118,12 +118,24 @@ func requestURL(raw string) string {
 }
 
 // queryByte reports whether c may stand as it is in a URI's query:
-// unreserved, sub-delims, ":", "@", "/", "?", and "%" (taken for the
-// start of an escape the caller wrote).
+// unreserved, sub-delims, ":", "@", "/" and "?". A "%" stands only as the
+// start of an escape the caller wrote (isEscape); any other "%" ("?done=
+// 100%", "%zz") is no escape, a byte a request target cannot carry
+// either, and goes as %25.
 func queryByte(c byte) bool {
 	switch {
 	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		return true
 	}
-	return strings.IndexByte("-._~!$&'()*+,;=:@/?%", c) >= 0
+	return strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0
+}
+
+// isEscape reports whether s begins with a percent-encoded byte: "%"
+// and two hex digits (RFC 3986 2.1).
+func isEscape(s string) bool {
+	return len(s) >= 3 && s[0] == '%' && isHex(s[1]) && isHex(s[2])
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }

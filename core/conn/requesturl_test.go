@@ -23,6 +23,8 @@ func TestRequestTarget(t *testing.T) {
 		"/p?name=trainer é":          "/p?name=trainer%20%C3%A9",
 		"/a%20b/c?x=1&y=a%20b;z:@/?": "/a%20b/c?x=1&y=a%20b;z:@/?",
 		"/p a":                       "/p%20a",
+		"/p?done=100%":               "/p?done=100%25",
+		"/p?a=%zz&b=%4&c=%4a":        "/p?a=%25zz&b=%254&c=%4a",
 	} {
 		c, err := Dial(context.Background(), Options{URL: "ws://" + addr + in, DialTimeout: 2 * time.Second})
 		s := <-seen
