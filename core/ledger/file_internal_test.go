@@ -256,3 +256,31 @@ func TestCloseSyncsToDisk(t *testing.T) {
 		t.Fatalf("Close with a sync that fails: %v; want the sync's error", err)
 	}
 }
+
+// TestCloseSlowSyncSaysSo: a sync to disk that outlasts CloseTimeout (a
+// slow SD card or eMMC with much else to write back) leaves a file that
+// holds every record, its end record too: Close's error says that the
+// sync did not finish, not that the last records were not written.
+func TestCloseSlowSyncSaysSo(t *testing.T) {
+	real := syncToDisk
+	entered, release := make(chan struct{}), make(chan struct{})
+	syncToDisk = func(*os.File) error { close(entered); <-release; return nil }
+	t.Cleanup(func() {
+		<-entered // Close's goroutine has read syncToDisk: put it back
+		syncToDisk = real
+		close(release)
+	})
+	path := filepath.Join(t.TempDir(), "l")
+	w, err := Create(path, Options{CloseTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Received([]byte("one"))
+	err = w.Close()
+	if err == nil {
+		t.Fatal("Close returned no error with the sync still running")
+	}
+	if strings.Contains(err.Error(), "last records were not written") || !strings.Contains(err.Error(), "sync to disk did not finish") {
+		t.Fatalf("Close with the records written and the sync slow: %v; want it to say the sync did not finish", err)
+	}
+}

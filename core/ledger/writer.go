@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -673,6 +674,7 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	flushed := make(chan error, 1)
+	var written atomic.Bool // every record is in the file; only the sync may be left
 	go func() {
 		<-w.done
 		// The end record is the last, after what was queued and the count
@@ -684,6 +686,7 @@ func (w *Writer) Close() error {
 			return appendInt64(end, keyCPU, w.flushCPU)
 		})
 		if w.werr == nil {
+			written.Store(true)
 			if err := syncToDisk(w.file); err != nil {
 				w.werr = fmt.Errorf("ledger: syncing %s to disk: %w", w.file.Name(), err)
 			}
@@ -699,8 +702,14 @@ func (w *Writer) Close() error {
 		// A write that has not returned: the writer is left to it (a pipe
 		// or socket would wake when the file closes; a stalled disk's
 		// write returns when the disk does, and then finds the file
-		// closed).
+		// closed). Or only the sync: the file holds every record, and
+		// the sync goes on (the descriptor is closed once it returns).
 		w.file.Close()
+		if written.Load() {
+			w.closeErr = fmt.Errorf("ledger: %s: every record was written, but its sync to disk did not finish within %v (a slow disk): a power cut may still lose what the kernel has not written back",
+				w.path, w.closeTimeout)
+			break
+		}
 		w.closeErr = fmt.Errorf("ledger: %s: the last records were not written within %v (the file is not taking writes); the ledger ends at its last block written",
 			w.path, w.closeTimeout)
 	}
