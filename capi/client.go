@@ -397,6 +397,7 @@ func plugrl__go_metadata_json(p *C.plugrl_client, key *C.plugrl_cchar, buf *C.ch
 //export plugrl__go_infer
 func plugrl__go_infer(p *C.plugrl_client, envIndices *C.plugrl_cint64, stepIDs *C.plugrl_cint64, n C.size_t,
 	obs *C.plugrl_cobservation, reuse *C.plugrl_cuint8, action *C.plugrl_action) (st C.plugrl_status) {
+	zero(action)
 	h, st := use(p)
 	if st != C.PLUGRL_OK {
 		return st

@@ -265,7 +265,8 @@ const badSizeMsg = "%s is %d bytes, more than any buffer can hold: pass the buff
 
 // zero sets a result pointer of the caller's to its zero value, if it is
 // not NULL. A call that writes its results through the caller's pointers
-// (present, length, value, yes, steps, known, step_size, runner) zeroes
+// (present, length, value, yes, steps, known, step_size, runner, and
+// plugrl_infer's action) zeroes
 // each before anything can fail, so that
 // whatever the status, the caller never reads what was there before: a C
 // caller's uninitialised "present" after PLUGRL_BUSY or PLUGRL_CLOSED read

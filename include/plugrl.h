@@ -26,8 +26,9 @@
 **             for memory that faults, under Memory below).
 **   Results.  A function that gives its results through the caller's
 **             pointers (present, length, value, yes, known, step_size,
-**             steps, plugrl_runner_new's runner) sets each that is not NULL
-**             to 0 (NULL) first, before anything can fail: whatever the
+**             steps, plugrl_runner_new's runner, plugrl_infer's action:
+**             all its fields) sets each that is not NULL to 0 (NULL)
+**             first, before anything can fail: whatever the
 **             status, such a pointer holds the result or 0, never what the
 **             caller left there (PLUGRL_BUFFER_TOO_SMALL sets the length
 **             or steps that was needed). Not in a forked child (PROCESS

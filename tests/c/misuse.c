@@ -839,7 +839,9 @@ static void test_dead_handle(plugrl_client *c, plugrl_runner *r) {
   len = 99, present = -1;
   EXPECT_C(c, plugrl_metadata_json(c, NULL, buf, sizeof buf, &len, &present), PLUGRL_CLOSED);
   CHECK(len == 0 && present == 0);
+  memset(&a, 0x5a, sizeof a); /* a stale view: what the caller left there */
   EXPECT_C(c, plugrl_infer(c, &env, &sid, 1, make_obs(&ox, 1), NULL, &a), PLUGRL_CLOSED);
+  CHECK(a.data == NULL && a.shape == NULL && a.env_ids == NULL && a.horizon == 0 && a.num_envs == 0);
   EXPECT_C(c, plugrl_action_copy(c, out, sizeof out, PLUGRL_DTYPE_F64), PLUGRL_CLOSED);
   EXPECT_C(c, plugrl_feedback(c, &env, &sid, 1, make_obs(&ox, 1), &rew, &flag, &flag, NULL), PLUGRL_CLOSED);
   present = -1;
