@@ -539,7 +539,8 @@ typedef struct plugrl_options {
   const char *api_key;         /* sent as "Authorization: Api-Key <key>"; NULL: none. Sent in
                                   the clear over ws:// (use wss:// off a trusted network); a key
                                   with a control character (a line ending read from a file
-                                  with it) is refused: PLUGRL_INVALID_ARGUMENT */
+                                  with it), or ending in a space or tab (which the header
+                                  field drops), is refused: PLUGRL_INVALID_ARGUMENT */
   int32_t connect_timeout_ms;  /* name lookup + TCP + TLS + handshake; default 10000 */
   int32_t metadata_timeout_ms; /* for the server's metadata; default 30000 */
   int32_t receive_timeout_ms;  /* for an action after an infer; default 300000 */

@@ -47,4 +47,20 @@ func TestAPIKeyControlCharactersRefused(t *testing.T) {
 		}
 		c.Abort()
 	}
+	// A key that ends in a space or tab: the header writer trims a field
+	// value's ends (and a server's parser would), so "s3cret " went out as
+	// "s3cret", a key other than the one given, refused by the server with
+	// a 401 that did not say why. Refused here, before anything is sent.
+	for _, key := range []string{"s3cret ", "s3cret\t", "s3cret \t "} {
+		c, err := Dial(context.Background(), Options{URL: url, APIKey: key, DialTimeout: time.Second})
+		if err == nil {
+			got := (<-requests).Get("Authorization")
+			c.Abort()
+			t.Errorf("key %q: connected, sent as %q; want it refused", key, got)
+			continue
+		}
+		if !errors.Is(err, ErrBadAPIKey) || strings.Contains(err.Error(), "s3") {
+			t.Errorf("key %q: %v; want ErrBadAPIKey, without the key", key, err)
+		}
+	}
 }

@@ -100,7 +100,8 @@ type Options struct {
 	URL string
 	// APIKey, when set, is sent as "Authorization: Api-Key <key>" (SPEC 1.2),
 	// in the clear over ws://. A key with a control character (a line
-	// ending) is refused (ErrBadAPIKey; see CheckAPIKey).
+	// ending), or ending in a space or tab, is refused (ErrBadAPIKey; see
+	// CheckAPIKey).
 	APIKey string
 	// DialTimeout bounds the host name's lookup, the TCP connect (a name's
 	// addresses race, see dial.go), TLS and the WebSocket handshake.

@@ -12,7 +12,8 @@ import (
 var ErrBadAPIKey = errors.New("the API key cannot be sent")
 
 // CheckAPIKey refuses an API key that an HTTP header field cannot hold
-// (RFC 9110 5.5): one with a control character, a line break above all.
+// (RFC 9110 5.5): one with a control character, a line break above all,
+// or one that ends in a space or tab (which the field's value drops).
 // net/http's header writer, which sends the upgrade request's fields,
 // turned CR and LF into spaces (so "k\r\nX: y" went out as the key
 // "k  X: y", never as a second field) and trimmed the ends, and let other
@@ -27,6 +28,13 @@ func CheckAPIKey(key string) error {
 			}
 			return fmt.Errorf("%w: it holds a control character (byte 0x%02x at offset %d of %d)%s, which an HTTP header field cannot", ErrBadAPIKey, b, i, len(key), hint)
 		}
+	}
+	if n := len(key); n > 0 && (key[n-1] == ' ' || key[n-1] == '\t') {
+		// The field's value ends with the key, and a field value's
+		// trailing spaces and tabs are no part of it (RFC 9110 5.5): the
+		// header writer trims them, as a server's parser would, and the
+		// server was given the key without them.
+		return fmt.Errorf("%w: it ends in a space or tab (%d bytes), which an HTTP header field drops: the server would be given another key", ErrBadAPIKey, len(key))
 	}
 	return nil
 }
