@@ -81,9 +81,7 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 			if c.Err() == nil {
 				c.drain(true)
 			}
-			c.readerFlushes = true
-			c.flushControlLocked()
-			c.readerFlushes = false
+			c.flushControlLockedAs(true)
 			if c.writeReset && c.Err() == nil {
 				c.drain(true) // between frames: what came before the reset
 			}

@@ -554,31 +554,30 @@ func (c *Conn) tryWriteControl() bool {
 // flushControl writes the pong owed and any control frames queued, if the
 // write lock is free and the socket takes them without waiting: a server
 // that floods pings and reads nothing gets fewer pongs, and nobody waits.
-func (c *Conn) flushControl() {
+func (c *Conn) flushControl() { c.tryFlushControl(false) }
+
+// flushControlReading is flushControl for a reader that holds rmu, between
+// two of its reads: a reset its send meets is left to its next read (see
+// writeFailed).
+func (c *Conn) flushControlReading() { c.tryFlushControl(true) }
+
+func (c *Conn) tryFlushControl(reader bool) {
 	if !c.ctlQueued.Load() && !c.pongOwed.Load() {
 		return
 	}
 	if !c.wmu.TryLock() {
 		return // the writer sends them after its message
 	}
-	c.flushControlLocked()
+	c.flushControlLockedAs(reader)
 	c.wmu.Unlock()
 }
 
-// flushControlReading is flushControl for a reader that holds rmu, between
-// two of its reads: a reset its send meets is left to its next read (see
-// writeFailed).
-func (c *Conn) flushControlReading() {
-	if !c.ctlQueued.Load() && !c.pongOwed.Load() {
-		return
-	}
-	if !c.wmu.TryLock() {
-		return
-	}
-	c.readerFlushes = true
+// flushControlLockedAs is flushControlLocked, by a reader holding rmu too
+// if reader (see readerFlushes).
+func (c *Conn) flushControlLockedAs(reader bool) {
+	c.readerFlushes = reader
 	c.flushControlLocked()
 	c.readerFlushes = false
-	c.wmu.Unlock()
 }
 
 // peerReset reports whether a write's err says the server reset the

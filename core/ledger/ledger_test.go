@@ -586,20 +586,27 @@ func TestFileDeleted(t *testing.T) {
 	}
 	// The next flush finds the file gone; the records after it are
 	// refused, and the first refused one says why.
-	var said string
-	for deadline := time.Now().Add(5 * time.Second); said == "" && time.Now().Before(deadline); {
-		w.Received([]byte("after"))
-		select {
-		case said = <-warned:
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if !strings.Contains(said, "deleted") {
+	if said := warningAfter(w, warned); !strings.Contains(said, "deleted") {
 		t.Fatalf("warned %q; want a warning that the file was deleted", said)
 	}
 	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "deleted") {
 		t.Fatalf("Close returned %v; want the deleted file's error", err)
 	}
+}
+
+// warningAfter records on w until its Warn callback (which sends to
+// warned) says something, for at most 5 s, and returns what it said ("" if
+// nothing): a ledger that ended tells the next record's call.
+func warningAfter(w *ledger.Writer, warned <-chan string) string {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		w.Received([]byte("after"))
+		select {
+		case said := <-warned:
+			return said
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return ""
 }
 
 // TestFileTruncated: a ledger whose file is truncated under it while it
@@ -637,15 +644,7 @@ func TestFileTruncated(t *testing.T) {
 			if err := os.Truncate(path, to); err != nil {
 				t.Fatal(err)
 			}
-			var said string
-			for deadline := time.Now().Add(5 * time.Second); said == "" && time.Now().Before(deadline); {
-				w.Received([]byte("after"))
-				select {
-				case said = <-warned:
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-			if !strings.Contains(said, "truncated") {
+			if said := warningAfter(w, warned); !strings.Contains(said, "truncated") {
 				t.Fatalf("warned %q; want a warning that the file was truncated", said)
 			}
 			if err := w.Close(); err == nil || !strings.Contains(err.Error(), "truncated") {
