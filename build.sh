@@ -423,7 +423,29 @@ run_tests() {
   go test -count=1 -p 1 -run Alloc ./...
   say "ctest"
   # Two at a time: the suite mostly waits (CMakeLists.txt, at its end).
-  (cd "$build/cmake" && ctest --output-on-failure -j 2)
+  local rc=0
+  (cd "$build/cmake" && ctest --output-on-failure -j 2) || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    tail_failed_tests
+    exit "$rc"
+  fi
+}
+
+# tail_failed_tests: each failed test's last lines once more, at the end
+# of the log. A test's reason to fail (sanitizers.sh's FAIL line, a
+# race report) comes last in its output, which CTest prints whole in
+# the middle of the run, and a CI page that shows only the head and the
+# tail of a long log cut it out (the stop-60 run's sanitize_race).
+tail_failed_tests() {
+  local dir=$build/cmake/Testing/Temporary name
+  [[ -f $dir/LastTestsFailed.log ]] || return 0
+  while IFS=: read -r _ name; do
+    say "the last 60 lines of failed test $name"
+    awk -v head="Testing: $name" '
+      !on && index($0, head) && substr($0, index($0, head)) == head { on = 1; next }
+      on && $0 == "<end of output>" { exit }
+      on' "$dir/LastTest.log" | tail -n 60
+  done <"$dir/LastTestsFailed.log"
 }
 
 # ---------------------------------------------------------------- run
