@@ -352,9 +352,10 @@ type Conn struct {
 	sentCls  bool
 	// readerFlushes: the holder of wmu is a reader, holding rmu too,
 	// that sends the pong or control frames owed between two of its
-	// reads (flushControlReading); writeReset: such a send met the
-	// server's reset, and the reader's next read gives what came before
-	// it (see writeFailed). Both guarded by wmu.
+	// reads (flushControlReading); writeReset: such a send, or one
+	// nobody waits on while a reader holds rmu, met the server's reset,
+	// and a reader's next read gives what came before it (see
+	// writeFailed); nothing more is written. Both guarded by wmu.
 	readerFlushes, writeReset bool
 	// inFrame: a message's write began and has not ended whole (its
 	// bytes sent, or held whole in wbuf), so the wire may be inside its

@@ -70,3 +70,56 @@ func TestCloseBeforeResetSeenByAReceiveWhosePongFails(t *testing.T) {
 		t.Fatalf("a Receive that read a ping, the server's stop and a reset: %v; want the server's close (plugrl-server-stop)", err)
 	}
 }
+
+// TestCloseBeforeResetSeenByAReaderWhosePongThePollerSends: over ws://,
+// a reader took a keepalive ping (a pong is owed) and has not yet taken
+// the server's stop behind it, and the server has reset the connection.
+// The idle poller, finding the write side free but the read side held,
+// sends the pong, and the write fails (the reset). The stop is still in
+// the socket, ahead of the error, and only the reader may read it: the
+// connection's end must be left to the reader, whose next read gives the
+// server's close (PLUGRL_STOPPED: exit), not be reported at once as a
+// lost connection (reconnect).
+func TestCloseBeforeResetSeenByAReaderWhosePongThePollerSends(t *testing.T) {
+	reset := make(chan struct{})
+	url := rawServer(t, func(s net.Conn, r *http.Request) {
+		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
+		_, _ = s.Read(make([]byte, 64)) // the client's request
+		_ = ws.WriteFrame(s, stopClose)
+		// An abortive close: RST, not FIN, so that the pong fails.
+		if tc, ok := s.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		s.Close()
+		close(reset)
+	})
+	c := dialT(t, Options{URL: url})
+	c.stopPolling() // this test makes the poller's looks itself
+	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
+		t.Fatalf("metadata: %q, %v", msg, err)
+	}
+	var m wire.Message
+	m.Str("infer")
+	m.Finish()
+	if err := c.WriteMessage(&m); err != nil {
+		t.Fatal(err)
+	}
+	<-reset
+	time.Sleep(20 * time.Millisecond) // the reset is on its way over loopback
+	// A reader between two reads: it holds the read side and owes the
+	// pong of the ping it just took.
+	c.rmu.Lock()
+	c.control(ws.Header{OpCode: ws.OpPing}, []byte("k"))
+	c.idleLook()
+	if c.pongOwed.Load() {
+		c.rmu.Unlock()
+		t.Fatalf("the poller's look did not try to send the pong owed (connection error %v)", c.Err())
+	}
+	c.rmu.Unlock()
+	c.ExpectMessage()
+	_, err := c.Receive(5 * time.Second)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Reason != "plugrl-server-stop" {
+		t.Fatalf("a reader's Receive after the poller's pong met the reset: %v; want the server's close (plugrl-server-stop)", err)
+	}
+}

@@ -335,17 +335,22 @@ func (c *Conn) countHeldSent(sent int) {
 }
 
 // tryWriteHeld writes what the socket takes of the held message without
-// waiting, and reports whether all of it went. wmu must be held.
+// waiting, and reports whether all of it went: never after a write met
+// the server's reset that a reader is left to see (writeReset). wmu must
+// be held.
 func (c *Conn) tryWriteHeld() bool {
 	if c.held == 0 {
 		return true
+	}
+	if c.writeReset {
+		return false
 	}
 	n, err := c.tr.TryWrite(c.wbuf[:c.held])
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
 		c.heldLost.Store(true)
 		c.heldEnds = c.heldEnds[:0]
-		c.writeFailed("writing a held message", err)
+		c.writeFailed("writing a held message", err, true)
 		return false
 	}
 	c.held = copy(c.wbuf, c.wbuf[n:c.held])
@@ -429,7 +434,7 @@ func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
 			return n, e // interrupted, or failed by the reader meanwhile
 		}
 		if !isTimeout(err) {
-			return n, c.writeFailed("writing", err)
+			return n, c.writeFailed("writing", err, false)
 		}
 		err = c.fail(fmt.Errorf("%w: sending a message took longer than the send timeout (%v): the server is not reading", ErrTimeout, c.wtimeout))
 		c.shutdown()
@@ -451,10 +456,14 @@ func (c *Conn) flushCounted(p []byte, more bool) (int, error) {
 // (its pong, over wss:// behind a ping's record with the stop's record
 // still in crypto/tls's hands) leaves a reset to the reader instead: its
 // next read gives the bytes that came first, then the error, and it may
-// be inside a message, where drain would take payload for frames. wmu must
-// be held.
-func (c *Conn) writeFailed(what string, err error) error {
-	if c.readerFlushes && c.Err() == nil && peerReset(err) {
+// be inside a message, where drain would take payload for frames. So is a
+// reset met by a write nobody waits on (nobodyWaits: a control frame, a
+// held message's rest, sent by the poller or the sweeper) while a reader
+// holds the read side: it may have taken a ping and not yet the stop
+// behind it; nor can drain run then. wmu must be held.
+func (c *Conn) writeFailed(what string, err error, nobodyWaits bool) error {
+	reset := c.Err() == nil && peerReset(err)
+	if reset && c.readerFlushes {
 		c.writeReset = true
 		return c.lostError(what, err)
 	}
@@ -463,6 +472,9 @@ func (c *Conn) writeFailed(what string, err error) error {
 			c.drain(true)
 		}
 		c.rmu.Unlock()
+	} else if reset && nobodyWaits {
+		c.writeReset = true
+		return c.lostError(what, err)
 	}
 	err = c.fail(c.lostError(what, err))
 	c.shutdown()
@@ -540,7 +552,7 @@ func (c *Conn) tryWriteControl() bool {
 	c.ctl.r += n
 	c.counters.Sent.Add(uint64(n))
 	if err != nil {
-		c.writeFailed("writing a control frame", err)
+		c.writeFailed("writing a control frame", err, true)
 		return false
 	}
 	if c.ctl.r < c.ctl.n {
