@@ -52,17 +52,7 @@ func TestCloseBeforeResetSeenByAReceiveWhosePongFails(t *testing.T) {
 	c := dialT(t, Options{URL: "wss" + strings.TrimPrefix(srv.URL, "https"), TLS: &tls.Config{RootCAs: roots}})
 	// No idle look: only the Receive may read what came.
 	c.stopPolling()
-	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
-		t.Fatalf("metadata: %q, %v", msg, err)
-	}
-	var m wire.Message
-	m.Str("infer")
-	m.Finish()
-	if err := c.WriteMessage(&m); err != nil {
-		t.Fatal(err)
-	}
-	<-reset
-	time.Sleep(20 * time.Millisecond) // the reset is on its way over loopback
+	askThenAwaitReset(t, c, reset)
 	c.ExpectMessage()
 	_, err := c.Receive(5 * time.Second)
 	var ce *CloseError
@@ -95,17 +85,7 @@ func TestCloseBeforeResetSeenByAReaderWhosePongThePollerSends(t *testing.T) {
 	})
 	c := dialT(t, Options{URL: url})
 	c.stopPolling() // this test makes the poller's looks itself
-	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
-		t.Fatalf("metadata: %q, %v", msg, err)
-	}
-	var m wire.Message
-	m.Str("infer")
-	m.Finish()
-	if err := c.WriteMessage(&m); err != nil {
-		t.Fatal(err)
-	}
-	<-reset
-	time.Sleep(20 * time.Millisecond) // the reset is on its way over loopback
+	askThenAwaitReset(t, c, reset)
 	// A reader between two reads: it holds the read side and owes the
 	// pong of the ping it just took.
 	c.rmu.Lock()
@@ -122,4 +102,21 @@ func TestCloseBeforeResetSeenByAReaderWhosePongThePollerSends(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Reason != "plugrl-server-stop" {
 		t.Fatalf("a reader's Receive after the poller's pong met the reset: %v; want the server's close (plugrl-server-stop)", err)
 	}
+}
+
+// askThenAwaitReset takes the server's metadata on c, sends a request,
+// and returns once the server has reset the connection (reset closed).
+func askThenAwaitReset(t *testing.T, c *Conn, reset <-chan struct{}) {
+	t.Helper()
+	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "metadata" {
+		t.Fatalf("metadata: %q, %v", msg, err)
+	}
+	var m wire.Message
+	m.Str("infer")
+	m.Finish()
+	if err := c.WriteMessage(&m); err != nil {
+		t.Fatal(err)
+	}
+	<-reset
+	time.Sleep(20 * time.Millisecond) // the reset is on its way over loopback
 }
