@@ -12,6 +12,8 @@
 #    (Not asserted in 1: an interrupt that lands while the infer's write
 #    still holds the connection's write lock waits at most 0.3 ms for it,
 #    which a loaded machine may not give the writer.)
+# 2b. SIGTERM while an act waits (exit 143, a close frame), and started
+#    with SIGINT ignored: SIGINT leaves it running, SIGTERM ends it (143).
 # 3. Chunks of 4 with reuse-feedback-obs and episodes truncated at 60
 #    steps: a full ledger audits clean, and cartpole_ledger_check.py finds
 #    terminal states in terminated feedbacks and a reset's state in each
@@ -73,6 +75,43 @@ grep -q "the client closed" "$tmp/server.err" || { cat "$tmp/server.err" >&2; fa
 start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
 interrupt connecting 1 --envs 2 --url "$url"
 stop
+
+# 2b. SIGTERM, which the README promises ends it the same way (exit 143),
+#     also when it was started with SIGINT ignored (a script's background
+#     job), where SIGINT must leave it running. Only SIGINT was run here
+#     until 2026-12-07.
+start "$hostile" --scenario slow-action --action-delay 60s --watch-stdin=false -v
+signal_run "$tmp/term" TERM 1 143 "$client" --envs 2 --url "$url" || fail "SIGTERM while waiting for an action"
+stop
+grep -q "the client closed" "$tmp/server.err" || { cat "$tmp/server.err" >&2; fail "no close frame after SIGTERM"; }
+echo "waiting-for-action: SIGTERM after 1 s: exit 143 after $signal_run_took s, with a close frame"
+start "$hostile" --scenario slow-handshake --byte-every 1s --watch-stdin=false
+(
+  trap '' INT
+  exec "$client" --envs 2 --url "$url"
+) >"$tmp/ignored.out" 2>&1 &
+cpid=$!
+# Its SIGTERM handler installed (it handles SIGINT first) says it has done
+# all it does with SIGINT; see tests/probe_signals.sh.
+for _ in $(seq 400); do
+  (($(sig_mask "$cpid" SigCgt) >> (15 - 1) & 1)) && break
+  kill -0 "$cpid" 2>/dev/null || break
+  sleep 0.05
+done
+(($(sig_mask "$cpid" SigCgt) >> (15 - 1) & 1)) ||
+  { cat "$tmp/ignored.out" >&2; fail "started with SIGINT ignored, it installed no SIGTERM handler in 20 s"; }
+(($(sig_mask "$cpid" SigIgn) >> (2 - 1) & 1)) ||
+  { cat "$tmp/ignored.out" >&2; fail "started with SIGINT ignored, it no longer ignores SIGINT"; }
+kill -INT "$cpid" 2>/dev/null || true
+sleep 0.3
+kill -0 "$cpid" 2>/dev/null || { cat "$tmp/ignored.out" >&2; fail "started with SIGINT ignored, SIGINT ended it"; }
+kill -TERM "$cpid"
+rc=0
+wait "$cpid" || rc=$?
+stop
+[[ $rc -eq 143 ]] && grep -q "interrupted" "$tmp/ignored.out" ||
+  { cat "$tmp/ignored.out" >&2; fail "started with SIGINT ignored, SIGTERM gave exit $rc, want 143"; }
+echo "started with SIGINT ignored: SIGINT left it running, SIGTERM ended it (143)"
 
 # 3. Chunks, reuse, truncation.
 start "$plugrl" serve --policy cem --horizon 4 --action-dim 1 --features reuse-feedback-obs --seed 1 --quiet

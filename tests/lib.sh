@@ -22,6 +22,14 @@ wait_url() {
   return 1
 }
 
+# sig_mask PID FIELD: PID's signal set FIELD (SigIgn, SigCgt) from
+# /proc/PID/status, as a number; 0 once PID has ended (or is a zombie).
+sig_mask() {
+  local hex
+  hex=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+  echo $((16#${hex:-0}))
+}
+
 # signal_run OUT SIG DELAY WANT CMD...: runs CMD with stdout in OUT.out and
 # stderr in OUT.err, sends it SIG after DELAY s and SIGKILL 5 s later
 # (timeout runs it in the foreground: a background job of a script ignores

@@ -50,13 +50,6 @@ fail() {
 
 start() { bg_server_start "$tmp" "$@" || fail "no server"; } # BIN ARGS...: its URL in $url
 
-# sig_mask PID FIELD: PID's signal set FIELD (SigIgn, SigCgt) from
-# /proc/PID/status, as a number; 0 once PID has ended (or is a zombie).
-sig_mask() {
-  local hex
-  hex=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null || true)
-  echo $((16#${hex:-0}))
-}
 stop() { bg_server_stop; }
 
 for client in "$@"; do
