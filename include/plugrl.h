@@ -48,7 +48,8 @@
 **             call only and never kept. A pointer is NULL or a real address,
 **             also where its count is 0: not a small made-up value such as
 **             Rust's dangling pointer of an empty slice (0x1, 0x8), which
-**             the Go runtime inside takes for a corrupt pointer and aborts.
+**             the Go runtime inside may take for a corrupt pointer, and
+**             abort (when it moves a stack that holds a copy of it).
 **             A pointer to memory the process cannot read or write (a
 **             camera buffer unmapped, an array freed back to the system, a
 **             GPU's device pointer) is PLUGRL_INVALID_ARGUMENT, not a
