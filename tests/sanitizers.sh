@@ -349,10 +349,18 @@ if list=$(hostile_cases "$bin/hostile" rlimit idle-cpu tokens vanish-idle); then
   # slowness is most of its overshoot (no-read: 896 ms against 300 in one
   # run); CTest hostile and hostile_tls hold the 250 ms.
   export HOSTILE_OVERSHOOT_LIMIT_MS=1000
+  # And the interrupt cases' p99 within 50 ms (the slowest within 500),
+  # not 10: an interrupt passes through two threads (the watcher's, the
+  # waiting call's) that each wait for a core, and instrumented code on
+  # each (race, over wss://, beside four busy loops: p99 12.3 ms of 90 in
+  # one run). A broken interrupt
+  # still fails: it waits the server's 60 s, and one left to the poller's
+  # look a second. CTest hostile and hostile_tls hold the 10 ms.
+  export HOSTILE_INTERRUPT_LIMIT_US=50000
   run "hostile (${#cases[@]} cases)" "$root/tests/hostile.sh" "$bin" "${cases[@]}"
   # Over wss://: the TLS transport's own read and write paths.
   run "hostile over wss:// (${#cases[@]} cases)" "$root/tests/hostile.sh" --tls "$bin" "${cases[@]}"
-  unset HOSTILE_SHORT HOSTILE_OVERSHOOT_LIMIT_MS
+  unset HOSTILE_SHORT HOSTILE_OVERSHOOT_LIMIT_MS HOSTILE_INTERRUPT_LIMIT_US
 else
   failed+=(hostile)
 fi

@@ -89,6 +89,16 @@ static double overshoot_limit_ms = OVERSHOOT_LIMIT_MS;
 #define UNDERSHOOT_LIMIT_MS 25.0 /* a timeout this long before its deadline is a failure too */
 #define AT_ONCE_MS 250.0         /* "at once": a refusal within this */
 #define INTERRUPT_LIMIT_US 10000.0
+/* HOSTILE_INTERRUPT_LIMIT_US, if set, replaces INTERRUPT_LIMIT_US (the
+** interrupt cases' p99; their slowest may take 10 times it), as
+** HOSTILE_OVERSHOOT_LIMIT_MS does OVERSHOOT_LIMIT_MS, and for the same
+** runs: an interrupt passes through two threads (the watcher's, which
+** ends the connection, and the waiting call's), each of which waits for a
+** core, and instrumented code on each. Under the race detector, over wss://,
+** with four busy loops on this machine's 2 cores, interrupt-signal took
+** p99 12.3 ms and max 14.4 ms of 90 (2026-12-07), and failed the 10 ms
+** that the plain hostile and hostile_tls CTests hold. */
+static double interrupt_limit_us = INTERRUPT_LIMIT_US;
 #define IDLE_CPU_LIMIT_PCT 0.5
 
 /* ------------------------------------------------------------------------ */
@@ -1657,7 +1667,7 @@ static void interrupt_case(const char *url, int by_signal, long n) {
       ** interrupt a stuck reconnecting call as well as its blocking one. */
       if (W.last_seq == seen && W.last_blocking && W.last == PLUGRL_INTERRUPTED && !W.last_early && measured < n) {
         lat[measured++] = (W.ret_ms - t0) * 1e3;
-        if (lat[measured - 1] > INTERRUPT_LIMIT_US / 4)
+        if (lat[measured - 1] > interrupt_limit_us / 4)
           fprintf(stderr, "hostile %s: iteration %ld: the interrupt took %.0f us\n", R.name, i, lat[measured - 1]);
       }
     }
@@ -1701,9 +1711,9 @@ static void interrupt_case(const char *url, int by_signal, long n) {
     ** slowest 3.8 ms of 200), so the test holds p99 to the target and the
     ** slowest to 10 times it: a broken interrupt waits the server's full
     ** 60 s. --figures reports the distribution. */
-    if (p99 > INTERRUPT_LIMIT_US || max > 10 * INTERRUPT_LIMIT_US)
+    if (p99 > interrupt_limit_us || max > 10 * interrupt_limit_us)
       fail("interrupts took median %.0f us, p99 %.0f us, max %.0f us (limits: p99 %.0f us, max %.0f us)", med, p99,
-           max, INTERRUPT_LIMIT_US, 10 * INTERRUPT_LIMIT_US);
+           max, interrupt_limit_us, 10 * interrupt_limit_us);
   } else {
     fail("no interrupt was measured");
   }
@@ -2944,6 +2954,16 @@ int main(int argc, char **argv) {
       return 2;
     }
     overshoot_limit_ms = v;
+  }
+  limit = getenv("HOSTILE_INTERRUPT_LIMIT_US");
+  if (limit != NULL) {
+    char *end = NULL;
+    double v = strtod(limit, &end);
+    if (end == limit || *end != 0 || !(v > 0)) {
+      fprintf(stderr, "hostile: HOSTILE_INTERRUPT_LIMIT_US=%s: want a number of us above 0\n", limit);
+      return 2;
+    }
+    interrupt_limit_us = v;
   }
   for (a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--list") == 0 || strcmp(argv[a], "--list-all") == 0) {
