@@ -357,6 +357,10 @@ type Conn struct {
 	// and a reader's next read gives what came before it (see
 	// writeFailed); nothing more is written. Both guarded by wmu.
 	readerFlushes, writeReset bool
+	// lookerHoldsWmu: the holder of rmu is the idle poller's look, which
+	// holds wmu too, so its answer to a close needs no try for wmu
+	// (answerClose). Guarded by rmu.
+	lookerHoldsWmu bool
 	// inFrame: a message's write began and has not ended whole (its
 	// bytes sent, or held whole in wbuf), so the wire may be inside its
 	// frame, where a close frame must not go (tryClose). Guarded by wmu.

@@ -78,6 +78,7 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 			if lt != nil {
 				lt.setLooking(true)
 			}
+			c.lookerHoldsWmu = true
 			if c.Err() == nil {
 				c.drain(true)
 			}
@@ -85,6 +86,7 @@ func (c *Conn) idleLook() (time.Duration, bool) {
 			if c.writeReset && c.Err() == nil {
 				c.drain(true) // between frames: what came before the reset
 			}
+			c.lookerHoldsWmu = false
 			if lt != nil {
 				lt.setLooking(false)
 			}

@@ -637,7 +637,7 @@ func (c *Conn) control(h ws.Header, p []byte) bool {
 		case !SendableCloseCode(code) || !utf8.ValidString(reason):
 			echo = ws.StatusProtocolError
 		}
-		c.tryClose(echo)
+		c.answerClose(echo)
 		c.shutdown()
 		return false
 	}
@@ -669,7 +669,7 @@ func (c *Conn) readFailed(err error) {
 // waiting; it returns the connection's error.
 func (c *Conn) protocolFail(code ws.StatusCode, err error) error {
 	err = c.fail(err)
-	c.tryClose(code)
+	c.answerClose(code)
 	c.shutdown()
 	return err
 }

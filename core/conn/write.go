@@ -637,10 +637,16 @@ func (c *Conn) tryClose(code ws.StatusCode) (locked bool) {
 		return false
 	}
 	defer c.wmu.Unlock()
+	c.closeLocked(code)
+	return true
+}
+
+// closeLocked is tryClose with wmu held.
+func (c *Conn) closeLocked(code ws.StatusCode) {
 	// released: the descriptor may be another's now; inFrame: a write
 	// that failed partway left the wire inside its frame.
 	if c.sentCls || c.released || c.inFrame {
-		return true
+		return
 	}
 	c.sentCls = true
 	var body [2]byte
@@ -648,7 +654,19 @@ func (c *Conn) tryClose(code ws.StatusCode) (locked bool) {
 	if c.queueControl(ws.OpClose, body[:]) && c.tryWriteControl() {
 		c.sentCode.Store(int32(code))
 	}
-	return true
+}
+
+// answerClose is tryClose for a holder of rmu answering what the server
+// sent (its close, its violation). The idle poller's look holds wmu as
+// well (lookerHoldsWmu), where tryClose's try for it would fail, and the
+// server's close went unanswered (RFC 6455 5.5.1) whenever the look, not
+// a Receive, found it: every close that came while the caller was away.
+func (c *Conn) answerClose(code ws.StatusCode) {
+	if c.lookerHoldsWmu {
+		c.closeLocked(code)
+		return
+	}
+	c.tryClose(code)
 }
 
 // interruptCloseWait bounds Interrupt's wait for a write under way (see
