@@ -24,13 +24,25 @@ for f in "$checker" "$client"; do
   fi
 done
 
-port=$("$here/free_port.sh")
-cmd="$(printf '%q' "$client") --url ws://127.0.0.1:$port --envs 3"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-rc=0
-"$checker" --probe --scenario all --timeout 40 --port "$port" --client "$cmd" "$@" >"$out" 2>&1 || rc=$?
+# The port is free when picked and bound by the checker a moment later
+# (and again for each scenario): meanwhile another test under ctest -j 2
+# may take it, as a listener or as the local end of a connection (the
+# kernel's pick for port 0 and for an outgoing connection come from the
+# same range). The checker then exits "address already in use" before
+# any scenario has run: take another port, at most three times.
+for attempt in 1 2 3; do
+  port=$("$here/free_port.sh")
+  cmd="$(printf '%q' "$client") --url ws://127.0.0.1:$port --envs 3"
+  rc=0
+  "$checker" --probe --scenario all --timeout 40 --port "$port" --client "$cmd" "$@" >"$out" 2>&1 || rc=$?
+  if [[ $rc -eq 0 ]] || ! grep -qi "address already in use" "$out"; then
+    break
+  fi
+  echo "conformance.sh: port $port was taken before the checker bound it (attempt $attempt); another port" >&2
+done
 cat "$out"
 
 if [[ $rc -ne 0 ]]; then
