@@ -63,9 +63,15 @@ func idleLookAnswers(t *testing.T, frame ws.Frame, want ws.StatusCode) {
 		t.Fatalf("metadata: %q, %v", msg, err)
 	}
 	<-sent
-	time.Sleep(20 * time.Millisecond) // the close is on its way over loopback
-	if _, open := c.idleLook(); open {
-		t.Fatal("the look did not end the connection")
+	// Look until the look finds what the server sent (it is on its way
+	// over loopback), as the poller would at its next tick.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, open := c.idleLook(); !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the look did not end the connection in 5 s")
+		}
 	}
 	if err := <-answer; err != nil {
 		t.Fatalf("seen by the idle look: the server got %v; want a close frame with code %d", err, want)
