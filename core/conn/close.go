@@ -99,6 +99,16 @@ func (c *Conn) writeClose(code ws.StatusCode, wait time.Duration) error {
 	c.ctlQueued.Store(false)
 	if err == nil {
 		c.sentCode.Store(int32(code))
+	} else if c.Err() == nil && !isTimeout(err) {
+		// Handled as a message's write failing (flushCounted), as it
+		// already was when a held message went first (flushHeld):
+		// a server that closed and then reset the connection (a stop,
+		// SPEC 7.1) makes this write fail with its close still in the
+		// socket, ahead of the reset. Close skips its read on an error,
+		// and released the connection with the stop unread (ErrClosed,
+		// PeerClosedFirst false: the client's ledger recorded a close of
+		// its own that never left). writeFailed reads what came first.
+		err = c.writeFailed("writing the close frame", err, false)
 	}
 	return err
 }

@@ -120,3 +120,34 @@ func askThenAwaitReset(t *testing.T, c *Conn, reset <-chan struct{}) {
 	<-reset
 	time.Sleep(20 * time.Millisecond) // the reset is on its way over loopback
 }
+
+// TestCloseBeforeResetSeenByClose: the server's stop and a reset arrived
+// while the caller was away, and nothing has read them (no Poll, no
+// look). Close's close frame meets the reset; the stop is still in the
+// socket, ahead of it. Close must read it, as a message's write does
+// (writeFailed), so that the connection's end is the server's close, and
+// PeerClosedFirst says so (the client's ledger records the stop, not a
+// close of its own that never left): not skip its read, and release the
+// connection with the stop unread.
+func TestCloseBeforeResetSeenByClose(t *testing.T) {
+	reset := make(chan struct{})
+	url := rawServer(t, func(s net.Conn, r *http.Request) {
+		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
+		_, _ = s.Read(make([]byte, 64)) // the client's request
+		_ = ws.WriteFrame(s, stopClose)
+		// An abortive close: RST, not FIN, so that the close frame fails.
+		if tc, ok := s.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		s.Close()
+		close(reset)
+	})
+	c := dialT(t, Options{URL: url})
+	c.stopPolling() // no look: only Close may read what came
+	askThenAwaitReset(t, c, reset)
+	c.Close(time.Second)
+	var ce *CloseError
+	if err := c.Err(); !errors.As(err, &ce) || ce.Reason != "plugrl-server-stop" || !c.PeerClosedFirst() {
+		t.Fatalf("Close after the server's stop and reset: %v (peer closed first: %v); want the server's close (plugrl-server-stop), read first", err, c.PeerClosedFirst())
+	}
+}
