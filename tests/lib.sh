@@ -30,6 +30,48 @@ sig_mask() {
   echo $((16#${hex:-0}))
 }
 
+# sigint_ignored_run OUT TEXT CMD...: runs CMD in the background started
+# with SIGINT ignored (as a script's background job is), output in OUT.
+# Not a fixed sleep before the signals: a program that took longer to
+# start than it got met the SIGINT still ignored, whatever it did after,
+# and passed. Its SIGTERM handler installed (the examples install
+# SIGINT's first) says that it has done all it does with SIGINT; /proc
+# then says whether SIGINT is still ignored, and a SIGINT must leave it
+# running. A SIGTERM must then end it with 143 and TEXT in OUT. Returns
+# 1, with OUT and the reason on stderr, if any of that fails.
+sigint_ignored_run() {
+  local out=$1 text=$2 pid rc=0 why=
+  shift 2
+  (
+    trap '' INT
+    exec "$@"
+  ) >"$out" 2>&1 &
+  pid=$!
+  for _ in $(seq 400); do
+    (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)) && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)); then
+    why="it installed no SIGTERM handler in 20 s"
+  elif ! (($(sig_mask "$pid" SigIgn) >> (2 - 1) & 1)); then
+    why="it no longer ignores SIGINT"
+  else
+    kill -INT "$pid" 2>/dev/null || true
+    sleep 0.3
+    (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)) || why="SIGINT ended it"
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" || rc=$?
+  if [[ -z $why ]] && ! { [[ $rc -eq 143 ]] && grep -q "$text" "$out"; }; then
+    why="SIGTERM gave exit $rc, want 143 and \"$text\""
+  fi
+  [[ -z $why ]] && return 0
+  cat "$out" >&2
+  echo "started with SIGINT ignored, $why" >&2
+  return 1
+}
+
 # signal_run OUT SIG DELAY WANT CMD...: runs CMD with stdout in OUT.out and
 # stderr in OUT.err, sends it SIG after DELAY s and SIGKILL 5 s later
 # (timeout runs it in the foreground: a background job of a script ignores

@@ -71,18 +71,7 @@ func TestCloseBeforeResetSeenByAReceiveWhosePongFails(t *testing.T) {
 // server's close (PLUGRL_STOPPED: exit), not be reported at once as a
 // lost connection (reconnect).
 func TestCloseBeforeResetSeenByAReaderWhosePongThePollerSends(t *testing.T) {
-	reset := make(chan struct{})
-	url := rawServer(t, func(s net.Conn, r *http.Request) {
-		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
-		_, _ = s.Read(make([]byte, 64)) // the client's request
-		_ = ws.WriteFrame(s, stopClose)
-		// An abortive close: RST, not FIN, so that the pong fails.
-		if tc, ok := s.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		s.Close()
-		close(reset)
-	})
+	url, reset := stopThenResetServer(t)
 	c := dialT(t, Options{URL: url})
 	c.stopPolling() // this test makes the poller's looks itself
 	askThenAwaitReset(t, c, reset)
@@ -130,18 +119,7 @@ func askThenAwaitReset(t *testing.T, c *Conn, reset <-chan struct{}) {
 // close of its own that never left): not skip its read, and release the
 // connection with the stop unread.
 func TestCloseBeforeResetSeenByClose(t *testing.T) {
-	reset := make(chan struct{})
-	url := rawServer(t, func(s net.Conn, r *http.Request) {
-		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
-		_, _ = s.Read(make([]byte, 64)) // the client's request
-		_ = ws.WriteFrame(s, stopClose)
-		// An abortive close: RST, not FIN, so that the close frame fails.
-		if tc, ok := s.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		s.Close()
-		close(reset)
-	})
+	url, reset := stopThenResetServer(t)
 	c := dialT(t, Options{URL: url})
 	c.stopPolling() // no look: only Close may read what came
 	askThenAwaitReset(t, c, reset)
@@ -150,4 +128,24 @@ func TestCloseBeforeResetSeenByClose(t *testing.T) {
 	if err := c.Err(); !errors.As(err, &ce) || ce.Reason != "plugrl-server-stop" || !c.PeerClosedFirst() {
 		t.Fatalf("Close after the server's stop and reset: %v (peer closed first: %v); want the server's close (plugrl-server-stop), read first", err, c.PeerClosedFirst())
 	}
+}
+
+// stopThenResetServer serves one ws:// connection that sends the
+// metadata, reads the request, sends the server's stop and then resets
+// the connection (RST, not FIN, so that the client's next write fails);
+// reset is closed once it has.
+func stopThenResetServer(t *testing.T) (url string, reset <-chan struct{}) {
+	t.Helper()
+	done := make(chan struct{})
+	url = rawServer(t, func(s net.Conn, r *http.Request) {
+		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
+		_, _ = s.Read(make([]byte, 64)) // the client's request
+		_ = ws.WriteFrame(s, stopClose)
+		if tc, ok := s.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		s.Close()
+		close(done)
+	})
+	return url, done
 }
