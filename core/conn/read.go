@@ -227,8 +227,8 @@ var errBoundaryTimeout = errors.New("read deadline between messages")
 
 // drain reads what has arrived without waiting (if read) and handles the
 // control frames at the front of it; it stops at a data frame, which
-// Receive reads if one is due, and which fails the connection if not.
-// rmu must be held.
+// Receive reads if one is due (with any read error behind it: see
+// replyAhead), and which fails the connection if not. rmu must be held.
 func (c *Conn) drain(read bool) {
 	if c.rr == c.rw {
 		c.rr, c.rw = 0, 0
@@ -248,7 +248,7 @@ func (c *Conn) drain(read bool) {
 				// close_notify came with it, and the frame (a stop, SPEC
 				// 7.1) is the end to report, not a lost connection.
 				c.drainFrames()
-				if c.Err() == nil {
+				if c.Err() == nil && !c.replyAhead() {
 					c.readFailed(err)
 				}
 				return
@@ -272,6 +272,18 @@ func (c *Conn) drain(read bool) {
 			return
 		}
 	}
+}
+
+// replyAhead reports whether the unparsed bytes begin with a due data
+// frame, whole or in part. A read error behind it (the server sent its
+// reply, maybe its stop, and reset the connection) is then Receive's to
+// meet, after the reply: failing the connection at the error would lose
+// the reply, and the stop behind it, that the server sent before it. The
+// socket reports the end again to the read that follows (EOF after a
+// reset, or crypto/tls's lasting error), so nothing waits on it. rmu must
+// be held.
+func (c *Conn) replyAhead() bool {
+	return c.rr < c.rw && c.replyDue.Load() && !ws.OpCode(c.rb[c.rr]&0x0f).IsControl()
 }
 
 // maxDrainReads bounds the reads of one look (drain), so that a server

@@ -130,16 +130,50 @@ func TestCloseBeforeResetSeenByClose(t *testing.T) {
 	}
 }
 
+// TestReplyAndStopBeforeResetSeenByALookWhosePongFails: while the
+// caller was between sending a request and calling Receive, a keepalive
+// ping, the reply, the server's stop and a reset all arrived. The
+// poller's look takes the ping and stops at the reply (a data frame due:
+// Receive's); its pong meets the reset, and its second read finds the
+// socket's end. The reply and the stop came before that end: Receive
+// must return the reply, and the next read the server's close
+// (PLUGRL_STOPPED: exit), not both be lost to a connection failed at the
+// look as lost (reconnect).
+func TestReplyAndStopBeforeResetSeenByALookWhosePongFails(t *testing.T) {
+	url, reset := stopThenResetServer(t, ws.NewPingFrame([]byte("k")), ws.NewBinaryFrame([]byte("action")))
+	c := dialT(t, Options{URL: url})
+	c.stopPolling() // this test makes the poller's look itself
+	askThenAwaitReset(t, c, reset)
+	c.ExpectMessage()
+	c.idleLook()
+	if c.pongOwed.Load() {
+		t.Fatalf("the look did not try to send the pong owed (connection error %v)", c.Err())
+	}
+	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "action" {
+		t.Fatalf("Receive after the look's pong met the reset: %q, %v; want the reply (\"action\"), which came before the reset", msg, err)
+	}
+	c.Release()
+	c.ExpectMessage()
+	_, err := c.Receive(5 * time.Second)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Reason != "plugrl-server-stop" {
+		t.Fatalf("the Receive after the reply: %v; want the server's close (plugrl-server-stop), which came before the reset", err)
+	}
+}
+
 // stopThenResetServer serves one ws:// connection that sends the
-// metadata, reads the request, sends the server's stop and then resets
-// the connection (RST, not FIN, so that the client's next write fails);
-// reset is closed once it has.
-func stopThenResetServer(t *testing.T) (url string, reset <-chan struct{}) {
+// metadata, reads the request, sends the frames given (if any) and the
+// server's stop, and then resets the connection (RST, not FIN, so that
+// the client's next write fails); reset is closed once it has.
+func stopThenResetServer(t *testing.T, before ...ws.Frame) (url string, reset <-chan struct{}) {
 	t.Helper()
 	done := make(chan struct{})
 	url = rawServer(t, func(s net.Conn, r *http.Request) {
 		_ = ws.WriteFrame(s, ws.NewBinaryFrame([]byte("metadata")))
 		_, _ = s.Read(make([]byte, 64)) // the client's request
+		for _, f := range before {
+			_ = ws.WriteFrame(s, f)
+		}
 		_ = ws.WriteFrame(s, stopClose)
 		if tc, ok := s.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
