@@ -280,8 +280,10 @@ func (c *Conn) drain(read bool) {
 // meet, after the reply: failing the connection at the error would lose
 // the reply, and the stop behind it, that the server sent before it. The
 // socket reports the end again to the read that follows (EOF after a
-// reset, or crypto/tls's lasting error), so nothing waits on it. rmu must
-// be held.
+// reset; crypto/tls keeps a read error, EOF or reset), so nothing waits
+// on it. (An alert crypto/tls raised itself fails only its writes: such
+// a connection ends at its next write, and a reply cut short waits, as
+// for a silent server, until Receive's timeout.) rmu must be held.
 func (c *Conn) replyAhead() bool {
 	return c.rr < c.rw && c.replyDue.Load() && !ws.OpCode(c.rb[c.rr]&0x0f).IsControl()
 }

@@ -146,8 +146,8 @@ func TestReplyAndStopBeforeResetSeenByALookWhosePongFails(t *testing.T) {
 	askThenAwaitReset(t, c, reset)
 	c.ExpectMessage()
 	c.idleLook()
-	if c.pongOwed.Load() {
-		t.Fatalf("the look did not try to send the pong owed (connection error %v)", c.Err())
+	if c.pongOwed.Load() || !c.writeReset {
+		t.Fatalf("the look's pong did not meet the reset (pong still owed: %v; connection error %v): the test did not reach the case", c.pongOwed.Load(), c.Err())
 	}
 	if msg, err := c.Receive(5 * time.Second); err != nil || string(msg) != "action" {
 		t.Fatalf("Receive after the look's pong met the reset: %q, %v; want the reply (\"action\"), which came before the reset", msg, err)
