@@ -414,6 +414,46 @@ check_load() {
   done
 }
 
+# watch_client TPID: waits for a client started in the background under
+# timeout (TPID) and returns its status. One still running outlive s after
+# the server ($spid) ended has hung after its stop (a 64-handle run did,
+# once in a few hundred, with nothing to say why: it was killed at the
+# limit): its threads are dumped (thread_dump) into a file kept in
+# BIN_DIR/../bench-hangs, named in the log, and it is killed then. The
+# server's status, when it ended first, is left in server_rc (a pid that
+# wait -n has reaped cannot be waited for again). Nothing polls before the
+# server has ended, so the measured window runs undisturbed.
+outlive=10
+server_rc=
+watch_client() {
+  local tpid=$1 ended= st=0 k cpid dump
+  server_rc=
+  wait -n -p ended "$tpid" "$spid" || st=$?
+  [[ $ended == "$spid" ]] || return "$st"
+  server_rc=$st
+  for ((k = 0; k < outlive * 20; k++)); do
+    kill -0 "$tpid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$tpid" 2>/dev/null; then
+    cpid=$(pgrep -P "$tpid" | head -n 1 || true)
+    mkdir -p "$bin/../bench-hangs"
+    dump=$(cd "$bin/.." && pwd)/bench-hangs/hang-$(date -u +%Y%m%dT%H%M%SZ)-$cpid.txt
+    {
+      echo "tests/bench.sh: the client outlived its server by $outlive s; the server's output:"
+      cat "$tmp/server.out"
+      [[ -n $cpid ]] && thread_dump "$cpid"
+    } >"$dump" 2>&1
+    echo "tests/bench.sh: the client (pid ${cpid:-unknown}) is still running $outlive s after its server" \
+      "ended: a hang. Its threads: $dump" >&2
+    [[ -z $cpid ]] || kill -KILL "$cpid" 2>/dev/null || true
+    kill -KILL "$tpid" 2>/dev/null || true
+  fi
+  st=0
+  wait "$tpid" || st=$?
+  return "$st"
+}
+
 # run_one CLIENT PINNING SCHED CONNS ENVS CAMS IMG STATE: prints the run's
 # fields (metrics above), space-separated. It runs in a subshell
 # (out=$(run_one ...)), whose exit the script's cleanup does not see: the
@@ -453,12 +493,13 @@ run_one() {
     [[ $client == floor-held ]] && hold=1
     timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
       --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --hold "$hold" --handles "$conns" \
-      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" &
   else
     timeout -s KILL "$limit" "${ledger[@]}" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_client" --url "$url" \
       --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
-      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" || rc=$?
+      --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" &
   fi
+  watch_client $! || rc=$?
   [[ $sched == *+load ]] && check_load
   if [[ $rc -ne 0 ]] && [[ ${#rt[@]} -gt 0 ]] && grep -q '^chrt: failed to set' "$tmp/client.err"; then
     run_cleanup
@@ -467,8 +508,8 @@ run_one() {
     nan_fields refused
     return 0
   fi
-  local src=0
-  wait "$spid" || src=$?
+  local src=${server_rc:-0}
+  [[ -n $server_rc ]] || wait "$spid" || src=$?
   [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
   spid=
   run_cleanup

@@ -151,3 +151,24 @@ bg_server_stop() {
   fi
   spid=
 }
+
+# thread_dump PID: what each thread of process PID is doing, for a process
+# found hung: per thread its id, name, state and kernel wait channel (with
+# its kernel stack where /proc lets it be read), then, where gdb is
+# installed, every thread's backtrace. For diagnosis only: it never fails,
+# and gdb gets 60 s.
+thread_dump() {
+  local pid=$1 t
+  echo "== process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || echo gone)"
+  for t in /proc/"$pid"/task/*; do
+    [[ -d $t ]] || continue
+    echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null) state $(awk '{print $3}' "$t/stat" 2>/dev/null)" \
+      "wchan $(cat "$t/wchan" 2>/dev/null)"
+    sed 's/^/    /' "$t/stack" 2>/dev/null || true
+  done
+  if command -v gdb >/dev/null; then
+    timeout -s KILL 60 gdb -p "$pid" -batch -nx -ex 'thread apply all bt 24' 2>&1 || true
+  else
+    echo "(gdb is not installed: no backtraces)"
+  fi
+}
