@@ -94,6 +94,7 @@ demo_packages=(libmujoco-dev libqhull-dev libgl-dev libopengl-dev)
 # The tests' and the bench's own tools.
 test_packages=(procps python3 python3-websockets python3-msgpack python3-numpy) # the protocol checker
 test_packages+=(strace) # bench_floor_wire: the floor sends each frame in one system call
+test_packages+=(gdb) # a bench client found hung has its threads' backtraces kept (tests/lib.sh, thread_dump)
 test_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 test_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
 test_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
