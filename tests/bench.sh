@@ -130,7 +130,10 @@
 # left out of the medians and its cell says how many of its runs
 # succeeded. A chrt -f that the kernel refuses on a cell's run is the
 # environment's limit, not the library's: the run is left out the same way
-# and the bench says so.
+# and the bench says so. A client still running 10 s after its server
+# ended has hung: its threads are dumped into BIN_DIR/../bench-hangs (with
+# gdb's backtraces where gdb is installed), the log names the file, and the
+# run fails.
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
@@ -302,7 +305,9 @@ if [[ $poll_idle == 1 ]]; then
   done
 fi
 
-# A run that hangs (a real-time process starving another) is killed.
+# A run that hangs (a real-time process starving another) is killed; a
+# client still running 10 s after its server ended is dumped first (see
+# watch_client).
 limit=$(awk -v w="$window" -v u="$warmup" 'BEGIN {print int(w + u + 30)}')
 
 
