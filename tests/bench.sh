@@ -425,22 +425,31 @@ check_load() {
 # once in a few hundred, with nothing to say why: it was killed at the
 # limit): its threads are dumped (thread_dump) into a file kept in
 # BIN_DIR/../bench-hangs, named in the log, and it is killed then. The
-# server's status, when it ended first, is left in server_rc (a pid that
-# wait -n has reaped cannot be waited for again). Nothing polls before the
-# server has ended, so the measured window runs undisturbed.
+# server's status, when it ended first, is left in server_rc, for run_one
+# not to wait for it again. Nothing polls before the server has ended, so
+# the measured window runs undisturbed. Before bash 5.1 (no wait -p: Ubuntu
+# 20.04's 5.0) it waits for the client alone, as the bench did before.
 outlive=10
 server_rc=
 watch_client() {
   local tpid=$1 ended= st=0 k cpid dump
   server_rc=
-  wait -n -p ended "$tpid" "$spid" || st=$?
-  [[ $ended == "$spid" ]] || return "$st"
+  if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
+    wait -n -p ended "$tpid" "$spid" || st=$?
+  fi
+  [[ ${ended:-} == "$tpid" ]] && return "$st"
+  if [[ ${ended:-} != "$spid" ]]; then # bash 5.0, or wait -n found neither
+    st=0
+    wait "$tpid" || st=$?
+    return "$st"
+  fi
   server_rc=$st
   for ((k = 0; k < outlive * 20; k++)); do
     kill -0 "$tpid" 2>/dev/null || break
     sleep 0.05
   done
   if kill -0 "$tpid" 2>/dev/null; then
+    kill -STOP "$tpid" 2>/dev/null || true # its limit must not cut the dump short
     cpid=$(pgrep -P "$tpid" | head -n 1 || true)
     mkdir -p "$bin/../bench-hangs"
     dump=$(cd "$bin/.." && pwd)/bench-hangs/hang-$(date -u +%Y%m%dT%H%M%SZ)-$cpid.txt
@@ -451,8 +460,9 @@ watch_client() {
     } >"$dump" 2>&1
     echo "tests/bench.sh: the client (pid ${cpid:-unknown}) is still running $outlive s after its server" \
       "ended: a hang. Its threads: $dump" >&2
-    [[ -z $cpid ]] || kill -KILL "$cpid" 2>/dev/null || true
-    kill -KILL "$tpid" 2>/dev/null || true
+    # timeout runs in a process group of its own: this ends it and the
+    # client, also where pgrep did not find the client.
+    kill -KILL -- "-$tpid" 2>/dev/null || true
   fi
   st=0
   wait "$tpid" || st=$?
@@ -540,7 +550,7 @@ run_one() {
     fi
   fi
   if [[ $rc -ne 0 ]]; then
-    echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed after $limit s):" >&2
+    echo "tests/bench.sh: $client $pin $sched run failed ($rc; 137: killed, at the $limit s limit or as hung):" >&2
     sort "$tmp/client.err" | uniq -c | head -n 5 >&2
     head -n 5 "$tmp/server.err" >&2
     # Under SCHED_FIFO a failure is a finding (a real-time client starving
