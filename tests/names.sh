@@ -59,7 +59,8 @@ fi
 tmp=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-printf '127.0.0.1 localhost\n127.0.0.1 trainer.test\n127.0.0.2 trainer.test\n' >"$tmp/hosts"
+host=trainer.test # tests/c/hostile.c's NAMES_HOST
+printf '127.0.0.1 localhost\n127.0.0.1 %s\n127.0.0.2 %s\n' "$host" "$host" >"$tmp/hosts"
 printf 'nameserver 127.0.0.2\n' >"$tmp/resolv.conf"
 printf 'hosts: files dns\n' >"$tmp/nsswitch.conf"
 
@@ -79,7 +80,7 @@ for resolver in go cgo; do
     # server is asked.
     hosts=$tmp/hosts
     if [[ $c == silent-dns ]]; then
-      grep -v trainer.test "$tmp/hosts" >"$tmp/hosts.nameless"
+      grep -v "$host" "$tmp/hosts" >"$tmp/hosts.nameless"
       hosts=$tmp/hosts.nameless
     fi
     ledger=
@@ -90,16 +91,29 @@ for resolver in go cgo; do
         mount --bind "$3" /etc/nsswitch.conf || exit 3
       shift 3
       exec "$@"' sh "$hosts" "$tmp/resolv.conf" "$tmp/nsswitch.conf" \
-      env GODEBUG="netdns=$resolver" "$bin/hostile" --case "$c" "$url" >"$tmp/out" 2>"$tmp/err" || rc=$?
+      env GODEBUG="netdns=$resolver+2" "$bin/hostile" --case "$c" "$url" >"$tmp/out" 2>"$tmp/err" || rc=$?
     line=$(grep '^case=' "$tmp/out" | tail -n 1)
     [[ -n $line ]] || line="case=$c result=CRASH(rc=$rc)"
     echo "$line resolver=$resolver"
+    # The resolver that looked the name up, as Go's debug output (the +2
+    # above) names the lookup's order: "cgo" for glibc's getaddrinfo,
+    # "files,dns" for Go's own, from this nsswitch.conf. A library built
+    # without the cgo resolver would ignore netdns=cgo and pass its cases
+    # with Go's, and a lookup made elsewhere would print nothing here.
+    order=$(sed -n "s/^go package net: hostLookupOrder($host) = //p" "$tmp/err" | sort -u | tr '\n' ' ')
+    want_order="files,dns "
+    [[ $resolver == cgo ]] && want_order="cgo "
+    if [[ $order != "$want_order" ]]; then
+      failed=1
+      echo "---- $c ($resolver): $host was looked up in the order \"${order% }\", not \"${want_order% }\"" \
+        "(Go's netdns=$resolver+2 debug output): not by the resolver this case is for" >&2
+    fi
     if [[ $rc -ne 0 ]]; then
       failed=1
       [[ $rc -eq 3 ]] && echo "---- the namespace's bind mounts failed" >&2
       cat "$tmp/err" >&2
-    elif [[ -s $tmp/err ]]; then
-      sed "s/^/    /" "$tmp/err"
+    elif grep -qv '^go package net: ' "$tmp/err"; then
+      grep -v '^go package net: ' "$tmp/err" | sed "s/^/    /"
     fi
     if [[ $rc -eq 0 && -n $ledger ]]; then
       want="server addresses: 127.0.0.2:${url##*:} (2 connections)"
