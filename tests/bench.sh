@@ -438,17 +438,14 @@ watch_client() {
     wait -n -p ended "$tpid" "$spid" || st=$?
   fi
   [[ ${ended:-} == "$tpid" ]] && return "$st"
-  if [[ ${ended:-} != "$spid" ]]; then # bash 5.0, or wait -n found neither
-    st=0
-    wait "$tpid" || st=$?
-    return "$st"
+  if [[ ${ended:-} == "$spid" ]]; then # else bash 5.0, or wait -n found neither: wait as before
+    server_rc=$st
+    for ((k = 0; k < outlive * 20; k++)); do
+      kill -0 "$tpid" 2>/dev/null || break
+      sleep 0.05
+    done
   fi
-  server_rc=$st
-  for ((k = 0; k < outlive * 20; k++)); do
-    kill -0 "$tpid" 2>/dev/null || break
-    sleep 0.05
-  done
-  if kill -0 "$tpid" 2>/dev/null; then
+  if [[ -n $server_rc ]] && kill -0 "$tpid" 2>/dev/null; then
     kill -STOP "$tpid" 2>/dev/null || true # its limit must not cut the dump short
     cpid=$(pgrep -P "$tpid" | head -n 1 || true)
     mkdir -p "$bin/../bench-hangs"

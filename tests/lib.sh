@@ -30,6 +30,9 @@ sig_mask() {
   echo $((16#${hex:-0}))
 }
 
+# catches_sigterm PID: PID is alive with a SIGTERM handler installed.
+catches_sigterm() { (($(sig_mask "$1" SigCgt) >> (15 - 1) & 1)); }
+
 # sigint_ignored_run OUT TEXT CMD...: runs CMD in the background started
 # with SIGINT ignored (as a script's background job is), output in OUT.
 # Not a fixed sleep before the signals: a program that took longer to
@@ -48,18 +51,18 @@ sigint_ignored_run() {
   ) >"$out" 2>&1 &
   pid=$!
   for _ in $(seq 400); do
-    (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)) && break
+    catches_sigterm "$pid" && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done
-  if ! (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)); then
+  if ! catches_sigterm "$pid"; then
     why="it installed no SIGTERM handler in 20 s"
   elif ! (($(sig_mask "$pid" SigIgn) >> (2 - 1) & 1)); then
     why="it no longer ignores SIGINT"
   else
     kill -INT "$pid" 2>/dev/null || true
     sleep 0.3
-    (($(sig_mask "$pid" SigCgt) >> (15 - 1) & 1)) || why="SIGINT ended it"
+    catches_sigterm "$pid" || why="SIGINT ended it"
   fi
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" || rc=$?

@@ -100,19 +100,19 @@ for resolver in go cgo; do
     # "files,dns" for Go's own, from this nsswitch.conf. A library built
     # without the cgo resolver would ignore netdns=cgo and pass its cases
     # with Go's, and a lookup made elsewhere would print nothing here.
-    order=$(sed -n "s/^go package net: hostLookupOrder($host) = //p" "$tmp/err" | sort -u | tr '\n' ' ')
-    want_order="files,dns "
-    [[ $resolver == cgo ]] && want_order="cgo "
+    order=$(sed -n "s/^go package net: hostLookupOrder($host) = //p" "$tmp/err" | sort -u | paste -sd ' ')
+    want_order=files,dns
+    [[ $resolver == cgo ]] && want_order=cgo
     if [[ $order != "$want_order" ]]; then
       failed=1
-      echo "---- $c ($resolver): $host was looked up in the order \"${order% }\", not \"${want_order% }\"" \
+      echo "---- $c ($resolver): $host was looked up in the order \"$order\", not \"$want_order\"" \
         "(Go's netdns=$resolver+2 debug output): not by the resolver this case is for" >&2
     fi
     if [[ $rc -ne 0 ]]; then
       failed=1
       [[ $rc -eq 3 ]] && echo "---- the namespace's bind mounts failed" >&2
       cat "$tmp/err" >&2
-    elif grep -qv '^go package net: ' "$tmp/err"; then
+    else
       grep -v '^go package net: ' "$tmp/err" | sed "s/^/    /"
     fi
     if [[ $rc -eq 0 && -n $ledger ]]; then
