@@ -440,52 +440,6 @@ check_load() {
   done
 }
 
-# watch_client TPID: waits for a client started in the background under
-# timeout (TPID) and returns its status. One still running outlive s after
-# the server ($spid) ended has hung after its stop (a 64-handle run did,
-# once in a few hundred, with nothing to say why: it was killed at the
-# limit): its threads are dumped (thread_dump) into a file kept in
-# BIN_DIR/../bench-hangs, named in the log, and it is killed then. The
-# server's status, when it ended first, is left in server_rc, for run_one
-# not to wait for it again. Nothing polls before the server has ended, so
-# the measured window runs undisturbed. Before bash 5.1 (no wait -p: Ubuntu
-# 20.04's 5.0) it waits for the client alone, as the bench did before.
-outlive=10
-server_rc=
-watch_client() {
-  local tpid=$1 ended= st=0 k cpid dump
-  server_rc=
-  if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)); then
-    wait -n -p ended "$tpid" "$spid" || st=$?
-  fi
-  [[ ${ended:-} == "$tpid" ]] && return "$st"
-  if [[ ${ended:-} == "$spid" ]]; then # else bash 5.0, or wait -n found neither: wait as before
-    server_rc=$st
-    for ((k = 0; k < outlive * 20; k++)); do
-      kill -0 "$tpid" 2>/dev/null || break
-      sleep 0.05
-    done
-  fi
-  if [[ -n $server_rc ]] && kill -0 "$tpid" 2>/dev/null; then
-    kill -STOP "$tpid" 2>/dev/null || true # its limit must not cut the dump short
-    cpid=$(pgrep -P "$tpid" | head -n 1 || true)
-    mkdir -p "$bin/../bench-hangs"
-    dump=$(cd "$bin/.." && pwd)/bench-hangs/hang-$(date -u +%Y%m%dT%H%M%SZ)-$cpid.txt
-    {
-      echo "tests/bench.sh: the client outlived its server by $outlive s; the server's output:"
-      cat "$tmp/server.out"
-      [[ -n $cpid ]] && thread_dump "$cpid"
-    } >"$dump" 2>&1
-    echo "tests/bench.sh: the client (pid ${cpid:-unknown}) is still running $outlive s after its server" \
-      "ended: a hang. Its threads: $dump" >&2
-    # timeout runs in a process group of its own: this ends it and the
-    # client, also where pgrep did not find the client.
-    kill -KILL -- "-$tpid" 2>/dev/null || true
-  fi
-  st=0
-  wait "$tpid" || st=$?
-  return "$st"
-}
 
 # run_one CLIENT PINNING SCHED CONNS ENVS CAMS IMG STATE WINDOW: prints the run's
 # fields (metrics above), space-separated. It runs in a subshell
@@ -534,7 +488,7 @@ run_one() {
       --envs "$envs" --cams "$cams" --img "$img" --state "$state" --handles "$conns" \
       --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" &
   fi
-  watch_client $! || rc=$?
+  watch_client $! "$spid" "$tmp/server.out" "$bin/../bench-hangs" || rc=$?
   [[ $sched == *+load ]] && check_load
   if [[ $rc -ne 0 ]] && [[ ${#rt[@]} -gt 0 ]] && grep -q '^chrt: failed to set' "$tmp/client.err"; then
     run_cleanup

@@ -175,3 +175,54 @@ thread_dump() {
     echo "(gdb is not installed: no backtraces)"
   fi
 }
+
+# watch_client TPID SPID SERVER_OUT DUMP_DIR [OUTLIVE]: waits for a client
+# started in the background under timeout (TPID: timeout's pid, which leads
+# a process group of its own) against a server started in the background
+# as SPID, and returns the client's status. A client still running OUTLIVE
+# s (default 10) after its server ended has hung after the server's stop
+# (a 64-handle bench run did, once in a few hundred, with nothing to say
+# why: it was killed at its limit): its threads are dumped (thread_dump),
+# after the server's output (SERVER_OUT), into a new file in DUMP_DIR, which
+# is named on stderr, and then it is killed (status 137). The server's
+# status, when it ended first, is left in server_rc (else server_rc is
+# empty and the server is still to be waited for). Nothing polls before
+# the server has ended, so a bench's measured window runs undisturbed.
+# Without wait -p (bash before 5.1: Ubuntu 20.04's 5.0; a test sets
+# watch_wait_p=0 to take this path) it waits for the client alone.
+server_rc=
+watch_wait_p=$((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501))
+watch_client() {
+  local tpid=$1 spid=$2 server_out=$3 dump_dir=$4 outlive=${5:-10} ended= st=0 k cpid dump
+  server_rc=
+  if ((watch_wait_p)); then
+    wait -n -p ended "$tpid" "$spid" || st=$?
+  fi
+  [[ ${ended:-} == "$tpid" ]] && return "$st"
+  if [[ ${ended:-} == "$spid" ]]; then # else no wait -p, or wait -n found neither: wait for the client
+    server_rc=$st
+    for ((k = 0; k < outlive * 20; k++)); do
+      kill -0 "$tpid" 2>/dev/null || break
+      sleep 0.05
+    done
+  fi
+  if [[ -n $server_rc ]] && kill -0 "$tpid" 2>/dev/null; then
+    kill -STOP "$tpid" 2>/dev/null || true # its limit must not cut the dump short
+    cpid=$(pgrep -P "$tpid" | head -n 1 || true)
+    mkdir -p "$dump_dir"
+    dump=$(cd "$dump_dir" && pwd)/hang-$(date -u +%Y%m%dT%H%M%SZ)-${cpid:-unknown}.txt
+    {
+      echo "the client outlived its server by $outlive s; the server's output:"
+      cat "$server_out"
+      [[ -n $cpid ]] && thread_dump "$cpid"
+    } >"$dump" 2>&1
+    echo "watch_client: the client (pid ${cpid:-unknown}) is still running $outlive s after its server" \
+      "ended: a hang. Its threads: $dump" >&2
+    # This ends timeout and the client, also where pgrep did not find the
+    # client.
+    kill -KILL -- "-$tpid" 2>/dev/null || true
+  fi
+  st=0
+  wait "$tpid" || st=$?
+  return "$st"
+}
