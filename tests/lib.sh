@@ -180,7 +180,7 @@ thread_dump() {
 # started in the background under timeout (TPID: timeout's pid, which leads
 # a process group of its own) against a server started in the background
 # as SPID, and returns the client's status. A client still running OUTLIVE
-# s (default 10) after its server ended has hung after the server's stop
+# whole seconds (default 10) after its server ended has hung after the server's stop
 # (a 64-handle bench run did, once in a few hundred, with nothing to say
 # why: it was killed at its limit): its threads are dumped (thread_dump),
 # after the server's output (SERVER_OUT), into a new file in DUMP_DIR, which
@@ -189,7 +189,10 @@ thread_dump() {
 # empty and the server is still to be waited for). Nothing polls before
 # the server has ended, so a bench's measured window runs undisturbed.
 # Without wait -p (bash before 5.1: Ubuntu 20.04's 5.0; a test sets
-# watch_wait_p=0 to take this path) it waits for the client alone.
+# watch_wait_p=0 to take this path) it waits for the client alone. Called
+# in a command substitution (the bench's run_one), wait -n does not report
+# a server that ended before it was called ("no such job"); the bench's
+# server outlives its client's start.
 server_rc=
 watch_wait_p=$((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501))
 watch_client() {
@@ -208,14 +211,19 @@ watch_client() {
   fi
   if [[ -n $server_rc ]] && kill -0 "$tpid" 2>/dev/null; then
     kill -STOP "$tpid" 2>/dev/null || true # its limit must not cut the dump short
+    # From here to the kill nothing may end the shell (set -e): a dump
+    # that cannot be written must not leave timeout stopped and the
+    # client running for good.
     cpid=$(pgrep -P "$tpid" | head -n 1 || true)
-    mkdir -p "$dump_dir"
-    dump=$(cd "$dump_dir" && pwd)/hang-$(date -u +%Y%m%dT%H%M%SZ)-${cpid:-unknown}.txt
-    {
+    mkdir -p "$dump_dir" 2>/dev/null || true
+    dump=$( (cd "$dump_dir" 2>/dev/null && pwd) || echo "$dump_dir")/hang-$(date -u +%Y%m%dT%H%M%SZ)-${cpid:-unknown}.txt
+    if ! {
       echo "the client outlived its server by $outlive s; the server's output:"
       cat "$server_out"
-      [[ -n $cpid ]] && thread_dump "$cpid"
-    } >"$dump" 2>&1
+      [[ -z $cpid ]] || thread_dump "$cpid"
+    } >"$dump" 2>&1; then
+      dump="none ($dump could not be written)"
+    fi
     echo "watch_client: the client (pid ${cpid:-unknown}) is still running $outlive s after its server" \
       "ended: a hang. Its threads: $dump" >&2
     # This ends timeout and the client, also where pgrep did not find the

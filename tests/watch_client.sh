@@ -15,7 +15,15 @@ here=$(dirname "${BASH_SOURCE[0]}")
 # shellcheck source=tests/lib.sh
 source "$here/lib.sh"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+spid= tpid=
+# cleanup: whatever a failed check left running (the stand-ins and their
+# children), and the files.
+cleanup() {
+  [[ -z $tpid ]] || kill -KILL -- "-$tpid" 2>/dev/null || true
+  [[ -z $spid ]] || pkill -KILL -P "$spid" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 dumps=$tmp/hangs
 fails=0
 
@@ -34,7 +42,7 @@ server() {
 client() {
   local limit=$1
   shift
-  timeout -s KILL "$limit" "$@" &
+  timeout -s KILL "$limit" "$@" >"$tmp/client.out" 2>&1 &
   tpid=$!
 }
 
@@ -59,16 +67,21 @@ watch() {
 
 # 1. The client ends first (the server's stop reached it): its status, and
 #    the server left to be waited for.
-server 30 0
+server 2 0
 client 300 sh -c 'exit 3'
 watch
 check "client first: status" "$rc" 3
 check "client first: server_rc" "$server_rc" ""
 check "client first: dumps" "$ndumps" 0
-pkill -P "$spid" sleep || true
 wait "$spid" || true
 
+if ((!watch_wait_p)); then
+  # Cases 2 and 3 need wait -p; case 4 is this bash's own path.
+  echo "note: no wait -p here (bash $BASH_VERSION, watch_wait_p=0): the watch's dump path is not tested"
+fi
+
 # 2. The server ends first (status 5), and the client ends within OUTLIVE.
+if ((watch_wait_p)); then
 server 0.2 5
 client 300 sh -c 'sleep 0.5; exit 4'
 watch
@@ -76,9 +89,12 @@ check "server first, client ends: status" "$rc" 4
 check "server first, client ends: server_rc" "$server_rc" 5
 check "server first, client ends: dumps" "$ndumps" 0
 
+fi
+
 # 3. The server ends first (status 0), and the client hangs: dumped, then
 #    killed (137), with the server's output and the client's threads in
 #    the dump, named on stderr.
+if ((watch_wait_p)); then
 server 0.2 0
 client 300 sleep 1000
 cpid=
@@ -91,21 +107,32 @@ watch
 check "client hangs: status" "$rc" 137
 check "client hangs: server_rc" "$server_rc" 0
 check "client hangs: dumps" "$ndumps" 1
-# Ended: gone, or a zombie (killed with its parent, timeout, it is left to
-# init, which need not reap it at once; kill -0 still finds it).
-state=$(awk '{print $3}' "/proc/$cpid/stat" 2>/dev/null || true)
-check "client hangs: client ended" "$([[ ${state:-Z} == Z ]] && echo ended || echo "alive ($state)")" ended
-dump=$(find "$dumps" -name 'hang-*.txt' | head -n 1)
+# Ended: gone, or a zombie or dying (killed with its parent, timeout, it
+# is left to init, which need not reap it at once; kill -0 still finds
+# it). The SIGKILL was sent; on a loaded machine the process may not have
+# run since, so its state is looked at for up to 2 s.
+for _ in $(seq 40); do
+  state=$(awk '{print $3}' "/proc/$cpid/stat" 2>/dev/null || true)
+  [[ ${state:-Z} == [ZX] ]] && break
+  sleep 0.05
+done
+check "client hangs: client ended" "$([[ ${state:-Z} == [ZX] ]] && echo ended || echo "alive ($state)")" ended
+dump=$(find "$dumps" -name 'hang-*.txt' 2>/dev/null | head -n 1 || true)
 check "client hangs: dump named on stderr" "$(grep -c -F "$dump" "$tmp/watch.err" || true)" 1
 check "client hangs: dump file named for the client" "${dump##*-}" "$cpid.txt"
 check "client hangs: server output in the dump" "$(grep -c '^stand-in server: window done$' "$dump" || true)" 1
 check "client hangs: the client's thread in the dump" \
   "$(grep -c "^thread $cpid sleep state S " "$dump" || true)" 1
-if command -v gdb >/dev/null; then
-  # gdb attached: a backtrace of the stopped sleep.
+# gdb attaches to a process that is not its child only where ptrace lets
+# it: as root, or with Yama's ptrace_scope 0 (Ubuntu's default is 1).
+scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
+if command -v gdb >/dev/null && ((EUID == 0 || scope == 0)); then
   check "client hangs: a backtrace in the dump" "$(grep -c '^#0 ' "$dump" | awk '{print ($1 > 0)}')" 1
+else
+  echo "note: no backtrace expected (gdb missing, or ptrace_scope $scope as uid $EUID)"
 fi
 rm -rf "$dumps"
+fi
 
 # 4. Without wait -p (bash 5.0): the client alone is waited for, and a
 #    hang is left to the client's own limit (here 1 s), as the bench did
