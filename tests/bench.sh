@@ -763,6 +763,60 @@ for wl in "${workloads[@]}"; do
   done
 done
 
+# The bounds this bench was built to check (the real-time and many-handle
+# issue's), each from the figures above, one row each, so that one run
+# says which hold: exchanges/s at least 0.9 of the floor's (each
+# single-connection and N-handle cell under normal scheduling), client CPU
+# per exchange at most 1.1 of it on the server's core, SMALL's p99.9 and
+# p99.99 under SCHED_FIFO at most 1.3 of the floor's, and no run failed
+# under SCHED_FIFO. Throughput and CPU are the paired medians (runs
+# seconds apart), the tails the tail table's ratio of medians.
+echo
+echo "bounds, libplugrl over the floor: exchanges/s >= 0.9 and client cpu-us/ex <= 1.1 (one core) as the paired medians;"
+echo "SMALL's turnaround p99.9 and p99.99 under SCHED_FIFO <= 1.3 as the tail table's ratios; SCHED_FIFO runs that failed"
+echo "(hung, or ended in error) = 0; \"-\": not measured in this run (a cell left out, too few samples, no run that succeeded)"
+printf '%-46s %-26s %-6s %s\n' bound value limit holds
+bound_row() { printf '%-46s %-26s %-6s %s\n' "$1" "$2" "$3 $4" "$(holds "$2" "$3" "$4")"; }
+pin_name() { if [[ $1 == same ]]; then echo "one core"; else echo "$1"; fi; }
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ _ <<<"$wl"
+  for pin in "${pinnings[@]}"; do
+    key=$name/$pin/other
+    bound_row "exchanges/s, $name, $(pin_name "$pin")" \
+      "$(paired "${runs[$key/libplugrl/rate]}" "${runs[$key/floor/rate]}" ratio boot)" '>=' 0.9
+  done
+  [[ $name == SMALLx* ]] && continue
+  key=$name/same/other
+  bound_row "client cpu-us/ex, $name, one core" \
+    "$(paired "${runs[$key/libplugrl/cpu]}" "${runs[$key/floor/cpu]}" ratio boot)" '<=' 1.1
+done
+fifo_failed=0 fifo_runs=0
+for sched in "${scheds[@]}"; do
+  [[ $sched == fifo* ]] || continue
+  for pin in "${pinnings[@]}"; do
+    if [[ " ${workloads[*]}" == *" SMALL "* ]]; then
+      for q in 999 9999; do
+        bound_row "SMALL p$([[ $q == 999 ]] && echo 99.9 || echo 99.99), $sched, $(pin_name "$pin")" \
+          "$(ratio "$(medq "SMALL/$pin/$sched/libplugrl" "t$q")" "$(medq "SMALL/$pin/$sched/floor" "t$q")")" '<=' 1.3
+      done
+    fi
+    for wl in "${workloads[@]}"; do
+      read -r name _ _ _ _ _ <<<"$wl"
+      for client in "${clients[@]}"; do
+        for st in ${runs[$name/$pin/$sched/$client/status]}; do
+          fifo_runs=$((fifo_runs + 1))
+          [[ $st != failed ]] || fifo_failed=$((fifo_failed + 1))
+        done
+      done
+    done
+  done
+done
+if ((fifo_runs)); then
+  bound_row "SCHED_FIFO runs that failed, of $fifo_runs" "$fifo_failed" '<=' 0
+else
+  bound_row "SCHED_FIFO runs that failed" - '<=' 0
+fi
+
 # The order's balance: how often each client ran after libplugrl (the
 # rest of the repetitions, before it). A client that always ran after it
 # would carry any drift within a cell into its paired ratio.

@@ -75,3 +75,18 @@ paired() {
 medq_of() {
   if [[ " $1 " == *" - "* ]]; then echo -; else median <<<"$1"; fi
 }
+
+# holds VALUE OP LIMIT: whether VALUE meets a bound: "yes" when it is OP
+# (>= or <=) LIMIT, "NO" when not, "-" when it is not a number. VALUE may
+# be a figure as paired prints it ("0.905 (0.792-1.179)"): its median, the
+# first field, is what is compared, as printed (to three places).
+holds() {
+  local v=${1%% *}
+  if ! isnum "$v"; then
+    echo -
+    return
+  fi
+  awk -v v="$v" -v op="$2" -v l="$3" 'BEGIN {
+    if (op == ">=") ok = (v + 0 >= l + 0); else if (op == "<=") ok = (v + 0 <= l + 0); else { print "?"; exit }
+    print ok ? "yes" : "NO" }'
+}

@@ -38,6 +38,19 @@ check "ratio" "$(ratio 3 4)" 0.750
 check "ratio by 0" "$(ratio 1 0)" -
 check "ratio of -" "$(ratio - 4)" -
 check "num" "$(num %.1f 2.25)" 2.2
+
+# holds: a bound met or not, at its edge too; a paired figure by its
+# median; no number, no verdict.
+check "holds >= above" "$(holds 0.905 '>=' 0.9)" yes
+check "holds >= at the edge" "$(holds 0.900 '>=' 0.9)" yes
+check "holds >= below" "$(holds 0.899 '>=' 0.9)" NO
+check "holds <= above" "$(holds 1.302 '<=' 1.3)" NO
+check "holds <= at the edge" "$(holds 1.300 '<=' 1.3)" yes
+check "holds paired" "$(holds '0.867 (0.792-1.179)' '>=' 0.9)" NO
+check "holds paired, few pairs" "$(holds '1.010 (0.921-1.041) [2/3]' '>=' 0.9)" yes
+check "holds no number" "$(holds '- [0/3]' '>=' 0.9)" -
+check "holds count" "$(holds 0 '<=' 0)" yes
+check "holds count over" "$(holds 2 '<=' 0)" NO
 check "num of nan" "$(num %.1f nan)" -
 
 # medq_of: a percentile's median is "-" as soon as one run had too few
