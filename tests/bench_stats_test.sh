@@ -38,6 +38,7 @@ check "ratio" "$(ratio 3 4)" 0.750
 check "ratio by 0" "$(ratio 1 0)" -
 check "ratio of -" "$(ratio - 4)" -
 check "num" "$(num %.1f 2.25)" 2.2
+check "num of nan" "$(num %.1f nan)" -
 
 # holds: a bound met or not, at its edge too; a paired figure by its
 # median; no number, no verdict.
@@ -51,7 +52,8 @@ check "holds paired, few pairs" "$(holds '1.010 (0.921-1.041) [2/3]' '>=' 0.9)" 
 check "holds no number" "$(holds '- [0/3]' '>=' 0.9)" -
 check "holds count" "$(holds 0 '<=' 0)" yes
 check "holds count over" "$(holds 2 '<=' 0)" NO
-check "num of nan" "$(num %.1f nan)" -
+check "holds compares numbers, not strings" "$(holds 10 '>=' 9)" yes
+check "holds exponent" "$(holds 1e3 '>=' 0.9)" yes
 
 # medq_of: a percentile's median is "-" as soon as one run had too few
 # samples for it.
