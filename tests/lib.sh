@@ -180,19 +180,19 @@ thread_dump() {
 # started in the background under timeout (TPID: timeout's pid, which leads
 # a process group of its own) against a server started in the background
 # as SPID, and returns the client's status. A client still running OUTLIVE
-# whole seconds (default 10) after its server ended has hung after the server's stop
-# (a 64-handle bench run did, once in a few hundred, with nothing to say
-# why: it was killed at its limit): its threads are dumped (thread_dump),
-# after the server's output (SERVER_OUT), into a new file in DUMP_DIR, which
-# is named on stderr, and then it is killed (status 137). The server's
-# status, when it ended first, is left in server_rc (else server_rc is
-# empty and the server is still to be waited for). Nothing polls before
-# the server has ended, so a bench's measured window runs undisturbed.
-# Without wait -p (bash before 5.1: Ubuntu 20.04's 5.0; a test sets
-# watch_wait_p=0 to take this path) it waits for the client alone. Called
-# in a command substitution (the bench's run_one), wait -n does not report
-# a server that ended before it was called ("no such job"); the bench's
-# server outlives its client's start.
+# whole seconds (default 10) after its server ended has hung after the
+# server's stop (a 64-handle bench run did, once in a few hundred, with
+# nothing to say why: it was killed at its limit): its threads are dumped
+# (thread_dump), after the server's output (SERVER_OUT), into a new file in
+# DUMP_DIR, which is named on stderr, and then it is killed (status 137).
+# The server's status, when it ended first, is left in server_rc (else
+# server_rc is empty and the server is still to be waited for). Nothing
+# polls before the server has ended, so a bench's measured window runs
+# undisturbed. Without wait -p (bash before 5.1: Ubuntu 20.04's 5.0; a
+# test sets watch_wait_p=0 to take this path) it waits for the client
+# alone. Called in a command substitution (the bench's run_one), wait -n
+# does not report a server that ended before it was called ("no such
+# job"); the bench's server outlives its client's start.
 server_rc=
 watch_wait_p=$((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501))
 watch_client() {
