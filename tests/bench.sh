@@ -271,6 +271,8 @@ fi
 if [[ $load == 1 ]]; then
   for s in "${scheds[@]}"; do scheds+=("$s+load"); done
 fi
+have_fifo=0
+[[ " ${scheds[*]} " == *" fifo"* ]] && have_fifo=1
 
 tmp=$(mktemp -d)
 # shellcheck disable=SC2317 # called by the trap
@@ -571,7 +573,7 @@ order_of() {
 declare -A runs after_lib
 start=$SECONDS
 windows="${window} s windows"
-if [[ " ${scheds[*]} " == *" fifo"* && " ${workloads[*]}" == *" SMALL "* && $tail_window != "$window" ]]; then
+if [[ $have_fifo == 1 && $have_small == 1 && $tail_window != "$window" ]]; then
   windows+=" (SMALL under SCHED_FIFO: $tail_window s)"
 fi
 echo "libplugrl vs. the transport floor: $reps interleaved repetitions of $windows (after ${warmup} s warm-up), $cores cores; $idle_note"
@@ -793,18 +795,17 @@ for wl in "${workloads[@]}"; do
   bound_row "client cpu-us/ex, $name, one core, other" \
     "$(paired "${runs[$key/libplugrl/cpu]}" "${runs[$key/floor/cpu]}" ratio boot)" '<=' 1.1
 done
-fifo_failed=0 fifo_runs=0 fifo_cells=0
+fifo_failed=0 fifo_runs=0
 for sched in "${scheds[@]}"; do
   [[ $sched == fifo* ]] || continue
-  fifo_cells=1
   for pin in "${pinnings[@]}"; do
     if [[ $have_small == 1 ]]; then
       lkey=SMALL/$pin/$sched/libplugrl
       ok=$(oks "$lkey")
       [[ ${ok%/*} == "${ok#*/}" ]] && ok= || ok=" [$ok]"
-      for q in 999 9999; do
-        bound_row "SMALL p$([[ $q == 999 ]] && echo 99.9 || echo 99.99), $(pin_name "$pin"), $sched" \
-          "$(ratio "$(medq "$lkey" "t$q")" "$(medq "SMALL/$pin/$sched/floor" "t$q")")$ok" '<=' 1.3
+      for q in 99.9 99.99; do
+        bound_row "SMALL p$q, $(pin_name "$pin"), $sched" \
+          "$(ratio "$(medq "$lkey" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")$ok" '<=' 1.3
       done
     fi
     for wl in "${workloads[@]}"; do
@@ -820,7 +821,7 @@ for sched in "${scheds[@]}"; do
     done
   done
 done
-if [[ $fifo_cells == 0 || $have_small == 0 ]]; then
+if [[ $have_fifo == 0 || $have_small == 0 ]]; then
   bound_row "SMALL p99.9 and p99.99 under SCHED_FIFO" - '<=' 1.3
 fi
 if ((fifo_runs)); then

@@ -87,6 +87,5 @@ holds() {
     return
   fi
   awk -v v="$v" -v op="$2" -v l="$3" 'BEGIN {
-    if (op == ">=") ok = (v + 0 >= l + 0); else if (op == "<=") ok = (v + 0 <= l + 0); else { print "?"; exit }
-    print ok ? "yes" : "NO" }'
+    ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0); print ok ? "yes" : "NO" }'
 }
