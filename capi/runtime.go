@@ -88,7 +88,8 @@ func init() {
 // even progress per connection. One case loses: 64 threads on a core of
 // their own that low-priority work shares (a nice 19 busy loop) kept
 // 0.70-0.74 of the floor's exchanges against 0.85-0.86 with 17 Ps; on the
-// server's core, under the same load, 0.94 against 0.86 (README).
+// server's core, under the same load, 0.94 against 0.86
+// (docs/PERFORMANCE.md, "A P each for up to 80 threads").
 //
 // Until 2026-12-03 the Receives yielded in process-wide turns however
 // many Ps there were, and then 64 threads made fewer exchanges with 65 Ps

@@ -327,7 +327,7 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	}
 	// The env flags are updated before the send, so that as little as
 	// possible runs between this send and the caller's next infer (the
-	// server then more often reads both at once; see README, Performance).
+	// server then more often reads both at once; see docs/PERFORMANCE.md).
 	// A failed send drops them all anyway (lost).
 	episodeEnds := false
 	for i, e := range f.EnvIndices {

@@ -15,7 +15,7 @@ import (
 // msgpack bytes are the same, so the encoder keeps them and only points the
 // data segments at the new request's memory. An env loop sends the same
 // structure on every exchange; this made a small exchange measurably
-// cheaper (see README, Performance).
+// cheaper (see docs/PERFORMANCE.md).
 
 // The plan's table of field sources: every field of a request that the
 // encoded bytes depend on, one row each. A row is a name here and one line
