@@ -682,9 +682,12 @@ typedef struct plugrl_options {
 ** server answers), with the reconnect backoff between attempts
 ** (reconnect_backoff_ms, doubling up to max_backoff_ms, with jitter), each
 ** attempt's connect_timeout_ms and metadata_timeout_ms cut to what is left
-** of the wait. It keeps trying on what the server's side can mend: a
-** connection refused, reset or timed out, a host or network unreachable,
-** a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
+** of the wait; no attempt starts with less than 20 ms of it left (the last
+** pause then runs to the wait's end, and plugrl_open fails with the last
+** attempt's status: a refused port stays PLUGRL_CONNECT_FAILED rather than
+** an attempt's timeout). It keeps trying on what the server's side can
+** mend: a connection refused, reset or timed out, a host or network
+** unreachable, a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
 ** a proxy whose backend is down), 429 or 408 (a proxy that limits how
 ** fast clients come), a connection closed before the
 ** handshake, or lost or closed with 1001 (going away), 1012 (service

@@ -88,7 +88,8 @@ type Options struct {
 	// one attempt. Positive: attempts with the reconnect backoff
 	// (ReconnectBackoff doubling up to MaxBackoff, with jitter) until
 	// OpenWait has passed, each attempt's timeouts cut to what is left of
-	// it. Negative: until the server answers. Interrupt, or the context,
+	// it (none starts with less than 20 ms left: the last pause then runs
+	// to the wait's end). Negative: until the server answers. Interrupt, or the context,
 	// ends the wait at once, and a failure no wait can mend (a URL that
 	// does not parse or a bad port, a certificate that is wrong, an HTTP
 	// answer other than 5xx, 429 or 408, a protocol error) ends it too; a

@@ -25,6 +25,16 @@ import (
 // 408, a protocol error, the server's stop. A refusal's Retry-After (a
 // 503's or 429's) lengthens the next pause to it, up to MaxBackoff.
 
+// minAttempt is the least of the open wait an attempt after the first
+// starts with; with less left, the last pause runs to the wait's end and
+// the open fails with the last attempt's error. An attempt with a sliver
+// left can only time out, and its timeout then hid why the attempts
+// before it failed: under a loaded CI machine, a 200 ms wait on a refused
+// port once ended in an attempt with 140 us left, and the open failed as
+// a timeout instead of a refused connection. 20 ms covers a connection
+// and its handshake on a LAN many times over.
+const minAttempt = 20 * time.Millisecond
+
 // open is Connect's connection: one attempt, or attempts until OpenWait
 // has passed (negative: until one succeeds), Interrupt or a failure that
 // waiting cannot mend.
@@ -54,14 +64,21 @@ func (c *Client) open(ctx context.Context) error {
 		var pause time.Duration
 		pause, wait = c.backoff(wait)
 		pause = c.retryPause(pause, err)
+		last := false // no attempt after this pause: the wait ends in it
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
 				return ended()
 			}
-			pause = min(pause, left)
+			if left-pause < minAttempt {
+				pause, last = left, true
+			}
 		}
-		c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
+		if last {
+			c.logf(LevelInfo, "connect attempt %d failed: %v; too little of the open wait is left for another (%v)", attempt, err, pause.Round(time.Millisecond))
+		} else {
+			c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
+		}
 		// ctx too: connect's context.AfterFunc covers only an attempt,
 		// and a pause may be MaxBackoff long.
 		if c.sleep(ctx, pause) {
@@ -70,7 +87,7 @@ func (c *Client) open(ctx context.Context) error {
 			}
 			return newErr(KindInterrupted, nil, "waiting for the server to answer (attempt %d failed: %v): interrupted", attempt, err)
 		}
-		if !deadline.IsZero() && time.Until(deadline) <= 0 {
+		if last || !deadline.IsZero() && time.Until(deadline) <= 0 {
 			return ended() // no time for another attempt
 		}
 	}

@@ -128,6 +128,28 @@ func TestOpenWaitEnds(t *testing.T) {
 	})
 }
 
+// TestOpenWaitNoSliver: no attempt starts with less than 20 ms of the wait
+// left; the last pause runs to its end instead, and the open fails with
+// the last real attempt's error. Before, a pause that ended just before
+// the wait did (a loaded machine) started an attempt with microseconds
+// left, which timed out, and a refused port failed as a timeout. Here
+// the first pause (16-32 ms of a 35 ms wait) always ends with less than
+// 20 ms left and, before the change, always started a second attempt.
+func TestOpenWaitNoSliver(t *testing.T) {
+	var logs []string
+	o := waitOptions("ws://"+freeAddr(t), 35*time.Millisecond)
+	o.ReconnectBackoff, o.MaxBackoff = 32*time.Millisecond, 32*time.Millisecond
+	o.Logf = func(_ client.Level, msg string) { logs = append(logs, msg) }
+	_, err := client.Dial(context.Background(), o)
+	if client.KindOf(err) != client.KindConnect || !strings.Contains(err.Error(), "(35ms, 1 attempts)") ||
+		!strings.Contains(err.Error(), "refused") {
+		t.Fatalf("a refused port, 35 ms of wait: %v; want the one attempt's refusal", err)
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "too little of the open wait is left") {
+		t.Errorf("the log does not say why no second attempt was made: %q", logs)
+	}
+}
+
 // TestOpenWaitInterrupted: Interrupt, or the context, ends a wait with no
 // end at once, between attempts or in one.
 func TestOpenWaitInterrupted(t *testing.T) {
