@@ -74,11 +74,11 @@ func (c *Client) open(ctx context.Context) error {
 				pause, last = left, true
 			}
 		}
+		then := "waiting for the server (next attempt in %v)"
 		if last {
-			c.logf(LevelInfo, "connect attempt %d failed: %v; too little of the open wait is left for another (%v)", attempt, err, pause.Round(time.Millisecond))
-		} else {
-			c.logf(LevelInfo, "connect attempt %d failed: %v; waiting for the server (next attempt in %v)", attempt, err, pause.Round(time.Millisecond))
+			then = "too little of the open wait is left for another (%v)"
 		}
+		c.logf(LevelInfo, "connect attempt %d failed: %v; "+then, attempt, err, pause.Round(time.Millisecond))
 		// ctx too: connect's context.AfterFunc covers only an attempt,
 		// and a pause may be MaxBackoff long.
 		if c.sleep(ctx, pause) {
