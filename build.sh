@@ -34,6 +34,8 @@
 #   bin/plugrl_probe_client_c, bin/plugrl_probe_client, ...  the examples and tests,
 #                               built by CMake in build/cmake against the
 #                               tree above through find_package(plugrl)
+#   bench/libplugrl_gofloor.so  the bench's Go floor (bench/gofloor), which
+#                               bin/plugrl_bench_gofloor uses (not in a cross build)
 #
 # Needs Go and a C compiler. The rest (cmake, pkg-config, g++, make,
 # python3 with websockets, msgpack and numpy for the protocol checker, and
@@ -327,6 +329,20 @@ build_cmds() {
     CGO_ENABLED=0 go build -p "$jobs" -o "$build/bin/$c" "./cmd/$c"
   done
   go build -p "$jobs" -o "$build/bin/plugrl-probe" ./cmd/plugrl-probe
+  build_gofloor
+}
+
+# build_gofloor builds the bench's Go floor, libplugrl_gofloor.so
+# (bench/gofloor), for CMake's plugrl_bench_gofloor; not in a cross build,
+# whose bench does not run.
+build_gofloor() {
+  gofloor_lib=
+  [[ -z $cross ]] || return 0
+  mkdir -p "$build/bench"
+  go build -p "$jobs" -buildmode=c-shared -o "$build/bench/libplugrl_gofloor.so" \
+    -ldflags "-extldflags '-Wl,-soname,libplugrl_gofloor.so -Wl,--version-script=$root/bench/gofloor/exports.map'" ./bench/gofloor
+  rm -f "$build/bench/libplugrl_gofloor.h"
+  gofloor_lib=$build/bench/libplugrl_gofloor.so
 }
 
 build_examples() {
@@ -343,7 +359,8 @@ build_examples() {
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -Dplugrl_DIR="$build/lib/cmake/plugrl" \
     -DPLUGRL_BIN_DIR="$build/bin" \
-    -DPLUGRL_SERVER_BIN="$build/bin/plugrl" >/dev/null
+    -DPLUGRL_SERVER_BIN="$build/bin/plugrl" \
+    -DPLUGRL_GOFLOOR_LIB="${gofloor_lib:-}" >/dev/null
   cmake --build "$build/cmake" -j "$jobs"
 }
 

@@ -33,6 +33,13 @@
 // it reads from PATH (the server's output) after the server has stopped
 // it; without --window-file, over the run after its first 20 % of
 // exchanges (bench_cpu.hpp).
+//
+// Built with PLUGRL_FLOOR_VIA_GO it is plugrl_bench_gofloor: the same
+// program, its send, sendmsg and recv calls made through
+// libplugrl_gofloor.so (bench/gofloor), a Go library that does nothing
+// but those system calls, with libplugrl's Ps, yield and thread policy.
+// What it costs over this floor is what the Go runtime costs a thread that
+// calls in from C; what libplugrl costs over it is libplugrl's own path.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -56,7 +63,11 @@
 
 namespace {
 
+#ifdef PLUGRL_FLOOR_VIA_GO
+constexpr const char *kProg = "plugrl_bench_gofloor";
+#else
 constexpr const char *kProg = "plugrl_bench_floor";
+#endif
 
 [[noreturn]] void die(const char *what) {
   std::fprintf(stderr, "%s: %s: %s\n", kProg, what, errno ? std::strerror(errno) : "unexpected end");
@@ -97,9 +108,36 @@ __attribute__((optimize("O3"))) void mask_copy(uint8_t *dst, const uint8_t *src,
   for (; i < n; i++) dst[i] = src[i] ^ uint8_t(key >> (8 * (i % 4)));
 }
 
+// The floor's system calls: the C library's, or, in plugrl_bench_gofloor,
+// libplugrl_gofloor.so's, which return minus the errno on failure.
+#ifdef PLUGRL_FLOOR_VIA_GO
+extern "C" {
+void gf_bind(void);
+long gf_send(int fd, void *p, size_t n, int flags);
+long gf_sendmsg(int fd, void *msg, int flags);
+long gf_recv(int fd, void *p, size_t n, int flags);
+}
+ssize_t via_go(long r) {
+  if (r < 0) {
+    errno = int(-r);
+    return -1;
+  }
+  return ssize_t(r);
+}
+void bind_thread() { gf_bind(); }
+ssize_t sys_send(int fd, const void *p, size_t n, int flags) { return via_go(gf_send(fd, const_cast<void *>(p), n, flags)); }
+ssize_t sys_sendmsg(int fd, msghdr *msg, int flags) { return via_go(gf_sendmsg(fd, msg, flags)); }
+ssize_t sys_recv(int fd, void *p, size_t n, int flags) { return via_go(gf_recv(fd, p, n, flags)); }
+#else
+void bind_thread() {}
+ssize_t sys_send(int fd, const void *p, size_t n, int flags) { return send(fd, p, n, flags); }
+ssize_t sys_sendmsg(int fd, msghdr *msg, int flags) { return sendmsg(fd, msg, flags); }
+ssize_t sys_recv(int fd, void *p, size_t n, int flags) { return recv(fd, p, n, flags); }
+#endif
+
 void send_all(int fd, const uint8_t *p, size_t n) {
   while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t k = sys_send(fd, p, n, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
       die("send");
@@ -117,7 +155,7 @@ void send_two(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_t nb) 
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
-    ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    ssize_t k = sys_sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR) continue;
       die("sendmsg");
@@ -202,7 +240,7 @@ struct Floor {
       rpos = 0;
     }
     for (;;) {
-      ssize_t k = recv(fd, rbuf.data() + rlen, rbuf.size() - rlen, 0);
+      ssize_t k = sys_recv(fd, rbuf.data() + rlen, rbuf.size() - rlen, 0);
       if (k > 0) {
         rlen += size_t(k);
         return;
@@ -316,6 +354,7 @@ bool parse_size(const char *flag, const char *s, size_t &out) {
 
 // One connection's run, until the server closes it.
 void run_one(const std::string &url, size_t infer, size_t feedback, size_t chunk, bool hold, bench::Counter &count) {
+  bind_thread();
   Floor f;
   f.chunk = chunk;
   f.hold = hold && feedback <= (64 << 10);

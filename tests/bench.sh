@@ -68,6 +68,8 @@
 #                             p99.99 in a fraction of the whole grid's time; the
 #                             A/A gauge below needs LARGE and is left out
 #                             without it
+#   PLUGRL_BENCH_GOFLOOR=1    also the Go floor in every cell (below): what a
+#                             Go library costs before any work of its own
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -88,6 +90,12 @@
 #              is never held, so for LARGE it is the floor's very program
 #   libplugrl  plugrl_bench_client: the workload through libplugrl.so's
 #              plugrl_infer / plugrl_feedback
+#   go-floor   (PLUGRL_BENCH_GOFLOOR=1) plugrl_bench_gofloor: floor-held's
+#              very program, its system calls made through a Go library that
+#              does nothing else but keep the runtime as libplugrl does (its
+#              Ps, its yield, its threads' policy; bench/gofloor): over
+#              floor-held, the Go runtime's cost to a thread that calls in
+#              from C; libplugrl over it, libplugrl's own path
 #   ledger-digest, ledger-full
 #              the same, recording a step ledger (docs/LEDGER.md) at that
 #              level: their ratio is to libplugrl, the ledger's cost; after
@@ -248,6 +256,17 @@ pinnings=(same split)
 # out).
 clients=(floor floor-held libplugrl)
 [[ $with_ledger == 1 ]] && clients+=(ledger-digest ledger-full)
+with_gofloor=${PLUGRL_BENCH_GOFLOOR:-0}
+if [[ $with_gofloor == 1 ]]; then
+  [[ -x $bin/plugrl_bench_gofloor ]] || {
+    echo "tests/bench.sh: PLUGRL_BENCH_GOFLOOR=1 wants $bin/plugrl_bench_gofloor (./build.sh builds it, except in a cross build)" >&2
+    exit 1
+  }
+  clients+=(go-floor)
+elif [[ $with_gofloor != 0 ]]; then
+  echo "tests/bench.sh: PLUGRL_BENCH_GOFLOOR wants 0 or 1, got \"$with_gofloor\"" >&2
+  exit 1
+fi
 cores=$(nproc)
 if [[ $cores -lt 2 ]]; then
   echo "tests/bench.sh: one core only: the split runs are skipped" >&2
@@ -480,10 +499,11 @@ run_one() {
     rm -f "$tmp"/bench.ledger*
     ledger=(env PLUGRL_LEDGER="$tmp/bench.ledger" PLUGRL_LEDGER_LEVEL="${client#ledger-}")
   fi
-  if [[ $client == floor* ]]; then
-    local hold=0
-    [[ $client == floor-held ]] && hold=1
-    timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/plugrl_bench_floor" --url "$url" \
+  if [[ $client == floor* || $client == go-floor ]]; then
+    local hold=0 floor=plugrl_bench_floor
+    [[ $client == floor-held || $client == go-floor ]] && hold=1
+    [[ $client == go-floor ]] && floor=plugrl_bench_gofloor
+    timeout -s KILL "$limit" taskset -c "$ccore" "${rt[@]}" "$bin/$floor" --url "$url" \
       --infer-bytes "$infer_bytes" --feedback-bytes "$feedback_bytes" --chunk "$floor_chunk" --hold "$hold" --handles "$conns" \
       --window-file "$tmp/server.out" "${lock[@]}" >"$tmp/client.out" 2>"$tmp/client.err" &
   else
@@ -668,7 +688,7 @@ for wl in "${workloads[@]}"; do
         key=$name/$pin/$sched/$client
         r=$(med "$key" rate) c=$(med "$key" cpu)
         rr=- cr=- per=-
-        if [[ $client == libplugrl || $client == floor-held ]]; then
+        if [[ $client == libplugrl || $client == floor-held || $client == go-floor ]]; then
           rr=$(ratio "$r" "$fr") cr=$(ratio "$c" "$fc")
         elif [[ $client == ledger-* ]]; then
           rr=$(ratio "$r" "$lr") cr=$(ratio "$c" "$lc")
@@ -684,7 +704,7 @@ for wl in "${workloads[@]}"; do
 done
 echo "(medians of the runs that succeeded, ok: how many of the $reps did; same = both on core 0, split = server core 0,"
 echo " client core 1; fifo = both under chrt -f 50; +load = a nice 19 busy loop on every core during the run;"
-echo " lib/fl: the ratio of the medians, libplugrl/floor (and floor-held/floor), throughput and CPU per exchange; on"
+echo " lib/fl: the ratio of the medians, libplugrl/floor (and floor-held/floor, go-floor/floor), throughput and CPU per exchange; on"
 echo " ledger-digest and ledger-full rows, libplugrl recording a step ledger (PLUGRL_LEDGER) at that level / libplugrl"
 echo " without; n: the exchanges the server timed (median); a percentile q is \"-\" where a run had n < 10/(1-q), too few"
 echo " samples beyond it (p99 needs 1000, p99.9 10000, p99.99 100000); notes: FAILED k, k runs failed under SCHED_FIFO (a"
@@ -748,6 +768,35 @@ else
   echo "noise gauge (an A/A test on LARGE): left out, as PLUGRL_BENCH_WORKLOADS leaves out LARGE"
 fi
 
+# The Go floor's table: where libplugrl misses a bound, whether a Go
+# library that does nothing but the system calls misses it too (the
+# runtime's cost, against floor-held, the C client that holds feedback as
+# both do) or libplugrl's own path is what is left (libplugrl over it).
+if [[ $with_gofloor == 1 ]]; then
+  echo
+  echo "the Go floor, paired as above: go-floor over floor-held (the Go runtime's cost to a thread calling in from C) and"
+  echo "libplugrl over go-floor (libplugrl's own path), exchanges/s and client cpu-us/ex; the turnaround tail p99.9/p99.99 of"
+  echo "go-floor over the floor's and of libplugrl over go-floor's (ratios of the medians)"
+  printf '%-9s %-5s %-10s | %-26s %-26s | %-26s %-26s | %-13s %s\n' workload pin sched "ex/s go-floor/held" "ex/s lib/go-floor" \
+    "cpu go-floor/held" "cpu lib/go-floor" "tail gf/floor" "tail lib/gf"
+  for wl in "${workloads[@]}"; do
+    read -r name _ _ _ _ _ <<<"$wl"
+    for sched in "${scheds[@]}"; do
+      for pin in "${pinnings[@]}"; do
+        fkey=$name/$pin/$sched/floor hkey=$name/$pin/$sched/floor-held
+        gkey=$name/$pin/$sched/go-floor lkey=$name/$pin/$sched/libplugrl
+        printf '%-9s %-5s %-10s | %-26s %-26s | %-26s %-26s | %-13s %s\n' "$name" "$pin" "$sched" \
+          "$(paired "${runs[$gkey/rate]}" "${runs[$hkey/rate]}" ratio boot)" \
+          "$(paired "${runs[$lkey/rate]}" "${runs[$gkey/rate]}" ratio boot)" \
+          "$(paired "${runs[$gkey/cpu]}" "${runs[$hkey/cpu]}" ratio boot)" \
+          "$(paired "${runs[$lkey/cpu]}" "${runs[$gkey/cpu]}" ratio boot)" \
+          "$(ratio "$(medq "$gkey" t999)" "$(medq "$fkey" t999)")/$(ratio "$(medq "$gkey" t9999)" "$(medq "$fkey" t9999)")" \
+          "$(ratio "$(medq "$lkey" t999)" "$(medq "$gkey" t999)")/$(ratio "$(medq "$lkey" t9999)" "$(medq "$gkey" t9999)")"
+      done
+    done
+  done
+fi
+
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
 echo
@@ -778,7 +827,7 @@ done
 echo
 echo "bounds, libplugrl over the floor: exchanges/s >= 0.9 and client cpu-us/ex <= 1.1 (one core) as the paired medians,"
 echo "normal scheduling without load; SMALL's turnaround p99.9 and p99.99 under SCHED_FIFO <= 1.3 as the tail table's"
-echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client that failed (hung, or ended in"
+echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client but go-floor that failed (hung, or ended in"
 echo "error; refused by the kernel: not counted) = 0; \"-\": not measured in this run (a cell left out, too few samples)"
 printf '%-46s %-26s %-6s %s\n' bound value limit holds
 bound_row() { printf '%-46s %-26s %-6s %s\n' "$1" "$2" "$3 $4" "$(holds "$2" "$3" "$4")"; }
@@ -811,6 +860,7 @@ for sched in "${scheds[@]}"; do
     for wl in "${workloads[@]}"; do
       read -r name _ _ _ _ _ <<<"$wl"
       for client in "${clients[@]}"; do
+        [[ $client == go-floor ]] && continue # a reference, not a client the bound is about
         for st in ${runs[$name/$pin/$sched/$client/status]}; do
           case $st in
             ok) fifo_runs=$((fifo_runs + 1)) ;;

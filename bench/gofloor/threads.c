@@ -1,0 +1,87 @@
+/* The runtime's threads as libplugrl has them (capi/helpers.c, in short):
+** created SCHED_OTHER from a real-time creator, and sysmon, the second
+** thread the runtime creates, raised to the highest priority of the
+** real-time callers (without that, a caller woken while sysmon held its
+** goroutine's scan bit spun until the kernel's real-time throttling ran
+** sysmon). pthread_create here is hidden (exports.map): it binds only
+** runtime/cgo's calls inside the library. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+static _Atomic int created;
+static pthread_t sysmon;
+static _Atomic int sysmon_known;
+static int ceiling;
+
+static int realtime(int *priority) {
+  int p = sched_getscheduler(0);
+  if (p < 0) {
+    return 0;
+  }
+  p &= ~SCHED_RESET_ON_FORK;
+  if (p != SCHED_FIFO && p != SCHED_RR) {
+    return 0;
+  }
+  struct sched_param sp;
+  *priority = sched_getparam(0, &sp) == 0 ? sp.sched_priority : 0;
+  return 1;
+}
+
+int plugrl_gofloor_realtime(void) {
+  int priority;
+  return realtime(&priority);
+}
+
+/* Called with gofloor.go's procsMu held. */
+void plugrl_gofloor_ceiling(void) {
+  int priority;
+  if (!atomic_load(&sysmon_known) || !realtime(&priority) || priority <= ceiling) {
+    return;
+  }
+  struct sched_param sp = {.sched_priority = priority};
+  if (pthread_setschedparam(sysmon, SCHED_FIFO, &sp) == 0) {
+    ceiling = priority;
+  }
+}
+
+__attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                         void *(*start)(void *), void *arg) {
+  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  if (real == NULL) {
+    real = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(RTLD_NEXT, "pthread_create");
+    if (real == NULL) {
+      return EAGAIN;
+    }
+  }
+  int number = atomic_fetch_add(&created, 1);
+  int priority;
+  pthread_attr_t own, *a = (pthread_attr_t *)attr;
+  int err;
+  if (!realtime(&priority)) {
+    err = real(thread, attr, start, arg);
+  } else {
+    if (a == NULL) {
+      if (pthread_attr_init(&own) != 0) {
+        return EAGAIN;
+      }
+      a = &own;
+    }
+    struct sched_param normal = {0};
+    pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
+    pthread_attr_setschedpolicy(a, SCHED_OTHER);
+    pthread_attr_setschedparam(a, &normal);
+    err = real(thread, a, start, arg);
+    if (a == &own) {
+      pthread_attr_destroy(&own);
+    }
+  }
+  if (err == 0 && number == 1) {
+    sysmon = *thread;
+    atomic_store(&sysmon_known, 1);
+  }
+  return err;
+}
