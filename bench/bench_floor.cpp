@@ -114,7 +114,7 @@ __attribute__((optimize("O3"))) void mask_copy(uint8_t *dst, const uint8_t *src,
 extern "C" {
 void gf_bind(void);
 long gf_send(int fd, void *p, size_t n, int flags);
-long gf_sendmsg(int fd, void *msg, int flags);
+long gf_sendmsg(int fd, void *msg, size_t total, int flags);
 long gf_recv(int fd, void *p, size_t n, int flags);
 }
 ssize_t via_go(long r) {
@@ -126,7 +126,11 @@ ssize_t via_go(long r) {
 }
 void bind_thread() { gf_bind(); }
 ssize_t sys_send(int fd, const void *p, size_t n, int flags) { return via_go(gf_send(fd, const_cast<void *>(p), n, flags)); }
-ssize_t sys_sendmsg(int fd, msghdr *msg, int flags) { return via_go(gf_sendmsg(fd, msg, flags)); }
+ssize_t sys_sendmsg(int fd, msghdr *msg, int flags) {
+  size_t total = 0;
+  for (size_t i = 0; i < size_t(msg->msg_iovlen); i++) total += msg->msg_iov[i].iov_len;
+  return via_go(gf_sendmsg(fd, msg, total, flags));
+}
 ssize_t sys_recv(int fd, void *p, size_t n, int flags) { return via_go(gf_recv(fd, p, n, flags)); }
 #else
 void bind_thread() {}

@@ -7,22 +7,29 @@
 // the runtime the way libplugrl keeps it, so that the difference between
 // the two is libplugrl's own path:
 //
-//   - a P per calling thread and one more, up to 80 threads (17 beyond),
-//     never fewer than the default, and no change once a real-time thread
-//     has called in (capi/runtime.go, wantProcs);
+//   - at least 2 Ps from the start, a P per calling thread and one more,
+//     up to 80 threads (17 beyond), and no change once a real-time thread
+//     has called in; GOMAXPROCS in the environment overrides all of it
+//     (capi/runtime.go, init and wantProcs);
 //   - the same yield before each receive (core/conn/read.go, yieldDue):
 //     each connection every 8 ms while the receives in progress are fewer
 //     than the Ps, else the process once every 8 ms per P;
+//   - the same system calls: a send of up to 64 KiB tried without telling
+//     the scheduler and without waiting, the rest blocking; a blocking
+//     receive (core/conn/fd_linux.go);
 //   - the runtime's threads created SCHED_OTHER from a real-time creator,
 //     and sysmon at the highest priority of the real-time callers
 //     (threads.c; capi/helpers.c).
 //
 // It allocates nothing after its first calls, so the collector has nothing
-// to do. Not a part of libplugrl: the bench's third floor (tests/bench.sh,
-// PLUGRL_BENCH_GOFLOOR=1).
+// to do. It does not count threads that exit (the bench's live as long as
+// the process), nor block the runtime's threads' signals as libplugrl
+// does. A descriptor of 65536 or more never yields. Not a part of
+// libplugrl: the bench's third floor (tests/bench.sh, PLUGRL_BENCH_GOFLOOR=1).
 package main
 
 /*
+#cgo LDFLAGS: -ldl
 #include <stddef.h>
 void plugrl_gofloor_ceiling(void);
 int plugrl_gofloor_realtime(void);
@@ -30,6 +37,7 @@ int plugrl_gofloor_realtime(void);
 import "C"
 
 import (
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -41,16 +49,19 @@ import (
 // yieldEvery is libplugrl's (core/conn/conn.go).
 const yieldEvery = 8 * time.Millisecond
 
-// The Ps, as capi/runtime.go sets them (threadProcs, wantProcs).
+// The Ps, as capi/runtime.go sets them (threadProcs, wantProcs), and the
+// largest send tried without waiting (core/conn/fd_linux.go).
 const (
 	perThreadProcsMax = 80
 	sharedProcs       = 17
+	maxTrySend        = 64 << 10
 )
 
 var (
 	procsMu   sync.Mutex
 	threads   int
-	baseProcs = max(2, runtime.GOMAXPROCS(0))
+	baseProcs int
+	procsEnv  = os.Getenv("GOMAXPROCS") != ""
 	rtSeen    bool
 	procs     atomic.Int32
 	receiving atomic.Int32
@@ -61,7 +72,13 @@ var (
 	connYield [1 << 16]time.Duration
 )
 
-func init() { procs.Store(int32(runtime.GOMAXPROCS(0))) }
+func init() {
+	if !procsEnv && runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	baseProcs = runtime.GOMAXPROCS(0)
+	procs.Store(int32(baseProcs))
+}
 
 // gf_bind is a thread's first call: it gets its P, as in libplugrl.
 //
@@ -74,7 +91,7 @@ func gf_bind() {
 		rtSeen = true
 		C.plugrl_gofloor_ceiling()
 	}
-	if rtSeen {
+	if rtSeen || procsEnv {
 		return
 	}
 	want := sharedProcs
@@ -121,10 +138,22 @@ func gf_recv(fd C.int, p unsafe.Pointer, n C.size_t, flags C.int) C.long {
 	return C.long(r)
 }
 
-// gf_send is send(2); it returns the count, or minus the errno.
+// gf_send is send(2); it returns the count, or minus the errno. As
+// libplugrl's sends: up to maxTrySend bytes are first tried without
+// waiting and without the scheduler's system-call bookkeeping; what the
+// socket did not take then goes with a blocking call.
 //
 //export gf_send
 func gf_send(fd C.int, p unsafe.Pointer, n C.size_t, flags C.int) C.long {
+	if n <= maxTrySend {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(n), uintptr(flags)|syscall.MSG_DONTWAIT, 0, 0)
+		if e == 0 {
+			return C.long(r)
+		}
+		if e != syscall.EAGAIN {
+			return -C.long(e)
+		}
+	}
 	r, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(n), uintptr(flags), 0, 0)
 	if e != 0 {
 		return -C.long(e)
@@ -132,10 +161,20 @@ func gf_send(fd C.int, p unsafe.Pointer, n C.size_t, flags C.int) C.long {
 	return C.long(r)
 }
 
-// gf_sendmsg is sendmsg(2); it returns the count, or minus the errno.
+// gf_sendmsg is sendmsg(2), of total bytes in all; it returns the count,
+// or minus the errno. Tried first as gf_send tries.
 //
 //export gf_sendmsg
-func gf_sendmsg(fd C.int, msg unsafe.Pointer, flags C.int) C.long {
+func gf_sendmsg(fd C.int, msg unsafe.Pointer, total C.size_t, flags C.int) C.long {
+	if total <= maxTrySend {
+		r, _, e := syscall.RawSyscall(syscall.SYS_SENDMSG, uintptr(fd), uintptr(msg), uintptr(flags)|syscall.MSG_DONTWAIT)
+		if e == 0 {
+			return C.long(r)
+		}
+		if e != syscall.EAGAIN {
+			return -C.long(e)
+		}
+	}
 	r, _, e := syscall.Syscall(syscall.SYS_SENDMSG, uintptr(fd), uintptr(msg), uintptr(flags))
 	if e != 0 {
 		return -C.long(e)

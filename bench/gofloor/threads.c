@@ -4,7 +4,9 @@
 ** real-time callers (without that, a caller woken while sysmon held its
 ** goroutine's scan bit spun until the kernel's real-time throttling ran
 ** sysmon). pthread_create here is hidden (exports.map): it binds only
-** runtime/cgo's calls inside the library. */
+** runtime/cgo's calls inside the library, and finds the one every other
+** caller gets (RTLD_DEFAULT: interposers included). Unlike libplugrl's,
+** it leaves the threads' signal masks and CPUs alone. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -12,6 +14,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static _Atomic(create_fn) real_create;
 static _Atomic int created;
 static pthread_t sysmon;
 static _Atomic int sysmon_known;
@@ -50,13 +55,17 @@ void plugrl_gofloor_ceiling(void) {
 
 __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                          void *(*start)(void *), void *arg) {
-  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  create_fn real = atomic_load(&real_create);
   if (real == NULL) {
-    real = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(RTLD_NEXT, "pthread_create");
+    real = (create_fn)dlsym(RTLD_DEFAULT, "pthread_create");
     if (real == NULL) {
       return EAGAIN;
     }
+    atomic_store(&real_create, real);
   }
+  /* Numbered before it exists (a thread created meanwhile must not take
+  ** sysmon's number); a number not used is given back while the first two
+  ** are made, as runtime/cgo retries a creation that failed. */
   int number = atomic_fetch_add(&created, 1);
   int priority;
   pthread_attr_t own, *a = (pthread_attr_t *)attr;
@@ -78,6 +87,10 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
     if (a == &own) {
       pthread_attr_destroy(&own);
     }
+  }
+  if (err != 0 && number <= 1) {
+    int next = number + 1;
+    atomic_compare_exchange_strong(&created, &next, number);
   }
   if (err == 0 && number == 1) {
     sysmon = *thread;
