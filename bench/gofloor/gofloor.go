@@ -138,36 +138,30 @@ func gf_recv(fd C.int, p unsafe.Pointer, n C.size_t, flags C.int) C.long {
 	return C.long(r)
 }
 
-// gf_send is send(2); it returns the count, or minus the errno. As
-// libplugrl's sends: up to maxTrySend bytes are first tried without
-// waiting and without the scheduler's system-call bookkeeping; what the
-// socket did not take then goes with a blocking call.
+// gf_send is send(2); it returns the count, or minus the errno.
 //
 //export gf_send
 func gf_send(fd C.int, p unsafe.Pointer, n C.size_t, flags C.int) C.long {
-	if n <= maxTrySend {
-		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(n), uintptr(flags)|syscall.MSG_DONTWAIT, 0, 0)
-		if e == 0 {
-			return C.long(r)
-		}
-		if e != syscall.EAGAIN {
-			return -C.long(e)
-		}
-	}
-	r, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(n), uintptr(flags), 0, 0)
-	if e != 0 {
-		return -C.long(e)
-	}
-	return C.long(r)
+	return send(syscall.SYS_SENDTO, [6]uintptr{uintptr(fd), uintptr(p), uintptr(n), uintptr(flags)}, 3, n)
 }
 
 // gf_sendmsg is sendmsg(2), of total bytes in all; it returns the count,
-// or minus the errno. Tried first as gf_send tries.
+// or minus the errno.
 //
 //export gf_sendmsg
 func gf_sendmsg(fd C.int, msg unsafe.Pointer, total C.size_t, flags C.int) C.long {
-	if total <= maxTrySend {
-		r, _, e := syscall.RawSyscall(syscall.SYS_SENDMSG, uintptr(fd), uintptr(msg), uintptr(flags)|syscall.MSG_DONTWAIT)
+	return send(syscall.SYS_SENDMSG, [6]uintptr{uintptr(fd), uintptr(msg), uintptr(flags)}, 2, total)
+}
+
+// send makes the system call trap with args, whose flags are
+// args[flagsAt], as libplugrl sends: up to maxTrySend bytes first without
+// waiting and without the scheduler's system-call bookkeeping; if the
+// socket took nothing, with a blocking call.
+func send(trap uintptr, args [6]uintptr, flagsAt int, size C.size_t) C.long {
+	if size <= maxTrySend {
+		try := args
+		try[flagsAt] |= syscall.MSG_DONTWAIT
+		r, _, e := syscall.RawSyscall6(trap, try[0], try[1], try[2], try[3], try[4], try[5])
 		if e == 0 {
 			return C.long(r)
 		}
@@ -175,7 +169,7 @@ func gf_sendmsg(fd C.int, msg unsafe.Pointer, total C.size_t, flags C.int) C.lon
 			return -C.long(e)
 		}
 	}
-	r, _, e := syscall.Syscall(syscall.SYS_SENDMSG, uintptr(fd), uintptr(msg), uintptr(flags))
+	r, _, e := syscall.Syscall6(trap, args[0], args[1], args[2], args[3], args[4], args[5])
 	if e != 0 {
 		return -C.long(e)
 	}
