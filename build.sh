@@ -256,16 +256,23 @@ configure() {
 
 # ---------------------------------------------------------------- build
 
+# version_script SRC NAME: a copy of the linker version script SRC in
+# build/tmp, named NAME-HASH.map by its contents' hash, whose path it
+# prints. Go's build cache keys on the flags, not on the script's
+# contents: a script named by its hash relinks when it is edited.
+version_script() {
+  local map
+  map=$build/tmp/$2-$(sha256sum "$1" | cut -c1-16).map
+  rm -f "$build/tmp/$2"-*.map
+  cp "$1" "$map"
+  echo "$map"
+}
+
 build_lib() {
   say "libplugrl $version (go build -buildmode=c-shared ./capi)"
   mkdir -p "$build/lib" "$build/include" "$build/tmp" "$build/lib/cmake/plugrl" "$build/lib/pkgconfig"
-  # Go's build cache keys on the flags, not on the version script's
-  # contents: name the script by its hash so that editing it relinks.
-  local hash map
-  hash=$(sha256sum capi/exports.map | cut -c1-16)
-  map=$build/tmp/exports-$hash.map
-  rm -f "$build"/tmp/exports-*.map
-  cp capi/exports.map "$map"
+  local map
+  map=$(version_script capi/exports.map exports)
   # Nor does it hash headers outside the package's directory
   # (include/plugrl.h): a changed header (a version, a struct) would reuse
   # the cgo objects of the old one. CGO_CFLAGS is part of the key, so the
@@ -340,11 +347,8 @@ build_gofloor() {
   gofloor_lib=
   [[ -z $cross ]] || return 0
   mkdir -p "$build/bench" "$build/tmp"
-  # Named by its hash, as build_lib's script: Go's cache does not read it.
   local map
-  map=$build/tmp/gofloor-exports-$(sha256sum bench/gofloor/exports.map | cut -c1-16).map
-  rm -f "$build"/tmp/gofloor-exports-*.map
-  cp bench/gofloor/exports.map "$map"
+  map=$(version_script bench/gofloor/exports.map gofloor-exports)
   if ! go build -p "$jobs" -buildmode=c-shared -o "$build/bench/libplugrl_gofloor.so" \
     -ldflags "-extldflags '-Wl,-soname,libplugrl_gofloor.so -Wl,--version-script=$map'" ./bench/gofloor; then
     say "the bench's Go floor did not build: plugrl_bench_gofloor is left out"

@@ -687,9 +687,9 @@ typedef struct plugrl_options {
 ** attempt's status: a refused port stays PLUGRL_CONNECT_FAILED rather than
 ** an attempt's timeout). It keeps trying on what the server's side can
 ** mend: a connection refused, reset or timed out, a host or network
-** unreachable, a name not found yet (mDNS at boot), an HTTP 5xx answer (a full server,
-** a proxy whose backend is down), 429 or 408 (a proxy that limits how
-** fast clients come), a connection closed before the
+** unreachable, a name not found yet (mDNS at boot), an HTTP 5xx answer
+** (a full server, a proxy whose backend is down), 429 or 408 (a proxy
+** that limits how fast clients come), a connection closed before the
 ** handshake, or lost or closed with 1001 (going away), 1012 (service
 ** restart), 1013 (try again later) or 1014 (bad gateway) before the
 ** metadata, a connect or metadata timeout; and over wss://, a server's

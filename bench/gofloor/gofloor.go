@@ -31,8 +31,7 @@ package main
 /*
 #cgo LDFLAGS: -ldl
 #include <stddef.h>
-void plugrl_gofloor_ceiling(void);
-int plugrl_gofloor_realtime(void);
+int plugrl_gofloor_ceiling(void);
 */
 import "C"
 
@@ -87,9 +86,8 @@ func gf_bind() {
 	procsMu.Lock()
 	defer procsMu.Unlock()
 	threads++
-	if C.plugrl_gofloor_realtime() != 0 {
+	if C.plugrl_gofloor_ceiling() != 0 {
 		rtSeen = true
-		C.plugrl_gofloor_ceiling()
 	}
 	if rtSeen || procsEnv {
 		return

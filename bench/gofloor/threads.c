@@ -36,21 +36,21 @@ static int realtime(int *priority) {
   return 1;
 }
 
-int plugrl_gofloor_realtime(void) {
+/* plugrl_gofloor_ceiling reports whether the calling thread runs
+** real-time, and if it does, raises sysmon to its priority. Called with
+** gofloor.go's procsMu held. */
+int plugrl_gofloor_ceiling(void) {
   int priority;
-  return realtime(&priority);
-}
-
-/* Called with gofloor.go's procsMu held. */
-void plugrl_gofloor_ceiling(void) {
-  int priority;
-  if (!atomic_load(&sysmon_known) || !realtime(&priority) || priority <= ceiling) {
-    return;
+  if (!realtime(&priority)) {
+    return 0;
   }
-  struct sched_param sp = {.sched_priority = priority};
-  if (pthread_setschedparam(sysmon, SCHED_FIFO, &sp) == 0) {
-    ceiling = priority;
+  if (atomic_load(&sysmon_known) && priority > ceiling) {
+    struct sched_param sp = {.sched_priority = priority};
+    if (pthread_setschedparam(sysmon, SCHED_FIFO, &sp) == 0) {
+      ceiling = priority;
+    }
   }
+  return 1;
 }
 
 __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
@@ -72,11 +72,10 @@ __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, cons
   int err;
   if (!realtime(&priority)) {
     err = real(thread, attr, start, arg);
+  } else if (a == NULL && pthread_attr_init(&own) != 0) {
+    err = EAGAIN;
   } else {
     if (a == NULL) {
-      if (pthread_attr_init(&own) != 0) {
-        return EAGAIN;
-      }
       a = &own;
     }
     struct sched_param normal = {0};

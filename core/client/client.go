@@ -82,22 +82,22 @@ type Options struct {
 	// the last connection less than 2 x MaxBackoff after it was made, the
 	// next reconnect's waits go on from where the last one's were.
 	ReconnectBackoff, MaxBackoff time.Duration
-	// OpenWait is how long Connect (and Dial) keeps trying while the server
-	// cannot be reached yet: a robot that boots before its trainer, a
-	// trainer restarting (openwait.go says which failures count). Zero:
+	// OpenWait is how long Connect (and Dial) keeps trying while the
+	// server cannot be reached yet: a robot that boots before its trainer,
+	// a trainer restarting (openwait.go says which failures count). Zero:
 	// one attempt. Positive: attempts with the reconnect backoff
 	// (ReconnectBackoff doubling up to MaxBackoff, with jitter) until
 	// OpenWait has passed, each attempt's timeouts cut to what is left of
 	// it (none starts with less than 20 ms left: the last pause then runs
-	// to the wait's end). Negative: until the server answers. Interrupt, or the context,
-	// ends the wait at once, and a failure no wait can mend (a URL that
-	// does not parse or a bad port, a certificate that is wrong, an HTTP
-	// answer other than 5xx, 429 or 408, a protocol error) ends it too; a
-	// refusal's Retry-After lengthens the next pause to it, up to
-	// MaxBackoff; a name not
-	// found is waited for (it may not be published yet), also a misspelt
-	// one, and so is a certificate not valid yet by this machine's clock
-	// (conn.ErrClockBehind: a clock NTP has not set yet since boot).
+	// to the wait's end). Negative: until the server answers. Interrupt,
+	// or the context, ends the wait at once, and a failure no wait can
+	// mend (a URL that does not parse or a bad port, a certificate that is
+	// wrong, an HTTP answer other than 5xx, 429 or 408, a protocol error)
+	// ends it too; a refusal's Retry-After lengthens the next pause to it,
+	// up to MaxBackoff; a name not found is waited for (it may not be
+	// published yet), also a misspelt one, and so is a certificate not
+	// valid yet by this machine's clock (conn.ErrClockBehind: a clock NTP
+	// has not set yet since boot).
 	OpenWait time.Duration
 	// ReconnectTimeout bounds all the attempts of one reconnect, backoff
 	// included: each attempt's connect and metadata timeouts are cut to
