@@ -67,12 +67,23 @@ func (c *Client) InferFunc(req *Request, use func(*wire.Action) error) error {
 }
 
 // infer is Infer inside the call guard.
-func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
-	defer func() {
-		if err != nil {
-			c.countErr(err)
-		}
-	}()
+//
+// The exchange is split into three functions so that each defer is
+// open-coded: the compiler runs a deferred call in line at the return only
+// in a function with few defers and returns (returns x defers at most 15),
+// and a defer it cannot open-code costs the runtime's defer records, about
+// 100 instructions a call, more than the rest of this function's own work.
+func (c *Client) infer(req *Request) (*wire.Action, error) {
+	a, err := c.inferSection(req)
+	if err != nil {
+		c.countErr(err)
+	}
+	return a, err
+}
+
+// inferSection checks that an infer may begin, and runs it as a blocking
+// section: an interrupt that comes during it ends it.
+func (c *Client) inferSection(req *Request) (*wire.Action, error) {
 	if c.feedbackDone != 0 {
 		c.tight = conn.Mono()-c.feedbackDone < tightLoop
 		c.feedbackDone = 0
@@ -87,6 +98,12 @@ func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 		return nil, err
 	}
 	defer c.unblock()
+	return c.inferBlocking(req)
+}
+
+// inferBlocking is the infer itself, in its blocking section: it sends the
+// request and waits for the action.
+func (c *Client) inferBlocking(req *Request) (*wire.Action, error) {
 	if c.phase == phaseIdle || c.phase == phaseHolding {
 		// What the server sent while the caller was away: a stop, a resync,
 		// a feedback timeout, perhaps then a reset that would fail the
@@ -156,7 +173,7 @@ func (c *Client) infer(req *Request) (_ *wire.Action, err error) {
 		c.plainReq.Reuse = nil
 		enc = &c.plainReq
 	}
-	err = wire.EncodeInfer(&c.inferMsg, enc)
+	err := wire.EncodeInfer(&c.inferMsg, enc)
 	if enc != req {
 		c.plainReq = wire.Infer{} // the caller's slices are not kept
 	}
@@ -287,16 +304,21 @@ func (c *Client) checkAction(sent []int64) error {
 // ErrReconnected the feedback was dropped, not sent, as SPEC 7.6 requires.
 // In a loop that infers at once after each feedback, it may leave with the
 // next infer (see tightLoop).
-func (c *Client) Feedback(f *Feedback) (err error) {
+func (c *Client) Feedback(f *Feedback) error {
 	if err := c.enter(); err != nil {
 		return err
 	}
 	defer c.leave()
-	defer func() {
-		if err != nil {
-			c.countErr(err)
-		}
-	}()
+	err := c.feedback(f) // split for open-coded defers, as infer is
+	if err != nil {
+		c.countErr(err)
+	}
+	return err
+}
+
+// feedback is Feedback inside the call guard: it checks and encodes the
+// feedback, then sends it in a blocking section.
+func (c *Client) feedback(f *Feedback) error {
 	if c.phase != phaseHolding {
 		return newErr(KindOutOfOrder, nil, "feedback with no action outstanding: each feedback answers one action (SPEC 4.2)")
 	}
@@ -316,6 +338,12 @@ func (c *Client) Feedback(f *Feedback) (err error) {
 	// from before is not taken (the feedback is owed, and the runner's
 	// bookkeeping has moved on), except by a reconnect.
 	c.blockOwed()
+	return c.sendFeedback(f)
+}
+
+// sendFeedback sends the encoded feedback, in the blocking section
+// blockOwed began.
+func (c *Client) sendFeedback(f *Feedback) (err error) {
 	defer c.unblock()
 	// The connection may have closed while the caller stepped its envs:
 	// then the feedback must not be sent anywhere (SPEC 7.6). Poll reads
