@@ -32,11 +32,15 @@ func RotateKey(key uint32, n int) uint32 {
 // place), but the two must not otherwise overlap.
 func Copy(dst, src []byte, key uint32) {
 	n := len(src)
+	if n < block {
+		// The short pieces of a message (its msgpack structure, ids,
+		// flags) skip the vector loop's dispatch.
+		maskTail(dst[:n], src, key)
+		return
+	}
 	dst = dst[:n]
 	bulk := n &^ (block - 1)
-	if bulk > 0 {
-		maskBlocks(dst[:bulk], src[:bulk], key)
-	}
+	maskBlocks(dst[:bulk], src[:bulk], key)
 	maskTail(dst[bulk:], src[bulk:], key) // bulk is a multiple of 4: key still aligned
 }
 
@@ -80,16 +84,29 @@ const (
 	adlerNMax = 5552
 )
 
-// maskTail masks the last bytes (under a block), 8 at a time, then one at
-// a time.
+// maskTail masks the last bytes (under a block), 8 at a time, then 4,
+// then the last three at most.
 func maskTail(dst, src []byte, key uint32) {
 	i, n := 0, len(src)
+	dst = dst[:n]
 	k8 := uint64(key) | uint64(key)<<32
 	for ; i+8 <= n; i += 8 {
 		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(src[i:])^k8)
 	}
-	for ; i < n; i++ {
-		dst[i] = src[i] ^ byte(key>>(8*(i&3)))
+	if i+4 <= n {
+		binary.LittleEndian.PutUint32(dst[i:], binary.LittleEndian.Uint32(src[i:])^key)
+		i += 4
+	}
+	// i is a multiple of 4 here: the last bytes take the key's first three.
+	switch n - i {
+	case 3:
+		dst[i+2] = src[i+2] ^ byte(key>>16)
+		fallthrough
+	case 2:
+		dst[i+1] = src[i+1] ^ byte(key>>8)
+		fallthrough
+	case 1:
+		dst[i] = src[i] ^ byte(key)
 	}
 }
 

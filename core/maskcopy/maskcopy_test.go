@@ -29,16 +29,22 @@ func maskedWant(src []byte, mask [4]byte, pos int) []byte {
 }
 
 // TestCopy: the masked copy agrees with ws.Cipher (copy, then mask in
-// place) for every length around the vector widths and every key offset,
-// on every path this CPU has, and writes nothing past the source length.
+// place) for every length up to two blocks and a half (each of the short
+// path's 8-, 4- and 1-byte steps) and around the vector widths, and every
+// key offset, on every path this CPU has, and writes nothing past the
+// source length.
 func TestCopy(t *testing.T) {
 	src := testBytes(1<<16+77, 1)
 	mask := [4]byte{0xa1, 0x5c, 0x03, 0xfe}
 	vec := useAVX2Flag()
 	defer setAVX2(vec[0])
+	every := make([]int, 0, 2*block+block/2+len(lengths))
+	for n := 0; n < 2*block+block/2; n++ {
+		every = append(every, n)
+	}
 	for _, avx := range vec {
 		setAVX2(avx)
-		for _, n := range lengths {
+		for _, n := range append(every, lengths...) {
 			for pos := 0; pos < 8; pos++ {
 				got := make([]byte, n+3)
 				got[n], got[n+1], got[n+2] = 1, 2, 3

@@ -59,7 +59,7 @@ func (m *Message) Segments() int { return len(m.segs) }
 
 // Segment returns the i-th run of encoded bytes. It must not be modified.
 func (m *Message) Segment(i int) []byte {
-	s := m.segs[i]
+	s := &m.segs[i]
 	if s.ext != nil {
 		return s.ext
 	}
