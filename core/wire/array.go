@@ -82,6 +82,24 @@ func Elements(shape []int) (int, error) {
 // if a dimension is negative or the product of the non-zero dimensions and
 // the item size overflows.
 func ByteLen(d DType, shape []int) (int, error) {
+	// One pass for the usual shape: with an item size of at least 1, a
+	// byte length that fits means the element count fits too. Anything
+	// else (a negative or zero dimension, an overflow, an odd size) takes
+	// the checks below, which name what is wrong.
+	if p := uint64(d.ItemSize()); p >= 1 && p <= maxCount {
+		ok := true
+		for _, dim := range shape {
+			hi, lo := bits.Mul64(p, uint64(dim))
+			if dim <= 0 || hi != 0 || lo > maxCount {
+				ok = false
+				break
+			}
+			p = lo
+		}
+		if ok {
+			return int(p), nil
+		}
+	}
 	if _, err := Elements(shape); err != nil {
 		return 0, err
 	}
