@@ -99,7 +99,7 @@ test_packages+=(strace) # bench_floor_wire: the floor sends each frame in one sy
 test_packages+=(gdb) # a bench client found hung has its threads' backtraces kept (tests/lib.sh, thread_dump)
 test_packages+=(libclang-dev) # bindgen, for examples/rust (plugrl-sys)
 test_packages+=(clang libclang-rt-dev) # go build -msan, the CTest sanitize_msan (its runtime)
-test_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors
+test_packages+=(valgrind) # the CTest valgrind: a host under Memcheck, Helgrind or DRD sees only its own errors; the bench's instruction counts (callgrind)
 test_packages+=(iproute2 mount) # the CTest names: its own network namespace's loopback (ip), bind-mounted /etc files
 test_packages+=(debootstrap) # the CTest old_glibc: a Debian 11 (glibc 2.31) chroot that builds against the library
 # colcon and ament_cmake for examples/ros2 (tests/ros2.sh; rclcpp itself is

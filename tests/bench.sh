@@ -70,6 +70,8 @@
 #                             without it
 #   PLUGRL_BENCH_GOFLOOR=1    also the Go floor in every cell (below): what a
 #                             Go library costs before any work of its own
+#   PLUGRL_BENCH_INSTRUCTIONS=0  leaves out the instruction counts (below;
+#                             about a minute)
 #   PLUGRL_BENCH_HANDLES="8 64"  also N-handle cells: the SMALL workload on N
 #                             connections at once, served each on its own
 #                             goroutine; the clients run N threads (libplugrl:
@@ -149,6 +151,10 @@
 # ended has hung: its threads are dumped into BIN_DIR/../bench-hangs (with
 # gdb's backtraces where gdb is installed), the log names the file, and the
 # run fails.
+#
+# Then the instructions of a SMALL exchange for libplugrl, the Go floor and
+# floor-held, counted by callgrind (tests/bench_instructions.sh: where
+# valgrind is not installed it says so); a failure fails the bench.
 #
 # Last, the resident memory of an idle client: 64 and then 512 clients
 # opened against plugrl serve and left idle for a second
@@ -258,6 +264,7 @@ pinnings=(same split)
 clients=(floor floor-held libplugrl)
 [[ $with_ledger == 1 ]] && clients+=(ledger-digest ledger-full)
 with_gofloor=$(switch PLUGRL_BENCH_GOFLOOR 0)
+with_instructions=$(switch PLUGRL_BENCH_INSTRUCTIONS 1)
 if [[ $with_gofloor == 1 ]]; then
   [[ -x $bin/plugrl_bench_gofloor ]] || {
     echo "tests/bench.sh: PLUGRL_BENCH_GOFLOOR=1 wants $bin/plugrl_bench_gofloor (./build.sh builds it, except in a cross build)" >&2
@@ -991,6 +998,18 @@ if [[ $failed -gt 0 ]]; then
   echo "NOTE: $failed run(s) under SCHED_FIFO failed (see above): a finding about real-time callers; left out of the medians"
 fi
 
+# The instructions of a SMALL exchange, counted by callgrind for each client
+# (tests/bench_instructions.sh); PLUGRL_BENCH_INSTRUCTIONS=0 leaves them
+# out. A failure fails the bench (after the tables), as the idle memory's
+# does.
+instructions_failed=0
+if [[ $with_instructions == 1 ]]; then
+  "$(dirname "${BASH_SOURCE[0]}")/bench_instructions.sh" "$bin" || {
+    echo "tests/bench.sh: FAILED: the instruction counts" >&2
+    instructions_failed=1
+  }
+fi
+
 # The memory of an idle client: K clients opened and left idle against
 # plugrl serve, the client process's resident set before and after
 # (plugrl_bench_client --idle). A failure fails the bench (after the
@@ -1018,4 +1037,4 @@ else
   echo
   echo "NOTE: no $bin/plugrl: the idle-memory figures are skipped"
 fi
-exit "$idle_failed"
+exit $((idle_failed | instructions_failed))

@@ -24,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 # line in $head.
 run_bench() {
   out=$(env "$@" PLUGRL_BENCH_POLL_IDLE=1 PLUGRL_BENCH_WORKLOADS=SMALL PLUGRL_BENCH_REPS=1 PLUGRL_BENCH_SECONDS=0.2 \
-    PLUGRL_BENCH_WARMUP=0.1 PLUGRL_BENCH_LEDGER=0 "$here/bench.sh" "$bin" 2>&1)
+    PLUGRL_BENCH_WARMUP=0.1 PLUGRL_BENCH_LEDGER=0 PLUGRL_BENCH_INSTRUCTIONS=0 "$here/bench.sh" "$bin" 2>&1)
   head=$(grep -m1 '^libplugrl vs. the transport floor' <<<"$out" || true)
   echo "$head"
 }

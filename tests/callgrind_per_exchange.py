@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Instructions per exchange from a callgrind dump (tests/bench_instructions.sh).
+
+usage: callgrind_per_exchange.py FILE FUNCTION [TOP]
+
+FILE is one callgrind output file (one dump: the counts since the dump
+before it). FUNCTION is a function the client calls exactly once per
+exchange, named as callgrind names it (e.g. "recv", or a Go function's
+full name); its call count is the dump's exchange count. Prints one line,
+
+    exchanges N instructions I per_exchange P
+
+where I is the instructions executed in user space by every thread of the
+process (each function's own cost, summed), then, with TOP, the TOP
+functions by their own instructions per exchange.
+
+Why a function's own costs and not inclusive ones: callgrind's call tree
+is confused where Go switches stacks (a call from C into Go returns
+through the runtime, and callgrind counts some calls twice), but the cost
+it charges to each function itself is exact.
+"""
+import collections
+import re
+import sys
+
+NAMED = re.compile(r'c?fn=\((\d+)\)(?: (.*))?$')
+
+
+def parse(path):
+    names = {}
+    own = collections.Counter()
+    calls = collections.Counter()
+    fn = cfn = None
+    after_call = False
+
+    def name(line):
+        m = NAMED.match(line)
+        if m.group(2):
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), m.group(1))
+
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip('\n')
+            if line.startswith('fn='):
+                fn = name(line)
+            elif line.startswith('cfn='):
+                cfn = name(line)
+            elif line.startswith('calls='):
+                calls[cfn] += int(line.split('=', 1)[1].split()[0])
+                after_call = True  # the next cost line is the call's, inclusive
+            elif line[:1].isdigit() or line[:1] in '+-*':
+                parts = line.split()
+                if len(parts) >= 2:
+                    if after_call:
+                        after_call = False
+                    else:
+                        own[fn] += int(parts[1])
+    return own, calls
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__.split('\n\n')[1])
+    path, key = sys.argv[1], sys.argv[2]
+    top = int(sys.argv[3]) if len(sys.argv) == 4 else 0
+    own, calls = parse(path)
+    # A name may carry callgrind's recursion mark ('2): the same function.
+    exchanges = sum(n for f, n in calls.items() if f and f.split("'")[0] == key)
+    if exchanges == 0:
+        sys.exit(f'{path}: no calls to {key}: no exchange in this dump')
+    total = sum(own.values())
+    print(f'exchanges {exchanges} instructions {total} per_exchange {total / exchanges:.0f}')
+    for f, n in own.most_common(top):
+        where = (f or '?').split(':')[-1].split(' [')[0]
+        print(f'  {n / exchanges:8.0f}  {where[:100]}')
+
+
+if __name__ == '__main__':
+    main()
