@@ -39,6 +39,14 @@ func dtypeOf(d C.plugrl_dtype) (wire.DType, bool) {
 
 // cDTypeOf maps a host-order numeric DType back to its enum value.
 func cDTypeOf(d wire.DType) (C.plugrl_dtype, bool) {
+	// An action's dtype, on every infer: float32 or float64 nearly always,
+	// found without the table's walk.
+	if d.Kind == 'f' && d.Size == 4 {
+		return C.PLUGRL_DTYPE_F32, true
+	}
+	if d.Kind == 'f' && d.Size == 8 {
+		return C.PLUGRL_DTYPE_F64, true
+	}
 	for i := 1; i < len(dtypes); i++ {
 		if dtypes[i].Kind == d.Kind && dtypes[i].Size == d.Size {
 			return C.plugrl_dtype(i), true
