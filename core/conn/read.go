@@ -300,6 +300,9 @@ const maxDrainReads = 8
 // not all arrived. rmu must be held.
 func (c *Conn) drainFrames() (cutShort bool) {
 	for c.Err() == nil {
+		if c.rr == c.rw {
+			return false // nothing unparsed: a look's usual case
+		}
 		h, hl, ok, err := parseHeader(c.rb[c.rr:c.rw])
 		if err != nil { // the server's violation (ErrProtocol), not the transport's
 			c.protocolFail(ws.StatusProtocolError, err)
