@@ -8,11 +8,13 @@ before it). FUNCTION is a function the client calls exactly once per
 exchange, named as callgrind names it (e.g. "recv", or a Go function's
 full name); its call count is the dump's exchange count. Prints one line,
 
-    exchanges N instructions I per_exchange P
+    exchanges N instructions I per_exchange P [i1_misses M d1_misses D]
 
 where I is the instructions executed in user space by every thread of the
-process (each function's own cost, summed), then, with TOP, the TOP
-functions by their own instructions per exchange.
+process (each function's own cost, summed), and, when callgrind simulated
+the caches (--cache-sim=yes), M and D the first-level instruction and
+data cache misses per exchange (reads and writes) it counted; then, with
+TOP, the TOP functions by their own instructions per exchange.
 
 Why a function's own costs and not inclusive ones: callgrind's call tree
 is confused where Go switches stacks (a call from C into Go returns
@@ -27,7 +29,10 @@ NAMED = re.compile(r'c?fn=\((\d+)\)(?: (.*))?$')
 
 
 def parse(path):
+    """Each function's own instructions, each function's calls, and the
+    file's totals by event name."""
     names = {}
+    events, totals = [], []
     own = collections.Counter()
     calls = collections.Counter()
     fn = cfn = None
@@ -42,7 +47,11 @@ def parse(path):
     with open(path) as f:
         for line in f:
             line = line.rstrip('\n')
-            if line.startswith('fn='):
+            if line.startswith('events:'):
+                events = line.split()[1:]
+            elif line.startswith(('summary:', 'totals:')):
+                totals = [int(x) for x in line.split()[1:]]
+            elif line.startswith('fn='):
                 fn = name(line)
             elif line.startswith('cfn='):
                 cfn = name(line)
@@ -56,7 +65,7 @@ def parse(path):
                         after_call = False
                     else:
                         own[fn] += int(parts[1])
-    return own, calls
+    return own, calls, dict(zip(events, totals))
 
 
 def main():
@@ -64,13 +73,17 @@ def main():
         sys.exit(__doc__.split('\n\n')[1])
     path, key = sys.argv[1], sys.argv[2]
     top = int(sys.argv[3]) if len(sys.argv) == 4 else 0
-    own, calls = parse(path)
+    own, calls, totals = parse(path)
     # A name may carry callgrind's recursion mark ('2): the same function.
     exchanges = sum(n for f, n in calls.items() if f and f.split("'")[0] == key)
     if exchanges == 0:
         sys.exit(f'{path}: no calls to {key}: no exchange in this dump')
     total = sum(own.values())
-    print(f'exchanges {exchanges} instructions {total} per_exchange {total / exchanges:.0f}')
+    line = f'exchanges {exchanges} instructions {total} per_exchange {total / exchanges:.0f}'
+    if 'I1mr' in totals:
+        d1 = totals.get('D1mr', 0) + totals.get('D1mw', 0)
+        line += f' i1_misses {totals["I1mr"] / exchanges:.0f} d1_misses {d1 / exchanges:.0f}'
+    print(line)
     for f, n in own.most_common(top):
         where = (f or '?').split(':')[-1].split(' [')[0]
         print(f'  {n / exchanges:8.0f}  {where[:100]}')
