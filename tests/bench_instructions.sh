@@ -17,7 +17,11 @@
 # CTest bench_smoke takes 3 and 2). Its instructions, summed over every
 # thread of the client's process in user space (the kernel's work is not
 # counted), over the exchanges in it (the calls of a function the client
-# runs once per exchange) are the figure. Beside it, the misses of
+# runs once per exchange: libplugrl's Client.Feedback, the floor's
+# send_two; for the Go floor its receive, one per exchange while the
+# server's action arrives in one read, as SMALL's 362 bytes do on
+# loopback; callgrind miscounts calls of C functions that call into Go)
+# are the figure. Beside it, the misses of
 # callgrind's simulation of this machine's first-level caches
 # (--cache-sim=yes; the code's and the data's, per exchange): how far an
 # exchange's code and data outgrow them. The simulation sees user space
@@ -25,7 +29,8 @@
 # libplugrl's 15 most costly functions follow, each by its own
 # instructions per exchange.
 #
-# Under callgrind a client runs 10 to 40 times slower, and some of its
+# Under callgrind a client runs slower (libplugrl's about 25 times, the Go
+# floor's about 5, with the cache simulation), and some of its
 # work follows the clock rather than the exchanges (the Go runtime's
 # background threads; libplugrl's looks before a send, which read the
 # socket only when the last read is over 100 us old): the figures are for
@@ -71,8 +76,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
-read -r ib fb < <("$bin/plugrl-bench-server" --sizes --envs 1 --cams 0 --img 0 --state 8 |
-  sed 's/infer=\([0-9]*\) feedback=\([0-9]*\).*/\1 \2/')
+sizes=$("$bin/plugrl-bench-server" --sizes --envs 1 --cams 0 --img 0 --state 8) || {
+  echo "tests/bench_instructions.sh: plugrl-bench-server --sizes failed" >&2
+  exit 1
+}
+read -r ib fb < <(sed 's/infer=\([0-9]*\) feedback=\([0-9]*\).*/\1 \2/' <<<"$sizes")
+[[ $ib =~ ^[0-9]+$ && $fb =~ ^[0-9]+$ ]] || {
+  echo "tests/bench_instructions.sh: plugrl-bench-server --sizes said \"$sizes\", not infer=N feedback=N" >&2
+  exit 1
+}
+
+# connected PORT CLIENT_PID: waits up to 60 s for the client under
+# callgrind to have its connection to the server on PORT (a Go client
+# takes seconds to start under valgrind, more on a loaded machine); the
+# server's warm-up counts from there, and so do the dumps. Without ss
+# (iproute2) it waits 5 s and says so.
+connected() {
+  local _
+  if ! command -v ss >/dev/null; then
+    echo "NOTE: no ss (iproute2): the warm-up counts from 5 s after the client's start" >&2
+    sleep 5
+    return 0
+  fi
+  for _ in $(seq 600); do
+    kill -0 "$2" 2>/dev/null || return 1
+    [[ -n $(ss -Htn state established "( sport = :$1 )" 2>/dev/null) ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# dump N: asks callgrind for dump N, its answer kept for a failure's report.
+dump() {
+  callgrind_control -d "$cpid" >"$tmp/dump.$1" 2>&1 || true
+}
 
 # count NAME KEY CMD...: runs CMD (a client; --url is appended) under
 # callgrind against a fresh server, and prints its steady-state line
@@ -82,10 +119,9 @@ count() {
   shift 2
   [[ $name == libplugrl ]] && top=15
   : >"$tmp/server.out"
-  # The server's window ends the run after the second dump (under
-  # callgrind a client is some 5 times slower, and every exchange is the
-  # same, warm-up or not).
-  timeout -s KILL $((warm + win + 60)) "$bin/plugrl-bench-server" --envs 1 --conns 1 \
+  # The server's window, which opens its warm-up after the connection,
+  # ends the run after the second dump.
+  timeout -s KILL $((warm + win + 120)) "$bin/plugrl-bench-server" --envs 1 --conns 1 \
     --warmup "$((warm + win + 2))s" --seconds 2s \
     >"$tmp/server.out" 2>"$tmp/server.err" &
   spid=$!
@@ -94,16 +130,18 @@ count() {
     echo "tests/bench_instructions.sh: the bench server did not start: $(cat "$tmp/server.err")" >&2
     return 1
   }
-  rm -f "$tmp"/cg.out*
+  rm -f "$tmp"/cg.out* "$tmp"/dump.*
   # Not under timeout: callgrind_control needs valgrind's own pid. The
   # server's end ends the client; one still running 30 s later is killed.
   GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$tmp/cg.out" \
     "$@" --url "$url" >"$tmp/client.out" 2>&1 &
   cpid=$!
-  sleep "$warm"
-  callgrind_control -d "$cpid" >/dev/null 2>&1
-  sleep "$win"
-  callgrind_control -d "$cpid" >/dev/null 2>&1
+  if connected "${url##*:}" "$cpid"; then
+    sleep "$warm"
+    dump 1
+    sleep "$win"
+    dump 2
+  fi
   wait "$spid" || true
   local _
   for _ in $(seq 300); do
@@ -114,7 +152,9 @@ count() {
   wait "$cpid" || true
   spid= cpid=
   [[ -s $tmp/cg.out.2 ]] || {
-    echo "tests/bench_instructions.sh: $name: callgrind left no second dump; its output:" >&2
+    echo "tests/bench_instructions.sh: $name: callgrind left no second dump (the client never connected," \
+      "or ended first); callgrind_control said: $(cat "$tmp"/dump.* 2>/dev/null | tr '\n' ' ')" >&2
+    echo "its output:" >&2
     tail -n 20 "$tmp/client.out" >&2
     return 1
   }
@@ -134,7 +174,7 @@ if [[ -x $bin/plugrl_bench_gofloor ]]; then
 else
   echo "go-floor    (not built: no figure)"
 fi
-count floor-held recv \
+count floor-held send_two \
   "$bin/plugrl_bench_floor" --infer-bytes "$ib" --feedback-bytes "$fb" --chunk 0 --hold 1
 echo "libplugrl's costliest functions, own instructions per exchange:"
 cat "$tmp/top.libplugrl"

@@ -5,8 +5,9 @@ usage: callgrind_per_exchange.py FILE FUNCTION [TOP]
 
 FILE is one callgrind output file (one dump: the counts since the dump
 before it). FUNCTION is a function the client calls exactly once per
-exchange, named as callgrind names it (e.g. "recv", or a Go function's
-full name); its call count is the dump's exchange count. Prints one line,
+exchange: a Go function's full name as callgrind gives it, or a C++
+function's own name (callgrind's "(anonymous namespace)::send_two(int,
+...)" is "send_two"); its call count is the dump's exchange count. Prints one line,
 
     exchanges N instructions I per_exchange P [i1_misses M d1_misses D]
 
@@ -33,6 +34,7 @@ def parse(path):
     file's totals by event name."""
     names = {}
     events, totals = [], []
+    positions = 1  # columns before the events: the line, or instr and line
     own = collections.Counter()
     calls = collections.Counter()
     fn = cfn = None
@@ -47,7 +49,9 @@ def parse(path):
     with open(path) as f:
         for line in f:
             line = line.rstrip('\n')
-            if line.startswith('events:'):
+            if line.startswith('positions:'):
+                positions = len(line.split()[1:])
+            elif line.startswith('events:'):
                 events = line.split()[1:]
             elif line.startswith(('summary:', 'totals:')):
                 totals = [int(x) for x in line.split()[1:]]
@@ -60,12 +64,23 @@ def parse(path):
                 after_call = True  # the next cost line is the call's, inclusive
             elif line[:1].isdigit() or line[:1] in '+-*':
                 parts = line.split()
-                if len(parts) >= 2:
+                if len(parts) > positions:
                     if after_call:
                         after_call = False
                     else:
-                        own[fn] += int(parts[1])
+                        own[fn] += int(parts[positions])  # Ir, the first event
     return own, calls, dict(zip(events, totals))
+
+
+def named(name, key):
+    """Whether callgrind's name for a function is key: the same, but for
+    callgrind's recursion mark ('2), or a C++ function's own name without
+    its namespaces and parameters."""
+    name = name.split("'")[0]
+    if name == key:
+        return True
+    bare = re.sub(r'\(.*$', '', name.replace('(anonymous namespace)::', ''))
+    return bare.split('::')[-1] == key
 
 
 def main():
@@ -74,8 +89,7 @@ def main():
     path, key = sys.argv[1], sys.argv[2]
     top = int(sys.argv[3]) if len(sys.argv) == 4 else 0
     own, calls, totals = parse(path)
-    # A name may carry callgrind's recursion mark ('2): the same function.
-    exchanges = sum(n for f, n in calls.items() if f and f.split("'")[0] == key)
+    exchanges = sum(n for f, n in calls.items() if f and named(f, key))
     if exchanges == 0:
         sys.exit(f'{path}: no calls to {key}: no exchange in this dump')
     total = sum(own.values())

@@ -120,9 +120,11 @@ func (c *Client) blockOwed() {
 func (c *Client) beginBlocking() {
 	c.blocking = true
 	// A wake-up left by an interrupt of an earlier section is taken. The
-	// interrupt leaves it under imu, as this runs, so its length is exact
-	// here; reading it costs a load, where the select took the channel's
-	// lock on every call.
+	// interrupt leaves it under imu, as this runs, and the only other
+	// receiver (sleep, connection.go) runs on this goroutine, so its length
+	// is exact here and the receive cannot block; reading it costs a load,
+	// where the select took the channel's lock on every call. A receiver
+	// on another goroutine would break this.
 	if len(c.wake) > 0 {
 		<-c.wake
 	}
