@@ -11,10 +11,10 @@
 # holding feedback as libplugrl does), SMALL (1 env, state 8, text)
 # against plugrl-bench-server on loopback, the client under
 # valgrind --tool=callgrind. Callgrind dumps its counts 6 s after the
-# client starts (start-up, connect, warm-up) and again 10 s later: the
+# client has connected (start-up and warm-up) and again 10 s later: the
 # second dump is the steady state. PLUGRL_BENCH_INSTRUCTIONS_WARMUP and
 # PLUGRL_BENCH_INSTRUCTIONS_SECONDS change the two (whole seconds; the
-# CTest bench_smoke takes 3 and 2). Its instructions, summed over every
+# CTest bench_smoke takes 2 and 1). Its instructions, summed over every
 # thread of the client's process in user space (the kernel's work is not
 # counted), over the exchanges in it (the calls of a function the client
 # runs once per exchange: libplugrl's Client.Feedback, the floor's
