@@ -55,6 +55,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,7 +125,17 @@ ssize_t via_go(long r) {
   }
   return ssize_t(r);
 }
-void bind_thread() { gf_bind(); }
+// A thread's first call into Go, made alone, as libplugrl makes it
+// (capi/exports.c, first_call_mu): the runtime keeps one spare M for a
+// thread's first call and makes the next only from inside Go, and a thread
+// that finds none waits in 1 us sleeps. 64 SCHED_FIFO threads waiting so on
+// one core left the core to nothing else, and every 64-thread SCHED_FIFO
+// run of the Go floor hung (2026-12-07). Here they queue asleep instead.
+std::mutex first_call_mu;
+void bind_thread() {
+  std::lock_guard<std::mutex> lock(first_call_mu);
+  gf_bind();
+}
 ssize_t sys_send(int fd, const void *p, size_t n, int flags) { return via_go(gf_send(fd, const_cast<void *>(p), n, flags)); }
 ssize_t sys_sendmsg(int fd, msghdr *msg, int flags) {
   size_t total = 0;
