@@ -83,21 +83,13 @@ func Elements(shape []int) (int, error) {
 // the item size overflows.
 func ByteLen(d DType, shape []int) (int, error) {
 	// One pass for the usual shape: with an item size of at least 1, a
-	// byte length that fits means the element count fits too. Anything
-	// else (a negative or zero dimension, an overflow, an odd size) takes
-	// the checks below, which name what is wrong.
-	if p := uint64(d.ItemSize()); p >= 1 && p <= maxCount {
-		ok := true
-		for _, dim := range shape {
-			hi, lo := bits.Mul64(p, uint64(dim))
-			if dim <= 0 || hi != 0 || lo > maxCount {
-				ok = false
-				break
-			}
-			p = lo
-		}
-		if ok {
-			return int(p), nil
+	// byte length that fits means the element count fits too, and a
+	// negative dimension cannot fit (as a uint64 it is over maxCount).
+	// Anything else (a zero or negative dimension, an overflow, an odd
+	// size) takes the checks below, which name what is wrong.
+	if size := d.ItemSize(); size >= 1 {
+		if n, zero, ok := nonZeroProduct(shape, size); ok && !zero {
+			return int(n), nil
 		}
 	}
 	if _, err := Elements(shape); err != nil {
