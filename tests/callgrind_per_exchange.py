@@ -99,7 +99,10 @@ def main():
         line += f' i1_misses {totals["I1mr"] / exchanges:.0f} d1_misses {d1 / exchanges:.0f}'
     print(line)
     for f, n in own.most_common(top):
-        where = (f or '?').split(':')[-1].split(' [')[0]
+        # The whole name: a C++ name's scope and parameters tell its
+        # overloads and namespaces apart (cutting at a colon left
+        # "Counter&)'2" of bench_client.cpp's run_one).
+        where = f or '?'
         print(f'  {n / exchanges:8.0f}  {where[:100]}')
 
 
