@@ -141,6 +141,9 @@ count() {
     dump 1
     sleep "$win"
     dump 2
+  else
+    # No client to count: the server would wait out its 60 s for one.
+    kill "$spid" 2>/dev/null || true
   fi
   wait "$spid" || true
   local _

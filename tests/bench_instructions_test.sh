@@ -7,11 +7,12 @@
 #
 # bench_smoke runs the script end to end on a healthy machine, so its
 # failure paths had been tried only by hand. Against stand-ins (a bench
-# server that cannot size the workload, or that sizes it but serves no
-# one; a valgrind that starts no client; callgrind_control), each case
-# checks that the script fails, saying what went wrong, and does not wait
-# out its limits: a bench run whose count failed must say why, not print
-# a figure from a dump that is not there, nor hang.
+# server that cannot size the workload, or that sizes it and then waits
+# for a client, as the real one does for 60 s; a valgrind that starts no
+# client; callgrind_control), each case checks that the script fails,
+# saying what went wrong, within 15 s: a bench run whose count failed must
+# say why, not print a figure from a dump that is not there, nor wait out
+# the server's limit.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
@@ -37,8 +38,9 @@ EOF
 chmod +x "$tmp/path/valgrind" "$tmp/path/callgrind_control"
 
 # server MODE: the stand-in bench server. MODE fails: --sizes exits 1;
-# garbles: --sizes prints what is not infer=N feedback=N; serves: --sizes
-# answers, and a run prints a URL and ends 2 s later.
+# garbles / garbles-feedback: --sizes prints what is not infer=N
+# feedback=N; serves: --sizes answers, and a run prints a URL, then waits
+# 30 s for a client that never comes, as the real server does (60 s).
 server() {
   cat >"$tmp/bin/plugrl-bench-server" <<EOF
 #!/bin/sh
@@ -48,53 +50,52 @@ EOF
 case "$1:$mode" in
 --sizes:fails) echo "stand-in: cannot size" >&2; exit 1 ;;
 --sizes:garbles) echo "infer=lots"; exit 0 ;;
+--sizes:garbles-feedback) echo "infer=362 feedback=x"; exit 0 ;;
 --sizes:serves) echo "infer=362 feedback=420"; exit 0 ;;
 esac
 echo "bench server: ws://127.0.0.1:9 (stand-in)"
-sleep 2
+exec sleep 30
 EOF
   chmod +x "$tmp/bin/plugrl-bench-server"
 }
 
-# expect NAME WANT: runs the script against the stand-ins, with short
-# windows; it must exit 1 within 60 s, saying WANT on its error output.
-expect() {
-  local name=$1 want=$2 rc=0 start=$SECONDS
+# fails_saying NAME WANT [VAR=VALUE...]: runs the script against the
+# stand-ins, with short windows (or the VARs given); it must exit 1 within
+# 15 s, saying WANT on its error output.
+fails_saying() {
+  local name=$1 want=$2 rc=0 start=$SECONDS took
+  shift 2
   echo "== $name"
-  PATH="$tmp/path:$PATH" PLUGRL_BENCH_INSTRUCTIONS_WARMUP=1 PLUGRL_BENCH_INSTRUCTIONS_SECONDS=1 \
-    timeout -s KILL 60 "$here/bench_instructions.sh" "$tmp/bin" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  if [[ $rc -ne 1 ]] || ! grep -qF -- "$want" "$tmp/err"; then
-    echo "FAIL: $name: exit $rc after $((SECONDS - start)) s (want 1, saying \"$want\"); it said:" >&2
+  env PATH="$tmp/path:$PATH" PLUGRL_BENCH_INSTRUCTIONS_WARMUP=1 PLUGRL_BENCH_INSTRUCTIONS_SECONDS=1 "$@" \
+    timeout -s KILL 40 "$here/bench_instructions.sh" "$tmp/bin" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  took=$((SECONDS - start))
+  if [[ $rc -ne 1 || $took -gt 15 ]] || ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL: $name: exit $rc after $took s (want 1 within 15 s, saying \"$want\"); it said:" >&2
     cat "$tmp/out" "$tmp/err" >&2
     fails=$((fails + 1))
     return
   fi
-  echo "ok: exit 1 after $((SECONDS - start)) s: $(grep -F -- "$want" "$tmp/err" | head -n 1)"
+  echo "ok: exit 1 after $took s: $(grep -F -- "$want" "$tmp/err" | head -n 1)"
 }
 
 server fails
-expect "the workload's sizes unknown" "plugrl-bench-server --sizes failed"
+fails_saying "the workload's sizes unknown" "plugrl-bench-server --sizes failed"
 server garbles
-expect "the workload's sizes garbled" 'said "infer=lots", not infer=N feedback=N'
+fails_saying "the workload's sizes garbled" 'said "infer=lots", not infer=N feedback=N'
+server garbles-feedback
+fails_saying "the feedback's size garbled" 'said "infer=362 feedback=x", not infer=N feedback=N'
 server serves
 # The client never connects (valgrind ran nothing): no dump, and the
-# script names the dump it lacks and what the client said.
-expect "no client, no dump" "libplugrl: callgrind left no second dump"
+# script names the dump it lacks and what the client said, without
+# waiting for the server to give up on its client.
+fails_saying "no client, no dump" "libplugrl: callgrind left no second dump"
 grep -qF "stand-in valgrind: no client started" "$tmp/err" || {
   echo "FAIL: no client, no dump: the client's own output is not in the report" >&2
   fails=$((fails + 1))
 }
-
 # Bad windows are refused before anything runs.
-echo "== a window that is no whole number of seconds"
-rc=0
-PLUGRL_BENCH_INSTRUCTIONS_SECONDS=0.5 "$here/bench_instructions.sh" "$tmp/bin" >"$tmp/out" 2>"$tmp/err" || rc=$?
-if [[ $rc -ne 1 ]] || ! grep -qF 'PLUGRL_BENCH_INSTRUCTIONS_SECONDS wants whole seconds, 1 to 99, got "0.5"' "$tmp/err"; then
-  echo "FAIL: PLUGRL_BENCH_INSTRUCTIONS_SECONDS=0.5: exit $rc; it said: $(cat "$tmp/err")" >&2
-  fails=$((fails + 1))
-else
-  echo "ok: refused"
-fi
+fails_saying "a window that is no whole number of seconds" \
+  'PLUGRL_BENCH_INSTRUCTIONS_SECONDS wants whole seconds, 1 to 99, got "0.5"' PLUGRL_BENCH_INSTRUCTIONS_SECONDS=0.5
 
 if [[ $fails -gt 0 ]]; then
   echo "FAIL: $fails check(s) of tests/bench_instructions.sh failed" >&2

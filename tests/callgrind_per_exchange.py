@@ -93,6 +93,11 @@ def main():
     if exchanges == 0:
         sys.exit(f'{path}: no calls to {key}: no exchange in this dump')
     total = sum(own.values())
+    # Every instruction is some function's own: a sum that is not the
+    # dump's total is a line misread (a position form not parsed, a
+    # call's inclusive cost taken as the caller's own).
+    if 'Ir' in totals and total != totals['Ir']:
+        sys.exit(f'{path}: functions\' own instructions sum to {total}, the dump\'s total is {totals["Ir"]}: misread')
     line = f'exchanges {exchanges} instructions {total} per_exchange {total / exchanges:.0f}'
     if 'I1mr' in totals:
         d1 = totals.get('D1mr', 0) + totals.get('D1mw', 0)

@@ -36,14 +36,15 @@ part: 2
 # calls memmove; one more call of Feedback is named as callgrind names a
 # recursive entry, Feedback'2 (a call from C into Go returns through the
 # runtime, and callgrind takes the next for a recursion).
-# Own costs: run_one 100 + 20, Feedback 300 + 5 (its second name too),
-# memmove 50 + 50. The lines after calls= (1000, 999, 77) are inclusive
-# costs of the calls and are nobody's own. Names are compressed: after
-# their first use, fn=(2) and cfn=(3) carry only the number.
+# Own costs: run_one 100 + 20, Feedback 300 + 7 (a line 2 before the
+# last: -2), Feedback'2 5, memmove 50 + 50. The lines after calls= (390,
+# 100, 60) are the calls' inclusive costs and nobody's own. Names are
+# compressed: after their first use, fn=(2) and cfn=(3) carry only the
+# number.
 GO_DUMP = HEADER + """\
 positions: line
 events: Ir
-summary: 525
+summary: 532
 
 ob=(1) /work/lib.so
 fl=(1) bench_client.cpp
@@ -52,7 +53,7 @@ fn=(1) (anonymous namespace)::run_one(Args const&)
 cfl=(2) client.go
 cfn=(2) github.com/p/core/client.(*Client).Feedback
 calls=2 40
-11 1000
+11 390
 +1 20
 
 fl=(2)
@@ -60,18 +61,19 @@ fn=(2)
 40 300
 cfn=(3) runtime.memmove
 calls=4 0
-41 77
+41 100
+-2 7
 
 fn=(4) github.com/p/core/client.(*Client).Feedback'2
 40 5
 cfn=(4)
 calls=1 40
-41 999
+41 60
 
 fn=(3)
 0 50
 * 50
-totals: 525
+totals: 532
 """
 
 # floor-held's shape, with instruction addresses (--dump-instr=yes: two
@@ -81,7 +83,7 @@ totals: 525
 CPP_DUMP = HEADER + """\
 positions: instr line
 events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
-summary: 1000 300 200 30 20 10 0 0 0
+summary: 1000 300 200 30 25 15 0 0 0
 
 ob=(1) /work/floor
 fl=(1) bench_floor.cpp
@@ -89,16 +91,16 @@ fn=(1) main
 0x1000 5 200 60 40 6 4 2
 cfn=(2) (anonymous namespace)::send_two(int, bool)
 calls=10 0x2000 20
-+4 +1 5000 1 1 1 1 1
++4 +1 600 180 120 18 14 7
 cfn=(3) send_two_all(int)
 calls=7 0x3000 30
-+4 * 9000
++4 * 200
 fn=(2)
 0x2000 20 500 150 100 14 10 5
 +8 +1 100 30 20 4 4 2
 fn=(3)
-0x3000 30 200 60 40 6 2 1
-totals: 1000 300 200 30 20 10 0 0 0
+0x3000 30 200 60 40 6 7 6
+totals: 1000 300 200 30 25 15 0 0 0
 """
 
 
@@ -124,22 +126,22 @@ class PerExchange(unittest.TestCase):
 
     def test_go_exchange(self):
         # 3 exchanges (calls of Feedback under both its names: 2 + 1);
-        # own instructions 120 + 305 + 100 = 525, 175 an exchange.
+        # own instructions 120 + 307 + 5 + 100 = 532, 177 an exchange.
         r = run(write(self.tmp, 'go.cg', GO_DUMP), 'github.com/p/core/client.(*Client).Feedback')
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout, 'exchanges 3 instructions 525 per_exchange 175\n')
+        self.assertEqual(r.stdout, 'exchanges 3 instructions 532 per_exchange 177\n')
 
     def test_top_functions(self):
         # Own instructions an exchange, costliest first, each under the
-        # name callgrind gave it: Feedback 300/3 (its 5 under Feedback'2
+        # name callgrind gave it: Feedback 307/3 (its 5 under Feedback'2
         # are a fourth line), run_one 120/3 with its scope and
         # parameters, memmove 100/3.
         r = run(write(self.tmp, 'go.cg', GO_DUMP), 'github.com/p/core/client.(*Client).Feedback', '3')
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[0], 'exchanges 3 instructions 525 per_exchange 175')
+        self.assertEqual(lines[0], 'exchanges 3 instructions 532 per_exchange 177')
         self.assertEqual([line.split() for line in lines[1:]], [
-            ['100', 'github.com/p/core/client.(*Client).Feedback'],
+            ['102', 'github.com/p/core/client.(*Client).Feedback'],
             ['40', '(anonymous', 'namespace)::run_one(Args', 'const&)'],
             ['33', 'runtime.memmove'],
         ])
@@ -147,12 +149,12 @@ class PerExchange(unittest.TestCase):
     def test_cpp_exchange_and_cache_misses(self):
         # send_two by its own name: 10 calls, not send_two_all's 7.
         # Own instructions: main 200, send_two 500 + 100, send_two_all
-        # 200: 1000, 100 an exchange (the inclusive 5000 and 9000 are not
+        # 200: 1000, 100 an exchange (the inclusive 600 and 200 are not
         # counted). The misses come from the totals: I1mr 30 -> 3, D1mr +
-        # D1mw 20 + 10 -> 3.
+        # D1mw 25 + 15 -> 4.
         r = run(write(self.tmp, 'cpp.cg', CPP_DUMP), 'send_two')
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout, 'exchanges 10 instructions 1000 per_exchange 100 i1_misses 3 d1_misses 3\n')
+        self.assertEqual(r.stdout, 'exchanges 10 instructions 1000 per_exchange 100 i1_misses 3 d1_misses 4\n')
 
     def test_no_exchange(self):
         # A dump without the exchange's function (a client that never got
@@ -160,6 +162,15 @@ class PerExchange(unittest.TestCase):
         r = run(write(self.tmp, 'cpp.cg', CPP_DUMP), 'gf_recv')
         self.assertNotEqual(r.returncode, 0)
         self.assertIn('no calls to gf_recv', r.stderr)
+        self.assertEqual(r.stdout, '')
+
+    def test_misread(self):
+        # Own costs that do not add up to the dump's total mean a line was
+        # misread: an error, not a figure.
+        r = run(write(self.tmp, 'go.cg', GO_DUMP.replace('totals: 532', 'totals: 600')),
+                'github.com/p/core/client.(*Client).Feedback')
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("own instructions sum to 532, the dump's total is 600: misread", r.stderr)
         self.assertEqual(r.stdout, '')
 
     def test_usage(self):
