@@ -833,26 +833,52 @@ done
 # and no run failed under SCHED_FIFO. Throughput and CPU are the paired
 # medians (runs seconds apart), the tails the tail table's ratio of
 # medians, with [k/N] where only k of the cell's N libplugrl runs succeeded.
+# With the Go floor in the cells, its figure for each bound stands beside
+# libplugrl's, so that one run says which share misses.
 echo
 echo "bounds, libplugrl over the floor: exchanges/s >= 0.9 and client cpu-us/ex <= 1.1 (one core) as the paired medians,"
 echo "normal scheduling without load; SMALL's turnaround p99.9 and p99.99 under SCHED_FIFO <= 1.3 as the tail table's"
-echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client but go-floor that failed (hung, or ended in"
+echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client but go-floor (its own column) that failed (hung, or ended in"
 echo "error; refused by the kernel: not counted) = 0; \"-\": not measured in this run (a cell left out, too few samples)"
-printf '%-46s %-26s %-6s %s\n' bound value limit holds
-bound_row() { printf '%-46s %-26s %-6s %s\n' "$1" "$2" "$3 $4" "$(holds "$2" "$3" "$4")"; }
+if [[ $with_gofloor == 1 ]]; then
+  # Beside each bound the Go floor's figure, by the same statistic: a bound
+  # it misses too is the runtime's share as much as libplugrl's path.
+  echo "go-floor: the Go floor's figure for the same bound and statistic, and whether it holds"
+  printf '%-46s %-26s %-6s %-5s %s\n' bound value limit holds go-floor
+else
+  printf '%-46s %-26s %-6s %s\n' bound value limit holds
+fi
+# paired_median A B: the paired median of A over B alone ("-" without a
+# pair), for the Go floor's column.
+paired_median() {
+  local v
+  v=$(paired "$1" "$2" ratio)
+  echo "${v%% *}"
+}
+# bound_row NAME VALUE OP LIMIT [GOFLOOR_VALUE]: one bound's row.
+bound_row() {
+  if [[ $with_gofloor == 1 ]]; then
+    printf '%-46s %-26s %-6s %-5s %s\n' "$1" "$2" "$3 $4" "$(holds "$2" "$3" "$4")" "${5:--} ($(holds "${5:--}" "$3" "$4"))"
+  else
+    printf '%-46s %-26s %-6s %s\n' "$1" "$2" "$3 $4" "$(holds "$2" "$3" "$4")"
+  fi
+}
 pin_name() { if [[ $1 == same ]]; then echo "one core"; else echo "$1"; fi; }
 for wl in "${workloads[@]}"; do
   read -r name _ _ _ _ _ <<<"$wl"
   for pin in "${pinnings[@]}"; do
     key=$name/$pin/other
     bound_row "exchanges/s, $name, $(pin_name "$pin"), other" \
-      "$(paired "${runs[$key/libplugrl/rate]}" "${runs[$key/floor/rate]}" ratio boot)" '>=' 0.9
+      "$(paired "${runs[$key/libplugrl/rate]}" "${runs[$key/floor/rate]}" ratio boot)" '>=' 0.9 \
+      "$(paired_median "${runs[$key/go-floor/rate]}" "${runs[$key/floor/rate]}")"
   done
   [[ $name == SMALLx* ]] && continue
   key=$name/same/other
   bound_row "client cpu-us/ex, $name, one core, other" \
-    "$(paired "${runs[$key/libplugrl/cpu]}" "${runs[$key/floor/cpu]}" ratio boot)" '<=' 1.1
+    "$(paired "${runs[$key/libplugrl/cpu]}" "${runs[$key/floor/cpu]}" ratio boot)" '<=' 1.1 \
+    "$(paired_median "${runs[$key/go-floor/cpu]}" "${runs[$key/floor/cpu]}")"
 done
+fifo_failed_gf=0 fifo_runs_gf=0
 fifo_failed=0 fifo_runs=0
 for sched in "${scheds[@]}"; do
   [[ $sched == fifo* ]] || continue
@@ -863,14 +889,23 @@ for sched in "${scheds[@]}"; do
       [[ ${ok%/*} == "${ok#*/}" ]] && ok= || ok=" [$ok]"
       for q in 99.9 99.99; do
         bound_row "SMALL p$q, $(pin_name "$pin"), $sched" \
-          "$(ratio "$(medq "$lkey" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")$ok" '<=' 1.3
+          "$(ratio "$(medq "$lkey" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")$ok" '<=' 1.3 \
+          "$(ratio "$(medq "SMALL/$pin/$sched/go-floor" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")"
       done
     fi
     for wl in "${workloads[@]}"; do
       read -r name _ _ _ _ _ <<<"$wl"
       for client in "${clients[@]}"; do
-        [[ $client == go-floor ]] && continue # a reference, not a client the bound is about
         for st in ${runs[$name/$pin/$sched/$client/status]}; do
+          # The Go floor's runs are counted apart: a reference, not a
+          # client the bound is about.
+          if [[ $client == go-floor ]]; then
+            case $st in
+              ok) fifo_runs_gf=$((fifo_runs_gf + 1)) ;;
+              failed) fifo_runs_gf=$((fifo_runs_gf + 1)) fifo_failed_gf=$((fifo_failed_gf + 1)) ;;
+            esac
+            continue
+          fi
           case $st in
             ok) fifo_runs=$((fifo_runs + 1)) ;;
             failed) fifo_runs=$((fifo_runs + 1)) fifo_failed=$((fifo_failed + 1)) ;;
@@ -884,7 +919,9 @@ if [[ $have_fifo == 0 || $have_small == 0 ]]; then
   bound_row "SMALL p99.9 and p99.99 under SCHED_FIFO" - '<=' 1.3
 fi
 if ((fifo_runs)); then
-  bound_row "SCHED_FIFO runs that failed, of $fifo_runs made" "$fifo_failed" '<=' 0
+  gf=-
+  ((fifo_runs_gf)) && gf="$fifo_failed_gf of $fifo_runs_gf"
+  bound_row "SCHED_FIFO runs that failed, of $fifo_runs made" "$fifo_failed" '<=' 0 "$gf"
 else
   bound_row "SCHED_FIFO runs that failed" - '<=' 0
 fi
