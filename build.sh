@@ -73,7 +73,9 @@ if [[ -n $cross ]]; then
     -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX")
 fi
 
-say() { printf '==> %s\n' "$*"; }
+# say: a step's line, with the seconds since build.sh started, so that a
+# CI log shows where its time goes before CTest's per-test times.
+say() { printf '==> %s [%d s]\n' "$*" "$SECONDS"; }
 die() {
   printf 'build.sh: %s\n' "$*" >&2
   exit 1
