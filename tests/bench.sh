@@ -651,7 +651,7 @@ done
 med() { median <<<"${runs[$1/$2]}"; }
 # medq KEY METRIC: a percentile's median; "-" when any run that succeeded
 # had too few samples for it (the server printed "-").
-medq() { medq_of "${runs[$1/$2]}"; }
+medq() { medq_of "${runs[$1/$2]:-}"; }
 # oks KEY: "k/N", the runs of the cell that succeeded of those made.
 oks() { awk '{k = 0; for (i = 1; i <= NF; i++) k += ($i == "ok"); printf "%d/%d", k, NF}' <<<"${runs[$1/status]}"; }
 # notes KEY: what the cell's runs did not do: FAILED (a finding, under
@@ -838,22 +838,30 @@ done
 echo
 echo "bounds, libplugrl over the floor: exchanges/s >= 0.9 and client cpu-us/ex <= 1.1 (one core) as the paired medians,"
 echo "normal scheduling without load; SMALL's turnaround p99.9 and p99.99 under SCHED_FIFO <= 1.3 as the tail table's"
-echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client but go-floor (its own column) that failed (hung, or ended in"
+echo "ratios ([k/N]: of libplugrl's N runs, k succeeded); SCHED_FIFO runs of any client but go-floor that failed (hung, or ended in"
 echo "error; refused by the kernel: not counted) = 0; \"-\": not measured in this run (a cell left out, too few samples)"
 if [[ $with_gofloor == 1 ]]; then
   # Beside each bound the Go floor's figure, by the same statistic: a bound
   # it misses too is the runtime's share as much as libplugrl's path.
-  echo "go-floor: the Go floor's figure for the same bound and statistic, and whether it holds"
+  echo "go-floor: the Go floor's figure for the same bound and statistic (its failed SCHED_FIFO runs apart), and whether it holds"
   printf '%-46s %-26s %-6s %-5s %s\n' bound value limit holds go-floor
 else
   printf '%-46s %-26s %-6s %s\n' bound value limit holds
 fi
-# paired_median A B: the paired median of A over B alone ("-" without a
-# pair), for the Go floor's column.
-paired_median() {
+# gofloor_paired KEY STAT: the Go floor's paired median over the floor
+# for cell KEY (name/pin/sched) and STAT (rate, cpu), without its interval
+# ("-" without a pair; empty when the Go floor is not in the cells).
+gofloor_paired() {
+  [[ $with_gofloor == 1 ]] || return 0
   local v
-  v=$(paired "$1" "$2" ratio)
+  v=$(paired "${runs[$1/go-floor/$2]:-}" "${runs[$1/floor/$2]:-}" ratio)
   echo "${v%% *}"
+}
+# gofloor_tail KEY Q: the Go floor's tail ratio over the floor's for cell
+# KEY and percentile key Q (t999, t9999); empty without the Go floor.
+gofloor_tail() {
+  [[ $with_gofloor == 1 ]] || return 0
+  ratio "$(medq "$1/go-floor" "$2")" "$(medq "$1/floor" "$2")"
 }
 # bound_row NAME VALUE OP LIMIT [GOFLOOR_VALUE]: one bound's row.
 bound_row() {
@@ -870,13 +878,13 @@ for wl in "${workloads[@]}"; do
     key=$name/$pin/other
     bound_row "exchanges/s, $name, $(pin_name "$pin"), other" \
       "$(paired "${runs[$key/libplugrl/rate]}" "${runs[$key/floor/rate]}" ratio boot)" '>=' 0.9 \
-      "$(paired_median "${runs[$key/go-floor/rate]}" "${runs[$key/floor/rate]}")"
+      "$(gofloor_paired "$key" rate)"
   done
   [[ $name == SMALLx* ]] && continue
   key=$name/same/other
   bound_row "client cpu-us/ex, $name, one core, other" \
     "$(paired "${runs[$key/libplugrl/cpu]}" "${runs[$key/floor/cpu]}" ratio boot)" '<=' 1.1 \
-    "$(paired_median "${runs[$key/go-floor/cpu]}" "${runs[$key/floor/cpu]}")"
+    "$(gofloor_paired "$key" cpu)"
 done
 fifo_failed_gf=0 fifo_runs_gf=0
 fifo_failed=0 fifo_runs=0
@@ -890,7 +898,7 @@ for sched in "${scheds[@]}"; do
       for q in 99.9 99.99; do
         bound_row "SMALL p$q, $(pin_name "$pin"), $sched" \
           "$(ratio "$(medq "$lkey" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")$ok" '<=' 1.3 \
-          "$(ratio "$(medq "SMALL/$pin/$sched/go-floor" "t${q//./}")" "$(medq "SMALL/$pin/$sched/floor" "t${q//./}")")"
+          "$(gofloor_tail "SMALL/$pin/$sched" "t${q//./}")"
       done
     fi
     for wl in "${workloads[@]}"; do
