@@ -447,7 +447,9 @@ run_tests() {
   go test -count=1 -tags purego ./core/maskcopy
   # Two packages at a time (-p 2, one per core): their tests mostly wait
   # on sockets and timers, and this took 146 s at -p 1 and 78-82 s at -p 2,
-  # the same tests passing in six runs.
+  # the same tests passing in six runs (2026-12 early; the suite has grown
+  # since: 165 s at -p 2 in a clean-clone CI run on 2026-12-07, the
+  # largest step outside CTest).
   say "go test -race -p 2 ./..."
   go test -race -p 2 ./...
   # The race detector allocates, so the tests that prove an exchange
