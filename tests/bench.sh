@@ -905,19 +905,16 @@ for sched in "${scheds[@]}"; do
       read -r name _ _ _ _ _ <<<"$wl"
       for client in "${clients[@]}"; do
         for st in ${runs[$name/$pin/$sched/$client/status]}; do
+          [[ $st == ok || $st == failed ]] || continue # refused: the kernel's, not a run made
           # The Go floor's runs are counted apart: a reference, not a
           # client the bound is about.
           if [[ $client == go-floor ]]; then
-            case $st in
-              ok) fifo_runs_gf=$((fifo_runs_gf + 1)) ;;
-              failed) fifo_runs_gf=$((fifo_runs_gf + 1)) fifo_failed_gf=$((fifo_failed_gf + 1)) ;;
-            esac
-            continue
+            fifo_runs_gf=$((fifo_runs_gf + 1))
+            [[ $st == ok ]] || fifo_failed_gf=$((fifo_failed_gf + 1))
+          else
+            fifo_runs=$((fifo_runs + 1))
+            [[ $st == ok ]] || fifo_failed=$((fifo_failed + 1))
           fi
-          case $st in
-            ok) fifo_runs=$((fifo_runs + 1)) ;;
-            failed) fifo_runs=$((fifo_runs + 1)) fifo_failed=$((fifo_failed + 1)) ;;
-          esac # refused: the kernel's, not a run made
         done
       done
     done
