@@ -6,7 +6,7 @@
 // (clock_nanosleep on absolute CLOCK_MONOTONIC deadlines) and takes a
 // sample (monotonic time, the process's CPU time CLOCK_PROCESS_CPUTIME_ID,
 // the exchanges so far: the sum of the client threads' counters; and the
-// process's page faults, from getrusage) into a ring allocated before the
+// process's page faults and user and kernel time, from getrusage) into a ring allocated before the
 // run. The
 // client's main thread creates it, so it runs with the client's CPU
 // affinity and scheduling policy (taskset, chrt -f: a new thread inherits
@@ -197,6 +197,21 @@ class CpuMeter {
     window(path, start, end);
     const Sample &fa = at(bracket(start).second), &fb = at(bracket(end).first);
     std::printf("page_faults_window minor %ld major %ld\n", fb.minflt - fa.minflt, fb.majflt - fa.majflt);
+    // Where the CPU per exchange went: the process's user time (the
+    // client's own code, the library's and the Go runtime's) and its
+    // kernel time (the system calls, the network stack, the wake-ups),
+    // getrusage's split between the same samples, applied to the figure
+    // above. The kernel charges each tick to the mode it interrupted, so
+    // the split is a sample: a few hundred ticks a second of run, a few
+    // per cent at worst; the sum is exact.
+    double user = double(fb.utime - fa.utime), sys = double(fb.stime - fa.stime);
+    if (user + sys > 0) {
+      double share = user / (user + sys);
+      std::printf("cpu_split user_us_per_exchange %.3f kernel_us_per_exchange %.3f\n", r.us_per_exchange * share,
+                  r.us_per_exchange * (1 - share));
+    } else {
+      std::printf("cpu_split user_us_per_exchange nan kernel_us_per_exchange nan\n");
+    }
   }
 
  private:
@@ -205,6 +220,7 @@ class CpuMeter {
     long long exchanges = 0;
     double frac = 0;            // the interpolated fraction of an exchange
     long minflt = 0, majflt = 0;  // the process's page faults so far
+    int64_t utime = 0, stime = 0;  // the process's user and kernel time so far, us (getrusage)
   };
   const std::vector<Counter> &counts_;
   std::vector<Sample> ring_;
@@ -213,11 +229,13 @@ class CpuMeter {
   std::atomic<bool> stop_{false};
   int64_t own_cpu_ = 0;  // the sampler thread's CPU time at its end, ns
 
+  static int64_t micros(const timeval &tv) { return int64_t(tv.tv_sec) * 1000000 + tv.tv_usec; }
   void sample(int64_t t) {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     ring_[taken_ % ring_.size()] =
-        Sample{t, clock_ns(CLOCK_PROCESS_CPUTIME_ID), total(counts_), 0, ru.ru_minflt, ru.ru_majflt};
+        Sample{t, clock_ns(CLOCK_PROCESS_CPUTIME_ID), total(counts_), 0, ru.ru_minflt, ru.ru_majflt,
+               micros(ru.ru_utime), micros(ru.ru_stime)};
     taken_++;
   }
   void loop() {
@@ -258,7 +276,7 @@ class CpuMeter {
     const Sample &a = at(lo), &b = at(hi);
     double f = double(t - a.mono) / double(b.mono - a.mono);
     double ex = double(b.exchanges - a.exchanges) * f;
-    Sample s{t, a.cpu + int64_t(double(b.cpu - a.cpu) * f), a.exchanges, 0, a.minflt, a.majflt};
+    Sample s{t, a.cpu + int64_t(double(b.cpu - a.cpu) * f), a.exchanges, 0, a.minflt, a.majflt, a.utime, a.stime};
     s.exchanges += (long long)ex;
     s.frac = ex - double((long long)ex);
     return s;

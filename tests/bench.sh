@@ -120,7 +120,9 @@
 #               which then reads it from the server's output
 #               (--window-file) and interpolates the samples of CPU time and
 #               exchange count its sampler thread took every 5 ms at its
-#               ends (bench/bench_cpu.hpp)
+#               ends (bench/bench_cpu.hpp); a table splits it into user
+#               time (the client's own code: for libplugrl, the library
+#               and its Go runtime) and kernel time (getrusage's split)
 #   turnaround  timed at the server, every exchange in the window: from
 #               having written an action to having read the next infer (the
 #               client's library work; its env step is nothing here)
@@ -363,16 +365,17 @@ cell_window() {
 #   status  ok; failed (under SCHED_FIFO: a finding); refused (the kernel
 #           refused chrt -f on this run: the environment)
 #   rate cpu, the turnaround's n and six percentiles, infer->feedback's,
-#   the fewest and most exchanges per connection, and the records the
+#   the fewest and most exchanges per connection, the records the
 #   ledger did not record (ledger runs: a count, or "?" when it could not
-#   be checked; "-" for the other clients)
+#   be checked; "-" for the other clients), and the client's CPU per
+#   exchange split into user and kernel time (bench_cpu.hpp's cpu_split)
 # A field its program did not print is "nan", a percentile with too few
 # samples "-".
-metrics=(status rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax lost)
+metrics=(status rate cpu tn t50 t90 t99 t999 t9999 tmax fn f50 f90 f99 f999 f9999 fmax cmin cmax lost cpu_user cpu_kernel)
 nan_fields() { # STATUS: a run with no numbers
   local out=$1 k
-  for ((k = 1; k < ${#metrics[@]} - 1; k++)); do out+=" nan"; done
-  echo "$out -"
+  for ((k = 1; k < ${#metrics[@]} - 3; k++)); do out+=" nan"; done
+  echo "$out - nan nan"
 }
 
 
@@ -530,10 +533,12 @@ run_one() {
   [[ $rc -ne 0 ]] || rc=$src # the client's own failure first
   spid=
   run_cleanup
-  local rate='' cpu='' turn ifb conn lost=-
+  local rate='' cpu='' turn ifb conn lost=- split
   if [[ $rc -eq 0 ]]; then
     rate=$(sed -n 's/^exchanges\/s \([^ ]*\)$/\1/p' "$tmp/server.out" | tail -n 1)
     cpu=$(sed -n 's/^cpu_us_per_exchange \([^ ]*\)$/\1/p' "$tmp/client.out" | tail -n 1)
+    split=$(sed -n 's/^cpu_split user_us_per_exchange \([^ ]*\) kernel_us_per_exchange \([^ ]*\)$/\1 \2/p' \
+      "$tmp/client.out" | tail -n 1)
     turn=$(lat_fields "$tmp/server.out" turnaround)
     ifb=$(lat_fields "$tmp/server.out" infer_feedback)
     conn=$(sed -n 's/^conn_exchanges min \([0-9]*\) max \([0-9]*\)$/\1 \2/p' "$tmp/server.out" | tail -n 1)
@@ -545,9 +550,10 @@ run_one() {
         "$(grep '^cpu_measured_over' "$tmp/client.out" || echo 'no cpu_measured_over line')" >&2
       rc=1
     fi
-    if ! isnum "$rate" || ! isnum "$cpu" || [[ -z $conn || $turn == *nan* || $ifb == *nan* ]]; then
+    if ! isnum "$rate" || ! isnum "$cpu" || [[ -z $conn || -z $split || $turn == *nan* || $ifb == *nan* ]]; then
       echo "tests/bench.sh: $client $pin $sched: the run's output is incomplete (exchanges/s \"$rate\"," \
-        "cpu_us_per_exchange \"$cpu\", conn_exchanges \"$conn\", latency \"$turn\" / \"$ifb\")" >&2
+        "cpu_us_per_exchange \"$cpu\", cpu_split \"$split\", conn_exchanges \"$conn\"," \
+        "latency \"$turn\" / \"$ifb\")" >&2
       rc=1
     fi
   fi
@@ -565,7 +571,7 @@ run_one() {
   fi
   [[ $client == ledger-* ]] && lost=$(ledger_lost)
   rm -f "$tmp"/bench.ledger*
-  echo "ok $rate $cpu $turn $ifb $conn $lost"
+  echo "ok $rate $cpu $turn $ifb $conn $lost ${split:-nan nan}"
 }
 
 
@@ -805,6 +811,31 @@ if [[ $with_gofloor == 1 ]]; then
     done
   done
 fi
+
+# Where each client's CPU per exchange goes: user time is the client's
+# own code (for libplugrl, the library and its Go runtime; for the Go
+# floor, the runtime's way in and out), kernel time the system calls and
+# the network stack, which every client makes alike. A client whose
+# kernel time matches the floor's and whose user time does not spends the
+# difference in its own path.
+echo
+echo "client CPU per exchange, user / kernel us (getrusage's split of cpu-us/ex; medians of the runs that succeeded)"
+header=$(printf '%-9s %-5s %-10s' workload pin sched)
+for client in "${clients[@]}"; do header+=$(printf ' %-19s' "$client"); done
+echo "$header"
+for wl in "${workloads[@]}"; do
+  read -r name _ _ _ _ _ <<<"$wl"
+  for sched in "${scheds[@]}"; do
+    for pin in "${pinnings[@]}"; do
+      row=$(printf '%-9s %-5s %-10s' "$name" "$pin" "$sched")
+      for client in "${clients[@]}"; do
+        key=$name/$pin/$sched/$client
+        row+=$(printf ' %-19s' "$(num %.1f "$(med "$key" cpu_user)") / $(num %.1f "$(med "$key" cpu_kernel)")")
+      done
+      echo "$row"
+    done
+  done
+done
 
 # The turnaround's tail against the floor's, per cell (the medians above):
 # a real-time loop's deadline is set by its slowest exchanges.
