@@ -6,11 +6,10 @@
 // (clock_nanosleep on absolute CLOCK_MONOTONIC deadlines) and takes a
 // sample (monotonic time, the process's CPU time CLOCK_PROCESS_CPUTIME_ID,
 // the exchanges so far: the sum of the client threads' counters; and the
-// process's page faults and user and kernel time, from getrusage) into a ring allocated before the
-// run. The
-// client's main thread creates it, so it runs with the client's CPU
-// affinity and scheduling policy (taskset, chrt -f: a new thread inherits
-// both), in both clients alike.
+// process's page faults and user and kernel time, from getrusage) into a
+// ring allocated before the run. The client's main thread creates it, so
+// it runs with the client's CPU affinity and scheduling policy (taskset,
+// chrt -f: a new thread inherits both), in both clients alike.
 //
 // Until 2026-12 the first client thread took the samples itself, after its
 // own exchanges: with 64 handles that thread went up to 45 ms without
@@ -200,10 +199,13 @@ class CpuMeter {
     // Where the CPU per exchange went: the process's user time (the
     // client's own code, the library's and the Go runtime's) and its
     // kernel time (the system calls, the network stack, the wake-ups),
-    // getrusage's split between the same samples, applied to the figure
-    // above. The kernel charges each tick to the mode it interrupted, so
-    // the split is a sample: a few hundred ticks a second of run, a few
-    // per cent at worst; the sum is exact.
+    // getrusage's split between the first and last samples inside the
+    // window (those of the page faults), applied to the figure above. The
+    // kernel charges each tick to the mode it interrupted, so the split is
+    // a sample: at most HZ ticks a second on a core (250 here), some 2-3 %
+    // of the whole (one standard deviation) in a 1.5 s window of one busy
+    // core, more in shorter ones; the sum is exact. "nan" when the window
+    // holds fewer than two samples.
     double user = double(fb.utime - fa.utime), sys = double(fb.stime - fa.stime);
     if (user + sys > 0) {
       double share = user / (user + sys);
@@ -276,6 +278,8 @@ class CpuMeter {
     const Sample &a = at(lo), &b = at(hi);
     double f = double(t - a.mono) / double(b.mono - a.mono);
     double ex = double(b.exchanges - a.exchanges) * f;
+    // Page faults and the user/kernel split are read only at samples
+    // (print), never interpolated: a's stand in.
     Sample s{t, a.cpu + int64_t(double(b.cpu - a.cpu) * f), a.exchanges, 0, a.minflt, a.majflt, a.utime, a.stime};
     s.exchanges += (long long)ex;
     s.frac = ex - double((long long)ex);

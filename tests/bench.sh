@@ -550,7 +550,8 @@ run_one() {
         "$(grep '^cpu_measured_over' "$tmp/client.out" || echo 'no cpu_measured_over line')" >&2
       rc=1
     fi
-    if ! isnum "$rate" || ! isnum "$cpu" || [[ -z $conn || -z $split || $turn == *nan* || $ifb == *nan* ]]; then
+    if ! isnum "$rate" || ! isnum "$cpu" || ! isnum "${split%% *}" || ! isnum "${split##* }" ||
+      [[ -z $conn || $turn == *nan* || $ifb == *nan* ]]; then
       echo "tests/bench.sh: $client $pin $sched: the run's output is incomplete (exchanges/s \"$rate\"," \
         "cpu_us_per_exchange \"$cpu\", cpu_split \"$split\", conn_exchanges \"$conn\"," \
         "latency \"$turn\" / \"$ifb\")" >&2
@@ -815,11 +816,15 @@ fi
 # Where each client's CPU per exchange goes: user time is the client's
 # own code (for libplugrl, the library and its Go runtime; for the Go
 # floor, the runtime's way in and out), kernel time the system calls and
-# the network stack, which every client makes alike. A client whose
-# kernel time matches the floor's and whose user time does not spends the
-# difference in its own path.
+# the network stack. Clients making the same system calls would be
+# expected to spend alike in the kernel (floor-held and the Go clients
+# send once an exchange, the floor twice), but libplugrl's kernel time
+# has come out a few us higher (docs/PERFORMANCE.md): the user time is a
+# lower bound on a client's own cost. Each figure is its own median, so
+# the two do not add up to the cpu-us/ex median exactly.
 echo
-echo "client CPU per exchange, user / kernel us (getrusage's split of cpu-us/ex; medians of the runs that succeeded)"
+echo "client CPU per exchange, user / kernel us (getrusage's split of cpu-us/ex; each the median of the runs that"
+echo "succeeded)"
 header=$(printf '%-9s %-5s %-10s' workload pin sched)
 for client in "${clients[@]}"; do header+=$(printf ' %-19s' "$client"); done
 echo "$header"
