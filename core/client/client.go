@@ -196,52 +196,14 @@ type Feedback = wire.Feedback
 
 // Client is one env client session. Create it with Dial.
 type Client struct {
-	opts Options
-	conn *conn.Conn
-	meta *wire.Metadata
-	// closeIntr is set by InterruptClose: Close does not wait for the
-	// server's close frame.
-	closeIntr atomic.Bool
-	// reuseOffered is ReuseOffered, decided once per connection's
-	// metadata.
-	reuseOffered bool
-	phase        phase
-	busy         atomic.Bool
-	// One message per kind: each keeps the plan of its last encoding, and
-	// a loop that sends the same structure every time reuses it.
-	inferMsg, feedbackMsg wire.Message
-	plainReq              wire.Infer // an infer's request without its all-false reuse flags (Infer)
-	action                wire.Action
-	envs                  envFlags
-	reqEnv                []int64 // the last infer's env_indices (for the Ray dialect)
-
-	reconnects int // successful reconnects over the client's life
-	// connectedAt is when the connection was made; carried is the backoff
-	// the next reconnect starts from if the server ends it soon (reconnect).
-	connectedAt time.Time
-	carried     time.Duration
-	// lastAddr is the server address (IP and port) of the last connection
-	// that got as far as metadata: a reconnect tries it first.
-	lastAddr string
-	stats    stats
-	ledger   *ledger.Writer // nil: no ledger
-	owedLost []int64        // envs of a feedback whose send failed, for the ledger
-	heldEnvs []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
-	givenUp  bool           // GiveUpOwed: the next Infer drops the connection first
-	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
-	// reconnect that follows (in this Infer or a later one, if this one's
-	// failed) is reported with ErrGivenUp.
-	givenUpDrop bool
-	// refusedEnded: the last connect recorded the connection it refused
-	// (metadata that is not), its close included: Connect's failure
-	// records no second close.
-	refusedEnded bool
-
-	// The caller's pace, for holding feedback back (see tightLoop):
-	// when the last feedback returned (conn.Mono; 0 once an infer has
-	// looked), and whether the infer after it came within tightLoop.
-	feedbackDone time.Duration
-	tight        bool
+	// The fields are in the order an exchange reads them, the ones it
+	// does not touch last: with many clients taking turns on a core, each
+	// exchange finds its client's memory gone from the caches, and fewer
+	// cache lines to fetch make it cheaper (docs/PERFORMANCE.md).
+	busy  atomic.Bool
+	phase phase
+	conn  *conn.Conn
+	meta  *wire.Metadata
 
 	// Interrupt's state, shared with any goroutine. intr is an interrupt
 	// no call has taken yet. blocking says a call is in a blocking
@@ -257,6 +219,49 @@ type Client struct {
 	live       *conn.Conn
 	dialCancel context.CancelFunc
 	wake       chan struct{}
+
+	// The caller's pace, for holding feedback back (see tightLoop):
+	// when the last feedback returned (conn.Mono; 0 once an infer has
+	// looked), and whether the infer after it came within tightLoop.
+	feedbackDone time.Duration
+	tight        bool
+	givenUp      bool // GiveUpOwed: the next Infer drops the connection first
+	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
+	// reconnect that follows (in this Infer or a later one, if this one's
+	// failed) is reported with ErrGivenUp.
+	givenUpDrop bool
+	envs        envFlags
+	ledger      *ledger.Writer // nil: no ledger
+	heldEnvs    []int64        // envs of the last feedback the connection held (conn.WriteHeldMessage), in case it never leaves
+	reqEnv      []int64        // the last infer's env_indices (for the Ray dialect)
+
+	// One message per kind: each keeps the plan of its last encoding, and
+	// a loop that sends the same structure every time reuses it.
+	inferMsg, feedbackMsg wire.Message
+	action                wire.Action
+	stats                 stats
+	plainReq              wire.Infer // an infer's request without its all-false reuse flags (Infer)
+
+	opts Options
+	// closeIntr is set by InterruptClose: Close does not wait for the
+	// server's close frame.
+	closeIntr atomic.Bool
+	// reuseOffered is ReuseOffered, decided once per connection's
+	// metadata.
+	reuseOffered bool
+	reconnects   int // successful reconnects over the client's life
+	// connectedAt is when the connection was made; carried is the backoff
+	// the next reconnect starts from if the server ends it soon (reconnect).
+	connectedAt time.Time
+	carried     time.Duration
+	// lastAddr is the server address (IP and port) of the last connection
+	// that got as far as metadata: a reconnect tries it first.
+	lastAddr string
+	owedLost []int64 // envs of a feedback whose send failed, for the ledger
+	// refusedEnded: the last connect recorded the connection it refused
+	// (metadata that is not), its close included: Connect's failure
+	// records no second close.
+	refusedEnded bool
 }
 
 // Dial connects, reads the server's metadata, and returns the client: New

@@ -114,15 +114,16 @@ func bucketMid(i int) time.Duration {
 // reads them. Each is atomic on its own; a snapshot is not atomic across
 // them.
 type stats struct {
+	// What every exchange updates first, together (see Client's order).
 	io              conn.Counters
 	feedbacks       atomic.Uint64
+	rttCount        atomic.Uint64 // = exchanges
+	rttLast, rttMax atomic.Int64  // ns
+	rttMinUS        atomic.Uint64 // µs +1 of the shortest: the first occupied bucket (0: none yet)
 	reconnects      [NumReconnectCauses]atomic.Uint64
 	rowsDropped     atomic.Uint64
 	rowsReused      atomic.Uint64
 	interrupts      atomic.Uint64
-	rttCount        atomic.Uint64 // = exchanges
-	rttLast, rttMax atomic.Int64  // ns
-	rttMinUS        atomic.Uint64 // µs +1 of the shortest: the first occupied bucket (0: none yet)
 	hist            [histBuckets]atomic.Uint64
 	groups          [histGroups]atomic.Uint64 // sums of hist's groups of subBuckets buckets
 	cause           ReconnectCause            // why the connection ended; caller's goroutine only

@@ -371,10 +371,6 @@ type Conn struct {
 	// peerFirst: the peer's close frame came before this side had sent
 	// one (see PeerClosedFirst).
 	peerFirst atomic.Bool
-	// ctl holds control frames that could not be written without waiting
-	// (the rest of a pong or close frame): they go out, in order, before
-	// the next message. Guarded by wmu.
-	ctl       pending
 	ctlQueued atomic.Bool // ctl holds bytes: flushControl's look without wmu
 	// wbuf[:held] is a held message (WriteHeldMessage), or the unsent
 	// rest of one: owed to the wire before any other byte. Where the
@@ -396,14 +392,13 @@ type Conn struct {
 	// before its last byte, or the connection ended with it held. Set
 	// under wmu, read by HeldLost once the connection is over.
 	heldLost atomic.Bool
-	// A ping's payload waiting for its pong, guarded by pmu (held only
-	// to copy these few bytes): the reader records it, whoever holds wmu
-	// next writes the pong. RFC 6455 5.5.3 allows answering only the
-	// latest of several pings.
+	// A ping's payload waiting for its pong (pongData, at the end),
+	// guarded by pmu (held only to copy these few bytes): the reader
+	// records it, whoever holds wmu next writes the pong. RFC 6455
+	// 5.5.3 allows answering only the latest of several pings.
 	pmu      sync.Mutex
 	pongOwed atomic.Bool
 	pongLen  int
-	pongData [ws.MaxControlFramePayloadSize]byte
 
 	// Read side, serialised by rmu: Receive and Poll hold it while they
 	// read, the poller only when it gets it without waiting.
@@ -468,6 +463,17 @@ type Conn struct {
 	err  atomic.Pointer[error]
 
 	closeOnce sync.Once
+
+	// The control frames' buffers, last: an exchange touches neither, and
+	// placed among the fields it does touch they spread those over more
+	// cache lines.
+	//
+	// ctl holds control frames that could not be written without waiting
+	// (the rest of a pong or close frame): they go out, in order, before
+	// the next message. Guarded by wmu.
+	ctl pending
+	// pongData is the ping's payload of pongOwed (pmu).
+	pongData [ws.MaxControlFramePayloadSize]byte
 }
 
 // Dial opens a connection and hands it to the poller. Cancelling ctx ends a

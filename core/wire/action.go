@@ -25,10 +25,8 @@ type Action struct {
 	// id it claims (a 60 MiB list of one-byte ids would take 480 MiB).
 	MaxEnvIDs int
 
-	envIDs     Array
-	idStore    []int64
-	chunkShape [MaxDims]int
-	idShape    [MaxDims]int
+	envIDs  Array
+	idStore []int64
 
 	// The structure of the last message decoded, for Decode's shortcut: its
 	// length, where the chunk's data sat in it before toHost, and the bytes
@@ -50,6 +48,11 @@ type Action struct {
 	sameWindow int
 	sameIDs    int    // len(EnvIDs), or -1 when the message had none
 	around     []byte // msg[:sameOff] then msg[sameOff+sameData:], as received
+
+	// The shapes' storage, last: a decode uses their first few entries, and
+	// the rest would keep the fields above it apart in memory.
+	chunkShape [MaxDims]int
+	idShape    [MaxDims]int
 }
 
 // Decode decodes an action message in place: it may move and

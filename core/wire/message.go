@@ -5,6 +5,7 @@ package wire
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -17,27 +18,38 @@ import (
 // and the socket. A Message is reused across exchanges and allocates nothing
 // once its buffers have grown to the workload's size.
 type Message struct {
-	head    []byte
-	segs    []segment
-	mark    int // head[mark:] is not yet covered by a segment
-	total   int
-	rows    []int    // scratch for row selection
-	envs    indexSet // scratch for checking env_indices (indices.go)
-	typestr [24]byte // scratch for a dtype's text
+	head  []byte
+	segs  []segment
+	mark  int // head[mark:] is not yet covered by a segment
+	total int
 
 	plan    planKey      // what the last EncodeInfer/EncodeFeedback was made from (plan.go)
 	obs     *Observation // the observation m was encoded from, if a plan says so (EncodedObs)
 	layout  uint64       // counts Resets and runs of own bytes (see Layout)
 	src     segSrc       // the source of the next refs
 	srcBase []byte
+
+	// Scratch of a message built anew, last: a message its plan matches
+	// (an exchange's usual case) does not touch it.
+	rows    []int    // scratch for row selection
+	envs    indexSet // scratch for checking env_indices (indices.go)
+	typestr [24]byte // scratch for a dtype's text with a two-digit item size (dtypeStr writes the others in line)
 }
 
+// segment is one run of a message's bytes: n bytes of caller memory at
+// ext, or when ext is nil head[off:off+n]. It is kept to 32 bytes (a
+// slice, three ints and the source took 56): an exchange reads every
+// segment of its two messages, and with many clients taking turns on a
+// core they are cache lines it fetches again each time.
 type segment struct {
-	ext        []byte // caller memory; when nil, the segment is head[start:end]
-	start, end int
-	src        segSrc // where ext comes from, and at which offset (plan.go)
-	lo         int
+	ext unsafe.Pointer // caller memory; nil: the segment is in head
+	n   int
+	off int    // in head; for caller memory, its offset in its source (plan.go)
+	src segSrc // where ext comes from
 }
+
+// bytes is the caller memory the segment references.
+func (s *segment) bytes() []byte { return unsafe.Slice((*byte)(s.ext), s.n) }
 
 // Reset empties m, keeping its buffers.
 func (m *Message) Reset() {
@@ -61,9 +73,9 @@ func (m *Message) Segments() int { return len(m.segs) }
 func (m *Message) Segment(i int) []byte {
 	s := &m.segs[i]
 	if s.ext != nil {
-		return s.ext
+		return s.bytes()
 	}
-	return m.head[s.start:s.end]
+	return m.head[s.off : s.off+s.n : s.off+s.n]
 }
 
 // Layout identifies the message's own bytes: it changes with every Reset,
@@ -129,9 +141,9 @@ func (m *Message) CopyTo(dst []byte) int {
 	for i := range m.segs {
 		s := &m.segs[i]
 		if s.ext != nil {
-			w += copy(dst[w:], s.ext)
+			w += copy(dst[w:], s.bytes())
 		} else {
-			w += copy(dst[w:], m.head[s.start:s.end])
+			w += copy(dst[w:], m.head[s.off:s.off+s.n])
 		}
 	}
 	return w
@@ -141,7 +153,7 @@ func (m *Message) CopyTo(dst []byte) int {
 func (m *Message) seal() {
 	if len(m.head) > m.mark {
 		m.layout++ // its own bytes changed (see Layout)
-		m.segs = append(m.segs, segment{start: m.mark, end: len(m.head)})
+		m.segs = append(m.segs, segment{off: m.mark, n: len(m.head) - m.mark})
 		m.total += len(m.head) - m.mark
 		m.mark = len(m.head)
 	}
@@ -153,7 +165,7 @@ func (m *Message) ref(b []byte) {
 		return
 	}
 	m.seal()
-	m.segs = append(m.segs, segment{ext: b, src: m.src, lo: m.srcOffset(b)})
+	m.segs = append(m.segs, segment{ext: unsafe.Pointer(unsafe.SliceData(b)), n: len(b), src: m.src, off: m.srcOffset(b)})
 	m.total += len(b)
 }
 

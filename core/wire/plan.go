@@ -271,7 +271,7 @@ func (m *Message) planRefresh(v *reqView) {
 		default:
 			panic("wire: a planned message references memory of unknown origin")
 		}
-		sg.ext = b[sg.lo : sg.lo+len(sg.ext)]
+		sg.ext = unsafe.Pointer(unsafe.SliceData(b[sg.off : sg.off+sg.n]))
 	}
 }
 

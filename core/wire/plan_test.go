@@ -249,3 +249,17 @@ func viewOf(in *Infer, fb *Feedback) *reqView {
 	}
 	return v
 }
+
+// TestSegmentSize: a segment stays 32 bytes on a 64-bit machine. An
+// exchange reads every segment of its two messages, and with many clients
+// taking turns on a core each of those cache lines is fetched again every
+// time (docs/PERFORMANCE.md); a field added here costs that on every
+// exchange, so it should be a deliberate choice.
+func TestSegmentSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit machines")
+	}
+	if got := unsafe.Sizeof(segment{}); got != 32 {
+		t.Errorf("segment is %d bytes, want 32", got)
+	}
+}
