@@ -225,7 +225,8 @@ type Client struct {
 	// looked), and whether the infer after it came within tightLoop.
 	feedbackDone time.Duration
 	tight        bool
-	givenUp      bool // GiveUpOwed: the next Infer drops the connection first
+
+	givenUp bool // GiveUpOwed: the next Infer drops the connection first
 	// givenUpDrop: the connection was dropped for GiveUpOwed, and the
 	// reconnect that follows (in this Infer or a later one, if this one's
 	// failed) is reported with ErrGivenUp.
